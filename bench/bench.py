@@ -1,0 +1,108 @@
+"""`make bench`: the performance figures the issues ask for, measured on this machine in one run.
+
+Each figure is printed beside its goal. Nothing here is asserted: a benchmark informs, the
+test suite proves behaviour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+from yiemagent import (
+    AgentContext,
+    AgentLoopConfig,
+    AgentTool,
+    AgentToolCall,
+    AgentToolResult,
+    AssistantMessage,
+    TextContent,
+    ToolStore,
+    execute_tool_calls_parallel,
+    execute_tool_calls_sequential,
+    register_tool,
+)
+from yiemagent.schema import compiled_validator
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+RESULT = AgentToolResult([TextContent("ok")])
+ASSISTANT = AssistantMessage([TextContent("bench")])
+
+
+def best_of(repeats: int, run: Callable[[], None]) -> float:
+    """The fastest of ``repeats`` timings of ``run``, in seconds (the least disturbed by the machine)."""
+    timings = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        timings.append(time.perf_counter() - start)
+    return min(timings)
+
+
+def context_of(*tools: AgentTool) -> AgentContext:
+    store = ToolStore("bench")
+    for tool in tools:
+        register_tool(store, tool)
+    return AgentContext("bench", [], store.tools)
+
+
+def bench_pipeline(calls: int = 100, repeats: int = 200) -> None:
+    """Sequential pipeline per call vs jsonschema alone on the same arguments."""
+    noop = AgentTool("noop", "No-op", "does nothing", SCHEMA, lambda i, a, s, p: RESULT)
+    ctx = context_of(noop)
+    batch = [AgentToolCall(f"c{i}", "noop", {"city": "Tokyo"}) for i in range(calls)]
+    config = AgentLoopConfig()
+    sink = lambda event: None  # noqa: E731  a no-op sink: events are built and delivered
+    pipeline_s = best_of(repeats, lambda: execute_tool_calls_sequential(ctx, ASSISTANT, batch, config, None, sink))
+    validator = compiled_validator(SCHEMA)
+    args = [c.arguments for c in batch]
+
+    def validate_only() -> None:
+        for a in args:
+            for _ in validator.iter_errors(a):
+                pass
+
+    validation_s = best_of(repeats, validate_only)
+    per_call = pipeline_s / calls * 1e6
+    floor = validation_s / calls * 1e6
+    print(f"sequential pipeline, {calls} no-op calls, full validation, events to a no-op sink:")
+    print(f"  pipeline per call          {per_call:7.2f} us")
+    print(f"  jsonschema alone per call  {floor:7.2f} us   (the floor)")
+    print(f"  pipeline overhead          {per_call - floor:7.2f} us   goal <= 10 us")
+
+
+def bench_parallel(width: int = 32, sleep_s: float = 0.1, repeats: int = 5) -> None:
+    """Wall time of a parallel batch of sleeping tools, divided by one sleep."""
+
+    def sleeper(tool_call_id, args, signal, on_partial_result):
+        time.sleep(sleep_s)
+        return RESULT
+
+    tool = AgentTool("sleep", "Sleep", "sleeps", {"type": "object"}, sleeper, parallel_tool_execute=True)
+    ctx = context_of(tool)
+    batch = [AgentToolCall(f"c{i}", "sleep", {}) for i in range(width)]
+    config = AgentLoopConfig(tool_execution="parallel")
+    walls = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        execute_tool_calls_parallel(ctx, ASSISTANT, batch, config, None, None)
+        walls.append(time.perf_counter() - start)
+    print(f"parallel batch of {width} tools sleeping {sleep_s * 1000:.0f} ms ({repeats} runs):")
+    print(f"  wall / sleep  median {statistics.median(walls) / sleep_s:.3f}  best {min(walls) / sleep_s:.3f}   goal <= 1.05")
+
+
+SECTIONS: dict[str, Callable[[], None]] = {"pipeline": bench_pipeline, "parallel": bench_parallel}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("only", nargs="*", choices=[*SECTIONS, []], help="run only these sections")
+    chosen = parser.parse_args().only or list(SECTIONS)
+    for name in chosen:
+        SECTIONS[name]()
+
+
+if __name__ == "__main__":
+    main()

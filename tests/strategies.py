@@ -1,0 +1,60 @@
+"""Hypothesis strategies: JSON values, content, messages, tool calls."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from hypothesis import strategies as st
+
+from yiemagent import AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
+
+json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+json_values = st.recursive(
+    json_scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=5)
+
+timestamps = st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(timezone.utc)
+)
+text_content = st.builds(TextContent, st.text())
+image_content = st.builds(ImageContent, st.text(alphabet="ABCDEFabcdef0123456789+/=", max_size=40), st.sampled_from(["image/png", "image/jpeg"]))
+content = st.lists(text_content | image_content, max_size=4)
+
+tool_call_entries = st.fixed_dictionaries(
+    {"id": st.text(min_size=1, max_size=12), "function": st.fixed_dictionaries({"name": st.text(max_size=12), "arguments": json_objects | st.text(max_size=20)})}
+)
+raw_tool_blocks = st.one_of(
+    st.fixed_dictionaries({"type": st.just("tool_calls"), "tool_calls": st.lists(tool_call_entries, max_size=3)}),
+    st.fixed_dictionaries(
+        {"type": st.just("tool_call"), "id": st.text(max_size=12), "name": st.text(max_size=12), "arguments": json_objects}
+    ),
+)
+usages = st.none() | st.builds(LLMUsage, *(st.integers(0, 10**6) for _ in range(5)))
+
+user_messages = st.builds(UserMessage, content, timestamps)
+assistant_messages = st.builds(
+    AssistantMessage,
+    st.lists(text_content | image_content | raw_tool_blocks, max_size=4),
+    api=st.none() | st.text(max_size=10),
+    provider=st.none() | st.text(max_size=10),
+    model=st.none() | st.text(max_size=10),
+    usage=usages,
+    stop_reason=st.none() | st.sampled_from(["stop", "length", "tool_use", "error", "aborted"]),
+    error_message=st.none() | st.text(max_size=20),
+    timestamp=timestamps,
+)
+tool_result_messages = st.builds(
+    ToolResultMessage,
+    st.text(max_size=12),
+    st.text(max_size=12),
+    content,
+    json_objects,
+    usages,
+    st.none() | st.lists(st.text(max_size=8), max_size=3),
+    st.booleans(),
+    timestamps,
+)
+messages = user_messages | assistant_messages | tool_result_messages

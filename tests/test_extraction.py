@@ -1,0 +1,137 @@
+"""Tool-call extraction from an LLM response (spec §7, decision 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from strategies import json_values
+from yiemagent import AssistantMessage, TextContent, extract_tool_calls
+
+
+def one_call(**call):
+    return AssistantMessage([{"type": "tool_call", **call}])
+
+
+@pytest.mark.spec("7")
+def test_openai_tool_calls_array_with_function_object():
+    """Format 1: a tool_calls block whose entries carry name/arguments under "function"."""
+    msg = AssistantMessage(
+        [
+            {
+                "type": "tool_calls",
+                "tool_calls": [
+                    {"id": "call_1", "function": {"name": "getWeather", "arguments": {"city": "Tokyo"}}},
+                    {"id": "call_2", "function": {"name": "getTime", "arguments": '{"timezone": "Asia/Tokyo"}'}},
+                ],
+            }
+        ]
+    )
+    has, calls, returned = extract_tool_calls(msg)
+    assert has and returned is msg
+    assert [(c.id, c.name, c.arguments, c.type) for c in calls] == [
+        ("call_1", "getWeather", {"city": "Tokyo"}, "function"),
+        ("call_2", "getTime", {"timezone": "Asia/Tokyo"}, "function"),
+    ]
+
+
+@pytest.mark.spec("7")
+def test_spec_example_format_1_with_flat_name_and_arguments():
+    """Format 1 exactly as the spec prints it: name and arguments at the top of each entry."""
+    msg = AssistantMessage([{"type": "tool_calls", "tool_calls": [{"id": "call_1", "name": "getWeather", "arguments": {"city": "Tokyo"}}]}])
+    _, calls, _ = extract_tool_calls(msg)
+    assert (calls[0].name, calls[0].arguments) == ("getWeather", {"city": "Tokyo"})
+
+
+@pytest.mark.spec("7")
+def test_single_tool_call_block_flat_or_under_function():
+    """Format 2: a single tool_call block, with name/arguments flat or under "function"."""
+    msg = AssistantMessage(
+        [
+            TextContent("thinking aloud"),
+            {"type": "tool_call", "id": "a", "name": "getWeather", "arguments": {"city": "Paris"}},
+            {"type": "tool_call", "id": "b", "function": {"name": "getTime", "arguments": "{}"}},
+        ]
+    )
+    has, calls, _ = extract_tool_calls(msg)
+    assert [(c.id, c.name, c.arguments) for c in calls] == [("a", "getWeather", {"city": "Paris"}), ("b", "getTime", {})]
+
+
+@pytest.mark.spec("7")
+def test_no_tool_calls_in_a_text_reply():
+    """A reply with only text has no tool calls."""
+    assert extract_tool_calls(AssistantMessage([TextContent("hello")]))[:2] == (False, [])
+
+
+@pytest.mark.spec("7")
+@pytest.mark.parametrize("raw", ["", "   ", None, "null", '""'])
+def test_empty_arguments_mean_an_empty_object(raw):
+    """Empty string, null, JSON null and an empty JSON string all mean {}."""
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
+    assert calls[0].arguments == {} and calls[0].arguments_error is None
+
+
+@pytest.mark.spec("7")
+def test_missing_arguments_mean_an_empty_object():
+    """A call without an arguments key has arguments {}."""
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t"))
+    assert calls[0].arguments == {} and calls[0].arguments_error is None
+
+
+@pytest.mark.spec("7")
+def test_double_encoded_arguments_are_decoded():
+    """A JSON string holding a JSON string of an object decodes to the object."""
+    raw = json.dumps(json.dumps({"city": "Tokyo"}))
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
+    assert calls[0].arguments == {"city": "Tokyo"}
+
+
+@pytest.mark.spec("7")
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        ('{"city": "Tok', "not valid JSON"),
+        ("[1, 2]", "must be a JSON object, got an array"),
+        ("42", "got a number"),
+        (["a"], "got an array"),
+    ],
+)
+def test_unparseable_arguments_become_an_error_not_a_crash(raw, fragment):
+    """Arguments that are not a JSON object mark the call with a message about the JSON."""
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
+    assert calls[0].arguments == {}
+    assert fragment in calls[0].arguments_error
+
+
+@pytest.mark.spec("7")
+@pytest.mark.parametrize("bad_id", [None, ""])
+def test_missing_or_empty_ids_get_a_stable_unique_synthetic_id(bad_id):
+    """A missing or empty id is replaced by one that is the same on every extraction and unique per call."""
+    entry = {"function": {"name": "t", "arguments": "{}"}}
+    if bad_id is not None:
+        entry["id"] = bad_id
+    msg = AssistantMessage([{"type": "tool_calls", "tool_calls": [dict(entry), dict(entry)]}])
+    first = [c.id for c in extract_tool_calls(msg)[1]]
+    second = [c.id for c in extract_tool_calls(msg)[1]]
+    assert first == second
+    assert len(set(first)) == 2
+    assert all(len(i) == 9 and i.isalnum() for i in first)
+
+
+@pytest.mark.spec("7")
+def test_non_object_entries_are_skipped():
+    """An entry of a tool_calls list that is not an object cannot be answered and is skipped."""
+    msg = AssistantMessage([{"type": "tool_calls", "tool_calls": ["junk", {"id": "a", "name": "t"}]}])
+    assert [c.id for c in extract_tool_calls(msg)[1]] == ["a"]
+
+
+@pytest.mark.spec("7")
+@given(json_values | st.text())
+def test_arbitrary_arguments_never_raise(raw):
+    """Property: whatever the arguments are, extraction yields a dict and never raises."""
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
+    assert isinstance(calls[0].arguments, dict)
+    assert (calls[0].arguments_error is None) or calls[0].arguments == {}

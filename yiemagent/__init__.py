@@ -1,0 +1,124 @@
+"""yiemagent: the Python reference implementation of the YiemAgent tool lifecycle.
+
+Every public name of shared/spec/API.md is importable from here; docs/naming.md maps
+each spec name to its Python name and docs/conformance.md each spec rule to its code.
+"""
+
+from .batch import execute_tool_calls, execute_tool_calls_parallel, execute_tool_calls_sequential, should_terminate
+from .errors import AgentClosedError, LLMError, ToolArgumentsError, ToolDefinitionError, ToolSchemaError, YiemAgentError
+from .events import (
+    AgentRunEndEvent,
+    AgentRunStartEvent,
+    LLMCallEndEvent,
+    LLMCallStartEvent,
+    ToolExecEndEvent,
+    ToolExecStartEvent,
+    ToolExecUpdateEvent,
+)
+from .extraction import extract_tool_calls
+from .formatting import format_msg_for_llm, openai_to_user_message, prepare_context
+from .messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    LLMModel,
+    LLMUsage,
+    MessageContent,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+    message_from_dict,
+)
+from .pipeline import (
+    create_error_tool_result,
+    create_tool_result_message,
+    execute_prepared_tool_call,
+    finalize_executed_tool_call,
+    prepare_tool_call,
+    prepare_tool_call_arguments,
+    validate_required_args,
+    validate_tool_arguments,
+)
+from .registry import ToolStore, clear_tools, get_tools, list_tool, register_all_tools, register_tool
+from .tooling import (
+    AbortSignal,
+    AfterToolCallContext,
+    AgentContext,
+    AgentLoopConfig,
+    AgentState,
+    AgentTool,
+    AgentToolCall,
+    AgentToolCallBatch,
+    AgentToolResult,
+    BeforeToolCallContext,
+    ExecutedOutcome,
+    FinalizedOutcome,
+    ImmediateOutcome,
+    PreparedToolCall,
+)
+
+__version__ = "0.1.0"
+
+__all__ = sorted(
+    [
+        "AbortSignal",
+        "AfterToolCallContext",
+        "AgentClosedError",
+        "AgentContext",
+        "AgentLoopConfig",
+        "AgentMessage",
+        "AgentRunEndEvent",
+        "AgentRunStartEvent",
+        "AgentState",
+        "AgentTool",
+        "AgentToolCall",
+        "AgentToolCallBatch",
+        "AgentToolResult",
+        "AssistantMessage",
+        "BeforeToolCallContext",
+        "ExecutedOutcome",
+        "FinalizedOutcome",
+        "ImageContent",
+        "ImmediateOutcome",
+        "LLMCallEndEvent",
+        "LLMCallStartEvent",
+        "LLMError",
+        "LLMModel",
+        "LLMUsage",
+        "MessageContent",
+        "PreparedToolCall",
+        "TextContent",
+        "ToolArgumentsError",
+        "ToolDefinitionError",
+        "ToolExecEndEvent",
+        "ToolExecStartEvent",
+        "ToolExecUpdateEvent",
+        "ToolResultMessage",
+        "ToolSchemaError",
+        "ToolStore",
+        "UserMessage",
+        "YiemAgentError",
+        "clear_tools",
+        "create_error_tool_result",
+        "create_tool_result_message",
+        "execute_prepared_tool_call",
+        "execute_tool_calls",
+        "execute_tool_calls_parallel",
+        "execute_tool_calls_sequential",
+        "extract_tool_calls",
+        "finalize_executed_tool_call",
+        "format_msg_for_llm",
+        "get_tools",
+        "list_tool",
+        "message_from_dict",
+        "openai_to_user_message",
+        "prepare_context",
+        "prepare_tool_call",
+        "prepare_tool_call_arguments",
+        "register_all_tools",
+        "register_tool",
+        "should_terminate",
+        "validate_required_args",
+        "validate_tool_arguments",
+    ]
+)

@@ -1,0 +1,201 @@
+"""Batches of tool calls: sequential and parallel execution, termination (spec §9, §10, §11).
+
+Whatever happens, a batch answers every call exactly once, in call order, and emits
+exactly one ``ToolExecStartEvent`` and one ``ToolExecEndEvent`` per call (decision 1).
+Calls not yet run when the signal fires are answered "Operation aborted".
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+from typing import Any, Optional
+
+from ._threads import tool_pool
+from .events import EventEmitter, ToolExecEndEvent, ToolExecStartEvent, as_emitter
+from .pipeline import (
+    ABORTED_MESSAGE,
+    create_error_tool_result,
+    create_tool_result_message,
+    execute_prepared_tool_call,
+    finalize_executed_tool_call,
+    prepare_tool_call,
+)
+from .tooling import (
+    AbortSignal,
+    AgentContext,
+    AgentLoopConfig,
+    AgentToolCall,
+    AgentToolCallBatch,
+    FinalizedOutcome,
+    ImmediateOutcome,
+    PreparedToolCall,
+)
+
+__all__ = [
+    "answer_tool_calls_with_error",
+    "execute_tool_calls",
+    "execute_tool_calls_parallel",
+    "execute_tool_calls_sequential",
+    "should_terminate",
+]
+
+logger = logging.getLogger("yiemagent.batch")
+
+
+def should_terminate(finalized: list[FinalizedOutcome]) -> bool:
+    """True only for a non-empty batch whose every result asks to terminate (spec §10 shouldTerminate)."""
+    return bool(finalized) and all(f.result.terminate for f in finalized)
+
+
+def _aborted(signal: Optional[AbortSignal]) -> bool:
+    return signal is not None and signal.aborted
+
+
+def _execute_and_finalize(
+    context: AgentContext,
+    assistant_msg: Any,
+    prep: PreparedToolCall,
+    config: AgentLoopConfig,
+    signal: Optional[AbortSignal],
+    emit: EventEmitter,
+) -> FinalizedOutcome:
+    """EXECUTE then FINALIZE one prepared call and emit its end event; never raises."""
+    try:
+        executed = execute_prepared_tool_call(prep, signal, emit)
+        finalized = finalize_executed_tool_call(context, assistant_msg, prep, executed, config, signal)
+    except Exception as exc:  # a bug in this library must still not lose the call
+        logger.exception("internal error while running tool %r", prep.tool.name)
+        finalized = FinalizedOutcome(
+            prep.tool_call, create_error_tool_result(f"Internal error running tool {prep.tool.name!r}: {exc!r}"), True
+        )
+    emit(ToolExecEndEvent(prep.tool_call.id, prep.tool_call.name, finalized.result, finalized.is_error))
+    return finalized
+
+
+def _end_immediately(tool_call: AgentToolCall, outcome: ImmediateOutcome, emit: EventEmitter) -> FinalizedOutcome:
+    """Finalize a call that ended in PREPARE, emitting its end event (decision 1)."""
+    emit(ToolExecEndEvent(tool_call.id, tool_call.name, outcome.result, outcome.is_error))
+    return FinalizedOutcome(tool_call, outcome.result, outcome.is_error)
+
+
+def _start_and_prepare(
+    context: AgentContext,
+    assistant_msg: Any,
+    tool_call: AgentToolCall,
+    config: AgentLoopConfig,
+    signal: Optional[AbortSignal],
+    emit: EventEmitter,
+) -> PreparedToolCall | FinalizedOutcome:
+    """Emit the call's start event, then PREPARE it — unless the signal has already fired.
+
+    Returns the prepared call, or the finalized outcome of a call that ended here (its
+    end event already emitted).
+    """
+    emit(ToolExecStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
+    if _aborted(signal):
+        prep: PreparedToolCall | ImmediateOutcome = ImmediateOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
+    else:
+        prep = prepare_tool_call(context, assistant_msg, tool_call, config, signal)
+    if isinstance(prep, ImmediateOutcome):
+        return _end_immediately(tool_call, prep, emit)
+    return prep
+
+
+def _batch(finalized: list[FinalizedOutcome]) -> AgentToolCallBatch:
+    return AgentToolCallBatch([create_tool_result_message(f) for f in finalized], should_terminate(finalized))
+
+
+def execute_tool_calls_sequential(
+    context: AgentContext,
+    assistant_msg: Any,
+    tool_calls: list[AgentToolCall],
+    config: AgentLoopConfig,
+    signal: Optional[AbortSignal],
+    event_sink: Any,
+) -> AgentToolCallBatch:
+    """Run each call through PREPARE -> EXECUTE -> FINALIZE, one after another, in this thread.
+
+    Spec: §9 "Sequential Execution — executeToolCallsSequential()".
+    Deviation: decision 1 — once the signal has fired, the remaining calls are not
+    dropped (the spec ``break``s) but answered "Operation aborted", because LLM APIs
+    reject a history in which a tool call has no result.
+    """
+    emit = as_emitter(event_sink)
+    finalized: list[FinalizedOutcome] = []
+    for tool_call in tool_calls:
+        step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit)
+        if isinstance(step, PreparedToolCall):
+            step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit)
+        finalized.append(step)
+    return _batch(finalized)
+
+
+def execute_tool_calls_parallel(
+    context: AgentContext,
+    assistant_msg: Any,
+    tool_calls: list[AgentToolCall],
+    config: AgentLoopConfig,
+    signal: Optional[AbortSignal],
+    event_sink: Any,
+) -> AgentToolCallBatch:
+    """Prepare the calls in order, run the prepared ones concurrently, return results in call order.
+
+    Spec: §9 "Parallel Execution — executeToolCallsParallel()"; decision 6.
+
+    Each prepared call starts on the pool as soon as it is prepared, as the spec schedules
+    its task inside the preparation loop. The pool (``yiemagent._threads``) always has a
+    free thread per call in flight, so no call waits for a worker: a batch of N sleeping
+    tools takes about as long as one. Every call is collected before returning; a tool
+    with ``timeout_s`` that overruns does not hold the batch up (see
+    ``execute_prepared_tool_call``).
+    """
+    emit = as_emitter(event_sink)
+    slots: list[FinalizedOutcome | Future[FinalizedOutcome]] = []
+    for tool_call in tool_calls:
+        step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit)
+        if isinstance(step, PreparedToolCall):
+            slots.append(tool_pool.submit(_execute_and_finalize, context, assistant_msg, step, config, signal, emit))
+        else:
+            slots.append(step)
+    finalized = [slot.result() if isinstance(slot, Future) else slot for slot in slots]
+    return _batch(finalized)
+
+
+def execute_tool_calls(
+    context: AgentContext,
+    assistant_msg: Any,
+    tool_calls: list[AgentToolCall],
+    config: AgentLoopConfig,
+    signal: Optional[AbortSignal],
+    event_sink: Any,
+) -> AgentToolCallBatch:
+    """Run a batch, sequentially or in parallel (spec §9 "Dispatcher — executeToolCalls()").
+
+    The whole batch runs sequentially when ``config.tool_execution`` is "sequential" or
+    any known tool in it has ``parallel_tool_execute=False``; unknown tools do not count,
+    they fail in PREPARE either way. Sequential is the safe default.
+    """
+    has_sequential = False
+    for tool_call in tool_calls:
+        tool = context.tools.get(tool_call.name)
+        if tool is not None and not tool.parallel_tool_execute:
+            has_sequential = True
+            break
+    if config.tool_execution == "sequential" or has_sequential:
+        return execute_tool_calls_sequential(context, assistant_msg, tool_calls, config, signal, event_sink)
+    return execute_tool_calls_parallel(context, assistant_msg, tool_calls, config, signal, event_sink)
+
+
+def answer_tool_calls_with_error(tool_calls: list[AgentToolCall], message: str, event_sink: Any) -> AgentToolCallBatch:
+    """Answer every call with the same error result without running anything.
+
+    Used by the agent for a reply cut off at its token limit (decision 10). Each call
+    still gets its start and end events (decision 1).
+    """
+    emit = as_emitter(event_sink)
+    finalized = []
+    for tool_call in tool_calls:
+        emit(ToolExecStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
+        finalized.append(_end_immediately(tool_call, ImmediateOutcome(create_error_tool_result(message), True), emit))
+    return _batch(finalized)

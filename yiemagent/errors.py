@@ -1,0 +1,69 @@
+"""The library's exceptions: one root, and leaves that also inherit the built-in they resemble.
+
+Exceptions are for the programmer (a bad tool definition, a schema that is not JSON
+Schema, an agent used after shutdown, an LLM server that fails). Problems caused by the
+model or by a tool never raise: they become error tool results (spec §12).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "AgentClosedError",
+    "LLMError",
+    "ToolArgumentsError",
+    "ToolDefinitionError",
+    "ToolSchemaError",
+    "YiemAgentError",
+]
+
+
+class YiemAgentError(Exception):
+    """Root of every exception this library raises on purpose."""
+
+
+class ToolSchemaError(YiemAgentError, ValueError):
+    """A tool's ``input_schema`` is not a valid JSON Schema (raised by ``register_tool``)."""
+
+
+class ToolDefinitionError(YiemAgentError, TypeError, ValueError):
+    """An ``AgentTool`` was built with a field of the wrong type or value."""
+
+
+class ToolArgumentsError(YiemAgentError, ValueError):
+    """Arguments failed validation (raised by ``validate_tool_arguments``, spec §8.1).
+
+    The pipeline catches it and turns it into an error result for the model; it only
+    reaches a caller who validates by hand.
+    """
+
+
+class AgentClosedError(YiemAgentError, RuntimeError):
+    """A message was sent to an agent that has been shut down."""
+
+
+class LLMError(YiemAgentError):
+    """An LLM call failed.
+
+    Attributes:
+        status: the HTTP status, or None when no response came (refused, timed out).
+        retryable: whether the failure is of a kind worth trying again.
+        retry_after_ms: the delay the server asked for, in milliseconds, if it asked.
+        url: the endpoint that failed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: Optional[int] = None,
+        retryable: bool = False,
+        retry_after_ms: Optional[float] = None,
+        url: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        self.retry_after_ms = retry_after_ms
+        self.url = url

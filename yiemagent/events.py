@@ -1,0 +1,145 @@
+"""Lifecycle events and the serialising emitter that delivers them (spec §13).
+
+The three tool events are the spec's. The run and LLM-round events are beyond the spec,
+named in its style, so that a user can watch a whole run (docs/events.md lists them all).
+
+An event sink is any callable ``sink(event) -> None``. The library never calls it
+directly: it goes through an ``EventEmitter``, which guarantees decision 8 — the sink is
+never called from two threads at once, and an exception it raises is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .messages import AssistantMessage, LLMUsage
+from .tooling import AgentToolResult
+
+__all__ = [
+    "AgentRunEndEvent",
+    "AgentRunStartEvent",
+    "EventEmitter",
+    "LLMCallEndEvent",
+    "LLMCallStartEvent",
+    "ToolExecEndEvent",
+    "ToolExecStartEvent",
+    "ToolExecUpdateEvent",
+    "as_emitter",
+]
+
+logger = logging.getLogger("yiemagent.events")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecStartEvent:
+    """A tool call is about to be prepared (spec §13 ``toolExecStartEvent``)."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecUpdateEvent:
+    """A running tool reported a partial result (spec §13 ``toolExecUpdateEvent``)."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    partial_result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecEndEvent:
+    """A tool call has its final result (spec §13 ``toolExecEndEvent``)."""
+
+    tool_call_id: str
+    tool_name: str
+    result: AgentToolResult
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRunStartEvent:
+    """A run of ``_process_message`` began (beyond the spec).
+
+    ``run_id`` counts runs from 1 for this agent; ``new_messages`` is how many queued
+    messages the run took into the history at its start.
+    """
+
+    run_id: int
+    new_messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRunEndEvent:
+    """A run ended; ``response`` is what was put on the output channel (beyond the spec)."""
+
+    run_id: int
+    response: AssistantMessage
+    rounds: int
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCallStartEvent:
+    """An LLM round is starting (beyond the spec); ``round`` counts from 1 within the run."""
+
+    run_id: int
+    round: int
+    message_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCallEndEvent:
+    """An LLM round ended (beyond the spec).
+
+    ``response`` is None when the call failed; ``error`` then says why.
+    """
+
+    run_id: int
+    round: int
+    duration_s: float
+    response: Optional[AssistantMessage]
+    usage: Optional[LLMUsage]
+    error: Optional[str]
+
+
+class EventEmitter:
+    """Delivers events to a user's sink one at a time, containing its failures.
+
+    Spec: §13 "Event Sink"; decision 8.
+
+    Calling the emitter calls the sink under a lock, so events from tool threads in a
+    parallel batch never overlap. A sink that raises is logged (``yiemagent.events``
+    logger, with the traceback) and the event is dropped; the pipeline goes on.
+
+    Thread safety: callable from any thread; ``_lock`` serialises calls into the sink.
+    A sink must not block for long: it holds up every thread that emits.
+    """
+
+    __slots__ = ("sink", "_lock")
+
+    def __init__(self, sink: Optional[Callable[[Any], Any]]) -> None:
+        self.sink = sink
+        # held for the whole duration of one sink call: the sink is never re-entered
+        self._lock = threading.RLock()
+
+    def __call__(self, event: Any) -> None:
+        sink = self.sink
+        if sink is None:
+            return
+        with self._lock:
+            try:
+                sink(event)
+            except Exception:
+                logger.exception("event sink %r raised on %s; the event was dropped", sink, type(event).__name__)
+
+
+def as_emitter(sink: Any) -> EventEmitter:
+    """Wrap a sink in an ``EventEmitter``, or return it if it already is one."""
+    return sink if isinstance(sink, EventEmitter) else EventEmitter(sink)

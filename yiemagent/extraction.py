@@ -1,0 +1,122 @@
+"""Tool-call extraction from an LLM response (spec §7).
+
+Both formats of spec §7 are read — a ``{"type": "tool_calls", "tool_calls": [...]}``
+block and single ``{"type": "tool_call", ...}`` blocks — with ``name`` and ``arguments``
+either at the top level of a call or under ``"function"`` (decision 2), because servers
+disagree (shared/fixtures/README.md).
+
+Arguments may be a dict, a JSON string, a double-encoded JSON string, an empty string,
+``null`` or missing; the last three mean ``{}``. Anything else that is not a JSON object
+is not a crash: the call carries ``arguments_error`` and is answered with an error
+result saying what was wrong with the JSON.
+
+A missing or empty id is replaced by a synthetic one that is stable — the same message
+always yields the same ids, so the tool results and the assistant message agree when the
+history is sent back — and unique within the conversation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any, Optional
+
+from .messages import AssistantMessage
+from .tooling import AgentToolCall
+
+__all__ = ["extract_tool_calls", "parse_tool_arguments"]
+
+logger = logging.getLogger("yiemagent.extraction")
+
+_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_MAX_DECODE_DEPTH = 3
+_JSON_TYPE_NAMES = {list: "an array", int: "a number", float: "a number", bool: "a boolean"}
+
+
+def parse_tool_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
+    """Turn a call's raw arguments into a dict: ``(arguments, None)`` or ``({}, problem)``.
+
+    Spec: §7 (``arguments::Dict{String,Any}``); decision 2.
+    """
+    value = raw
+    for _ in range(_MAX_DECODE_DEPTH):
+        if value is None:
+            return {}, None
+        if isinstance(value, dict):
+            return value, None
+        if not isinstance(value, str):
+            break
+        text = value.strip()
+        if not text:
+            return {}, None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return {}, (
+                f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+                f"received {raw!r:.300}. Send the arguments as one JSON object"
+            )
+    kind = _JSON_TYPE_NAMES.get(type(value), f"a {type(value).__name__}")
+    return {}, f"the arguments must be a JSON object, got {kind}: {raw!r:.300}"
+
+
+def _synthetic_id(response: AssistantMessage, position: int, call: dict[str, Any]) -> str:
+    """A 9-character alphanumeric id, derived from the message and the call's position.
+
+    Nine alphanumerics is the strictest id format a server here asks for (Mistral).
+    """
+    seed = f"{response.timestamp.isoformat()}|{position}|{json.dumps(call, sort_keys=True, default=repr)}"
+    number = int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=8).digest(), "big")
+    chars = []
+    for _ in range(9):
+        number, digit = divmod(number, 62)
+        chars.append(_ALPHABET[digit])
+    return "".join(chars)
+
+
+def _to_tool_call(response: AssistantMessage, position: int, data: dict[str, Any]) -> AgentToolCall:
+    function = data.get("function")
+    source = function if isinstance(function, dict) else data
+    name = source.get("name")
+    if not isinstance(name, str):
+        name = data.get("name") if isinstance(data.get("name"), str) else ""
+    raw_arguments = source.get("arguments", data.get("arguments"))
+    arguments, problem = parse_tool_arguments(raw_arguments)
+    call_id = data.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        call_id = _synthetic_id(response, position, data)
+    return AgentToolCall(call_id, name, arguments, "function", problem)
+
+
+def extract_tool_calls(response: AssistantMessage) -> tuple[bool, list[AgentToolCall], AssistantMessage]:
+    """Find the tool calls in an LLM response, in order.
+
+    Spec: §7 "Extraction Logic"; §6 step 5.
+
+    Returns ``(has_tool_calls, tool_calls, assistant_msg)`` where ``assistant_msg`` is the
+    response itself. Blocks that are not tool calls (text, images, "thinking") are
+    skipped; an entry of a ``tool_calls`` list that is not an object is skipped with a
+    warning, since it has no id to answer.
+    """
+    calls: list[AgentToolCall] = []
+    position = 0
+    for block in response.content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "tool_calls":
+            entries = block.get("tool_calls") or []
+            if not isinstance(entries, list):
+                logger.warning("ignored a tool_calls block whose tool_calls is %s, not a list", type(entries).__name__)
+                continue
+            for entry in entries:
+                if not isinstance(entry, dict):
+                    logger.warning("ignored a tool call that is %s, not an object: %r", type(entry).__name__, entry)
+                    continue
+                calls.append(_to_tool_call(response, position, entry))
+                position += 1
+        elif kind == "tool_call":
+            calls.append(_to_tool_call(response, position, block))
+            position += 1
+    return bool(calls), calls, response

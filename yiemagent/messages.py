@@ -1,0 +1,216 @@
+"""Content blocks and conversation messages (spec §19 "Message Types").
+
+Every message is a frozen dataclass serialisable with dataclasses-json: ``to_json()``,
+``from_json()``, ``to_dict()``, ``from_dict()``. A content list may hold content objects
+(``TextContent``, ``ImageContent``) and, in an ``AssistantMessage``, the raw tool-call
+blocks of spec §7 (plain dicts with string keys); all of them survive a JSON round trip.
+
+Messages are values: once appended to a conversation they are never changed, which is
+what lets ``prepare_context`` share them instead of deep-copying the history (spec §14,
+see docs/conformance.md). Their content lists are read-only by convention.
+
+Thread safety: instances are immutable and may be shared between threads freely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from dataclasses_json import DataClassJsonMixin, config
+
+__all__ = [
+    "AgentMessage",
+    "AssistantMessage",
+    "ImageContent",
+    "LLMModel",
+    "LLMUsage",
+    "MessageContent",
+    "TextContent",
+    "ToolResultMessage",
+    "UserMessage",
+    "content_from_dict",
+    "message_from_dict",
+    "text_of",
+    "utc_now",
+]
+
+
+def utc_now() -> datetime:
+    """The timestamp every message and result carries: timezone-aware UTC."""
+    return datetime.now(timezone.utc)
+
+
+def _encode_timestamp(value: datetime) -> str:
+    return value.isoformat()
+
+
+def _decode_timestamp(value: Any) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
+_TIMESTAMP = config(encoder=_encode_timestamp, decoder=_decode_timestamp)
+
+
+class MessageContent(DataClassJsonMixin):
+    """Abstract base of content blocks (spec §19 ``messageContent``)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class TextContent(MessageContent):
+    """Plain text (spec §19 ``textContent``)."""
+
+    text: str
+    type: str = field(default="text", init=False)
+
+
+@dataclass(frozen=True)
+class ImageContent(MessageContent):
+    """An image as base64 ``data`` with its ``mime_type`` (spec §19 ``imageContent``)."""
+
+    data: str
+    mime_type: str
+    type: str = field(default="image", init=False)
+
+
+def content_from_dict(block: Any) -> Any:
+    """Rebuild one content block from its JSON form.
+
+    ``{"type": "text"}`` and ``{"type": "image"}`` become content objects; any other
+    dict (a raw tool-call block of spec §7, a provider's "thinking" block) stays a dict,
+    exactly as it was.
+    """
+    if isinstance(block, dict):
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            return TextContent(block["text"])
+        if kind == "image" and "data" in block and "mime_type" in block:
+            return ImageContent(block["data"], block["mime_type"])
+    return block
+
+
+def _encode_content(blocks: list[Any]) -> list[Any]:
+    return [b.to_dict() if isinstance(b, MessageContent) else b for b in blocks]
+
+
+def _decode_content(blocks: list[Any]) -> list[Any]:
+    return [content_from_dict(b) for b in blocks]
+
+
+# The annotation must not be the bare ``list``: dataclasses-json skips a field's decoder
+# when ``type(value) is annotation``, and then text blocks would come back as dicts.
+_CONTENT = config(encoder=_encode_content, decoder=_decode_content)
+
+
+def text_of(blocks: list[Any]) -> str:
+    """The text of a content list: its text blocks joined by newlines.
+
+    Dict blocks that carry a string ``"text"`` count too (spec §10 builds the final
+    response the same way).
+    """
+    parts = []
+    for block in blocks:
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+        elif isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class LLMUsage(DataClassJsonMixin):
+    """Token counts of one LLM call, or of a tool that called an LLM (spec §19 ``llmUsage``)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class LLMModel(DataClassJsonMixin):
+    """Which model a client talks to (spec §19 ``llmModel``, "LLM model config")."""
+
+    name: str
+    provider: str = ""
+    api: str = ""
+    base_url: str = ""
+    context_window: Optional[int] = None
+    max_tokens: Optional[int] = None
+
+
+class AgentMessage(DataClassJsonMixin):
+    """Abstract base of conversation messages (spec §19 ``agentMessage``)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class UserMessage(AgentMessage):
+    """What the user said (spec §19 ``userMessage``)."""
+
+    content: list[Any] = field(metadata=_CONTENT)
+    timestamp: datetime = field(default_factory=utc_now, metadata=_TIMESTAMP)
+    role: str = field(default="user", init=False)
+
+
+@dataclass(frozen=True)
+class AssistantMessage(AgentMessage):
+    """One reply of the LLM (spec §19 ``assistantMessage``).
+
+    ``content`` holds ``TextContent`` blocks and the raw tool-call blocks of spec §7.
+    ``stop_reason`` is one of "stop", "length", "tool_use", "content_filter", "error",
+    "aborted" or "tool_use_terminated" (the agent's own final response, spec §10).
+    """
+
+    content: list[Any] = field(metadata=_CONTENT)
+    api: Optional[str] = None
+    provider: Optional[str] = None
+    model: Optional[str] = None
+    usage: Optional[LLMUsage] = None
+    stop_reason: Optional[str] = None
+    error_message: Optional[str] = None
+    timestamp: datetime = field(default_factory=utc_now, metadata=_TIMESTAMP)
+    role: str = field(default="assistant", init=False)
+
+
+@dataclass(frozen=True)
+class ToolResultMessage(AgentMessage):
+    """A tool's answer to one tool call, as it enters the history (spec §11).
+
+    Decision 3: ``role`` is "tool" (the spec shows both "tool" and "toolResult").
+    """
+
+    tool_call_id: str
+    tool_name: str
+    content: list[Any] = field(metadata=_CONTENT)
+    details: Any = field(default_factory=dict)
+    usage: Optional[LLMUsage] = None
+    added_tool_names: Optional[list[str]] = None
+    is_error: bool = False
+    timestamp: datetime = field(default_factory=utc_now, metadata=_TIMESTAMP)
+    role: str = field(default="tool", init=False)
+
+
+_MESSAGE_TYPES: dict[str, type[AgentMessage]] = {
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "tool": ToolResultMessage,
+}
+
+
+def message_from_dict(data: dict[str, Any]) -> AgentMessage:
+    """Rebuild any message from ``to_dict()`` output, choosing the type by ``role``.
+
+    Raises:
+        ValueError: the role is not one of "user", "assistant", "tool".
+    """
+    role = data.get("role")
+    message_type = _MESSAGE_TYPES.get(role)  # type: ignore[arg-type]
+    if message_type is None:
+        raise ValueError(f"cannot rebuild a message with role {role!r}: expected one of {sorted(_MESSAGE_TYPES)}")
+    return message_type.from_dict(data)

@@ -1,0 +1,394 @@
+"""The per-call pipeline: PREPARE -> EXECUTE -> FINALIZE (spec §8), errors as results (spec §12).
+
+Every function here returns a value for anything the model or a tool did wrong: an
+unknown tool, arguments that fail the schema, a hook or a tool that raises or returns the
+wrong type. Each becomes an error ``AgentToolResult`` the model can read and recover
+from; nothing raises out of the pipeline (spec §8.1 "Key design principle", §12).
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Optional
+
+from .errors import ToolArgumentsError
+from .events import EventEmitter, ToolExecUpdateEvent, as_emitter
+from .messages import LLMUsage, MessageContent, TextContent, ToolResultMessage
+from .schema import validate_required_args
+from .tooling import (
+    AbortSignal,
+    AfterToolCallContext,
+    AgentContext,
+    AgentLoopConfig,
+    AgentTool,
+    AgentToolCall,
+    AgentToolResult,
+    BeforeToolCallContext,
+    ExecutedOutcome,
+    FinalizedOutcome,
+    ImmediateOutcome,
+    PreparedToolCall,
+)
+
+__all__ = [
+    "ABORTED_MESSAGE",
+    "create_error_tool_result",
+    "create_tool_result_message",
+    "execute_prepared_tool_call",
+    "finalize_executed_tool_call",
+    "prepare_tool_call",
+    "prepare_tool_call_arguments",
+    "validate_required_args",
+    "validate_tool_arguments",
+]
+
+logger = logging.getLogger("yiemagent.pipeline")
+
+ABORTED_MESSAGE = "Operation aborted"
+_AFTER_HOOK_KEYS = ("content", "details", "usage", "terminate", "is_error")
+
+
+def create_error_tool_result(message: str) -> AgentToolResult:
+    """An error result: one text block with ``message`` (spec §12 createErrorToolResult)."""
+    return AgentToolResult([TextContent(message)], {})
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _unknown_tool_message(name: str, tools: Mapping[str, AgentTool]) -> str:
+    names = list(tools)
+    text = f"Tool {name!r} not found. Available tools: {', '.join(names) if names else '(none)'}."
+    lowered = {n.lower(): n for n in names}
+    close = [lowered[name.lower()]] if name.lower() in lowered else difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if close:
+        text += f" Did you mean {close[0]!r}?"
+    return text
+
+
+def prepare_tool_call_arguments(tool: AgentTool, tool_call: AgentToolCall) -> AgentToolCall:
+    """Run the tool's ``prepare_arguments`` hook, if any (spec §8.1 "Prepare arguments").
+
+    Returns the original ``tool_call`` when there is no hook or the hook changed nothing,
+    else a copy carrying the new arguments. The hook receives a copy of the arguments,
+    so the original call (which events and the history show) is never mutated.
+
+    Raises:
+        ToolArgumentsError: the hook did not return a dict.
+        Exception: whatever the hook raised (``prepare_tool_call`` turns it into an error result).
+    """
+    if tool.prepare_arguments is None:
+        return tool_call
+    prepared = tool.prepare_arguments(dict(tool_call.arguments))
+    if not isinstance(prepared, dict):
+        raise ToolArgumentsError(
+            f"prepare_arguments of tool {tool.name!r} returned {type(prepared).__name__}; expected a dict of arguments"
+        )
+    if prepared == tool_call.arguments:
+        return tool_call
+    return replace(tool_call, arguments=prepared)
+
+
+def validate_tool_arguments(tool: AgentTool, tool_call: AgentToolCall) -> dict[str, Any]:
+    """Validate a call's arguments and return them (spec §8.1 "Validate arguments").
+
+    Uses the tool's own ``validate_required_args`` when it has one, else the default
+    ``validate_required_args(args, tool.input_schema)``, which checks the whole schema
+    (decision 4).
+
+    Raises:
+        ToolArgumentsError: the arguments are invalid; the message names the tool, each
+            failing field, and shows the received arguments.
+    """
+    args = tool_call.arguments
+    if tool.validate_required_args is not None:
+        problem = tool.validate_required_args(args)
+        if problem is not None and not isinstance(problem, str):
+            raise ToolArgumentsError(
+                f"validate_required_args of tool {tool.name!r} returned {type(problem).__name__}; "
+                "expected None (valid) or an error string"
+            )
+    else:
+        problem = validate_required_args(args, tool.input_schema)
+    if problem is not None:
+        raise ToolArgumentsError(f"Invalid arguments for tool {tool.name!r}: {problem}")
+    return args
+
+
+def prepare_tool_call(
+    context: AgentContext,
+    assistant_msg: Any,
+    tool_call: AgentToolCall,
+    config: AgentLoopConfig,
+    signal: Optional[AbortSignal],
+) -> PreparedToolCall | ImmediateOutcome:
+    """Resolve, prepare and validate one tool call, then ask ``before_tool_call``.
+
+    Spec: §8.1 "Phase 1: Prepare" (prepareToolCall); §14 "beforeToolCall Hook".
+
+    Returns a ``PreparedToolCall``, or an ``ImmediateOutcome`` carrying an error result
+    when the tool is unknown (the error lists the tools that exist and suggests the
+    closest name), the arguments were not a JSON object, ``prepare_arguments`` or the
+    validator raised or rejected them, the hook raised, returned something that is not
+    None or a dict, or blocked the call, or the signal fired during the hook.
+    Never raises for input that came from the model or for a failing hook.
+    """
+    tool = context.tools.get(tool_call.name)
+    if tool is None:
+        return ImmediateOutcome(create_error_tool_result(_unknown_tool_message(tool_call.name, context.tools)), True)
+    if tool_call.arguments_error is not None:
+        return ImmediateOutcome(
+            create_error_tool_result(f"Invalid arguments for tool {tool.name!r}: {tool_call.arguments_error}"), True
+        )
+    try:
+        prepared_call = prepare_tool_call_arguments(tool, tool_call)
+    except ToolArgumentsError as exc:
+        return ImmediateOutcome(create_error_tool_result(str(exc)), True)
+    except Exception as exc:
+        return ImmediateOutcome(create_error_tool_result(f"prepare_arguments of tool {tool.name!r} raised {_describe(exc)}"), True)
+    try:
+        args = validate_tool_arguments(tool, prepared_call)
+    except ToolArgumentsError as exc:
+        return ImmediateOutcome(create_error_tool_result(str(exc)), True)
+    except Exception as exc:
+        return ImmediateOutcome(
+            create_error_tool_result(f"validate_required_args of tool {tool.name!r} raised {_describe(exc)}"), True
+        )
+
+    hook = config.before_tool_call
+    if hook is not None:
+        try:
+            before = hook(BeforeToolCallContext(assistant_msg, tool_call, args, context), signal)
+        except Exception as exc:
+            logger.warning("before_tool_call hook raised on tool %r", tool.name, exc_info=True)
+            return ImmediateOutcome(
+                create_error_tool_result(f"before_tool_call hook raised {_describe(exc)}; tool {tool.name!r} was not run"), True
+            )
+        if signal is not None and signal.aborted:
+            return ImmediateOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
+        if before is not None:
+            if not isinstance(before, Mapping):
+                return ImmediateOutcome(
+                    create_error_tool_result(
+                        f"before_tool_call hook returned {type(before).__name__}; expected None or a dict; "
+                        f"tool {tool.name!r} was not run"
+                    ),
+                    True,
+                )
+            if before.get("block"):
+                reason = before.get("reason")
+                return ImmediateOutcome(create_error_tool_result(str(reason) if reason else "Tool execution was blocked"), True)
+    return PreparedToolCall(tool, tool_call, args)
+
+
+class _PartialResultReporter:
+    """The ``on_partial_result`` callback given to one ``execute`` (spec §13 toolExecUpdateEvent).
+
+    After ``close()`` — called as soon as ``execute`` has returned, raised or timed out —
+    partial results are dropped (decision 8), so no update can follow the call's end event.
+
+    Thread safety: called from the tool's thread (or threads it starts); ``_lock`` guards
+    ``_open`` so that a report racing ``close()`` is either delivered before the close or
+    dropped.
+    """
+
+    __slots__ = ("_emit", "_prep", "_lock", "_open")
+
+    def __init__(self, emit: EventEmitter, prep: PreparedToolCall) -> None:
+        self._emit = emit
+        self._prep = prep
+        self._lock = threading.Lock()  # guards _open
+        self._open = True
+
+    def __call__(self, partial_result: Any = None) -> None:
+        with self._lock:
+            if not self._open:
+                logger.debug("partial result of %r after its end was dropped", self._prep.tool_call.id)
+                return
+            call = self._prep.tool_call
+            self._emit(ToolExecUpdateEvent(call.id, call.name, self._prep.args, partial_result))
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+
+
+def _check_result(tool: AgentTool, result: Any) -> Optional[str]:
+    """Why ``result`` is not a usable ``AgentToolResult``, or None when it is."""
+    if not isinstance(result, AgentToolResult):
+        return f"Tool {tool.name!r} returned {type(result).__name__}; expected AgentToolResult"
+    if not isinstance(result.content, (list, tuple)):
+        return f"Tool {tool.name!r} returned content of type {type(result.content).__name__}; expected a list of content blocks"
+    for block in result.content:
+        if not isinstance(block, (MessageContent, dict)):
+            return f"Tool {tool.name!r} returned a content block of type {type(block).__name__}; expected TextContent or ImageContent"
+    return None
+
+
+def _execute_with_timeout(
+    prep: PreparedToolCall, signal: Optional[AbortSignal], reporter: _PartialResultReporter, timeout_s: float
+) -> tuple[Any, Optional[BaseException], bool]:
+    """Run ``execute`` on its own daemon thread and wait at most ``timeout_s``.
+
+    Returns (result, exception, timed_out). On timeout the call's own signal fires, so a
+    cooperative tool stops. A tool that ignores its signal cannot be killed: its thread
+    is abandoned — it runs on until ``execute`` returns, its result and any later partial
+    result are dropped, and, being a daemon thread, it does not keep the interpreter alive.
+    """
+    call_signal = signal.child() if signal is not None else AbortSignal()
+    outcome: dict[str, Any] = {}
+    finished = threading.Event()  # set by the tool thread when execute has returned or raised
+
+    def run() -> None:
+        try:
+            outcome["result"] = prep.tool.execute(prep.tool_call.id, prep.args, call_signal, reporter)
+        except BaseException as exc:  # carried back to the waiting thread, never lost
+            outcome["error"] = exc
+        finally:
+            finished.set()
+
+    thread = threading.Thread(target=run, name=f"yiemagent-tool-{prep.tool.name}-timed", daemon=True)
+    thread.start()
+    done = finished.wait(timeout_s)
+    if signal is not None:
+        signal.release(call_signal)
+    if not done:
+        reporter.close()
+        call_signal.abort(f"tool {prep.tool.name!r} timed out after {timeout_s:g} s")
+        return None, None, True
+    return outcome.get("result"), outcome.get("error"), False
+
+
+def execute_prepared_tool_call(prep: PreparedToolCall, signal: Optional[AbortSignal], event_sink: Any) -> ExecutedOutcome:
+    """Call the tool's ``execute`` and capture its result or failure.
+
+    Spec: §8.2 "Phase 2: Execute" (executePreparedToolCall).
+
+    ``on_partial_result`` emits a ``ToolExecUpdateEvent`` per partial result (spec §13).
+    A tool that raises, returns something that is not an ``AgentToolResult``, or runs
+    past its ``timeout_s`` gives an error outcome naming the tool and the cause.
+    Deviation: the spec passes the event sink itself as ``onPartialResult``; here the
+    callback wraps each partial result in the update event the spec's §13 table names.
+    """
+    emit = as_emitter(event_sink)
+    reporter = _PartialResultReporter(emit, prep)
+    tool = prep.tool
+    error: Optional[BaseException] = None
+    try:
+        if tool.timeout_s is None:
+            result = tool.execute(prep.tool_call.id, prep.args, signal, reporter)
+        else:
+            result, error, timed_out = _execute_with_timeout(prep, signal, reporter, tool.timeout_s)
+            if timed_out:
+                return ExecutedOutcome(
+                    create_error_tool_result(
+                        f"Tool {tool.name!r} timed out after {tool.timeout_s:g} s (its timeout_s limit); "
+                        "it was asked to stop and its result will be ignored"
+                    ),
+                    True,
+                )
+            if error is not None and not isinstance(error, Exception):
+                raise error
+    except Exception as exc:
+        error = exc
+    finally:
+        reporter.close()
+    if error is not None:
+        logger.debug("tool %r raised", tool.name, exc_info=error)
+        return ExecutedOutcome(create_error_tool_result(f"Tool {tool.name!r} failed: {_describe(error)}"), True)
+    problem = _check_result(tool, result)
+    if problem is not None:
+        return ExecutedOutcome(create_error_tool_result(problem), True)
+    return ExecutedOutcome(result, False)
+
+
+def _apply_after_hook(result: AgentToolResult, is_error: bool, after: Mapping[str, Any]) -> tuple[AgentToolResult, bool]:
+    """Replace the parts of ``result`` that ``after`` names (spec §8.3 merge); raise ValueError if malformed."""
+    unknown = sorted(str(k) for k in after if k not in _AFTER_HOOK_KEYS)
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; expected any of {list(_AFTER_HOOK_KEYS)}")
+    changes: dict[str, Any] = {}
+    if "content" in after:
+        content = after["content"]
+        if not isinstance(content, (list, tuple)) or not all(isinstance(b, (MessageContent, dict)) for b in content):
+            raise ValueError(f"'content' must be a list of content blocks, got {content!r:.200}")
+        changes["content"] = list(content)
+    if "details" in after:
+        changes["details"] = after["details"]
+    if "usage" in after:
+        if after["usage"] is not None and not isinstance(after["usage"], LLMUsage):
+            raise ValueError(f"'usage' must be an LLMUsage or None, got {type(after['usage']).__name__}")
+        changes["usage"] = after["usage"]
+    if "terminate" in after:
+        if not isinstance(after["terminate"], bool):
+            raise ValueError(f"'terminate' must be a bool, got {after['terminate']!r:.100}")
+        changes["terminate"] = after["terminate"]
+    if "is_error" in after:
+        if not isinstance(after["is_error"], bool):
+            raise ValueError(f"'is_error' must be a bool, got {after['is_error']!r:.100}")
+        is_error = after["is_error"]
+    return (replace(result, **changes) if changes else result), is_error
+
+
+def finalize_executed_tool_call(
+    context: AgentContext,
+    assistant_msg: Any,
+    prep: PreparedToolCall,
+    executed: ExecutedOutcome,
+    config: AgentLoopConfig,
+    signal: Optional[AbortSignal],
+) -> FinalizedOutcome:
+    """Run ``after_tool_call`` over the executed result (spec §8.3, §14 "afterToolCall Hook").
+
+    The hook may return None (keep the result) or a dict whose keys "content",
+    "details", "usage", "terminate", "is_error" replace those parts. A hook that raises
+    or returns anything else (another type, an unknown key, a value of the wrong type)
+    gives an error result saying so. That error result deliberately does not carry the
+    tool's own output: the hook may exist to mask it (spec §14 "Mask sensitive data").
+    """
+    result, is_error = executed.result, executed.is_error
+    hook = config.after_tool_call
+    if hook is not None:
+        name = prep.tool.name
+        try:
+            after = hook(AfterToolCallContext(assistant_msg, prep.tool_call, prep.args, result, is_error, context), signal)
+        except Exception as exc:
+            logger.warning("after_tool_call hook raised on tool %r", name, exc_info=True)
+            return FinalizedOutcome(
+                prep.tool_call, create_error_tool_result(f"after_tool_call hook raised {_describe(exc)} on tool {name!r}"), True
+            )
+        if after is not None:
+            try:
+                if not isinstance(after, Mapping):
+                    raise ValueError(f"it returned {type(after).__name__}; expected None or a dict")
+                result, is_error = _apply_after_hook(result, is_error, after)
+            except ValueError as exc:
+                return FinalizedOutcome(
+                    prep.tool_call,
+                    create_error_tool_result(f"after_tool_call hook returned an invalid value for tool {name!r}: {exc}"),
+                    True,
+                )
+    return FinalizedOutcome(prep.tool_call, result, is_error)
+
+
+def create_tool_result_message(finalized: FinalizedOutcome) -> ToolResultMessage:
+    """Wrap a finalized call as the history's ``ToolResultMessage`` (spec §11).
+
+    Decision 3: the role is "tool".
+    """
+    call, result = finalized.tool_call, finalized.result
+    return ToolResultMessage(
+        call.id,
+        call.name,
+        list(result.content),
+        result.details,
+        result.usage,
+        None,
+        finalized.is_error,
+    )
+

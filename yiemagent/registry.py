@@ -1,0 +1,91 @@
+"""Per-agent tool stores and static registration (spec §4, §15 ``listTool``).
+
+Each agent owns one ``ToolStore``; registering a tool in one store never affects another
+(spec §4 "Per-Agent Isolation"). ``get_tools`` returns the store's own ordered dict, not a
+copy, so that it stays consistent with ``AgentState.tools`` (spec §4).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from .errors import ToolDefinitionError
+from .schema import check_input_schema
+from .tooling import AgentTool
+
+__all__ = ["ToolStore", "clear_tools", "get_tools", "list_tool", "register_all_tools", "register_tool"]
+
+
+class ToolStore:
+    """An isolated set of tools, keyed by name in registration order (spec §4 ``toolStore``).
+
+    Thread safety: ``_lock`` serialises mutations (``register_tool``, ``clear_tools``).
+    Readers on other threads (the agent loop, ``listTools``) look tools up by name or take
+    a snapshot with ``tuple(store.tools.values())``; both are atomic under CPython's GIL,
+    so registering a tool while an agent runs is safe: the next LLM round sees it.
+    """
+
+    __slots__ = ("name", "tools", "_lock")
+
+    def __init__(self, name: str = "default") -> None:
+        self.name = name
+        self.tools: OrderedDict[str, AgentTool] = OrderedDict()
+        # guards mutations of self.tools
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ToolStore(name={self.name!r}, tools={list(self.tools)!r})"
+
+
+def register_tool(store: ToolStore, tool: AgentTool) -> AgentTool:
+    """Add ``tool`` to ``store`` under its name; a tool of the same name is replaced.
+
+    Spec: §4 "Registration API" (registerTool).
+
+    Replacing keeps the tool's original position, as an ordered dict does; that is how
+    a developer reloads a tool written by ``writeTool`` (spec §15).
+
+    Raises:
+        ToolDefinitionError: ``tool`` is not an ``AgentTool``.
+        ToolSchemaError: ``tool.input_schema`` is not a valid JSON Schema; the message
+            names the tool and the place in the schema.
+    """
+    if not isinstance(tool, AgentTool):
+        raise ToolDefinitionError(f"register_tool expects an AgentTool, got {type(tool).__name__}")
+    check_input_schema(tool.name, tool.input_schema)
+    with store._lock:
+        store.tools[tool.name] = tool
+    return tool
+
+
+def get_tools(store: ToolStore) -> OrderedDict[str, AgentTool]:
+    """The store's own ordered dict of tools — not a copy (spec §4 getTools)."""
+    return store.tools
+
+
+def clear_tools(store: ToolStore) -> None:
+    """Remove every tool from ``store`` and from no other store (spec §4 clearTools)."""
+    with store._lock:
+        store.tools.clear()
+
+
+def list_tool(store: ToolStore) -> AgentTool:
+    """The ``listTools`` tool bound to ``store`` (spec §1 Step 1, §15 listTool)."""
+    from .tools.list_tools import list_tools_tool
+
+    return list_tools_tool(store)
+
+
+def register_all_tools(store: ToolStore) -> OrderedDict[str, AgentTool]:
+    """Register the built-in tools, ``listTools`` last, and return ``store.tools``.
+
+    Spec: §4 "Static Registration — register_all_tools()": getWeather, getTime, writeTool,
+    then the ``listTools`` tool bound to this store.
+    """
+    from .tools import builtin_tools
+
+    for tool in builtin_tools(store):
+        register_tool(store, tool)
+    register_tool(store, list_tool(store))
+    return store.tools

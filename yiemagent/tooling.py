@@ -1,0 +1,295 @@
+"""Tool records, the abort signal, contexts, configuration and the per-call outcomes.
+
+Spec: §3 (agentTool, agentToolResult), §7 (agentToolCall), §8 (preparedToolCall,
+immediateOutcome, executedOutcome, finalizedOutcome), §10 (agentToolCallBatch), §14
+(beforeToolCallContext, afterToolCallContext), §19 "Tool Types", "Lifecycle Outcome
+Types", "Context & Config Types".
+"""
+
+from __future__ import annotations
+
+import numbers
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .errors import ToolDefinitionError
+from .messages import AgentMessage, AssistantMessage, LLMModel, LLMUsage, ToolResultMessage
+
+__all__ = [
+    "AbortSignal",
+    "AfterToolCallContext",
+    "AgentContext",
+    "AgentLoopConfig",
+    "AgentState",
+    "AgentTool",
+    "AgentToolCall",
+    "AgentToolCallBatch",
+    "AgentToolResult",
+    "BeforeToolCallContext",
+    "ExecutedOutcome",
+    "FinalizedOutcome",
+    "ImmediateOutcome",
+    "PreparedToolCall",
+]
+
+
+class AbortSignal:
+    """A flag that asks running work to stop (spec §19 ``abortSignal``).
+
+    ``aborted`` turns true once and stays true. Tools check it, or block on ``wait()``,
+    to stop early. ``child()`` makes a signal that fires when this one fires and may also
+    fire on its own; the pipeline gives a tool with a timeout such a child, so that its
+    timeout stops that tool alone and an abort still reaches it.
+
+    Thread safety: every method may be called from any thread. ``_lock`` guards
+    ``_children`` and the transition to aborted; the flag itself is a ``threading.Event``.
+    """
+
+    __slots__ = ("_event", "_lock", "_children", "reason")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        # guards _children and the one-way transition of _event
+        self._lock = threading.Lock()
+        self._children: set[AbortSignal] = set()
+        self.reason: Optional[str] = None
+
+    @property
+    def aborted(self) -> bool:
+        """True once ``abort()`` was called on this signal or on its parent."""
+        return self._event.is_set()
+
+    def abort(self, reason: Optional[str] = None) -> None:
+        """Fire the signal, and every child of it; later calls do nothing."""
+        with self._lock:
+            if self._event.is_set():
+                return
+            self.reason = reason
+            self._event.set()
+            children, self._children = self._children, set()
+        for child in children:
+            child.abort(reason)
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until the signal fires or ``timeout`` seconds pass; return ``aborted``."""
+        return self._event.wait(timeout)
+
+    def child(self) -> AbortSignal:
+        """A new signal that fires when this one does (at once if it already has)."""
+        child = AbortSignal()
+        with self._lock:
+            if not self._event.is_set():
+                self._children.add(child)
+                return child
+        child.abort(self.reason)
+        return child
+
+    def release(self, child: AbortSignal) -> None:
+        """Forget a child that is no longer in use, so a long-lived signal does not grow."""
+        with self._lock:
+            self._children.discard(child)
+
+    def __repr__(self) -> str:
+        return f"AbortSignal(aborted={self.aborted})"
+
+
+@dataclass(frozen=True)
+class AgentToolResult:
+    """What a tool returns (spec §3 "Returns — agentToolResult").
+
+    ``terminate`` asks the agent loop to stop after this batch; the batch stops only when
+    every result in it asks (spec §10).
+    """
+
+    content: list[Any]
+    details: Any = field(default_factory=dict)
+    usage: Optional[LLMUsage] = None
+    terminate: bool = False
+
+
+@dataclass(frozen=True)
+class AgentToolCall:
+    """One tool call made by the LLM (spec §7 ``agentToolCall``).
+
+    ``arguments_error`` is beyond the spec: extraction sets it when the model sent
+    arguments that are not a JSON object (decision 2); ``prepare_tool_call`` then answers
+    the call with an error result instead of running the tool.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    type: str = "function"
+    arguments_error: Optional[str] = None
+
+
+def _require_callable(tool_name: str, field_name: str, value: Any, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not callable(value):
+        raise ToolDefinitionError(f"tool {tool_name!r}: {field_name} must be callable, got {type(value).__name__}")
+
+
+@dataclass(eq=False)
+class AgentTool:
+    """A tool the LLM can call (spec §3 ``agentTool``).
+
+    ``execute(tool_call_id, args, signal, on_partial_result) -> AgentToolResult`` does the
+    work; ``prepare_arguments(args) -> dict`` may rewrite the arguments before validation;
+    ``validate_required_args(args) -> str | None`` replaces the default schema validation
+    (None means valid). ``parallel_tool_execute`` lets the tool run beside others in a
+    parallel batch (spec §9).
+
+    ``timeout_s`` is beyond the spec: a call that runs longer becomes an error result
+    naming the limit, and the call's signal fires so a cooperative tool stops.
+
+    The schema is checked as JSON Schema by ``register_tool``; the other fields are
+    checked here, at construction.
+
+    Raises:
+        ToolDefinitionError: a field has the wrong type (a name that is not a non-empty
+            string, an ``execute`` that is not callable, a non-positive timeout).
+
+    Thread safety: treat a tool as immutable once registered; it is read from the loop
+    thread and, in parallel batches, from tool threads.
+    """
+
+    name: str
+    label: str
+    description: str
+    input_schema: dict[str, Any]
+    execute: Callable[..., AgentToolResult]
+    prepare_arguments: Optional[Callable[[dict[str, Any]], dict[str, Any]]] = None
+    validate_required_args: Optional[Callable[[dict[str, Any]], Optional[str]]] = None
+    parallel_tool_execute: bool = False
+    timeout_s: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ToolDefinitionError(f"a tool's name must be a non-empty string, got {self.name!r}")
+        for field_name in ("label", "description"):
+            if not isinstance(getattr(self, field_name), str):
+                raise ToolDefinitionError(f"tool {self.name!r}: {field_name} must be a string")
+        if not isinstance(self.input_schema, Mapping):
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: input_schema must be a dict (a JSON Schema), got {type(self.input_schema).__name__}"
+            )
+        _require_callable(self.name, "execute", self.execute, optional=False)
+        _require_callable(self.name, "prepare_arguments", self.prepare_arguments, optional=True)
+        _require_callable(self.name, "validate_required_args", self.validate_required_args, optional=True)
+        if self.timeout_s is not None and (
+            isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, numbers.Real) or not self.timeout_s > 0
+        ):
+            raise ToolDefinitionError(f"tool {self.name!r}: timeout_s must be a positive number of seconds, got {self.timeout_s!r}")
+
+
+@dataclass
+class AgentContext:
+    """What one LLM round sees: system prompt, messages, tools (spec §19 ``agentContext``)."""
+
+    system_prompt: str
+    messages: list[AgentMessage]
+    tools: Mapping[str, AgentTool]
+
+
+@dataclass
+class AgentState:
+    """The agent's mutable runtime state (spec §19 ``agentState``).
+
+    Thread safety: owned by the agent; see ``YiemAgent`` for which thread writes what.
+    """
+
+    system_prompt: str = "You are helpful assistant."
+    model: Optional[LLMModel] = None
+    tools: Mapping[str, AgentTool] = field(default_factory=dict)
+    messages: list[AgentMessage] = field(default_factory=list)
+    pending_tool_calls: set[str] = field(default_factory=set)
+    active_run: bool = False
+    error_message: Optional[str] = None
+
+
+_TOOL_EXECUTION_MODES = ("sequential", "parallel")
+
+
+@dataclass(frozen=True)
+class AgentLoopConfig:
+    """Hooks and the execution mode for one batch (spec §19 ``agentLoopConfig``).
+
+    ``before_tool_call(ctx, signal) -> None | dict`` may block a call;
+    ``after_tool_call(ctx, signal) -> None | dict`` may replace parts of its result
+    (spec §14). ``tool_execution`` is "sequential" or "parallel" (spec §9).
+    """
+
+    before_tool_call: Optional[Callable[..., Any]] = None
+    after_tool_call: Optional[Callable[..., Any]] = None
+    tool_execution: str = "sequential"
+
+    def __post_init__(self) -> None:
+        if self.tool_execution not in _TOOL_EXECUTION_MODES:
+            raise ValueError(f"tool_execution must be one of {_TOOL_EXECUTION_MODES}, got {self.tool_execution!r}")
+
+
+@dataclass(frozen=True)
+class BeforeToolCallContext:
+    """What ``before_tool_call`` sees (spec §14 ``beforeToolCallContext``)."""
+
+    assistant_message: AssistantMessage
+    tool_call: AgentToolCall
+    args: dict[str, Any]
+    context: AgentContext
+
+
+@dataclass(frozen=True)
+class AfterToolCallContext:
+    """What ``after_tool_call`` sees (spec §14 ``afterToolCallContext``)."""
+
+    assistant_message: AssistantMessage
+    tool_call: AgentToolCall
+    args: dict[str, Any]
+    result: AgentToolResult
+    is_error: bool
+    context: AgentContext
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedToolCall:
+    """A call that passed preparation: the resolved tool and its validated arguments (spec §8.1)."""
+
+    tool: AgentTool
+    tool_call: AgentToolCall
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ImmediateOutcome:
+    """A call that ended during preparation, with its (error) result (spec §8.1)."""
+
+    result: AgentToolResult
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutedOutcome:
+    """The result of ``execute``, before the after-hook (spec §8.2)."""
+
+    result: AgentToolResult
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FinalizedOutcome:
+    """A call after all three phases (spec §8.3)."""
+
+    tool_call: AgentToolCall
+    result: AgentToolResult
+    is_error: bool
+
+
+@dataclass(frozen=True)
+class AgentToolCallBatch:
+    """The tool-result messages of one batch, in call order, and whether to stop (spec §10)."""
+
+    messages: list[ToolResultMessage]
+    terminate: bool
