@@ -20,9 +20,13 @@ from yiemagent import (
     AssistantMessage,
     TextContent,
     ToolStore,
+    UserMessage,
+    YiemAgent,
     execute_tool_calls_parallel,
     execute_tool_calls_sequential,
     register_tool,
+    run_agent,
+    take_response,
 )
 from yiemagent.schema import compiled_validator
 
@@ -93,7 +97,73 @@ def bench_parallel(width: int = 32, sleep_s: float = 0.1, repeats: int = 5) -> N
     print(f"  wall / sleep  median {statistics.median(walls) / sleep_s:.3f}  best {min(walls) / sleep_s:.3f}   goal <= 1.05")
 
 
-SECTIONS: dict[str, Callable[[], None]] = {"pipeline": bench_pipeline, "parallel": bench_parallel}
+def instant_llm(formatted: dict) -> AssistantMessage:
+    return AssistantMessage([TextContent("ok")], stop_reason="stop")
+
+
+def round_trips(agent: YiemAgent, count: int) -> list[float]:
+    """Timings of run_agent -> take_response, in seconds."""
+    timings = []
+    for i in range(count):
+        start = time.perf_counter()
+        run_agent(agent, f"message {i}")
+        take_response(agent, timeout=10)
+        timings.append(time.perf_counter() - start)
+    return timings
+
+
+def bench_round_trip(count: int = 2000) -> None:
+    """run_agent -> take_response with an instant LLM and no tools."""
+    with YiemAgent(llm_call=instant_llm, agent_event_sink=None, system_prompt="") as agent:
+        round_trips(agent, 200)  # warm up
+        agent.state.messages.clear()
+        timings = []
+        for _ in range(count // 100):
+            timings += round_trips(agent, 100)
+            agent.wait_until_idle(10)
+            agent.state.messages.clear()  # keep the history short: this measures the loop, not formatting
+    timings.sort()
+    print(f"round trip run_agent -> take_response, instant LLM, no tools ({count} messages):")
+    print(f"  median {statistics.median(timings) * 1e3:.3f} ms  p90 {timings[int(len(timings) * 0.9)] * 1e3:.3f} ms   goal median <= 0.3 ms")
+
+
+def bench_idle_cpu(seconds: float = 5.0) -> None:
+    """CPU used by the whole process while an agent sits idle."""
+    with YiemAgent(llm_call=instant_llm, agent_event_sink=None) as agent:
+        agent.wait_until_idle(10)
+        cpu_start, wall_start = time.process_time(), time.perf_counter()
+        time.sleep(seconds)
+        cpu, wall = time.process_time() - cpu_start, time.perf_counter() - wall_start
+    print(f"idle agent over {wall:.1f} s: {cpu * 1e3:.2f} ms CPU = {cpu / wall * 100:.3f}% of a core   goal <= 0.5%")
+
+
+def bench_history_overhead(history: int = 1000, count: int = 500) -> None:
+    """Per-LLM-round cost of a long history: round trips with 1,000 messages vs an empty one."""
+    messages = []
+    for i in range(history // 2):
+        messages.append(UserMessage([TextContent(f"question {i} " + "x" * 40)]))
+        messages.append(AssistantMessage([TextContent(f"answer {i} " + "y" * 40)]))
+    medians = {}
+    for size, seed in (("empty", []), (f"{history} messages", messages)):
+        with YiemAgent(llm_call=instant_llm, agent_event_sink=None, messages=list(seed)) as agent:
+            timings = []
+            for _ in range(count // 50):
+                timings += round_trips(agent, 50)
+                agent.wait_until_idle(10)
+                agent.state.messages[len(seed):] = []  # back to the seeded size
+            medians[size] = statistics.median(timings)
+    empty, full = medians.values()
+    print(f"per-round overhead of a {history}-message history (default prepare_context + format_msg_for_llm):")
+    print(f"  empty {empty * 1e3:.3f} ms, {history} messages {full * 1e3:.3f} ms, added {(full - empty) * 1e3:.3f} ms   goal <= 1 ms")
+
+
+SECTIONS: dict[str, Callable[[], None]] = {
+    "pipeline": bench_pipeline,
+    "parallel": bench_parallel,
+    "round-trip": bench_round_trip,
+    "idle": bench_idle_cpu,
+    "history": bench_history_overhead,
+}
 
 
 def main() -> None:

@@ -11,7 +11,9 @@ from typing import Optional
 
 __all__ = [
     "AgentClosedError",
+    "EmptyHistoryError",
     "LLMError",
+    "MessageFormatError",
     "ToolArgumentsError",
     "ToolDefinitionError",
     "ToolSchemaError",
@@ -41,6 +43,14 @@ class ToolArgumentsError(YiemAgentError, ValueError):
 
 class AgentClosedError(YiemAgentError, RuntimeError):
     """A message was sent to an agent that has been shut down."""
+
+
+class MessageFormatError(YiemAgentError, ValueError):
+    """A message given to the agent is not of a form it can take (e.g. a dict with role "system")."""
+
+
+class EmptyHistoryError(YiemAgentError, ValueError):
+    """``continue_agent`` was asked to continue a conversation that has no messages."""
 
 
 class LLMError(YiemAgentError):

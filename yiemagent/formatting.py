@@ -14,6 +14,7 @@ import binascii
 import json
 from typing import Any
 
+from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, ImageContent, TextContent, ToolResultMessage, UserMessage, text_of
 from .tooling import AgentContext, AgentState, AgentTool
@@ -151,7 +152,7 @@ def _image_from_url(url: str) -> ImageContent | None:
     try:
         base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise ValueError(f"image data URL does not hold valid base64: {exc}") from exc
+        raise MessageFormatError(f"image data URL does not hold valid base64: {exc}") from exc
     return ImageContent(data, header or "application/octet-stream")
 
 
@@ -161,11 +162,11 @@ def _part_to_content(part: Any, index: int) -> Any:
     if isinstance(part, str):
         return TextContent(part)
     if not isinstance(part, dict):
-        raise ValueError(f"content part {index} is {type(part).__name__}; expected a dict such as {{'type': 'text', 'text': ...}}")
+        raise MessageFormatError(f"content part {index} is {type(part).__name__}; expected a dict such as {{'type': 'text', 'text': ...}}")
     kind = part.get("type")
     if kind == "text":
         if not isinstance(part.get("text"), str):
-            raise ValueError(f"content part {index} has type 'text' but no string 'text'")
+            raise MessageFormatError(f"content part {index} has type 'text' but no string 'text'")
         return TextContent(part["text"])
     if kind == "image" and isinstance(part.get("data"), str):
         return ImageContent(part["data"], part.get("mime_type") or part.get("mimeType") or "image/png")
@@ -190,21 +191,21 @@ def openai_to_user_message(raw: Any) -> UserMessage:
     raw dicts and passed on to the LLM unchanged.
 
     Raises:
-        ValueError: ``raw`` is not a dict or string, its role is not "user", or its
+        MessageFormatError: (a ValueError) ``raw`` is not a dict or string, its role is not "user", or its
             content is neither a string nor a list of parts.
     """
     if isinstance(raw, str):
         return UserMessage([TextContent(raw)])
     if not isinstance(raw, dict):
-        raise ValueError(f"a user message must be a dict like {{'role': 'user', 'content': ...}} or a str, got {type(raw).__name__}")
+        raise MessageFormatError(f"a user message must be a dict like {{'role': 'user', 'content': ...}} or a str, got {type(raw).__name__}")
     role = raw.get("role", "user")
     if role != "user":
-        raise ValueError(f"expected a message with role 'user', got role {role!r}")
+        raise MessageFormatError(f"expected a message with role 'user', got role {role!r}")
     if "content" not in raw:
-        raise ValueError("the user message has no 'content'")
+        raise MessageFormatError("the user message has no 'content'")
     content = raw["content"]
     if isinstance(content, str):
         return UserMessage([TextContent(content)])
     if isinstance(content, list):
         return UserMessage([_part_to_content(part, i) for i, part in enumerate(content)])
-    raise ValueError(f"a user message's content must be a string or a list of parts, got {type(content).__name__}")
+    raise MessageFormatError(f"a user message's content must be a string or a list of parts, got {type(content).__name__}")

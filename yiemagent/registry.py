@@ -77,15 +77,19 @@ def list_tool(store: ToolStore) -> AgentTool:
     return list_tools_tool(store)
 
 
-def register_all_tools(store: ToolStore) -> OrderedDict[str, AgentTool]:
+def register_all_tools(store: ToolStore, *, keep_existing: bool = False) -> OrderedDict[str, AgentTool]:
     """Register the built-in tools, ``listTools`` last, and return ``store.tools``.
 
     Spec: §4 "Static Registration — register_all_tools()": getWeather, getTime, writeTool,
     then the ``listTools`` tool bound to this store.
+
+    With ``keep_existing=True`` (beyond the spec; the agent uses it for a store it is
+    given) a built-in is registered only if its name is still free, so a tool of the same
+    name that the caller registered first is kept.
     """
     from .tools import builtin_tools
 
-    for tool in builtin_tools(store):
-        register_tool(store, tool)
-    register_tool(store, list_tool(store))
+    for tool in [*builtin_tools(store), list_tool(store)]:
+        if not (keep_existing and tool.name in store.tools):
+            register_tool(store, tool)
     return store.tools

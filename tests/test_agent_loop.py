@@ -1,0 +1,272 @@
+"""The loop thread: six states, follow-ups, abort, continue, shutdown (spec §5, §10, decisions 1 and 7)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from helpers import make_tool, text_result
+from yiemagent import (
+    EmptyHistoryError,
+    LoopState,
+    ToolStore,
+    UserMessage,
+    TextContent,
+    YiemAgent,
+    abort,
+    continue_agent,
+    follow_up,
+    register_tool,
+    run_agent,
+    shutdown,
+    take_response,
+)
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+
+WAIT = 10
+
+
+class GatedLLM:
+    """An LLM whose every call blocks until the test opens a gate; records what it saw."""
+
+    def __init__(self):
+        self.entered = threading.Semaphore(0)
+        self.gates: list[threading.Event] = []
+        self.requests = []
+        self._lock = threading.Lock()
+
+    def __call__(self, formatted):
+        gate = threading.Event()
+        with self._lock:
+            self.gates.append(gate)
+            self.requests.append(formatted)
+        self.entered.release()
+        assert gate.wait(WAIT), "the test never opened the gate"
+        from yiemagent import AssistantMessage
+
+        users = [m["content"] for m in formatted["messages"] if m["role"] == "user"]
+        return AssistantMessage([TextContent(f"saw {users}")])
+
+    def wait_entered(self):
+        assert self.entered.acquire(timeout=WAIT), "the LLM was not called"
+
+    def open(self):
+        with self._lock:
+            gates = list(self.gates)
+        for gate in gates:
+            gate.set()
+
+
+def new_agent(llm, *tools, **kwargs):
+    store = ToolStore("loop")
+    for tool in tools:
+        register_tool(store, tool)
+    return YiemAgent(llm_call=llm, agent_event_sink=None, tool_store=store, **kwargs)
+
+
+def wait_for_state(agent, state):
+    with agent._wake:
+        assert agent._wake.wait_for(lambda: state in agent.loop_state_history, WAIT), list(agent.loop_state_history)
+
+
+@pytest.mark.spec("5")
+def test_states_of_a_simple_run():
+    """Idle -> new message -> processing -> completed -> idle."""
+    with new_agent(ScriptedLLM(["hi"])) as agent:
+        assert agent.loop_state is LoopState.IDLE
+        run_agent(agent, "hello")
+        take_response(agent, timeout=WAIT)
+        assert agent.wait_until_idle(WAIT)
+        assert list(agent.loop_state_history) == [
+            LoopState.IDLE,
+            LoopState.NEW_MESSAGE,
+            LoopState.PROCESSING,
+            LoopState.COMPLETED,
+            LoopState.IDLE,
+        ]
+
+
+@pytest.mark.spec("5")
+def test_message_while_busy_is_queued_then_joins_the_next_round():
+    """State 4: a message sent during a run is queued and taken into the history at the run's next LLM round."""
+    llm = GatedLLM()
+    tool = make_tool("t")
+    script = ScriptedLLM([tool_call_reply(("a", "t", {})), "second round"])
+
+    def first_blocks(formatted):
+        if not llm.requests:
+            llm(formatted)  # block the first round until the gate opens
+            return script(formatted)
+        return script(formatted)
+
+    with new_agent(first_blocks, tool) as agent:
+        run_agent(agent, "first")
+        llm.wait_entered()
+        run_agent(agent, "second")
+        wait_for_state(agent, LoopState.INPUT_QUEUED)
+        assert agent.loop_state is LoopState.INPUT_QUEUED
+        llm.open()
+        assert take_response(agent, timeout=WAIT).content[0].text == "second round"
+        second_request_users = [m["content"] for m in script.requests[1]["messages"] if m["role"] == "user"]
+        assert second_request_users == ["first", "second"]
+
+
+@pytest.mark.spec("5")
+def test_follow_up_while_busy_is_moved_into_input_after_queued_input():
+    """State 5 -> 4: a follow-up during a run moves into the input channel, behind input already queued."""
+    llm = GatedLLM()
+    with new_agent(llm) as agent:
+        run_agent(agent, "first")
+        llm.wait_entered()
+        run_agent(agent, "queued input")
+        follow_up(agent, "follow-up")
+        wait_for_state(agent, LoopState.FOLLOW_UP_QUEUED)
+        history = list(agent.loop_state_history)
+        assert history.index(LoopState.FOLLOW_UP_QUEUED) > history.index(LoopState.PROCESSING)
+        llm.open()
+        take_response(agent, timeout=WAIT)  # run 1 ends with one round: the two others start run 2
+        llm.wait_entered()
+        llm.open()
+        assert take_response(agent, timeout=WAIT).content[0].text == "saw ['first', 'queued input', 'follow-up']"
+
+
+@pytest.mark.spec("5")
+def test_follow_up_while_idle_starts_a_run():
+    """Decision 7: a follow-up sent to an idle agent is not stranded: it starts a run."""
+    with new_agent(ScriptedLLM(["answered"])) as agent:
+        follow_up(agent, "only a follow-up")
+        assert take_response(agent, timeout=WAIT).content[0].text == "answered"
+
+
+@pytest.mark.spec("5")
+def test_idle_loop_is_blocked_not_polling():
+    """While idle the loop thread sleeps on its condition: it evaluates nothing until a message arrives."""
+    with new_agent(ScriptedLLM(["pong"])) as agent:
+        assert agent.wait_until_idle(WAIT)
+        calls = []
+        real = agent._next_action
+
+        def counting():
+            calls.append(1)
+            return real()
+
+        agent._next_action = counting
+        time.sleep(0.3)  # long enough for any polling loop to show itself
+        assert calls == []
+        run_agent(agent, "ping")
+        assert take_response(agent, timeout=WAIT).content[0].text == "pong"
+        assert calls, "the message woke the loop"
+
+
+@pytest.mark.spec("10")
+def test_abort_stops_running_tools_answers_the_rest_and_serves_the_next_message():
+    """abort: the running tool sees the signal, calls not yet run get "Operation aborted", stop_reason "aborted"."""
+    started = threading.Event()
+    saw_abort = threading.Event()
+
+    def waits(tool_call_id, args, signal, on_partial_result):
+        started.set()
+        if signal.wait(WAIT):
+            saw_abort.set()
+        return text_result("stopped early")
+
+    ran_later = []
+    llm = ScriptedLLM([tool_call_reply(("a", "waits", {}), ("b", "later", {}), ("c", "later", {})), "next run"])
+    later = make_tool("later", lambda *a: ran_later.append(1) or text_result("x"))
+    with new_agent(llm, make_tool("waits", waits), later) as agent:
+        run_agent(agent, "go")
+        assert started.wait(WAIT)
+        assert abort(agent) is True
+        response = take_response(agent, timeout=WAIT)
+        assert response.stop_reason == "aborted" and saw_abort.is_set()
+        results = [m for m in agent.history() if m.role == "tool"]
+        assert [(m.tool_call_id, m.content[0].text) for m in results] == [
+            ("a", "stopped early"),
+            ("b", "Operation aborted"),
+            ("c", "Operation aborted"),
+        ]
+        assert ran_later == []
+        run_agent(agent, "again")
+        assert take_response(agent, timeout=WAIT).content[0].text == "next run"
+        assert abort(agent) is False or agent.loop_state is not LoopState.IDLE
+
+
+@pytest.mark.spec("10")
+def test_continue_runs_the_llm_on_the_current_history():
+    """continue(): after a terminating tool and an external update, the LLM runs without a new user message."""
+    handoff = make_tool("handoff", lambda *a: text_result("job 7 queued", terminate=True))
+    llm = ScriptedLLM([tool_call_reply(("h", "handoff", {})), "job 7 finished: ok"])
+    with new_agent(llm, handoff) as agent:
+        run_agent(agent, "start job 7")
+        assert take_response(agent, timeout=WAIT).stop_reason == "tool_use_terminated"
+        assert agent.wait_until_idle(WAIT)
+        agent._append(UserMessage([TextContent("[system] job 7 completed")]))  # the external system's result
+        continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).content[0].text == "job 7 finished: ok"
+        roles = [m["role"] for m in llm.requests[1]["messages"]]
+        assert roles == ["system", "user", "assistant", "tool", "user"]
+
+
+@pytest.mark.spec("10")
+def test_continue_on_an_empty_history_is_a_clear_error():
+    """continue_agent with no conversation raises EmptyHistoryError."""
+    with new_agent(ScriptedLLM()) as agent:
+        with pytest.raises(EmptyHistoryError, match="history is empty"):
+            continue_agent(agent)
+
+
+@pytest.mark.spec("5")
+def test_shutdown_lets_the_active_run_finish_and_returns_queued_messages():
+    """shutdown: the run in progress completes and is delivered; messages still queued are returned."""
+    llm = GatedLLM()
+    agent = new_agent(llm)
+    run_agent(agent, "in progress")
+    llm.wait_entered()
+    run_agent(agent, "queued 1")
+    follow_up(agent, "queued follow-up")
+    result = {}
+    closer = threading.Thread(target=lambda: result.setdefault("queued", shutdown(agent, timeout=WAIT)))
+    closer.start()
+    llm.open()
+    closer.join(WAIT)
+    assert not closer.is_alive()
+    assert take_response(agent, timeout=WAIT).content[0].text == "saw ['in progress']"
+    assert result["queued"] == [{"role": "user", "content": "queued 1"}, {"role": "user", "content": "queued follow-up"}]
+    assert not agent._thread.is_alive()
+
+
+@pytest.mark.spec("5")
+def test_shutdown_with_timeout_aborts_a_run_that_does_not_finish():
+    """A run still going after the timeout is aborted; a cooperative tool stops and the response is delivered."""
+    started = threading.Event()
+
+    def waits(tool_call_id, args, signal, on_partial_result):
+        started.set()
+        signal.wait(WAIT)
+        return text_result("stopped")
+
+    agent = new_agent(ScriptedLLM([tool_call_reply(("a", "waits", {}))]), make_tool("waits", waits))
+    run_agent(agent, "go")
+    assert started.wait(WAIT)
+    assert shutdown(agent, timeout=0.05) == []
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "aborted" and "shutdown" in response.error_message
+
+
+@pytest.mark.spec("5")
+def test_responses_wait_for_room_in_the_output_channel():
+    """With the output channel full, responses are held, not dropped, and delivered as room appears."""
+    llm = ScriptedLLM([f"r{i}" for i in range(20)])
+    with new_agent(llm) as agent:
+        for i in range(20):
+            run_agent(agent, f"m{i}")
+            if i < 16:
+                # one message per run, so that there are at least 17 responses
+                with agent._wake:
+                    assert agent._wake.wait_for(lambda: agent.output_channel.qsize() == i + 1 or agent._pending_output, WAIT)
+        texts = [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)]
+        assert texts == [f"r{i}" for i in range(16)]
+        assert take_response(agent, timeout=WAIT).content[0].text.startswith("r16")
