@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .get_time import get_time_tool
+from .get_weather import get_weather_tool
 from .list_tools import list_tools_tool
+from .write_tool import write_tool_tool
 
 if TYPE_CHECKING:
     from ..registry import ToolStore
     from ..tooling import AgentTool
 
-__all__ = ["builtin_tools", "list_tools_tool"]
+__all__ = ["builtin_tools", "get_time_tool", "get_weather_tool", "list_tools_tool", "write_tool_tool"]
 
 
 def builtin_tools(store: "ToolStore") -> list["AgentTool"]:
     """The built-ins ``register_all_tools`` registers before ``listTools``, in the spec's order (§4)."""
-    return []
+    return [get_weather_tool(), get_time_tool(), write_tool_tool(store=store)]

@@ -1,0 +1,150 @@
+"""The built-in tools getTime, getWeather and listTools (spec §1 Steps 1-4, §15), against a real local server."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from localserver import LocalServer, Reply, free_port_url
+from yiemagent import AgentToolCall, AgentToolResult, ToolStore, get_tools, register_all_tools
+from yiemagent.tools.get_time import get_time_execute, get_time_prepare_arguments, get_time_tool
+from yiemagent.tools.get_weather import get_weather_tool
+
+TOKYO = {
+    "results": [
+        {"id": 1850147, "name": "Tokyo", "latitude": 35.6895, "longitude": 139.69171, "country": "Japan", "timezone": "Asia/Tokyo"}
+    ],
+    "generationtime_ms": 0.6,
+}
+FORECAST = {
+    "latitude": 35.7,
+    "longitude": 139.6875,
+    "timezone": "GMT",
+    "current_units": {"time": "iso8601", "temperature_2m": "°C", "relative_humidity_2m": "%", "wind_speed_10m": "km/h", "weather_code": "wmo code"},
+    "current": {"time": "2026-12-02T12:00", "interval": 900, "temperature_2m": 21.6, "relative_humidity_2m": 48, "wind_speed_10m": 11.2, "weather_code": 0},
+}
+
+
+def run(tool, args, partials=None):
+    return tool.execute("call-1", args, None, (partials.append if partials is not None else lambda p: None))
+
+
+def text(result: AgentToolResult) -> str:
+    return result.content[0].text
+
+
+@pytest.fixture
+def open_meteo(monkeypatch):
+    """A local server answering like Open-Meteo's geocoding and forecast APIs; env vars point at it."""
+    routes = {"/v1/search": lambda r: Reply(body=TOKYO), "/v1/forecast": lambda r: Reply(body=FORECAST)}
+    with LocalServer(lambda request: routes[request.path](request)) as server:
+        monkeypatch.setenv("YIEMAGENT_GEOCODING_URL", f"{server.url}/v1")
+        monkeypatch.setenv("YIEMAGENT_FORECAST_URL", f"{server.url}/v1/")
+        server.routes = routes
+        yield server
+
+
+@pytest.mark.spec("1")
+def test_register_all_tools_registers_the_four_built_ins_in_order():
+    """Spec §1 Step 2: getWeather, getTime, writeTool, listTools — listTools last."""
+    store = ToolStore("s")
+    assert list(register_all_tools(store)) == ["getWeather", "getTime", "writeTool", "listTools"]
+    assert list(get_tools(store)) == ["getWeather", "getTime", "writeTool", "listTools"]
+
+
+@pytest.mark.spec("1")
+def test_list_tools_output_of_the_built_ins():
+    """Spec §1 Step 1: "Available tools:" then "- name: label — description" for each tool."""
+    store = ToolStore("s")
+    register_all_tools(store)
+    lines = run(store.tools["listTools"], {}).content[0].text.splitlines()
+    assert lines[0] == "Available tools:"
+    assert lines[1].startswith("- getWeather: Weather Lookup — Fetch the current weather")
+    assert lines[2].startswith("- getTime: Time Lookup — Get the current local time")
+    assert [line.split(":")[0] for line in lines[1:]] == ["- getWeather", "- getTime", "- writeTool", "- listTools"]
+
+
+@pytest.mark.spec("1")
+def test_get_weather_in_the_spec_form_with_numbers_in_details(open_meteo):
+    """Spec §1 Step 4: "Weather in Tokyo: <condition>, 22°C"; the numbers are in details."""
+    partials = []
+    result = run(get_weather_tool(), {"city": "Tokyo"}, partials)
+    assert text(result) == "Weather in Tokyo: Clear sky, 22°C"
+    assert result.details["temperature_c"] == 21.6 and result.details["weather_code"] == 0
+    assert result.details["relative_humidity_pct"] == 48 and result.details["wind_speed_kmh"] == 11.2
+    assert result.terminate is False and result.usage is None
+    geocode, forecast = open_meteo.requests
+    assert geocode.query["name"] == ["Tokyo"] and geocode.query["count"] == ["1"]
+    assert forecast.query["latitude"] == ["35.6895"] and "temperature_2m" in forecast.query["current"][0]
+    assert partials == [{"stage": "geocoded", "name": "Tokyo", "country": "Japan"}]
+
+
+@pytest.mark.spec("1")
+def test_get_weather_unknown_city_is_an_error_saying_so(open_meteo):
+    """A city the geocoder does not know is an error result naming the city."""
+    open_meteo.routes["/v1/search"] = lambda r: Reply(body={"generationtime_ms": 0.3})
+    result = run(get_weather_tool(), {"city": "Atlantis"})
+    assert "City 'Atlantis' was not found" in text(result)
+
+
+@pytest.mark.spec("1")
+@pytest.mark.parametrize(
+    "route, reply, fragment",
+    [
+        ("/v1/forecast", Reply(body={"latitude": 1}), "unexpected response"),
+        ("/v1/forecast", Reply(body={"current": {"temperature_2m": "warm", "weather_code": 0}}), "'current.temperature_2m' is missing or not a number"),
+        ("/v1/forecast", Reply(status=500, body={"error": True, "reason": "upstream down"}), "HTTP 500"),
+        ("/v1/search", Reply(body="<html>maintenance</html>"), "not JSON"),
+        ("/v1/search", Reply(body={"results": [{"name": "x"}]}), "'latitude' and 'longitude'"),
+    ],
+)
+def test_get_weather_bad_bodies_are_errors_saying_which(open_meteo, route, reply, fragment):
+    """An HTTP error or a body not of the documented shape is an error result that says which."""
+    open_meteo.routes[route] = lambda r: reply
+    result = run(get_weather_tool(), {"city": "Tokyo"})
+    assert fragment in text(result)
+    assert ("upstream down" in text(result)) == (reply.status == 500)
+
+
+@pytest.mark.spec("1")
+def test_get_weather_unreachable_service_is_an_error(monkeypatch):
+    """A service nobody answers at is an error result naming the URL."""
+    url = free_port_url()
+    monkeypatch.setenv("YIEMAGENT_GEOCODING_URL", url)
+    result = run(get_weather_tool(), {"city": "Tokyo"})
+    assert text(result).startswith("Weather service unreachable:") and url in text(result)
+
+
+@pytest.mark.spec("8.1")
+def test_get_weather_requires_a_city_through_the_pipeline():
+    """The schema requires "city": a call without it is refused in PREPARE."""
+    from helpers import ASSISTANT, SEQUENTIAL, context_with
+    from yiemagent import prepare_tool_call
+
+    outcome = prepare_tool_call(context_with(get_weather_tool()), ASSISTANT, AgentToolCall("c", "getWeather", {}), SEQUENTIAL, None)
+    assert "'city' is a required property" in outcome.result.content[0].text
+
+
+@pytest.mark.spec("1")
+def test_get_time_in_a_zone_and_local():
+    """getTime gives the time in an IANA zone, or local time without one."""
+    tokyo = run(get_time_tool(), {"timezone": "Asia/Tokyo"})
+    assert re.fullmatch(r"Current time in Asia/Tokyo: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d JST \(UTC\+09:00\)", text(tokyo))
+    assert tokyo.details["utc_offset"] == "UTC+09:00" and tokyo.details["timezone"] == "Asia/Tokyo"
+    assert text(run(get_time_tool(), {})).startswith("Current local time: ")
+
+
+@pytest.mark.spec("1")
+@pytest.mark.parametrize("zone, fragment", [("Mars/Olympus", "'Mars/Olympus' was not found"), ("../etc/passwd", "not a valid IANA")])
+def test_get_time_unknown_zone_is_an_error_naming_it(zone, fragment):
+    """An unknown or malformed zone is an error result that says which zone."""
+    assert fragment in text(get_time_execute("c", {"timezone": zone}, None, lambda p: None))
+
+
+@pytest.mark.spec("17")
+def test_get_time_prepare_arguments_trims_and_drops_empty_zone():
+    """The optional prepare hook of the contract: trims the zone; an empty zone means local time."""
+    assert get_time_prepare_arguments({"timezone": "  Asia/Tokyo "}) == {"timezone": "Asia/Tokyo"}
+    assert get_time_prepare_arguments({"timezone": "  "}) == {}
+    assert get_time_tool().prepare_arguments is get_time_prepare_arguments
