@@ -4,12 +4,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-deep bench clean
+.PHONY: demo test test-deep bench clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
+
+## demo: an offline session showing the whole tool lifecycle (no network, no model)
+demo: $(STAMP)
+	$(BIN)/python -m yiemagent demo
 
 ## test: the test suite (hypothesis "ci" profile)
 test: $(STAMP)

@@ -88,3 +88,15 @@ class EventRecorder:
 
     def for_call(self, call_id: str) -> list[Any]:
         return [e for e in self.events if getattr(e, "tool_call_id", None) == call_id]
+
+
+def run_tool(tool: AgentTool, args: dict, partials: Optional[list] = None):
+    """Run one tool as the agent does (EXECUTE phase) and return the ExecutedOutcome."""
+    from yiemagent import AgentToolCall, PreparedToolCall, execute_prepared_tool_call
+    from yiemagent.events import EventEmitter
+
+    def sink(event):
+        if partials is not None:
+            partials.append(event.partial_result)
+
+    return execute_prepared_tool_call(PreparedToolCall(tool, AgentToolCall("call-1", tool.name, args), args), None, EventEmitter(sink))

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
+from helpers import run_tool
 from localserver import LocalServer, Reply, free_port_url
-from yiemagent import AgentToolCall, AgentToolResult, ToolStore, get_tools, register_all_tools
+from yiemagent import AgentToolCall, ToolError, ToolStore, get_tools, register_all_tools
 from yiemagent.tools.get_time import get_time_execute, get_time_prepare_arguments, get_time_tool
 from yiemagent.tools.get_weather import get_weather_tool
 
@@ -27,11 +28,12 @@ FORECAST = {
 
 
 def run(tool, args, partials=None):
-    return tool.execute("call-1", args, None, (partials.append if partials is not None else lambda p: None))
+    """The tool's outcome as the agent sees it: errors raised by the tool become error results."""
+    return run_tool(tool, args, partials)
 
 
-def text(result: AgentToolResult) -> str:
-    return result.content[0].text
+def text(outcome) -> str:
+    return outcome.result.content[0].text
 
 
 @pytest.fixture
@@ -58,7 +60,7 @@ def test_list_tools_output_of_the_built_ins():
     """Spec §1 Step 1: "Available tools:" then "- name: label — description" for each tool."""
     store = ToolStore("s")
     register_all_tools(store)
-    lines = run(store.tools["listTools"], {}).content[0].text.splitlines()
+    lines = text(run(store.tools["listTools"], {})).splitlines()
     assert lines[0] == "Available tools:"
     assert lines[1].startswith("- getWeather: Weather Lookup — Fetch the current weather")
     assert lines[2].startswith("- getTime: Time Lookup — Get the current local time")
@@ -69,8 +71,9 @@ def test_list_tools_output_of_the_built_ins():
 def test_get_weather_in_the_spec_form_with_numbers_in_details(open_meteo):
     """Spec §1 Step 4: "Weather in Tokyo: <condition>, 22°C"; the numbers are in details."""
     partials = []
-    result = run(get_weather_tool(), {"city": "Tokyo"}, partials)
-    assert text(result) == "Weather in Tokyo: Clear sky, 22°C"
+    outcome = run(get_weather_tool(), {"city": "Tokyo"}, partials)
+    result = outcome.result
+    assert text(outcome) == "Weather in Tokyo: Clear sky, 22°C" and not outcome.is_error
     assert result.details["temperature_c"] == 21.6 and result.details["weather_code"] == 0
     assert result.details["relative_humidity_pct"] == 48 and result.details["wind_speed_kmh"] == 11.2
     assert result.terminate is False and result.usage is None
@@ -85,7 +88,7 @@ def test_get_weather_unknown_city_is_an_error_saying_so(open_meteo):
     """A city the geocoder does not know is an error result naming the city."""
     open_meteo.routes["/v1/search"] = lambda r: Reply(body={"generationtime_ms": 0.3})
     result = run(get_weather_tool(), {"city": "Atlantis"})
-    assert "City 'Atlantis' was not found" in text(result)
+    assert result.is_error and text(result).startswith("Tool 'getWeather' failed: City 'Atlantis' was not found")
 
 
 @pytest.mark.spec("1")
@@ -103,7 +106,7 @@ def test_get_weather_bad_bodies_are_errors_saying_which(open_meteo, route, reply
     """An HTTP error or a body not of the documented shape is an error result that says which."""
     open_meteo.routes[route] = lambda r: reply
     result = run(get_weather_tool(), {"city": "Tokyo"})
-    assert fragment in text(result)
+    assert result.is_error and fragment in text(result)
     assert ("upstream down" in text(result)) == (reply.status == 500)
 
 
@@ -113,7 +116,8 @@ def test_get_weather_unreachable_service_is_an_error(monkeypatch):
     url = free_port_url()
     monkeypatch.setenv("YIEMAGENT_GEOCODING_URL", url)
     result = run(get_weather_tool(), {"city": "Tokyo"})
-    assert text(result).startswith("Weather service unreachable:") and url in text(result)
+    assert result.is_error and url in text(result)
+    assert text(result).startswith("Tool 'getWeather' failed: Weather service unreachable while looking up 'Tokyo':")
 
 
 @pytest.mark.spec("8.1")
@@ -131,7 +135,7 @@ def test_get_time_in_a_zone_and_local():
     """getTime gives the time in an IANA zone, or local time without one."""
     tokyo = run(get_time_tool(), {"timezone": "Asia/Tokyo"})
     assert re.fullmatch(r"Current time in Asia/Tokyo: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d JST \(UTC\+09:00\)", text(tokyo))
-    assert tokyo.details["utc_offset"] == "UTC+09:00" and tokyo.details["timezone"] == "Asia/Tokyo"
+    assert tokyo.result.details["utc_offset"] == "UTC+09:00" and tokyo.result.details["timezone"] == "Asia/Tokyo"
     assert text(run(get_time_tool(), {})).startswith("Current local time: ")
 
 
@@ -139,7 +143,10 @@ def test_get_time_in_a_zone_and_local():
 @pytest.mark.parametrize("zone, fragment", [("Mars/Olympus", "'Mars/Olympus' was not found"), ("../etc/passwd", "not a valid IANA")])
 def test_get_time_unknown_zone_is_an_error_naming_it(zone, fragment):
     """An unknown or malformed zone is an error result that says which zone."""
-    assert fragment in text(get_time_execute("c", {"timezone": zone}, None, lambda p: None))
+    with pytest.raises(ToolError, match=re.escape(fragment)):
+        get_time_execute("c", {"timezone": zone}, None, lambda p: None)
+    outcome = run(get_time_tool(), {"timezone": zone})
+    assert outcome.is_error and text(outcome).startswith("Tool 'getTime' failed: Time zone")
 
 
 @pytest.mark.spec("17")

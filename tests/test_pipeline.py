@@ -351,3 +351,15 @@ def test_create_tool_result_message_copies_the_finalized_outcome():
         False,
     )
     assert msg.timestamp.tzinfo is not None
+
+
+@pytest.mark.spec("8.2")
+def test_tool_error_is_reported_in_its_own_words():
+    """A ToolError raised by execute becomes an error result with its message alone (beyond the spec)."""
+    from yiemagent import ToolError
+
+    def execute(*a):
+        raise ToolError("City 'Atlantis' was not found")
+
+    outcome = execute_prepared_tool_call(prepared(make_tool("t", execute)), None, None)
+    assert error_text(outcome) == "Tool 't' failed: City 'Atlantis' was not found"

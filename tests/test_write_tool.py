@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import make_tool
+from helpers import make_tool, run_tool
 from yiemagent import AgentTool, ToolStore, UserMessage, YiemAgent, register_tool, run_agent, shutdown, take_response
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
@@ -31,8 +31,8 @@ def request(**overrides):
 
 
 def write(tools_dir, store=None, **overrides):
-    tool = write_tool_tool(tools_dir, store=store)
-    return tool.execute("call-1", request(**overrides), None, lambda p: None)
+    """Call writeTool as the agent does; returns the ExecutedOutcome (refusals are error results)."""
+    return run_tool(write_tool_tool(tools_dir, store=store), request(**overrides))
 
 
 def load(path: Path, module_name: str):
@@ -50,11 +50,12 @@ def files_in(directory: Path) -> list[str]:
 @pytest.mark.spec("15")
 def test_writes_a_file_following_the_contract_and_tells_the_next_steps(tmp_path):
     """The file defines <name>_execute and <name>_tool; the result says how to import and register it."""
-    result = write(tmp_path)
+    outcome = write(tmp_path)
+    result = outcome.result
     target = tmp_path / "searchWine.py"
     assert files_in(tmp_path) == ["searchWine.py"], "no temporary file is left behind"
     text = result.content[0].text
-    assert not result.terminate and "Wrote tool 'searchWine'" in text
+    assert not outcome.is_error and not result.terminate and "Wrote tool 'searchWine'" in text
     assert f"from {tmp_path.name}.searchWine import searchWine_tool" in text
     assert "register_tool(agent.tool_store, searchWine_tool())" in text
     assert result.details["path"] == str(target)
@@ -110,9 +111,10 @@ def test_admission_checks_refuse_and_write_nothing(tmp_path, overrides, fragment
     """Each admission check refuses with an error result that says why, and nothing is on disk."""
     store = ToolStore("s")
     register_tool(store, make_tool("getTime"))
-    result = write(tmp_path / "tools", store=store, **overrides)
-    text = result.content[0].text
-    assert text.startswith("writeTool refused:") and fragment in text and "Nothing was written" in text
+    outcome = write(tmp_path / "tools", store=store, **overrides)
+    text = outcome.result.content[0].text
+    assert outcome.is_error and text.startswith("Tool 'writeTool' failed: refused:")
+    assert fragment in text and "Nothing was written" in text
     assert files_in(tmp_path / "tools") == []
 
 
@@ -121,9 +123,9 @@ def test_existing_file_is_never_overwritten_unless_asked(tmp_path):
     """An existing file stays as it is; "overwrite": true (beyond the spec) replaces it atomically."""
     (tmp_path / "searchWine.py").write_text("# mine\n")
     refused = write(tmp_path)
-    assert "already exists" in refused.content[0].text and (tmp_path / "searchWine.py").read_text() == "# mine\n"
+    assert refused.is_error and "already exists" in refused.result.content[0].text and (tmp_path / "searchWine.py").read_text() == "# mine\n"
     replaced = write(tmp_path, overwrite=True)
-    assert "Wrote tool" in replaced.content[0].text and "searchWine_tool" in (tmp_path / "searchWine.py").read_text()
+    assert "Wrote tool" in replaced.result.content[0].text and "searchWine_tool" in (tmp_path / "searchWine.py").read_text()
     assert files_in(tmp_path) == ["searchWine.py"]
 
 
@@ -136,7 +138,7 @@ def test_target_outside_the_tools_directory_is_refused(tmp_path):
     tools.mkdir()
     os.symlink(outside / "searchWine.py", tools / "searchWine.py")
     result = write(tools, overwrite=True)
-    assert "outside the tools directory" in result.content[0].text
+    assert result.is_error and "outside the tools directory" in result.result.content[0].text
     assert files_in(outside) == []
 
 

@@ -29,6 +29,7 @@ from .errors import (
     MessageFormatError,
     ToolArgumentsError,
     ToolDefinitionError,
+    ToolError,
     ToolSchemaError,
     YiemAgentError,
 )
@@ -43,6 +44,11 @@ from .events import (
 )
 from .extraction import (
     extract_tool_calls,
+)
+from .llm import (
+    AnthropicClient,
+    OfflineLLM,
+    OpenAIClient,
 )
 from .formatting import (
     format_msg_for_llm,
@@ -112,6 +118,7 @@ __all__ = [
     "AgentToolCall",
     "AgentToolCallBatch",
     "AgentToolResult",
+    "AnthropicClient",
     "AssistantMessage",
     "BeforeToolCallContext",
     "EmptyHistoryError",
@@ -127,10 +134,13 @@ __all__ = [
     "LoopState",
     "MessageContent",
     "MessageFormatError",
+    "OfflineLLM",
+    "OpenAIClient",
     "PreparedToolCall",
     "TextContent",
     "ToolArgumentsError",
     "ToolDefinitionError",
+    "ToolError",
     "ToolExecEndEvent",
     "ToolExecStartEvent",
     "ToolExecUpdateEvent",

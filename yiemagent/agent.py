@@ -22,7 +22,7 @@ from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
 from .messages import AgentMessage, AssistantMessage, LLMModel
 from .registry import ToolStore, register_all_tools
-from .run import CONTINUE, Run, process_message
+from .run import CONTINUE, Run, RunWorker, process_message
 from .tooling import AgentState
 
 __all__ = ["YiemAgent", "abort", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
@@ -30,30 +30,6 @@ __all__ = ["YiemAgent", "abort", "continue_agent", "follow_up", "run_agent", "sh
 logger = logging.getLogger("yiemagent.agent")
 
 _EXIT = "exit"
-
-
-class _RunWorker:
-    """The one thread that runs ``process_message`` (the spec's ``@spawn _processMessage``).
-
-    A long-lived daemon thread fed by a queue: starting a thread per run would cost more
-    than a whole run with a fast LLM. Daemon, so that an LLM call that never returns
-    cannot keep the interpreter alive.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._jobs: queue.SimpleQueue[Optional[Callable[[], None]]] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._work, name=name, daemon=True)
-        self.thread.start()
-
-    def submit(self, job: Callable[[], None]) -> None:
-        self._jobs.put(job)
-
-    def stop(self) -> None:
-        self._jobs.put(None)
-
-    def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            job()
 
 
 class YiemAgent:
@@ -144,7 +120,7 @@ class YiemAgent:
         self.loop_state_history: deque[LoopState] = deque([LoopState.IDLE], maxlen=256)
 
         name = f"yiemagent-{session_id or hex(id(self))[2:]}"
-        self._worker = _RunWorker(f"{name}-run")
+        self._worker = RunWorker(f"{name}-run")
         self._thread = threading.Thread(target=self._agent_loop, name=f"{name}-loop", daemon=True)
         self._thread.start()
 

@@ -16,6 +16,7 @@ __all__ = [
     "MessageFormatError",
     "ToolArgumentsError",
     "ToolDefinitionError",
+    "ToolError",
     "ToolSchemaError",
     "YiemAgentError",
 ]
@@ -31,6 +32,15 @@ class ToolSchemaError(YiemAgentError, ValueError):
 
 class ToolDefinitionError(YiemAgentError, TypeError, ValueError):
     """An ``AgentTool`` was built with a field of the wrong type or value."""
+
+
+class ToolError(YiemAgentError):
+    """Raised by a tool's ``execute`` to report a failure in words the model can act on.
+
+    The pipeline turns any exception from ``execute`` into an error result (spec §8.2);
+    for a ``ToolError`` the result carries the message alone, without the exception's
+    type name: ``Tool 'getTime' failed: Time zone 'Mars/Olympus' was not found ...``.
+    """
 
 
 class ToolArgumentsError(YiemAgentError, ValueError):

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Optional
 
-from .errors import ToolArgumentsError
+from .errors import ToolArgumentsError, ToolError
 from .events import EventEmitter, ToolExecUpdateEvent, as_emitter
 from .messages import LLMUsage, MessageContent, TextContent, ToolResultMessage
 from .schema import validate_required_args
@@ -58,7 +58,7 @@ def create_error_tool_result(message: str) -> AgentToolResult:
 
 
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    return str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
 
 
 def _unknown_tool_message(name: str, tools: Mapping[str, AgentTool]) -> str:

@@ -10,7 +10,10 @@ nothing it does raises out of it (decision 11).
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -24,7 +27,7 @@ from .tooling import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCallBa
 if TYPE_CHECKING:
     from .agent import YiemAgent
 
-__all__ = ["CONTINUE", "Run", "process_message"]
+__all__ = ["CONTINUE", "Run", "RunWorker", "process_message"]
 
 logger = logging.getLogger("yiemagent.run")
 
@@ -185,3 +188,27 @@ def process_message(agent: "YiemAgent", run: Run) -> AssistantMessage:
     agent.state.error_message = response.error_message if response.stop_reason == "error" else None
     agent._emit(AgentRunEndEvent(run.id, response, run.rounds, time.perf_counter() - started))
     return response
+
+
+class RunWorker:
+    """The one thread that runs ``process_message`` (the spec's ``@spawn _processMessage``).
+
+    A long-lived daemon thread fed by a queue: starting a thread per run would cost more
+    than a whole run with a fast LLM. Daemon, so that an LLM call that never returns
+    cannot keep the interpreter alive.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[Optional[Callable[[], None]]] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self.thread.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()

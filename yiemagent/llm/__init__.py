@@ -4,6 +4,9 @@
 changes between providers.
 """
 
+from .anthropic import AnthropicClient
+from .offline import OfflineLLM
+from .openai import OpenAIClient
 from .scripted import ScriptedLLM
 
-__all__ = ["ScriptedLLM"]
+__all__ = ["AnthropicClient", "OfflineLLM", "OpenAIClient", "ScriptedLLM"]

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from ..messages import TextContent
-from ..pipeline import create_error_tool_result
+from ..errors import ToolError
 from ..tooling import AbortSignal, AgentTool, AgentToolResult
 
 __all__ = ["get_time_execute", "get_time_prepare_arguments", "get_time_tool"]
@@ -50,7 +50,9 @@ def get_time_execute(
 ) -> AgentToolResult:
     """The current time in ``args["timezone"]``, or the machine's local time when none is given.
 
-    An unknown zone is an error result naming the zone that was not found.
+    Raises:
+        ToolError: the zone is unknown or malformed (the message names it); the pipeline
+            turns it into an error result for the model.
     """
     zone_name = args.get("timezone")
     if zone_name is None:
@@ -61,16 +63,16 @@ def get_time_execute(
             zone = zoneinfo.ZoneInfo(zone_name)
         except zoneinfo.ZoneInfoNotFoundError:
             if not zoneinfo.available_timezones():
-                return create_error_tool_result(
+                raise ToolError(
                     "No IANA time zone database is installed on this machine (install the 'tzdata' package); "
                     "call getTime without a timezone for local time"
                 )
-            return create_error_tool_result(
+            raise ToolError(
                 f"Time zone {zone_name!r} was not found in the IANA time zone database. "
                 "Use a name such as 'Asia/Tokyo', 'Europe/Paris' or 'America/New_York'"
             )
         except ValueError:
-            return create_error_tool_result(f"Time zone {zone_name!r} is not a valid IANA time zone name (like 'Asia/Tokyo')")
+            raise ToolError(f"Time zone {zone_name!r} is not a valid IANA time zone name (like 'Asia/Tokyo')")
         now = datetime.now(zone)
         label = f"Current time in {zone_name}"
     text = f"{label}: {now:%Y-%m-%d %H:%M:%S} {now.tzname() or ''} ({_utc_offset(now)})".replace("  ", " ")

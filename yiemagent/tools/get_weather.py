@@ -7,7 +7,7 @@ server, a private Open-Meteo deployment) with environment variables, read on eve
 - ``YIEMAGENT_GEOCODING_URL`` (default ``https://geocoding-api.open-meteo.com/v1``)
 - ``YIEMAGENT_FORECAST_URL`` (default ``https://api.open-meteo.com/v1``)
 
-Every failure is an error result saying which: the city was not found, the service could
+Every failure raises a ``ToolError`` saying which: the city was not found, the service could
 not be reached or timed out, it answered an HTTP error, or its body was not of the
 documented shape.
 """
@@ -20,7 +20,8 @@ from typing import Any, Optional
 import requests
 
 from ..messages import TextContent
-from ..pipeline import ABORTED_MESSAGE, create_error_tool_result
+from ..errors import ToolError
+from ..pipeline import ABORTED_MESSAGE
 from ..tooling import AbortSignal, AgentTool, AgentToolResult
 
 __all__ = ["WMO_WEATHER_CODES", "get_weather_execute", "get_weather_tool"]
@@ -69,18 +70,18 @@ INPUT_SCHEMA = {
 }
 
 
-class _ServiceError(Exception):
+class _ServiceError(ToolError):
     """A failure of the weather service, already worded for the model."""
 
 
-def _get_json(url: str, params: dict[str, Any]) -> Any:
+def _get_json(url: str, params: dict[str, Any], city: str) -> Any:
     """GET ``url`` and return its JSON body, or raise ``_ServiceError`` saying what went wrong."""
     try:
         response = requests.get(url, params=params, timeout=TIMEOUT_S)
     except requests.Timeout:
-        raise _ServiceError(f"Weather service timed out after {TIMEOUT_S:g} s: {url}") from None
+        raise _ServiceError(f"Weather service timed out after {TIMEOUT_S:g} s while looking up {city!r}: {url}") from None
     except requests.RequestException as exc:
-        raise _ServiceError(f"Weather service unreachable: {url} ({type(exc).__name__})") from None
+        raise _ServiceError(f"Weather service unreachable while looking up {city!r}: {url} ({type(exc).__name__})") from None
     if response.status_code != 200:
         reason = ""
         try:
@@ -102,7 +103,7 @@ def _unexpected(url: str, what: str) -> _ServiceError:
 def _geocode(city: str) -> dict[str, Any]:
     base = os.environ.get("YIEMAGENT_GEOCODING_URL", DEFAULT_GEOCODING_URL).rstrip("/")
     url = f"{base}/search"
-    body = _get_json(url, {"name": city, "count": 1, "language": "en", "format": "json"})
+    body = _get_json(url, {"name": city, "count": 1, "language": "en", "format": "json"}, city)
     if not isinstance(body, dict):
         raise _unexpected(url, "the body is not a JSON object")
     results = body.get("results")
@@ -117,7 +118,7 @@ def _geocode(city: str) -> dict[str, Any]:
 def _current_weather(place: dict[str, Any]) -> dict[str, Any]:
     base = os.environ.get("YIEMAGENT_FORECAST_URL", DEFAULT_FORECAST_URL).rstrip("/")
     url = f"{base}/forecast"
-    body = _get_json(url, {"latitude": place["latitude"], "longitude": place["longitude"], "current": CURRENT_FIELDS})
+    body = _get_json(url, {"latitude": place["latitude"], "longitude": place["longitude"], "current": CURRENT_FIELDS}, str(place.get("name")))
     current = body.get("current") if isinstance(body, dict) else None
     if not isinstance(current, dict):
         raise _unexpected(url, "no 'current' object")
@@ -134,16 +135,17 @@ def get_weather_execute(
 
     Reports the resolved place as a partial result between the two requests. The numbers
     (temperature, humidity, wind, code, coordinates) are in ``details``.
+
+    Raises:
+        ToolError: the city is unknown, the service is unreachable, slow, failing, or sent
+            a body not of the documented shape (the message says which).
     """
     city = args["city"].strip()
-    try:
-        place = _geocode(city)
-        on_partial_result({"stage": "geocoded", "name": place.get("name"), "country": place.get("country")})
-        if signal is not None and signal.aborted:
-            return create_error_tool_result(ABORTED_MESSAGE)
-        current = _current_weather(place)
-    except _ServiceError as exc:
-        return create_error_tool_result(str(exc))
+    place = _geocode(city)
+    on_partial_result({"stage": "geocoded", "name": place.get("name"), "country": place.get("country")})
+    if signal is not None and signal.aborted:
+        raise ToolError(ABORTED_MESSAGE)
+    current = _current_weather(place)
     code = int(current["weather_code"])
     condition = WMO_WEATHER_CODES.get(code, f"Weather code {code}")
     temperature = float(current["temperature_2m"])

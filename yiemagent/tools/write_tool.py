@@ -2,8 +2,8 @@
 
 A file writer, not an executor: it writes ``<tools_dir>/<name>.py`` following the tool
 file contract (§17) and never imports or runs what it wrote. Before anything touches the
-disk, each admission check below may refuse the request with an error result that says
-why. The write is atomic: a temporary file in the same directory, then a link or rename.
+disk, each admission check below may refuse the request with a ``ToolError`` that says
+why (the model reads it as an error result). The write is atomic: a temporary file in the same directory, then a link or rename.
 
 Admission checks: the name is an ASCII identifier of at most 64 characters, not a Python
 keyword, not a standard-library module name, and not a tool already registered in the
@@ -24,9 +24,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..errors import ToolSchemaError
+from ..errors import ToolError, ToolSchemaError
 from ..messages import TextContent
-from ..pipeline import create_error_tool_result
 from ..schema import check_input_schema
 from ..tooling import AbortSignal, AgentTool, AgentToolResult
 from ._tool_source import ARGS_PARAMS, EXECUTE_PARAMS, ToolSourceError, check_body, render_tool_source, verify_tool_source
@@ -128,7 +127,12 @@ def write_tool_execute(
     signal: Optional[AbortSignal],
     on_partial_result: Any,
 ) -> AgentToolResult:
-    """Check the request, render the module, verify it, and write it; or refuse and say why."""
+    """Check the request, render the module, verify it, and write it.
+
+    Raises:
+        ToolError: an admission check refused the request, or the file could not be
+            written; the message says why, and nothing was written.
+    """
     directory = (tools_dir or default_tools_dir()).resolve()
     name = args["name"]
     try:
@@ -164,9 +168,9 @@ def write_tool_execute(
         verify_tool_source(source, name, expected, {"prepare": bool(prepare_code), "validate": bool(validate_code)})
         _write_atomically(directory, target, source, overwrite)
     except (_Refused, ToolSourceError) as exc:
-        return create_error_tool_result(f"writeTool refused: {exc}. Nothing was written.")
+        raise ToolError(f"refused: {exc}. Nothing was written.") from None
     except OSError as exc:
-        return create_error_tool_result(f"writeTool could not write the file: {exc}. Nothing was written.")
+        raise ToolError(f"could not write the file: {exc}. Nothing was written.") from None
     details = {"path": str(target), "name": name, "bytes": len(source.encode("utf-8")), "overwrite": overwrite}
     return AgentToolResult([TextContent(_next_steps(name, target, directory))], details)
 

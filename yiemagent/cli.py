@@ -1,0 +1,149 @@
+"""The command line: ``yiemagent ask "question"``, ``yiemagent chat``, ``yiemagent demo``.
+
+Endpoints come from flags or the environment: ``--base-url`` / ``OPENAI_BASE_URL``,
+``--api-key`` / ``OPENAI_API_KEY`` (``ANTHROPIC_API_KEY`` with ``--anthropic``),
+``--model`` / ``YIEMAGENT_MODEL``. With no endpoint the offline keyword planner answers,
+and the CLI says so when it starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Callable, Optional, TextIO
+
+from .agent import YiemAgent, abort, run_agent, shutdown, take_response
+from .console import ConsolePrinter
+from .errors import AgentClosedError
+from .llm import AnthropicClient, OfflineLLM, OpenAIClient
+from .messages import AssistantMessage, text_of
+
+__all__ = ["build_llm", "main"]
+
+OPENAI_URL = "https://api.openai.com/v1"
+
+
+def build_llm(args: argparse.Namespace) -> tuple[Callable[[dict[str, Any]], AssistantMessage], str]:
+    """The ``llm_call`` the flags ask for, and a one-line description of it (no key in it)."""
+    model = args.model or os.environ.get("YIEMAGENT_MODEL")
+    if args.anthropic:
+        key = args.api_key or os.environ.get("ANTHROPIC_API_KEY")
+        base = args.base_url or "https://api.anthropic.com"
+        client = AnthropicClient(model or "claude-haiku-4-5", key, base_url=base, timeout=args.timeout, max_tokens=args.max_tokens)
+        return client, f"Anthropic Messages API at {base}, model {client.model}"
+    key = args.api_key or os.environ.get("OPENAI_API_KEY")
+    base = args.base_url or os.environ.get("OPENAI_BASE_URL") or (OPENAI_URL if key else None)
+    if not base:
+        return OfflineLLM(), "no LLM endpoint given (--base-url / OPENAI_BASE_URL): using the offline keyword planner"
+    client = OpenAIClient(base, model or "gpt-4o-mini", key, timeout=args.timeout)
+    return client, f"OpenAI-compatible server at {client.base_url}, model {client.model}"
+
+
+def _make_agent(args: argparse.Namespace, llm: Any, quiet: bool, err: TextIO) -> YiemAgent:
+    return YiemAgent(
+        llm_call=llm,
+        agent_event_sink=None if quiet else ConsolePrinter(err),
+        system_prompt=args.system,
+        parallel_tool_execute=args.parallel,
+    )
+
+
+def _show(response: AssistantMessage, out: TextIO, err: TextIO) -> int:
+    text = text_of(response.content)
+    if text:
+        out.write(text + "\n")
+        out.flush()
+    if response.stop_reason == "error":
+        err.write(f"error: {response.error_message}\n")
+        return 1
+    return 0
+
+
+def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    llm, description = build_llm(args)
+    err.write(f"yiemagent: {description}\n")
+    agent = _make_agent(args, llm, args.quiet, err)
+    try:
+        run_agent(agent, args.question)
+        return _show(take_response(agent, timeout=args.wait), out, err)
+    except TimeoutError as exc:
+        err.write(f"error: {exc}\n")
+        return 1
+    finally:
+        shutdown(agent, timeout=5)
+
+
+def _chat(args: argparse.Namespace, out: TextIO, err: TextIO, read: Callable[[str], str]) -> int:
+    llm, description = build_llm(args)
+    err.write(f"yiemagent: {description}\nType a message; /tools lists the tools, /quit or Ctrl-D ends, Ctrl-C aborts a run.\n")
+    agent = _make_agent(args, llm, args.quiet, err)
+    status = 0
+    try:
+        while True:
+            try:
+                line = read("you> ").strip()
+            except EOFError:
+                break
+            if not line:
+                continue
+            if line in ("/quit", "/exit"):
+                break
+            if line == "/tools":
+                for tool in agent.tool_store.tools.values():
+                    out.write(f"  {tool.name}: {tool.label} — {tool.description}\n")
+                continue
+            run_agent(agent, line)
+            while True:
+                try:
+                    response = take_response(agent, timeout=args.wait)
+                    break
+                except KeyboardInterrupt:
+                    abort(agent, "aborted with Ctrl-C")
+                except TimeoutError as exc:
+                    err.write(f"error: {exc}\n")
+                    abort(agent, "no answer in time")
+                    response = take_response(agent, timeout=args.wait)
+                    break
+            status = _show(response, out, err)
+    except (KeyboardInterrupt, AgentClosedError):
+        pass
+    finally:
+        shutdown(agent, timeout=5)
+    return status
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="yiemagent", description="An LLM agent that runs tools (the YiemAgent tool lifecycle).")
+    parser.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 (env OPENAI_BASE_URL)")
+    parser.add_argument("--model", help="model name (env YIEMAGENT_MODEL)")
+    parser.add_argument("--api-key", help="API key (env OPENAI_API_KEY, or ANTHROPIC_API_KEY with --anthropic)")
+    parser.add_argument("--anthropic", action="store_true", help="talk to Anthropic's Messages API")
+    parser.add_argument("--parallel", action="store_true", help="run a batch of parallel-safe tools concurrently")
+    parser.add_argument("--system", default="You are a helpful assistant. Use the tools when they help.", help="system prompt")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request to the LLM (default 60)")
+    parser.add_argument("--wait", type=float, default=300.0, help="seconds to wait for an answer (default 300)")
+    parser.add_argument("--max-tokens", type=int, default=1024, help="max tokens per reply (Anthropic; default 1024)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="do not show LLM rounds and tool calls")
+    commands = parser.add_subparsers(dest="command", required=True)
+    ask = commands.add_parser("ask", help="ask one question and print the answer")
+    ask.add_argument("question")
+    commands.add_parser("chat", help="an interactive session")
+    commands.add_parser("demo", help="an offline session showing the whole tool lifecycle")
+    return parser
+
+
+def main(argv: Optional[list[str]] = None, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr, read: Callable[[str], str] = input) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "ask":
+        return _ask(args, out, err)
+    if args.command == "chat":
+        return _chat(args, out, err, read)
+    from .demo import run_demo
+
+    return run_demo(out, err, quiet=args.quiet)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
