@@ -163,7 +163,7 @@ def test_non_json_body_is_a_clear_error():
 
 @pytest.mark.spec("14")
 def test_api_key_never_appears_in_repr_error_or_log(caplog):
-    """The key is sent as a header, and is masked in repr, errors (even when the server echoes it) and logs."""
+    """The key is sent as a header, and is masked in repr, errors (even when the server echoes it), logs and events."""
     secret = "sk-test-SECRET-0123456789"
     echo = lambda r: Reply(status=401, body={"error": {"message": f"Incorrect API key provided: {secret}"}})  # noqa: E731
     with caplog.at_level(logging.DEBUG):
@@ -174,11 +174,15 @@ def test_api_key_never_appears_in_repr_error_or_log(caplog):
             anthropic = AnthropicClient("m", secret, base_url=server.url)
             with pytest.raises(LLMError) as anthropic_info:
                 anthropic(FORMATTED)
+            recorder = EventRecorder()
+            with YiemAgent(llm_call=client, agent_event_sink=recorder) as agent:
+                run_agent(agent, "hi")
+                response = take_response(agent, timeout=WAIT)
     assert server.requests[0].headers["Authorization"] == f"Bearer {secret}"
     assert server.requests[1].headers["x-api-key"] == secret and server.requests[1].headers["anthropic-version"] == "2023-06-01"
-    for text in (repr(client), repr(anthropic), str(info.value), str(anthropic_info.value), caplog.text):
+    for text in (repr(client), repr(anthropic), str(info.value), str(anthropic_info.value), caplog.text, repr(recorder.events), repr(response)):
         assert secret not in text
-    assert "***" in str(info.value)
+    assert "***" in str(info.value) and "***" in response.error_message
 
 
 @pytest.mark.spec("14")

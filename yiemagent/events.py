@@ -36,7 +36,10 @@ logger = logging.getLogger("yiemagent.events")
 
 @dataclass(frozen=True, slots=True)
 class ToolExecStartEvent:
-    """A tool call is about to be prepared (spec §13 ``toolExecStartEvent``)."""
+    """A tool call is about to be prepared (spec §13 ``toolExecStartEvent``).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     tool_call_id: str
     tool_name: str
@@ -45,7 +48,10 @@ class ToolExecStartEvent:
 
 @dataclass(frozen=True, slots=True)
 class ToolExecUpdateEvent:
-    """A running tool reported a partial result (spec §13 ``toolExecUpdateEvent``)."""
+    """A running tool reported a partial result (spec §13 ``toolExecUpdateEvent``).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     tool_call_id: str
     tool_name: str
@@ -55,7 +61,10 @@ class ToolExecUpdateEvent:
 
 @dataclass(frozen=True, slots=True)
 class ToolExecEndEvent:
-    """A tool call has its final result (spec §13 ``toolExecEndEvent``)."""
+    """A tool call has its final result (spec §13 ``toolExecEndEvent``).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     tool_call_id: str
     tool_name: str
@@ -69,6 +78,8 @@ class AgentRunStartEvent:
 
     ``run_id`` counts runs from 1 for this agent; ``new_messages`` is how many queued
     messages the run took into the history at its start.
+
+    Thread safety: immutable; may be shared between threads.
     """
 
     run_id: int
@@ -77,7 +88,10 @@ class AgentRunStartEvent:
 
 @dataclass(frozen=True, slots=True)
 class AgentRunEndEvent:
-    """A run ended; ``response`` is what was put on the output channel (beyond the spec)."""
+    """A run ended; ``response`` is what was put on the output channel (beyond the spec).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     run_id: int
     response: AssistantMessage
@@ -87,7 +101,10 @@ class AgentRunEndEvent:
 
 @dataclass(frozen=True, slots=True)
 class LLMCallStartEvent:
-    """An LLM round is starting (beyond the spec); ``round`` counts from 1 within the run."""
+    """An LLM round is starting (beyond the spec); ``round`` counts from 1 within the run.
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     run_id: int
     round: int
@@ -99,6 +116,8 @@ class LLMCallEndEvent:
     """An LLM round ended (beyond the spec).
 
     ``response`` is None when the call failed; ``error`` then says why.
+
+    Thread safety: immutable; may be shared between threads.
     """
 
     run_id: int

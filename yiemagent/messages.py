@@ -61,7 +61,10 @@ class MessageContent(DataClassJsonMixin):
 
 @dataclass(frozen=True)
 class TextContent(MessageContent):
-    """Plain text (spec §19 ``textContent``)."""
+    """Plain text (spec §19 ``textContent``).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     text: str
     type: str = field(default="text", init=False)
@@ -69,7 +72,10 @@ class TextContent(MessageContent):
 
 @dataclass(frozen=True)
 class ImageContent(MessageContent):
-    """An image as base64 ``data`` with its ``mime_type`` (spec §19 ``imageContent``)."""
+    """An image as base64 ``data`` with its ``mime_type`` (spec §19 ``imageContent``).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     data: str
     mime_type: str
@@ -122,7 +128,10 @@ def text_of(blocks: list[Any]) -> str:
 
 @dataclass(frozen=True)
 class LLMUsage(DataClassJsonMixin):
-    """Token counts of one LLM call, or of a tool that called an LLM (spec §19 ``llmUsage``)."""
+    """Token counts of one LLM call, or of a tool that called an LLM (spec §19 ``llmUsage``).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -133,7 +142,10 @@ class LLMUsage(DataClassJsonMixin):
 
 @dataclass(frozen=True)
 class LLMModel(DataClassJsonMixin):
-    """Which model a client talks to (spec §19 ``llmModel``, "LLM model config")."""
+    """Which model a client talks to (spec §19 ``llmModel``, "LLM model config").
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     name: str
     provider: str = ""
@@ -151,7 +163,10 @@ class AgentMessage(DataClassJsonMixin):
 
 @dataclass(frozen=True)
 class UserMessage(AgentMessage):
-    """What the user said (spec §19 ``userMessage``)."""
+    """What the user said (spec §19 ``userMessage``).
+
+    Thread safety: immutable; may be shared between threads. Content lists are read-only by convention.
+    """
 
     content: list[Any] = field(metadata=_CONTENT)
     timestamp: datetime = field(default_factory=utc_now, metadata=_TIMESTAMP)
@@ -165,6 +180,8 @@ class AssistantMessage(AgentMessage):
     ``content`` holds ``TextContent`` blocks and the raw tool-call blocks of spec §7.
     ``stop_reason`` is one of "stop", "length", "tool_use", "content_filter", "error",
     "aborted" or "tool_use_terminated" (the agent's own final response, spec §10).
+
+    Thread safety: immutable; may be shared between threads. Content lists are read-only by convention.
     """
 
     content: list[Any] = field(metadata=_CONTENT)
@@ -183,6 +200,8 @@ class ToolResultMessage(AgentMessage):
     """A tool's answer to one tool call, as it enters the history (spec §11).
 
     Decision 3: ``role`` is "tool" (the spec shows both "tool" and "toolResult").
+
+    Thread safety: immutable; may be shared between threads. Content lists are read-only by convention.
     """
 
     tool_call_id: str

@@ -196,6 +196,8 @@ class RunWorker:
     A long-lived daemon thread fed by a queue: starting a thread per run would cost more
     than a whole run with a fast LLM. Daemon, so that an LLM call that never returns
     cannot keep the interpreter alive.
+
+    Thread safety: ``submit`` and ``stop`` may be called from any thread (a ``SimpleQueue``).
     """
 
     def __init__(self, name: str) -> None:

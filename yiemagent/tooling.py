@@ -101,6 +101,8 @@ class AgentToolResult:
 
     ``terminate`` asks the agent loop to stop after this batch; the batch stops only when
     every result in it asks (spec §10).
+
+    Thread safety: immutable; may be shared between threads.
     """
 
     content: list[Any]
@@ -116,6 +118,8 @@ class AgentToolCall:
     ``arguments_error`` is beyond the spec: extraction sets it when the model sent
     arguments that are not a JSON object (decision 2); ``prepare_tool_call`` then answers
     the call with an error result instead of running the tool.
+
+    Thread safety: immutable; may be shared between threads.
     """
 
     id: str
@@ -187,7 +191,10 @@ class AgentTool:
 
 @dataclass
 class AgentContext:
-    """What one LLM round sees: system prompt, messages, tools (spec §19 ``agentContext``)."""
+    """What one LLM round sees: system prompt, messages, tools (spec §19 ``agentContext``).
+
+    Thread safety: built for one LLM round by the run thread; in a parallel batch tool threads read it and must not change it.
+    """
 
     system_prompt: str
     messages: list[AgentMessage]
@@ -220,6 +227,8 @@ class AgentLoopConfig:
     ``before_tool_call(ctx, signal) -> None | dict`` may block a call;
     ``after_tool_call(ctx, signal) -> None | dict`` may replace parts of its result
     (spec §14). ``tool_execution`` is "sequential" or "parallel" (spec §9).
+
+    Thread safety: immutable; may be shared between threads.
     """
 
     before_tool_call: Optional[Callable[..., Any]] = None
@@ -233,7 +242,10 @@ class AgentLoopConfig:
 
 @dataclass(frozen=True)
 class BeforeToolCallContext:
-    """What ``before_tool_call`` sees (spec §14 ``beforeToolCallContext``)."""
+    """What ``before_tool_call`` sees (spec §14 ``beforeToolCallContext``).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     assistant_message: AssistantMessage
     tool_call: AgentToolCall
@@ -243,7 +255,10 @@ class BeforeToolCallContext:
 
 @dataclass(frozen=True)
 class AfterToolCallContext:
-    """What ``after_tool_call`` sees (spec §14 ``afterToolCallContext``)."""
+    """What ``after_tool_call`` sees (spec §14 ``afterToolCallContext``).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     assistant_message: AssistantMessage
     tool_call: AgentToolCall
@@ -255,7 +270,10 @@ class AfterToolCallContext:
 
 @dataclass(frozen=True, slots=True)
 class PreparedToolCall:
-    """A call that passed preparation: the resolved tool and its validated arguments (spec §8.1)."""
+    """A call that passed preparation: the resolved tool and its validated arguments (spec §8.1).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     tool: AgentTool
     tool_call: AgentToolCall
@@ -264,7 +282,10 @@ class PreparedToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ImmediateOutcome:
-    """A call that ended during preparation, with its (error) result (spec §8.1)."""
+    """A call that ended during preparation, with its (error) result (spec §8.1).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     result: AgentToolResult
     is_error: bool
@@ -272,7 +293,10 @@ class ImmediateOutcome:
 
 @dataclass(frozen=True, slots=True)
 class ExecutedOutcome:
-    """The result of ``execute``, before the after-hook (spec §8.2)."""
+    """The result of ``execute``, before the after-hook (spec §8.2).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     result: AgentToolResult
     is_error: bool
@@ -280,7 +304,10 @@ class ExecutedOutcome:
 
 @dataclass(frozen=True, slots=True)
 class FinalizedOutcome:
-    """A call after all three phases (spec §8.3)."""
+    """A call after all three phases (spec §8.3).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     tool_call: AgentToolCall
     result: AgentToolResult
@@ -289,7 +316,10 @@ class FinalizedOutcome:
 
 @dataclass(frozen=True)
 class AgentToolCallBatch:
-    """The tool-result messages of one batch, in call order, and whether to stop (spec §10)."""
+    """The tool-result messages of one batch, in call order, and whether to stop (spec §10).
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     messages: list[ToolResultMessage]
     terminate: bool

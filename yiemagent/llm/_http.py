@@ -258,6 +258,8 @@ class HTTPClient:
 
     Subclasses set ``_poster``, ``url``, ``_headers`` and ``_api_key``, and implement
     ``_body``, ``_parse`` and ``_parse_stream``.
+
+    Thread safety: see the subclasses; the poster keeps one session per thread.
     """
 
     _poster: JSONPoster
