@@ -147,7 +147,9 @@ class AgentTool:
     parallel batch (spec §9).
 
     ``timeout_s`` is beyond the spec: a call that runs longer becomes an error result
-    naming the limit, and the call's signal fires so a cooperative tool stops.
+    naming the limit, and the call's signal fires so a cooperative tool stops. A tool
+    that ignores its signal cannot be killed: its (daemon) thread is abandoned and runs
+    on until ``execute`` returns; its result and any later partial results are dropped.
 
     The schema is checked as JSON Schema by ``register_tool``; the other fields are
     checked here, at construction.
