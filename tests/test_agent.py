@@ -312,3 +312,37 @@ def test_tool_with_state_sees_pending_calls(agents):
     assert seen == [{"p1", "p2"}, {"p1", "p2"}] and agent.state.pending_tool_calls == set()
     assert isinstance(agent.tool_store.tools["look"], AgentTool)
     assert [type(e) for e in agent.agent_event_sink.of_type(ToolExecEndEvent)] == [ToolExecEndEvent] * 2
+
+
+@pytest.mark.spec("12")
+def test_a_tool_that_exits_does_not_strand_the_agent(agents):
+    """A tool calling sys.exit() gives an error result; the run completes and the agent keeps serving."""
+    import sys
+
+    exits = make_tool("exits", lambda *a: sys.exit(3))
+    agent = agents(ScriptedLLM([tool_call_reply(("x", "exits", {})), "recovered"]), [exits])
+    run_agent(agent, "go")
+    assert take_response(agent, timeout=WAIT).content[0].text == "recovered"
+    assert agent.history()[2].is_error and "SystemExit: 3" in agent.history()[2].content[0].text
+
+
+@pytest.mark.spec("14")
+def test_prepare_context_returning_the_wrong_type_ends_the_run_with_an_error(agents):
+    """A prepare_context hook that returns something other than an AgentContext is named in the error response."""
+    agent = agents(ScriptedLLM(["unused"]), prepare_context=lambda state, sink: {"messages": []})
+    run_agent(agent, "go")
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "error" and "prepare_context returned dict; expected an AgentContext" in response.error_message
+
+
+@pytest.mark.spec("6")
+def test_even_a_keyboard_interrupt_in_the_run_thread_yields_a_response(agents):
+    """Whatever escapes into the run thread, the run ends with an error response and the loop goes on."""
+
+    def llm(formatted):
+        raise KeyboardInterrupt
+
+    agent = agents(llm)
+    run_agent(agent, "go")
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "error" and "KeyboardInterrupt" in response.error_message

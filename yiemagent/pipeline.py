@@ -49,6 +49,10 @@ __all__ = [
 logger = logging.getLogger("yiemagent.pipeline")
 
 ABORTED_MESSAGE = "Operation aborted"
+# What user code (tools, hooks) may raise and the pipeline turns into an error result.
+# SystemExit too: in the agent's threads it would end the thread silently and strand the
+# run. KeyboardInterrupt is left alone, so that Ctrl-C still stops a script.
+USER_CODE_ERRORS = (Exception, SystemExit)
 _AFTER_HOOK_KEYS = ("content", "details", "usage", "terminate", "is_error")
 
 
@@ -57,7 +61,8 @@ def create_error_tool_result(message: str) -> AgentToolResult:
     return AgentToolResult([TextContent(message)], {})
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
+    """An exception in words for the model: a ``ToolError``'s message alone, else "Type: message"."""
     return str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
 
 
@@ -149,25 +154,25 @@ def prepare_tool_call(
         prepared_call = prepare_tool_call_arguments(tool, tool_call)
     except ToolArgumentsError as exc:
         return ImmediateOutcome(create_error_tool_result(str(exc)), True)
-    except Exception as exc:
-        return ImmediateOutcome(create_error_tool_result(f"prepare_arguments of tool {tool.name!r} raised {_describe(exc)}"), True)
+    except USER_CODE_ERRORS as exc:
+        return ImmediateOutcome(create_error_tool_result(f"prepare_arguments of tool {tool.name!r} raised {describe_error(exc)}"), True)
     try:
         args = validate_tool_arguments(tool, prepared_call)
     except ToolArgumentsError as exc:
         return ImmediateOutcome(create_error_tool_result(str(exc)), True)
-    except Exception as exc:
+    except USER_CODE_ERRORS as exc:
         return ImmediateOutcome(
-            create_error_tool_result(f"validate_required_args of tool {tool.name!r} raised {_describe(exc)}"), True
+            create_error_tool_result(f"validate_required_args of tool {tool.name!r} raised {describe_error(exc)}"), True
         )
 
     hook = config.before_tool_call
     if hook is not None:
         try:
             before = hook(BeforeToolCallContext(assistant_msg, tool_call, args, context), signal)
-        except Exception as exc:
+        except USER_CODE_ERRORS as exc:
             logger.warning("before_tool_call hook raised on tool %r", tool.name, exc_info=True)
             return ImmediateOutcome(
-                create_error_tool_result(f"before_tool_call hook raised {_describe(exc)}; tool {tool.name!r} was not run"), True
+                create_error_tool_result(f"before_tool_call hook raised {describe_error(exc)}; tool {tool.name!r} was not run"), True
             )
         if signal is not None and signal.aborted:
             return ImmediateOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
@@ -279,6 +284,7 @@ def execute_prepared_tool_call(prep: PreparedToolCall, signal: Optional[AbortSig
     reporter = _PartialResultReporter(emit, prep)
     tool = prep.tool
     error: Optional[BaseException] = None
+    result: Any = None
     try:
         if tool.timeout_s is None:
             result = tool.execute(prep.tool_call.id, prep.args, signal, reporter)
@@ -292,15 +298,15 @@ def execute_prepared_tool_call(prep: PreparedToolCall, signal: Optional[AbortSig
                     ),
                     True,
                 )
-            if error is not None and not isinstance(error, Exception):
-                raise error
-    except Exception as exc:
+            if error is not None and not isinstance(error, USER_CODE_ERRORS):
+                raise error  # KeyboardInterrupt from the tool's thread: let it stop the caller
+    except USER_CODE_ERRORS as exc:
         error = exc
     finally:
         reporter.close()
     if error is not None:
         logger.debug("tool %r raised", tool.name, exc_info=error)
-        return ExecutedOutcome(create_error_tool_result(f"Tool {tool.name!r} failed: {_describe(error)}"), True)
+        return ExecutedOutcome(create_error_tool_result(f"Tool {tool.name!r} failed: {describe_error(error)}"), True)
     problem = _check_result(tool, result)
     if problem is not None:
         return ExecutedOutcome(create_error_tool_result(problem), True)
@@ -357,10 +363,10 @@ def finalize_executed_tool_call(
         name = prep.tool.name
         try:
             after = hook(AfterToolCallContext(assistant_msg, prep.tool_call, prep.args, result, is_error, context), signal)
-        except Exception as exc:
+        except USER_CODE_ERRORS as exc:
             logger.warning("after_tool_call hook raised on tool %r", name, exc_info=True)
             return FinalizedOutcome(
-                prep.tool_call, create_error_tool_result(f"after_tool_call hook raised {_describe(exc)} on tool {name!r}"), True
+                prep.tool_call, create_error_tool_result(f"after_tool_call hook raised {describe_error(exc)} on tool {name!r}"), True
             )
         if after is not None:
             try:

@@ -21,6 +21,7 @@ from .batch import answer_tool_calls_with_error, execute_tool_calls
 from .events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
+from .pipeline import USER_CODE_ERRORS, describe_error
 from .messages import AgentMessage, AssistantMessage, TextContent
 from .tooling import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCallBatch
 
@@ -52,10 +53,6 @@ class Run:
     signal: AbortSignal = field(default_factory=AbortSignal)
     rounds: int = 0
     took_first_input: bool = False  # until then, queued input is what this run is about to take
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _take_input(agent: "YiemAgent") -> int:
@@ -112,12 +109,14 @@ def _call_llm(agent: "YiemAgent", run: Run) -> tuple[Optional[AssistantMessage],
     emit = agent._emit
     try:
         ctx = agent.prepare_context(agent.state, emit)
-    except Exception as exc:
-        return None, None, f"prepare_context raised {_describe(exc)}"
+    except USER_CODE_ERRORS as exc:
+        return None, None, f"prepare_context raised {describe_error(exc)}"
+    if not isinstance(ctx, AgentContext):
+        return None, None, f"prepare_context returned {type(ctx).__name__}; expected an AgentContext"
     try:
         formatted = agent.format_msg_for_llm(ctx, emit)
-    except Exception as exc:
-        return None, None, f"format_msg_for_llm raised {_describe(exc)}"
+    except USER_CODE_ERRORS as exc:
+        return None, None, f"format_msg_for_llm raised {describe_error(exc)}"
     emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages)))
     started = time.perf_counter()
     reply, error = None, None
@@ -126,8 +125,8 @@ def _call_llm(agent: "YiemAgent", run: Run) -> tuple[Optional[AssistantMessage],
         if not isinstance(reply, AssistantMessage):
             error = f"llm_call returned {type(reply).__name__}; expected an AssistantMessage"
             reply = None
-    except Exception as exc:
-        error = f"LLM call failed: {_describe(exc)}"
+    except USER_CODE_ERRORS as exc:
+        error = f"LLM call failed: {describe_error(exc)}"
     emit(LLMCallEndEvent(run.id, run.rounds, time.perf_counter() - started, reply, reply.usage if reply else None, error))
     return reply, ctx, error
 
@@ -182,9 +181,9 @@ def process_message(agent: "YiemAgent", run: Run) -> AssistantMessage:
     agent._emit(AgentRunStartEvent(run.id, taken))
     try:
         response = _rounds(agent, run)
-    except Exception as exc:  # a bug here or in a hook must not kill the agent
+    except BaseException as exc:  # a bug here or in a hook must not strand the run: the loop waits for its response
         logger.exception("run %d failed", run.id)
-        response = _error_response(agent, f"internal error: {_describe(exc)}")
+        response = _error_response(agent, f"internal error: {describe_error(exc)}")
     agent.state.error_message = response.error_message if response.stop_reason == "error" else None
     agent._emit(AgentRunEndEvent(run.id, response, run.rounds, time.perf_counter() - started))
     return response
