@@ -270,3 +270,24 @@ def test_responses_wait_for_room_in_the_output_channel():
         texts = [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)]
         assert texts == [f"r{i}" for i in range(16)]
         assert take_response(agent, timeout=WAIT).content[0].text.startswith("r16")
+
+
+@pytest.mark.spec("5")
+def test_a_dead_loop_refuses_messages_instead_of_queueing_them_forever(caplog):
+    """If the loop thread dies (a bug), run_agent says so instead of queueing into a channel nobody reads."""
+    from yiemagent import AgentClosedError
+
+    agent = new_agent(ScriptedLLM(["x"]))
+    try:
+
+        def broken():
+            raise RuntimeError("bug in the loop")
+
+        agent._next_action = broken
+        agent._ring()
+        agent._thread.join(WAIT)
+        assert not agent._thread.is_alive() and "the agent loop failed" in caplog.text
+        with pytest.raises(AgentClosedError, match="loop thread has stopped"):
+            run_agent(agent, "anyone there?")
+    finally:
+        shutdown(agent, timeout=WAIT)

@@ -41,7 +41,9 @@ class YiemAgent:
     manager to shut it down on exit.
 
     Built-ins are registered only under names still free in the store, so a tool a caller
-    registered before (a stub ``getWeather`` in a test, say) is kept.
+    registered before (a stub ``getWeather`` in a test, say) is kept. ``max_retry_delay_ms``
+    overrides the cap of an ``llm_call`` that has one: its ``max_retry_delay_ms`` attribute
+    is set (``OpenAIClient``, ``AnthropicClient``).
 
     Thread safety:
         Three threads take part. The caller's threads use the public functions, which
@@ -198,9 +200,8 @@ class YiemAgent:
                 if action is _EXIT:
                     return
                 action()  # type: ignore[operator]
-        except BaseException:
+        except BaseException:  # logged, not re-raised: the thread ends either way, and run_agent now refuses
             logger.exception("the agent loop failed; the agent stops serving")
-            raise
         finally:
             with self._wake:
                 self._loop_exited = True
@@ -296,6 +297,8 @@ class YiemAgent:
 def _as_user_input(agent: YiemAgent, message: Any) -> Any:
     if agent.closing:
         raise AgentClosedError("the agent has been shut down; it takes no more messages")
+    if agent._loop_exited:
+        raise AgentClosedError("the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages")
     if isinstance(message, str):
         return {"role": "user", "content": message}
     if not isinstance(message, AgentMessage):
