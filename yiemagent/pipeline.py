@@ -81,7 +81,8 @@ def prepare_tool_call_arguments(tool: AgentTool, tool_call: AgentToolCall) -> Ag
 
     Returns the original ``tool_call`` when there is no hook or the hook changed nothing,
     else a copy carrying the new arguments. The hook receives a copy of the arguments,
-    so the original call (which events and the history show) is never mutated.
+    so the original call (which events and the history show) is never rebound; the
+    copy is shallow, so a hook must not mutate nested values in place.
 
     Raises:
         ToolArgumentsError: the hook did not return a dict.
