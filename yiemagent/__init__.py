@@ -85,6 +85,11 @@ from .registry import (
     register_all_tools,
     register_tool,
 )
+from .tools import (
+    get_time_tool,
+    get_weather_tool,
+    write_tool_tool,
+)
 from .tooling import (
     AbortSignal,
     AfterToolCallContext,
@@ -163,7 +168,9 @@ __all__ = [
     "finalize_executed_tool_call",
     "follow_up",
     "format_msg_for_llm",
+    "get_time_tool",
     "get_tools",
+    "get_weather_tool",
     "list_tool",
     "message_from_dict",
     "openai_to_user_message",
@@ -178,4 +185,5 @@ __all__ = [
     "take_response",
     "validate_required_args",
     "validate_tool_arguments",
+    "write_tool_tool",
 ]
