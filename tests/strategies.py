@@ -58,3 +58,10 @@ tool_result_messages = st.builds(
     timestamps,
 )
 messages = user_messages | assistant_messages | tool_result_messages
+
+# Batch plans: what each call in a generated batch does. "ok" tools may ask to terminate.
+RUNS = ("ok", "ok_terminate", "raises", "wrong_type", "after_raises")  # reach EXECUTE
+STOPS = ("unknown", "invalid_args", "before_raises", "blocked", "bad_json")  # end in PREPARE
+KINDS = RUNS + STOPS
+plans = st.lists(st.sampled_from(KINDS), min_size=0, max_size=10)
+modes = st.sampled_from(["sequential", "parallel"])

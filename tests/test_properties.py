@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import ASSISTANT, EventRecorder, context_with, make_tool, text_result
-from strategies import json_objects, json_values
+from strategies import KINDS, RUNS, json_objects, json_values, modes, plans
 from yiemagent import (
     AgentLoopConfig,
     AgentToolCall,
@@ -20,13 +20,6 @@ from yiemagent import (
 )
 
 WAIT = 10
-# What each call in a generated batch does. "ok" tools may ask to terminate.
-RUNS = ("ok", "ok_terminate", "raises", "wrong_type", "after_raises")  # reach EXECUTE
-STOPS = ("unknown", "invalid_args", "before_raises", "blocked", "bad_json")  # end in PREPARE
-KINDS = RUNS + STOPS
-
-plans = st.lists(st.sampled_from(KINDS), min_size=0, max_size=10)
-modes = st.sampled_from(["sequential", "parallel"])
 
 
 def build(plan, mode, finish_order):
