@@ -248,3 +248,19 @@ def test_self_tooling_workflow_end_to_end(tmp_path):
         assert isinstance(agent.history()[0], UserMessage)
     finally:
         shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("15")
+def test_without_hard_links_the_name_is_still_claimed_exclusively(tmp_path, monkeypatch):
+    """On a file system without hard links the write still never replaces an existing file."""
+
+    def no_links(*args):
+        raise PermissionError("hard links not supported")
+
+    monkeypatch.setattr(os, "link", no_links)
+    assert not write(tmp_path).is_error
+    assert "searchWine_tool" in (tmp_path / "searchWine.py").read_text()
+    assert oct((tmp_path / "searchWine.py").stat().st_mode & 0o777) == "0o644"
+    refused = write(tmp_path)
+    assert refused.is_error and "already exists" in refused.result.content[0].text
+    assert files_in(tmp_path) == ["searchWine.py"]

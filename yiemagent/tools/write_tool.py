@@ -88,6 +88,26 @@ def _target(tools_dir: Path, name: str) -> Path:
     return target
 
 
+def _reserve(temporary: str, target: Path) -> None:
+    """Claim ``target`` for a new file, failing if it exists — atomically, so two writers cannot both win.
+
+    A hard link of the finished temporary file claims the name and fills it in one step;
+    where the file system has no hard links, an exclusive create claims it and the rename
+    that follows fills it.
+    """
+    try:
+        os.link(temporary, target)
+        return
+    except FileExistsError:
+        raise _Refused(f"{target} already exists; pass \"overwrite\": true to replace it") from None
+    except OSError:
+        pass  # no hard links here (some network or FUSE file systems)
+    try:
+        os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        raise _Refused(f"{target} already exists; pass \"overwrite\": true to replace it") from None
+
+
 def _write_atomically(tools_dir: Path, target: Path, source: str, overwrite: bool) -> None:
     tools_dir.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=tools_dir, prefix=f".{target.stem}.", suffix=".tmp")
@@ -95,14 +115,11 @@ def _write_atomically(tools_dir: Path, target: Path, source: str, overwrite: boo
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(source)
             handle.flush()
+            os.fchmod(handle.fileno(), 0o644)  # mkstemp makes 0600; a source file is readable like any other
             os.fsync(handle.fileno())
-        if overwrite:
-            os.replace(temporary, target)
-        else:
-            try:
-                os.link(temporary, target)  # fails if the target exists, atomically: no race with another writer
-            except FileExistsError:
-                raise _Refused(f"{target} already exists; pass \"overwrite\": true to replace it") from None
+        if not overwrite:
+            _reserve(temporary, target)
+        os.replace(temporary, target)
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
