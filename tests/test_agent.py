@@ -346,3 +346,14 @@ def test_even_a_keyboard_interrupt_in_the_run_thread_yields_a_response(agents):
     run_agent(agent, "go")
     response = take_response(agent, timeout=WAIT)
     assert response.stop_reason == "error" and "KeyboardInterrupt" in response.error_message
+
+
+@pytest.mark.spec("6")
+def test_an_llm_call_that_returns_an_error_message_is_treated_as_a_failure(agents):
+    """An AssistantMessage with stop_reason "error" from llm_call ends the run and stays out of the history."""
+    failed = AssistantMessage([], stop_reason="error", error_message="quota exhausted")
+    agent = agents(ScriptedLLM([failed]))
+    run_agent(agent, "go")
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "error" and response.error_message == "quota exhausted"
+    assert [m.role for m in agent.history()] == ["user"]

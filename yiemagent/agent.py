@@ -363,7 +363,11 @@ def continue_agent(agent: YiemAgent) -> None:
 
 def abort(agent: YiemAgent, reason: str = "aborted by abort()") -> bool:
     """Abort the active run: its signal fires, running tools see it, calls not yet run get
-    "Operation aborted", and the run ends with stop_reason "aborted". False if no run is active."""
+    "Operation aborted", and the run ends with stop_reason "aborted". False if no run is active.
+
+    An LLM call in flight cannot be interrupted; its reply is kept in the history (its tool
+    calls answered "Operation aborted"), and if it is a final answer it is the response.
+    """
     with agent._wake:
         run = agent._run
     if run is None:

@@ -14,7 +14,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Optional
 
 from .batch import answer_tool_calls_with_error, execute_tool_calls
@@ -141,6 +141,8 @@ def _rounds(agent: "YiemAgent", run: Run) -> AssistantMessage:
         reply, ctx, error = _call_llm(agent, run)
         if error is not None or reply is None or ctx is None:
             return _error_response(agent, error or "no reply")
+        if reply.stop_reason == "error":  # an llm_call that reports its failure instead of raising
+            return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
         agent._append(reply)
 
         has_tool_calls, tool_calls, assistant_msg = extract_tool_calls(reply)  # step 5
