@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, settings
 from helpers import EventRecorder
 
 # "ci" keeps `make test` under a few minutes on 2 cores; "deep" is for `make test-deep`.
-settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile(
     "deep", max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow], stateful_step_count=60
 )
