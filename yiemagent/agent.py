@@ -23,7 +23,7 @@ from .formatting import prepare_context as default_prepare_context
 from .messages import AgentMessage, AssistantMessage, LLMModel
 from .registry import ToolStore, register_all_tools
 from .run import CONTINUE, Run, RunWorker, process_message
-from .tooling import AgentState
+from .tooling import DEFAULT_SYSTEM_PROMPT, AgentState
 
 __all__ = ["YiemAgent", "abort", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
 
@@ -65,7 +65,7 @@ class YiemAgent:
         *,
         llm_call: Callable[[dict[str, Any]], AssistantMessage],
         agent_event_sink: Optional[Callable[[Any], Any]],
-        system_prompt: str = "You are helpful assistant.",
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         model: Optional[LLMModel] = None,
         messages: Optional[list[AgentMessage]] = None,
         prepare_context: Optional[Callable[..., Any]] = None,

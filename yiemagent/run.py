@@ -72,7 +72,7 @@ def _take_input(agent: "YiemAgent") -> int:
     return taken
 
 
-def _error_response(agent: "YiemAgent", why: str) -> AssistantMessage:
+def _error_response(why: str) -> AssistantMessage:
     """Decision 11: a failed run ends with stop_reason "error" and says why."""
     logger.warning("run ended with an error: %s", why)
     return AssistantMessage([], stop_reason="error", error_message=why)
@@ -140,7 +140,7 @@ def _rounds(agent: "YiemAgent", run: Run) -> AssistantMessage:
         run.rounds += 1
         reply, ctx, error = _call_llm(agent, run)
         if error is not None or reply is None or ctx is None:
-            return _error_response(agent, error or "no reply")
+            return _error_response(error or "no reply")
         if reply.stop_reason == "error":  # an llm_call that reports its failure instead of raising
             return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
         agent._append(reply)
@@ -185,7 +185,7 @@ def process_message(agent: "YiemAgent", run: Run) -> AssistantMessage:
         response = _rounds(agent, run)
     except BaseException as exc:  # a bug here or in a hook must not strand the run: the loop waits for its response
         logger.exception("run %d failed", run.id)
-        response = _error_response(agent, f"internal error: {describe_error(exc)}")
+        response = _error_response(f"internal error: {describe_error(exc)}")
     agent.state.error_message = response.error_message if response.stop_reason == "error" else None
     agent._emit(AgentRunEndEvent(run.id, response, run.rounds, time.perf_counter() - started))
     return response

@@ -203,6 +203,9 @@ class AgentContext:
     tools: Mapping[str, AgentTool]
 
 
+DEFAULT_SYSTEM_PROMPT = "You are helpful assistant."  # spec §1 Step 2.5, word for word
+
+
 @dataclass
 class AgentState:
     """The agent's mutable runtime state (spec §19 ``agentState``).
@@ -210,7 +213,7 @@ class AgentState:
     Thread safety: owned by the agent; see ``YiemAgent`` for which thread writes what.
     """
 
-    system_prompt: str = "You are helpful assistant."
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
     model: Optional[LLMModel] = None
     tools: Mapping[str, AgentTool] = field(default_factory=dict)
     messages: list[AgentMessage] = field(default_factory=list)

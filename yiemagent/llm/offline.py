@@ -109,7 +109,7 @@ class OfflineLLM:
         results = [m for m in turn[last_assistant + 1 :] if m.get("role") == "tool"]
         retry = self._recovery(results, calls, available)
         if retry is not None:
-            return retry if isinstance(retry, AssistantMessage) else self._calls([retry], round_number)
+            return self._calls([retry], round_number)
         lines = [self._line(r, calls) for r in turn[:last_assistant] if r.get("role") == "tool"]
         if lines:
             lines.append("  so I asked again without a time zone:")
