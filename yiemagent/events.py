@@ -25,6 +25,7 @@ __all__ = [
     "EventEmitter",
     "LLMCallEndEvent",
     "LLMCallStartEvent",
+    "LLMDeltaEvent",
     "ToolExecEndEvent",
     "ToolExecStartEvent",
     "ToolExecUpdateEvent",
@@ -126,6 +127,24 @@ class LLMCallEndEvent:
     response: Optional[AssistantMessage]
     usage: Optional[LLMUsage]
     error: Optional[str]
+
+
+@dataclass(frozen=True, slots=True)
+class LLMDeltaEvent:
+    """A fragment of a streamed LLM reply arrived (beyond the spec; API.md "Streaming").
+
+    ``kind`` is ``"text"`` or ``"thinking"``. The deltas of one round come after its
+    ``LLMCallStartEvent`` and before its ``LLMCallEndEvent``; joined, the deltas of a
+    kind equal that kind's text in the round's final ``AssistantMessage``. Tool-call
+    fragments are never sent as deltas.
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    run_id: int
+    round: int
+    kind: str
+    text: str
 
 
 class EventEmitter:

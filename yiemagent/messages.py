@@ -130,6 +130,12 @@ def text_of(blocks: list[Any]) -> str:
 class LLMUsage(DataClassJsonMixin):
     """Token counts of one LLM call, or of a tool that called an LLM (spec §19 ``llmUsage``).
 
+    Decision 13 fixes what the counts mean, whatever the provider: ``input_tokens``
+    counts every prompt token, cached ones included (``cache_read_tokens`` and
+    ``cache_write_tokens`` are parts of it); ``output_tokens`` counts every generated
+    token, reasoning included (``reasoning_tokens`` is part of it);
+    ``total_tokens == input_tokens + output_tokens``.
+
     Thread safety: immutable; may be shared between threads.
     """
 
@@ -138,6 +144,7 @@ class LLMUsage(DataClassJsonMixin):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     total_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 @dataclass(frozen=True)

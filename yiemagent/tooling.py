@@ -8,6 +8,7 @@ Types", "Context & Config Types".
 
 from __future__ import annotations
 
+import logging
 import numbers
 import threading
 from collections.abc import Callable, Mapping
@@ -47,13 +48,14 @@ class AbortSignal:
     ``_children`` and the transition to aborted; the flag itself is a ``threading.Event``.
     """
 
-    __slots__ = ("_event", "_lock", "_children", "reason")
+    __slots__ = ("_event", "_lock", "_children", "_callbacks", "reason")
 
     def __init__(self) -> None:
         self._event = threading.Event()
-        # guards _children and the one-way transition of _event
+        # guards _children, _callbacks and the one-way transition of _event
         self._lock = threading.Lock()
         self._children: set[AbortSignal] = set()
+        self._callbacks: list[Callable[[], Any]] = []
         self.reason: Optional[str] = None
 
     @property
@@ -69,8 +71,33 @@ class AbortSignal:
             self.reason = reason
             self._event.set()
             children, self._children = self._children, set()
+            callbacks, self._callbacks = self._callbacks, []
         for child in children:
             child.abort(reason)
+        for callback in callbacks:
+            _run_abort_callback(callback)
+
+    def on_abort(self, callback: Callable[[], Any]) -> Callable[[], None]:
+        """Call ``callback()`` once when the signal fires (at once, here, if it already has).
+
+        The callback runs in the thread that calls ``abort()``: keep it short and
+        non-blocking (close a socket, set an event). An exception it raises is logged.
+        Returns a function that unregisters the callback; call it when the work the
+        callback would stop is over, so a long-lived signal does not grow.
+        """
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        _run_abort_callback(callback)
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], Any]) -> None:
+        with self._lock:
+            try:
+                self._callbacks.remove(callback)
+            except ValueError:
+                pass
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Block until the signal fires or ``timeout`` seconds pass; return ``aborted``."""
@@ -93,6 +120,13 @@ class AbortSignal:
 
     def __repr__(self) -> str:
         return f"AbortSignal(aborted={self.aborted})"
+
+
+def _run_abort_callback(callback: Callable[[], Any]) -> None:
+    try:
+        callback()
+    except Exception:
+        logging.getLogger("yiemagent.tooling").exception("abort callback %r raised", callback)
 
 
 @dataclass(frozen=True)
