@@ -41,6 +41,7 @@ test-real: $(STAMP) $(REAL_STAMP)
 ## bench: the performance figures the issues ask for, on this machine
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py
+	for f in bench/bench_*.py; do [ -e "$$f" ] || continue; $(BIN)/python "$$f" || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(REAL_VENV) .hypothesis build *.egg-info

@@ -1,4 +1,4 @@
-"""Every recorded response in shared/fixtures parses, served by a real local HTTP server (spec §14 llmCall)."""
+"""Every recorded response in tests/fixtures parses, served by a real local HTTP server (spec §14 llmCall)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.llm.anthropic import build_anthropic_request
 from yiemagent.llm.openai import build_openai_request, parse_openai_stream
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -114,7 +114,7 @@ def check(message: AssistantMessage, expected) -> None:
 
 @pytest.mark.spec("7")
 def test_every_fixture_is_covered():
-    """Each file in shared/fixtures has a test here; a new fixture fails this until it does."""
+    """Each file in tests/fixtures has a test here; a new fixture fails this until it does."""
     files = {p.name for p in FIXTURES.iterdir() if not p.name.endswith(".txt")}
     assert files - KNOWN == set()
 

@@ -17,7 +17,7 @@ from localserver import LocalServer, Reply, free_port_url
 from yiemagent import LLMError, ToolStore, YiemAgent, register_tool, run_agent, shutdown, take_response
 from yiemagent.llm import AnthropicClient, OpenAIClient
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
 OK = {"choices": [{"message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}], "model": "m"}
 WAIT = 10

@@ -1,6 +1,6 @@
 """POSTing JSON to an LLM server: one ``requests.Session``, retries, and clear errors.
 
-Retries follow the rules of shared/fixtures/README.md: connection errors, timeouts and
+Retries follow the rules of tests/fixtures/README.md: connection errors, timeouts and
 HTTP 408/409/429/500/502/503/504/529 are retried; ``Retry-After`` (seconds or an HTTP
 date) and ``retry-after-ms`` are honoured on 429/503/529; a 429 whose code is
 ``insufficient_quota`` and every other 4xx fail at once. When the server asks to wait

@@ -2,7 +2,7 @@
 
 OpenAI, Ollama ``/v1``, vLLM, llama.cpp's server, Groq, Together, DeepSeek, OpenRouter,
 Mistral. Replies are parsed leniently, because these servers disagree (see
-shared/fixtures/README.md): missing or null content, a missing ``type``, empty or
+tests/fixtures/README.md): missing or null content, a missing ``type``, empty or
 missing ids and arguments, double-encoded arguments, text beside tool calls, and an
 unreliable ``finish_reason``. Ollama's native ``/api/chat`` body (``message`` at the top
 level) is read too.
