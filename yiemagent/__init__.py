@@ -46,6 +46,9 @@ from .events import (
 from .extraction import (
     extract_tool_calls,
 )
+from .function_tools import (
+    tool,
+)
 from .llm import (
     AnthropicClient,
     OfflineLLM,
@@ -185,6 +188,7 @@ __all__ = [
     "should_terminate",
     "shutdown",
     "take_response",
+    "tool",
     "validate_required_args",
     "validate_tool_arguments",
     "write_tool_tool",
