@@ -100,7 +100,7 @@ def type_name(tp: Any) -> str:
     """An annotation as a reader writes it: ``int``, ``list[int]``, ``Callable[[int], str]``."""
     if isinstance(tp, type) and not typing.get_args(tp):
         return tp.__qualname__ if tp.__module__ not in ("builtins",) else tp.__name__
-    return repr(tp).replace("typing.", "")
+    return repr(tp).replace("typing.", "").replace("collections.abc.", "")
 
 
 def _identity(value: Any) -> Any:

@@ -110,7 +110,7 @@ def tool(
     return AgentTool(
         name=tool_name,
         label=label if label is not None else _label_for(tool_name),
-        description=description if description is not None else ((doc.description or "") if doc else ""),
+        description=description if description is not None else ((doc.description or "").strip() if doc else ""),
         input_schema=schema,
         execute=execute,
         parallel_tool_execute=parallel,
