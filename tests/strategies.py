@@ -1,8 +1,14 @@
-"""Hypothesis strategies: JSON values, content, messages, tool calls."""
+"""Hypothesis strategies: JSON values, content, messages, tool calls, typed annotations for tool()."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import enum
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, fields, is_dataclass, make_dataclass
+from datetime import date, datetime, timezone
+from typing import Annotated, Any, Literal, Optional, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
+from uuid import UUID
 
 from hypothesis import strategies as st
 
@@ -65,3 +71,172 @@ STOPS = ("unknown", "invalid_args", "before_raises", "blocked", "bad_json")  # e
 KINDS = RUNS + STOPS
 plans = st.lists(st.sampled_from(KINDS), min_size=0, max_size=10)
 modes = st.sampled_from(["sequential", "parallel"])
+
+
+# --- typed annotations and their values, for tool() (tests/test_function_tools_properties.py) ---
+#
+# A TypeSpec is an annotation tool() accepts, a strategy of Python values of that type, the
+# JSON a model would send for such a value (written here independently of the library's own
+# encoder) and the JSON kinds that JSON can be. Unions are built only from branches whose
+# kinds do not overlap, so that which branch a value belongs to is never ambiguous.
+
+
+@dataclass(frozen=True, repr=False)
+class TypeSpec:
+    annotation: Any
+    values: st.SearchStrategy[Any]
+    to_json: Callable[[Any], Any]
+    kinds: frozenset[str]
+    hashable: bool = True
+
+    def __repr__(self) -> str:  # hypothesis prints the annotation, not the strategies inside
+        return f"TypeSpec({self.annotation!r})"
+
+
+_names = itertools.count()
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _scalar(annotation: Any, values: st.SearchStrategy[Any], kinds: set[str], to_json: Callable[[Any], Any] = _same) -> TypeSpec:
+    return TypeSpec(annotation, values, to_json, frozenset(kinds))
+
+
+def _literal_specs(choices: list[Any]) -> TypeSpec:
+    kinds = {"boolean" if isinstance(c, bool) else "integer" if isinstance(c, int) else "string" for c in choices}
+    return _scalar(Literal[tuple(choices)], st.sampled_from(choices), kinds)
+
+
+def _enum_spec(values: list[str]) -> TypeSpec:
+    members = enum.Enum(f"DrawnEnum{next(_names)}", {f"M{i}": v for i, v in enumerate(values)})
+    return _scalar(members, st.sampled_from(list(members)), {"string"}, lambda m: m.value)
+
+
+scalar_type_specs = st.one_of(
+    st.just(_scalar(str, st.text(max_size=6), {"string"})),
+    st.just(_scalar(int, st.integers(-(2**53), 2**53), {"integer"})),
+    st.just(_scalar(float, st.floats(allow_nan=False, allow_infinity=False), {"number", "integer"})),
+    st.just(_scalar(bool, st.booleans(), {"boolean"})),
+    st.just(_scalar(None, st.none(), {"null"})),
+    st.just(_scalar(Union[int, float], st.integers(-1000, 1000) | st.floats(allow_nan=False, allow_infinity=False), {"number", "integer"})),
+    st.just(_scalar(date, st.dates(), {"string"}, date.isoformat)),
+    st.just(_scalar(datetime, st.datetimes(timezones=st.none() | st.just(timezone.utc)), {"string"}, datetime.isoformat)),
+    st.just(_scalar(UUID, st.uuids(), {"string"}, str)),
+    st.lists(st.text(max_size=3) | st.integers(-3, 3) | st.booleans(), min_size=1, max_size=4, unique_by=lambda v: (type(v), v)).map(_literal_specs),
+    st.lists(st.text(min_size=1, max_size=4), min_size=1, max_size=4, unique=True).map(_enum_spec),
+)
+
+
+def _list_of(item: TypeSpec) -> TypeSpec:
+    return TypeSpec(list[item.annotation], st.lists(item.values, max_size=3), lambda v: [item.to_json(x) for x in v], frozenset({"array"}), False)
+
+
+def _tuple_of(items: list[TypeSpec]) -> TypeSpec:
+    values = st.tuples(*(i.values for i in items))
+    to_json = lambda v: [i.to_json(x) for i, x in zip(items, v)]  # noqa: E731
+    return TypeSpec(tuple[tuple(i.annotation for i in items)], values, to_json, frozenset({"array"}), all(i.hashable for i in items))
+
+
+def _variadic_tuple_of(item: TypeSpec) -> TypeSpec:
+    values = st.lists(item.values, max_size=3).map(tuple)
+    return TypeSpec(tuple[item.annotation, ...], values, lambda v: [item.to_json(x) for x in v], frozenset({"array"}), item.hashable)
+
+
+def _set_of(item: TypeSpec) -> TypeSpec:
+    return TypeSpec(set[item.annotation], st.sets(item.values, max_size=3), lambda v: [item.to_json(x) for x in v], frozenset({"array"}), False)
+
+
+def _dict_of(item: TypeSpec) -> TypeSpec:
+    values = st.dictionaries(st.text(max_size=4), item.values, max_size=3)
+    return TypeSpec(dict[str, item.annotation], values, lambda v: {k: item.to_json(x) for k, x in v.items()}, frozenset({"object"}), False)
+
+
+def _optional(item: TypeSpec) -> TypeSpec:
+    to_json = lambda v: None if v is None else item.to_json(v)  # noqa: E731
+    return TypeSpec(Optional[item.annotation], st.none() | item.values, to_json, item.kinds | {"null"}, item.hashable)
+
+
+def _union(pair: tuple[TypeSpec, TypeSpec]) -> TypeSpec:
+    a, b = pair
+
+    def to_json(v: Any) -> Any:
+        return a.to_json(v) if _matches(v, a.annotation) else b.to_json(v)
+
+    return TypeSpec(Union[a.annotation, b.annotation], a.values | b.values, to_json, a.kinds | b.kinds, a.hashable and b.hashable)
+
+
+def _dataclass_of(fields: list[TypeSpec]) -> TypeSpec:
+    cls = make_dataclass(f"Drawn{next(_names)}", [(f"f{i}", f.annotation) for i, f in enumerate(fields)])
+    values = st.builds(cls, *(f.values for f in fields))
+    to_json = lambda v: {f"f{i}": f.to_json(getattr(v, f"f{i}")) for i, f in enumerate(fields)}  # noqa: E731
+    return TypeSpec(cls, values, to_json, frozenset({"object"}), False)
+
+
+def _typeddict_of(args: tuple[list[TypeSpec], bool]) -> TypeSpec:
+    fields, total = args
+    cls = TypedDict(f"DrawnTD{next(_names)}", {f"k{i}": f.annotation for i, f in enumerate(fields)}, total=total)  # type: ignore[operator]
+    strategies = {f"k{i}": f.values for i, f in enumerate(fields)}
+    values = st.fixed_dictionaries(strategies) if total else st.fixed_dictionaries({}, optional=strategies)
+    to_json = lambda v: {k: fields[int(k[1:])].to_json(x) for k, x in v.items()}  # noqa: E731
+    return TypeSpec(cls, values, to_json, frozenset({"object"}), False)
+
+
+def _annotated(item: TypeSpec) -> TypeSpec:
+    return TypeSpec(Annotated[item.annotation, "a description"], item.values, item.to_json, item.kinds, item.hashable)
+
+
+def _compound(children: st.SearchStrategy[TypeSpec]) -> st.SearchStrategy[TypeSpec]:
+    return st.one_of(
+        children.map(_list_of),
+        st.lists(children, min_size=1, max_size=3).map(_tuple_of),
+        children.map(_variadic_tuple_of),
+        scalar_type_specs.map(_set_of),
+        children.map(_dict_of),
+        children.filter(lambda s: "null" not in s.kinds).map(_optional),
+        st.tuples(children, children).filter(lambda p: not p[0].kinds & p[1].kinds).map(_union),
+        st.lists(children, min_size=1, max_size=3).map(_dataclass_of),
+        st.tuples(st.lists(children, min_size=1, max_size=3), st.booleans()).map(_typeddict_of),
+        children.map(_annotated),
+    )
+
+
+type_specs = st.recursive(scalar_type_specs, _compound, max_leaves=6)
+
+
+def _matches(value: Any, annotation: Any) -> bool:
+    """Whether ``value`` is exactly of type ``annotation`` (deeply: a list of ints, a dataclass of floats, ...)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _matches(value, args[0])
+    if annotation is None or annotation is type(None):
+        return value is None
+    if annotation in (str, int, float, bool, date, datetime, UUID):
+        return type(value) is annotation
+    if origin is Literal:
+        return any(value == c and type(value) is type(c) for c in args)
+    if origin is Union:
+        return any(_matches(value, a) for a in args)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return type(value) is annotation
+    if origin is list:
+        return type(value) is list and all(_matches(v, args[0]) for v in value)
+    if origin is set:
+        return type(value) is set and all(_matches(v, args[0]) for v in value)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return type(value) is tuple and all(_matches(v, args[0]) for v in value)
+        return type(value) is tuple and len(value) == len(args) and all(_matches(v, a) for v, a in zip(value, args))
+    if origin is dict:
+        return type(value) is dict and all(type(k) is str and _matches(v, args[1]) for k, v in value.items())
+    if is_dataclass(annotation):
+        hints = get_type_hints(annotation, include_extras=True)
+        return type(value) is annotation and all(_matches(getattr(value, f.name), hints[f.name]) for f in fields(annotation))
+    if is_typeddict(annotation):
+        hints = get_type_hints(annotation, include_extras=True)
+        return type(value) is dict and set(value) <= set(hints) and all(_matches(v, hints[k]) for k, v in value.items())
+    raise AssertionError(f"no check for {annotation!r}")
+
+
+matches_annotation = _matches

@@ -353,7 +353,7 @@ def to_json_value(value: Any) -> Any:
     """A Python value as plain JSON data (the inverse of decoding).
 
     Dataclasses and NamedTuples become objects, Enums their value, tuples and sets
-    arrays (a set sorted when its members allow, so the text is stable), datetimes,
+    arrays (a set sorted, by value or else by JSON text, so the text is stable), datetimes,
     dates, times, UUIDs and paths strings.
 
     Raises:
@@ -378,8 +378,8 @@ def to_json_value(value: Any) -> Any:
         items = [to_json_value(v) for v in value]
         try:
             return sorted(items)
-        except TypeError:
-            return items
+        except TypeError:  # mixed kinds (1 and "a"): order by JSON text, still stable
+            return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
     if isinstance(value, (list, tuple)):
         return [to_json_value(v) for v in value]
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
