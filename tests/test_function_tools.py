@@ -657,3 +657,68 @@ def test_execute_exposes_the_original_function():
     t = tool(price)
     assert t.execute.fn is price and t.execute.__wrapped__ is price
     assert t.execute.fn("tea") == "1 x tea: 3.50"
+
+
+# --- end to end ---------------------------------------------------------------------------------
+
+
+def test_a_function_tool_serves_a_real_agent_end_to_end():
+    """A scripted model sees the generated schema, calls the function tool with JSON arguments, and reads its result."""
+    from yiemagent import YiemAgent, register_tool, run_agent, take_response
+    from yiemagent.llm import ScriptedLLM
+    from yiemagent.llm.scripted import tool_call_reply
+
+    got = []
+
+    @tool
+    def draw_route(route: Route, closed: bool = False) -> dict:
+        """Measure a route.
+
+        Args:
+            route: The points to visit, in order.
+            closed: Whether to come back to the start.
+        """
+        got.append(route)
+        return {"points": len(route.points), "color": route.color, "closed": closed}
+
+    llm = ScriptedLLM(
+        [
+            tool_call_reply(("c1", "draw_route", '{"route": {"points": [{"x": 1}, {"x": 2, "y": 3}], "color": "red"}}')),
+            tool_call_reply(("c2", "draw_route", {"route": {"points": "none"}})),
+            "Two points, red.",
+        ]
+    )
+    with YiemAgent(llm_call=llm, agent_event_sink=None) as agent:
+        register_tool(agent.tool_store, draw_route)
+        run_agent(agent, "Measure my route")
+        reply = take_response(agent, timeout=30)
+        history = agent.history()
+
+    sent = {t["function"]["name"]: t["function"] for t in llm.requests[0]["tools"]}
+    assert sent["draw_route"]["description"] == "Measure a route."
+    assert sent["draw_route"]["parameters"] == draw_route.input_schema
+    assert sent["draw_route"]["parameters"]["properties"]["route"]["description"] == "The points to visit, in order."
+    assert got == [Route([Point(1.0), Point(2.0, 3.0)], Color.RED)]
+    results = [(m.content[0].text, m.is_error) for m in history if m.role == "tool"]
+    assert results[0] == ('{"points": 2, "color": "red", "closed": false}', False)
+    assert results[1][1] is True and "route/points: 'none' is not of type 'array'" in results[1][0]
+    assert reply.content[0].text == "Two points, red."
+
+
+def test_the_short_way_in_adding_tools_md_runs_as_printed(tmp_path):
+    """The @tool example of docs/adding-tools.md makes the schema the page shows and answers as it says."""
+    import json
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "adding-tools.md").read_text(encoding="utf-8")
+    section = page.split("## The short way: a typed function", 1)[1]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    shown = re.search(r"`input_schema` is `(.*?)`;", section, re.S).group(1)
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "adding-tools.md", "exec"), namespace)
+    search = namespace["searchWine"]
+    assert search.input_schema == json.loads(" ".join(shown.split()))
+    assert (search.parallel_tool_execute, search.timeout_s) == (True, 10)
+    assert run_batch(search, {"query": " Cabernet ", "limit": 1}) == ("Found 1 wines: Opus One 2019", False)
+    assert run_batch(search, {"query": " "}) == ("Tool 'searchWine' failed: query must not be empty", True)
