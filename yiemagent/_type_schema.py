@@ -167,7 +167,11 @@ def _union_codec(tp: Any, stack: tuple[Any, ...]) -> Codec:
     # would also accept it (JSON Schema counts 3.0 as an integer)
     integer_only = [b.schema.get("type") == "integer" for b in branches]
 
+    null_branch = next((i for i, b in enumerate(branches) if b.schema == {"type": "null"}), None)
+
     def decode(value: Any) -> Any:
+        if value is None and null_branch is not None:  # Optional's common case, without a validator
+            return branches[null_branch].decode(value)
         candidates = [i for i, v in enumerate(validators) if v.is_valid(value)]
         if not candidates:
             raise ValueError(f"{value!r} matches none of {type_name(tp)}")
