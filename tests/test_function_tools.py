@@ -9,7 +9,8 @@ import functools
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Literal, NamedTuple, Optional, TypedDict, Union
+from pathlib import Path
+from typing import Annotated, Any, Literal, NamedTuple, NewType, Optional, TypedDict, Union
 
 import jsonschema
 import pytest
@@ -274,6 +275,15 @@ SCHEMAS = [
     (Level, {"enum": [1, 2], "type": "integer"}),
     (Annotated[int, "How many."], {"type": "integer", "description": "How many."}),
     (list[Annotated[str, "A name."]], {"type": "array", "items": {"type": "string", "description": "A name."}}),
+    (tuple[()], {"type": "array", "maxItems": 0}),
+    (tuple, {"type": "array", "items": {}}),
+    (list, {"type": "array", "items": {}}),
+    (dict, {"type": "object", "additionalProperties": {}}),
+    (frozenset[int], {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}),
+    (object, {}),
+    (NewType("UserId", int), {"type": "integer"}),
+    (Path, {"type": "string"}),
+    (dt.datetime, {"type": "string", "format": "date-time"}),
     (dt.date, {"type": "string", "format": "date"}),
     (uuid.UUID, {"type": "string", "format": "uuid"}),
     (
@@ -332,6 +342,11 @@ def test_defaults_are_not_required_and_appear_in_the_schema():
     assert props["c"]["default"] == [1, 2]
     assert props["d"] == {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None}
     assert "default" not in props["e"]  # no JSON form: left out
+    assert schema_of(Annotated[int, "How many."], default=None) == {
+        "anyOf": [{"type": "integer"}, {"type": "null"}],
+        "description": "How many.",
+        "default": None,
+    }
     assert call(tool(f), {"a": 1, "d": None}).content[0].text == ""
 
 
@@ -465,12 +480,20 @@ def test_kwargs_type_the_extra_arguments_and_unknown_arguments_are_refused_other
 
 
 def test_positional_only_parameters_are_passed_by_position():
-    """A positional-only parameter after an omitted positional-only default still lands in its place."""
+    """Positional-only parameters (pipeline ones too) are passed in their places, an omitted default keeping later ones in theirs."""
 
     def f(a: int = 1, b: int = 2, /, *, c: int = 3) -> str:
         return f"{a} {b} {c}"
 
     assert call(tool(f), {"b": 5, "c": 6}).content[0].text == "1 5 6"
+
+    def g(on_partial_result, signal, n: int, /) -> str:
+        on_partial_result(n)
+        return f"{signal.aborted} {n}"
+
+    reports = []
+    assert call(tool(g), {"n": 7}, on_partial=reports.append).content[0].text == "False 7"
+    assert reports == [7]
 
 
 # --- methods, partials, callable objects --------------------------------------------------------

@@ -119,11 +119,14 @@ def tool(
 
 
 class _Parameter:
-    """One parameter of the function: how it is passed and how its JSON value is decoded."""
+    """One parameter of the function: how it is passed and how its JSON value is decoded.
+
+    ``decode`` is None for ``signal`` and ``on_partial_result``, which the pipeline fills in.
+    """
 
     __slots__ = ("name", "positional", "default", "decode")
 
-    def __init__(self, name: str, positional: bool, default: Any, decode: Callable[[Any], Any]) -> None:
+    def __init__(self, name: str, positional: bool, default: Any, decode: Optional[Callable[[Any], Any]]) -> None:
         self.name = name
         self.positional = positional  # positional-only: passed by position
         self.default = default  # inspect.Parameter.empty when required
@@ -142,16 +145,13 @@ class FunctionToolExecute:
     (parallel batches), as safely as ``fn`` itself.
     """
 
-    __slots__ = ("fn", "tool_name", "_parameters", "_extra", "_pipeline")
+    __slots__ = ("fn", "tool_name", "_parameters", "_extra")
 
-    def __init__(
-        self, fn: Callable[..., Any], tool_name: str, parameters: list[_Parameter], extra: Optional[Codec], pipeline: dict[str, bool]
-    ) -> None:
+    def __init__(self, fn: Callable[..., Any], tool_name: str, parameters: list[_Parameter], extra: Optional[Codec]) -> None:
         self.fn = fn
         self.tool_name = tool_name
-        self._parameters = parameters
+        self._parameters = parameters  # in the signature's order
         self._extra = extra  # the **kwargs codec, or None when the function takes none
-        self._pipeline = pipeline  # pipeline parameter name -> passed by position
 
     @property
     def __wrapped__(self) -> Callable[..., Any]:
@@ -162,8 +162,10 @@ class FunctionToolExecute:
         keywords: dict[str, Any] = {}
         known = set()
         for parameter in self._parameters:
-            known.add(parameter.name)
-            if parameter.name in args:
+            if parameter.decode is None:  # filled in by the pipeline
+                value = on_partial_result if parameter.name == "on_partial_result" else signal if signal is not None else AbortSignal()
+            elif parameter.name in args:
+                known.add(parameter.name)
                 value = parameter.decode(args[parameter.name])
             elif parameter.positional and parameter.default is not inspect.Parameter.empty:
                 value = parameter.default  # keeps the positions of later positional-only arguments
@@ -178,12 +180,6 @@ class FunctionToolExecute:
             raise ToolError(f"Tool {self.tool_name!r} takes no argument(s) {', '.join(map(repr, unknown))}")
         for key in unknown:
             keywords[key] = self._extra.decode(args[key])  # type: ignore[union-attr]
-        passed = {"signal": signal if signal is not None else AbortSignal(), "on_partial_result": on_partial_result}
-        for pipeline_name, by_position in self._pipeline.items():
-            if by_position:
-                positional.append(passed[pipeline_name])
-            else:
-                keywords[pipeline_name] = passed[pipeline_name]
         return to_tool_result(self.fn(*positional, **keywords))
 
     def __repr__(self) -> str:
@@ -276,12 +272,11 @@ def _plan(
     properties: dict[str, Any] = {}
     required: list[str] = []
     parameters: list[_Parameter] = []
-    pipeline: dict[str, bool] = {}
     extra: Optional[Codec] = None
     for p in signature.parameters.values():
         positional = p.kind is inspect.Parameter.POSITIONAL_ONLY
         if p.name in PIPELINE_PARAMETERS and p.kind is not inspect.Parameter.VAR_KEYWORD:
-            pipeline[p.name] = positional
+            parameters.append(_Parameter(p.name, positional, p.default, None))
             continue
         if p.name in bound:
             continue  # a keyword bound by functools.partial: configuration, not the model's
@@ -307,7 +302,7 @@ def _plan(
     schema = {"type": "object", "properties": properties, "additionalProperties": extra.schema if extra is not None else False}
     if required:
         schema["required"] = required
-    return FunctionToolExecute(fn, tool_name, parameters, extra, pipeline), schema
+    return FunctionToolExecute(fn, tool_name, parameters, extra), schema
 
 
 def _admit_null(codec: Codec) -> Codec:
