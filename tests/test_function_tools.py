@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import enum
 import functools
+import inspect
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -140,6 +141,7 @@ def test_name_label_and_description_defaults():
         return item
 
     assert tool(getUnitPrice_now).label == "Get unit price now"
+    assert tool(price, name="get-price").label == "Get price"
     assert tool(price, name="p", label="The price", description="Prices.").label == "The price"
     assert tool(price, description="Prices.").description == "Prices."
 
@@ -188,8 +190,14 @@ def test_async_functions_are_refused():
     async def fetch(url: str) -> str:
         return url
 
+    class Fetcher:
+        async def __call__(self, url: str) -> str:
+            return url
+
     with pytest.raises(ToolDefinitionError, match="async function"):
         tool(fetch)
+    with pytest.raises(ToolDefinitionError, match="async function"):
+        tool(Fetcher(), name="fetch")
 
 
 # --- docstring styles ---------------------------------------------------------------------------
@@ -234,6 +242,19 @@ def test_parameter_descriptions_come_from_each_docstring_style(fn):
     assert t.description == "Forecast the weather."
     assert t.input_schema["properties"]["city"] == {"type": "string", "description": "The city to forecast."}
     assert t.input_schema["properties"]["days"] == {"type": "integer", "description": "How many days ahead.", "default": 1}
+
+
+def test_a_docstring_the_parser_cannot_read_is_the_whole_description(monkeypatch):
+    """When docstring-parser fails (ParseError when no style fits), the docstring is used whole and the tool is still made."""
+    import docstring_parser
+
+    def refuse(text, *args, **kwargs):
+        raise docstring_parser.ParseError("no style fits")
+
+    monkeypatch.setattr(docstring_parser, "parse", refuse)
+    t = tool(google)
+    assert t.description == inspect.getdoc(google)
+    assert "description" not in t.input_schema["properties"]["city"]
 
 
 def test_annotated_description_wins_over_the_docstring():

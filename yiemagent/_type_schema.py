@@ -337,12 +337,7 @@ def codec_for(tp: Any) -> Codec:
     return _compile(tp, ())
 
 
-class _NoDefault:
-    def __repr__(self) -> str:
-        return "<no JSON default>"
-
-
-NO_DEFAULT: Any = _NoDefault()
+NO_DEFAULT: Any = object()  # json_default's answer for a value with no JSON form
 
 
 def json_default(value: Any) -> Any:

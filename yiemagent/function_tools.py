@@ -243,8 +243,8 @@ def _parse_docstring(doc: Optional[str]) -> Optional[docstring_parser.Docstring]
         return None
     try:
         return docstring_parser.parse(doc)
-    except docstring_parser.ParseError as exc:
-        logger.debug("docstring not parsed (%s); using it whole as the description", exc)
+    except Exception as exc:  # ParseError only when no style fits; a third-party bug must not break decoration either
+        logger.warning("docstring not parsed (%s: %s); using it whole as the description", type(exc).__name__, exc)
         parsed = docstring_parser.Docstring()
         parsed.short_description = doc
         return parsed
