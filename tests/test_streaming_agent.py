@@ -8,8 +8,10 @@ call's context — so these tests hold for any client, not only the two HTTP one
 from __future__ import annotations
 
 import contextvars
+import re
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -18,6 +20,7 @@ from hypothesis import given
 from helpers import EventRecorder, make_tool, text_result
 from strategies import streamed_replies
 from yiemagent import (
+    AbortSignal,
     AgentRunEndEvent,
     AgentRunStartEvent,
     AssistantMessage,
@@ -37,9 +40,10 @@ from yiemagent import (
     take_response,
 )
 from yiemagent.llm.scripted import tool_call_reply
-from yiemagent.streaming import current_abort_signal, emit_delta
+from yiemagent.streaming import current_abort_signal, emit_delta, stream_to
 
 WAIT = 10
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def reply_of(thinking: str, text: str) -> AssistantMessage:
@@ -282,3 +286,20 @@ def test_a_tool_call_delta_kind_is_refused_inside_the_call(recorder):
     assert response.stop_reason == "error" and "delta kind" in response.error_message
     assert recorder.of_type(LLMDeltaEvent) == [] and len(recorder.of_type(LLMCallStartEvent)) == 1
     assert len(recorder.of_type(AgentRunStartEvent)) == 1
+
+
+def test_the_streaming_llm_call_of_docs_streaming_md_works_as_documented(recorder):
+    """docs/streaming.md's example llm_call streams through an agent, and stops emitting once the run is aborted."""
+    block = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "streaming.md").read_text(encoding="utf-8"), re.S)[0]
+    namespace: dict[str, Any] = {}
+    exec(block, namespace)
+    with agent_with(namespace["my_streaming_llm_call"], recorder) as agent:
+        run_agent(agent, "what is the answer?")
+        assert take_response(agent, timeout=WAIT).content[0].text == "The answer is 42."
+    assert [d[3] for d in deltas_of(recorder)] == ["The answer ", "is 42."]
+    signal = AbortSignal()
+    signal.abort()
+    seen: list[str] = []
+    with stream_to(lambda kind, text: seen.append(text), signal):
+        assert namespace["my_streaming_llm_call"]({}).content[0].text == ""
+    assert seen == []
