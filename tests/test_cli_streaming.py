@@ -7,6 +7,7 @@ prove that the CLI printed the first words while the server had not yet sent the
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -20,6 +21,9 @@ from typing import Any, Optional, Union
 import pytest
 
 from localserver import LocalServer, Reply
+from yiemagent import AssistantMessage, LLMCallEndEvent, LLMCallStartEvent, LLMDeltaEvent, TextContent
+from yiemagent.cli import _show
+from yiemagent.console import ConsolePrinter
 
 WAIT = 10
 
@@ -256,3 +260,17 @@ def test_ctrl_c_during_a_streamed_answer_closes_the_connection_and_keeps_the_par
     assert until_closed.closed, "the client kept reading after the abort"
     assert "Run aborted." in out.rest() and "Fine." in out.rest() and "lo, world." not in out.rest()
     assert [m["role"] for m in server.bodies[1]["messages"]] == ["system", "user", "user"]
+
+
+def test_an_answer_already_streamed_is_not_printed_again():
+    """The CLI prints a response whose text the printer streamed once (no repeat), and one it did not stream in full."""
+    out, err = io.StringIO(), io.StringIO()
+    printer = ConsolePrinter(err, color=False, answer=out)
+    reply = AssistantMessage([TextContent("Hi there.")], stop_reason="stop")
+    printer(LLMCallStartEvent(1, 1, 1))
+    printer(LLMDeltaEvent(1, 1, "text", "Hi "))
+    printer(LLMDeltaEvent(1, 1, "text", "there."))
+    printer(LLMCallEndEvent(1, 1, 0.1, reply, None, None))
+    assert _show(reply, out, err, printer) == 0
+    assert _show(AssistantMessage([TextContent("Run aborted.")], stop_reason="aborted"), out, err, printer) == 0
+    assert out.getvalue() == "Hi there.\nRun aborted.\n"
