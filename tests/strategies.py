@@ -240,3 +240,20 @@ def _matches(value: Any, annotation: Any) -> bool:
 
 
 matches_annotation = _matches
+
+
+# Streaming (issue 14): a reply's thinking and text, each cut into pieces at drawn points,
+# the pieces of the two kinds interleaved in a drawn order (each kind's own order kept).
+def _cut(draw: st.DrawFn, text: str) -> list[str]:
+    cuts = sorted(draw(st.sets(st.integers(1, len(text) - 1), max_size=len(text) - 1))) if len(text) > 1 else []
+    bounds = [0, *cuts, len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+@st.composite
+def streamed_replies(draw: st.DrawFn) -> tuple[str, str, list[tuple[str, str]]]:
+    """``(thinking, text, deltas)``: the deltas, joined per kind, are the thinking and the text."""
+    thinking, text = draw(st.text(max_size=30)), draw(st.text(max_size=60))
+    pieces = {"thinking": _cut(draw, thinking), "text": _cut(draw, text)}
+    order = draw(st.permutations(["thinking"] * len(pieces["thinking"]) + ["text"] * len(pieces["text"])))
+    return thinking, text, [(kind, pieces[kind].pop(0)) for kind in order]

@@ -41,7 +41,7 @@ def test_ask_against_a_server_from_the_environment():
         {"choices": [{"message": {"role": "assistant", "content": "It is noon."}, "finish_reason": "stop"}], "model": "tiny"},
     ]
     with LocalServer(lambda r: Reply(body=replies.pop(0))) as server:
-        result = cli("ask", "time?", env={"OPENAI_BASE_URL": f"{server.url}/v1", "YIEMAGENT_MODEL": "tiny", "OPENAI_API_KEY": "sk-cli-secret"})
+        result = cli("--no-stream", "ask", "time?", env={"OPENAI_BASE_URL": f"{server.url}/v1", "YIEMAGENT_MODEL": "tiny", "OPENAI_API_KEY": "sk-cli-secret"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "It is noon."
     assert f"OpenAI-compatible server at {server.url}/v1, model tiny" in result.stderr and "✓ getTime" in result.stderr

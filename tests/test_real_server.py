@@ -20,6 +20,9 @@ import requests
 
 from yiemagent import (
     LLMCallEndEvent,
+    LLMCallStartEvent,
+    LLMDeltaEvent,
+    TextContent,
     ToolExecEndEvent,
     ToolStore,
     YiemAgent,
@@ -175,3 +178,23 @@ def test_a_forced_call_is_always_a_single_call(server):
     }
     reply = OpenAIClient(server, "smollm2", timeout=120, options={"temperature": 0, "seed": 1})(formatted)
     assert len(extract_tool_calls(reply)[1]) == 1
+
+
+@pytest.mark.xfail(strict=True, reason="needs issue-10 client deltas: remove this marker when merging issue-10")
+def test_a_streamed_answer_arrives_in_deltas_that_join_to_its_final_text(server):  # needs issue-10 client deltas
+    """Issue 14 against the real server: with stream=True the answer comes as several text deltas, between the round's start and end, joined equal to the final text."""
+    recorder = EventRecorder()
+    client = OpenAIClient(server, "smollm2", timeout=120, options={"temperature": 0, "seed": 1, "max_tokens": 48}, stream=True)
+    with YiemAgent(llm_call=client, agent_event_sink=recorder, system_prompt="You are a helpful assistant.") as agent:
+        run_agent(agent, "Say hello and tell me your name.")
+        response = take_response(agent, timeout=300)
+    assert response.stop_reason in ("stop", "length"), response.error_message
+    final_text = "".join(b.text for b in response.content if isinstance(b, TextContent))
+    deltas = recorder.of_type(LLMDeltaEvent)
+    assert final_text.strip() and len(deltas) > 1, "a real stream comes in pieces"
+    assert "".join(d.text for d in deltas if d.kind == "text") == final_text
+    events = recorder.events
+    at = [i for i, e in enumerate(events) if isinstance(e, LLMDeltaEvent)]
+    assert at == list(range(at[0], at[-1] + 1)), "nothing comes between the deltas of the one round"
+    assert isinstance(events[at[0] - 1], LLMCallStartEvent) and isinstance(events[at[-1] + 1], LLMCallEndEvent)
+    assert recorder.overlaps == 0

@@ -365,8 +365,9 @@ def abort(agent: YiemAgent, reason: str = "aborted by abort()") -> bool:
     """Abort the active run: its signal fires, running tools see it, calls not yet run get
     "Operation aborted", and the run ends with stop_reason "aborted". False if no run is active.
 
-    An LLM call in flight cannot be interrupted; its reply is kept in the history (its tool
-    calls answered "Operation aborted"), and if it is a final answer it is the response.
+    An LLM call in flight sees the signal through ``current_abort_signal()`` (a streaming
+    client closes its connection); whatever it returns after the abort is dropped, never
+    kept in the history (issue 14).
     """
     with agent._wake:
         run = agent._run

@@ -3,7 +3,9 @@
 Endpoints come from flags or the environment: ``--base-url`` / ``OPENAI_BASE_URL``,
 ``--api-key`` / ``OPENAI_API_KEY`` (``ANTHROPIC_API_KEY`` with ``--anthropic``),
 ``--model`` / ``YIEMAGENT_MODEL``. With no endpoint the offline keyword planner answers,
-and the CLI says so when it starts.
+and the CLI says so when it starts. Against a server the reply streams (issue 14): the
+answer is printed as it is written, the thinking of a reasoning model dimmed on stderr;
+``--no-stream`` waits for whole replies instead.
 """
 
 from __future__ import annotations
@@ -30,28 +32,28 @@ def build_llm(args: argparse.Namespace) -> tuple[Callable[[dict[str, Any]], Assi
     if args.anthropic:
         key = args.api_key or os.environ.get("ANTHROPIC_API_KEY")
         base = args.base_url or "https://api.anthropic.com"
-        client = AnthropicClient(model or "claude-haiku-4-5", key, base_url=base, timeout=args.timeout, max_tokens=args.max_tokens)
+        client = AnthropicClient(
+            model or "claude-haiku-4-5", key, base_url=base, timeout=args.timeout, max_tokens=args.max_tokens, stream=not args.no_stream
+        )
         return client, f"Anthropic Messages API at {base}, model {client.model}"
     key = args.api_key or os.environ.get("OPENAI_API_KEY")
     base = args.base_url or os.environ.get("OPENAI_BASE_URL") or (OPENAI_URL if key else None)
     if not base:
         return OfflineLLM(), "no LLM endpoint given (--base-url / OPENAI_BASE_URL): using the offline keyword planner"
-    client = OpenAIClient(base, model or "gpt-4o-mini", key, timeout=args.timeout)
+    client = OpenAIClient(base, model or "gpt-4o-mini", key, timeout=args.timeout, stream=not args.no_stream)
     return client, f"OpenAI-compatible server at {client.base_url}, model {client.model}"
 
 
-def _make_agent(args: argparse.Namespace, llm: Any, quiet: bool, err: TextIO) -> YiemAgent:
-    return YiemAgent(
-        llm_call=llm,
-        agent_event_sink=None if quiet else ConsolePrinter(err),
-        system_prompt=args.system,
-        parallel_tool_execute=args.parallel,
-    )
+def _make_agent(args: argparse.Namespace, llm: Any, out: TextIO, err: TextIO) -> tuple[YiemAgent, ConsolePrinter]:
+    # --quiet hides rounds and tool calls, not the answer: a streamed answer is still shown as it comes
+    printer = ConsolePrinter(err, answer=out, progress=not args.quiet)
+    agent = YiemAgent(llm_call=llm, agent_event_sink=printer, system_prompt=args.system, parallel_tool_execute=args.parallel)
+    return agent, printer
 
 
-def _show(response: AssistantMessage, out: TextIO, err: TextIO) -> int:
+def _show(response: AssistantMessage, out: TextIO, err: TextIO, printer: ConsolePrinter) -> int:
     text = text_of(response.content)
-    if text:
+    if text and not printer.streamed(response):  # a streamed answer is on the screen already
         out.write(text + "\n")
         out.flush()
     if response.stop_reason == "error":
@@ -63,10 +65,10 @@ def _show(response: AssistantMessage, out: TextIO, err: TextIO) -> int:
 def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     llm, description = build_llm(args)
     err.write(f"yiemagent: {description}\n")
-    agent = _make_agent(args, llm, args.quiet, err)
+    agent, printer = _make_agent(args, llm, out, err)
     try:
         run_agent(agent, args.question)
-        return _show(take_response(agent, timeout=args.wait), out, err)
+        return _show(take_response(agent, timeout=args.wait), out, err, printer)
     except TimeoutError as exc:
         err.write(f"error: {exc}\n")
         return 1
@@ -77,7 +79,7 @@ def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _chat(args: argparse.Namespace, out: TextIO, err: TextIO, read: Callable[[str], str]) -> int:
     llm, description = build_llm(args)
     err.write(f"yiemagent: {description}\nType a message; /tools lists the tools, /quit or Ctrl-D ends, Ctrl-C aborts a run.\n")
-    agent = _make_agent(args, llm, args.quiet, err)
+    agent, printer = _make_agent(args, llm, out, err)
     status = 0
     try:
         while True:
@@ -105,7 +107,7 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO, read: Callable[[st
                     abort(agent, "no answer in time")
                     response = take_response(agent, timeout=args.wait)
                     break
-            status = _show(response, out, err)
+            status = _show(response, out, err, printer)
     except (KeyboardInterrupt, AgentClosedError):
         pass
     finally:
@@ -124,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request to the LLM (default 60)")
     parser.add_argument("--wait", type=float, default=300.0, help="seconds to wait for an answer (default 300)")
     parser.add_argument("--max-tokens", type=int, default=1024, help="max tokens per reply (Anthropic; default 1024)")
+    parser.add_argument("--no-stream", action="store_true", help="wait for whole replies instead of printing them as they are written")
     parser.add_argument("-q", "--quiet", action="store_true", help="do not show LLM rounds and tool calls")
     commands = parser.add_subparsers(dest="command", required=True)
     ask = commands.add_parser("ask", help="ask one question and print the answer")

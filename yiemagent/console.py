@@ -1,4 +1,4 @@
-"""A console event sink: shows LLM rounds and each tool call live, as an agent CLI does."""
+"""A console event sink: shows LLM rounds, each tool call, and a streamed answer live, as an agent CLI does."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from .events import (
     AgentRunEndEvent,
     LLMCallEndEvent,
     LLMCallStartEvent,
+    LLMDeltaEvent,
     ToolExecEndEvent,
     ToolExecStartEvent,
     ToolExecUpdateEvent,
 )
-from .messages import text_of
+from .messages import AssistantMessage, text_of
 
 __all__ = ["ConsolePrinter"]
 
@@ -36,15 +37,28 @@ class ConsolePrinter:
     ``✓ getWeather 0.41s  Weather in Tokyo: …`` or ``✗ … (error)``. LLM rounds:
     ``llm round 1 … 0.32s, 120→30 tokens``. Colours when the stream is a terminal.
 
+    A streamed reply (issue 14) is shown as it is written: text deltas go to ``answer``
+    (default: ``stream``; the CLI gives stdout), thinking deltas to ``stream``, dimmed,
+    after a ``thinking:`` mark. A line left open by deltas is ended before anything else
+    is written, and at the end of the round. ``streamed(response)`` tells whether a
+    response's text was already shown that way, so that a caller does not print it twice.
+    With ``progress=False`` only the streamed text and thinking are shown.
+
     Thread safety: the agent calls sinks one at a time; ``_lock`` also guards the start
-    times, so a printer may be shared by several agents.
+    times, the open line and the streamed rounds, so a printer may be shared by several
+    agents (``streamed`` then knows the last streamed reply only).
     """
 
-    def __init__(self, stream: Optional[TextIO] = None, color: Optional[bool] = None) -> None:
+    def __init__(self, stream: Optional[TextIO] = None, color: Optional[bool] = None, *, answer: Optional[TextIO] = None, progress: bool = True) -> None:
         self.stream = stream or sys.stderr
+        self.answer = answer or self.stream
         self.color = self.stream.isatty() if color is None else color
-        self._lock = threading.Lock()  # guards _started and writes
+        self.progress = progress
+        self._lock = threading.Lock()  # guards _started, _open, _text_rounds, _last_streamed and writes
         self._started: dict[str, float] = {}
+        self._open: Optional[tuple[TextIO, str]] = None  # (stream, kind) of a line deltas left unended
+        self._text_rounds: set[tuple[int, int]] = set()  # (run_id, round) whose text deltas were shown
+        self._last_streamed: Optional[AssistantMessage] = None
 
     def _paint(self, text: str, *styles: str) -> str:
         if not self.color or not styles:
@@ -52,15 +66,47 @@ class ConsolePrinter:
         codes = ";".join(_COLORS[s] for s in styles)
         return f"\033[{codes}m{text}\033[0m"
 
+    def _end_open_line(self) -> None:
+        if self._open is not None:
+            self._open[0].write("\n")
+            self._open[0].flush()
+            self._open = None
+
     def _write(self, line: str) -> None:
+        self._end_open_line()
         self.stream.write(line + "\n")
         self.stream.flush()
 
+    def streamed(self, response: AssistantMessage) -> bool:
+        """True when ``response`` is a reply whose text this printer showed as it streamed."""
+        with self._lock:
+            return response is self._last_streamed
+
     def __call__(self, event: Any) -> None:
         with self._lock:
-            line = self._line(event)
+            if isinstance(event, LLMDeltaEvent):
+                self._delta(event)
+                return
+            if isinstance(event, LLMCallEndEvent):
+                self._end_open_line()
+                if (event.run_id, event.round) in self._text_rounds:
+                    self._text_rounds.discard((event.run_id, event.round))
+                    self._last_streamed = event.response
+            line = self._line(event) if self.progress else None
             if line is not None:
                 self._write(line)
+
+    def _delta(self, event: LLMDeltaEvent) -> None:
+        target = self.answer if event.kind == "text" else self.stream
+        if self._open is not None and self._open != (target, event.kind):
+            self._end_open_line()
+        if self._open is None and event.kind == "thinking":
+            target.write(self._paint("  thinking: ", "dim"))
+        target.write(self._paint(event.text, "dim") if event.kind == "thinking" else event.text)
+        target.flush()
+        self._open = None if event.text.endswith("\n") else (target, event.kind)
+        if event.kind == "text":
+            self._text_rounds.add((event.run_id, event.round))
 
     def _line(self, event: Any) -> Optional[str]:
         if isinstance(event, LLMCallStartEvent):

@@ -23,6 +23,7 @@ from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
 from .pipeline import USER_CODE_ERRORS, describe_error
 from .messages import AgentMessage, AssistantMessage, TextContent
+from .stream_relay import relay_deltas
 from .tooling import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCallBatch
 
 if TYPE_CHECKING:
@@ -105,7 +106,13 @@ def _terminated_response(reply: AssistantMessage, batch: AgentToolCallBatch) -> 
 
 
 def _call_llm(agent: "YiemAgent", run: Run) -> tuple[Optional[AssistantMessage], Optional[AgentContext], Optional[str]]:
-    """Steps 2-4: prepare the context, format it, call the LLM. Returns (reply, context, error)."""
+    """Steps 2-4: prepare the context, format it, call the LLM. Returns (reply, context, error).
+
+    Issue 14: the call runs inside ``relay_deltas``, so a streaming client's deltas reach
+    the sink between this round's start and end events. If the run was aborted by the
+    time ``llm_call`` returns or raises, its reply is dropped (None): whether cut short or
+    complete, it does not enter the history, and the run ends "aborted".
+    """
     emit = agent._emit
     try:
         ctx = agent.prepare_context(agent.state, emit)
@@ -121,13 +128,17 @@ def _call_llm(agent: "YiemAgent", run: Run) -> tuple[Optional[AssistantMessage],
     started = time.perf_counter()
     reply, error = None, None
     try:
-        reply = agent.llm_call(formatted)
+        with relay_deltas(emit, run.id, run.rounds, run.signal):  # issue 14: its deltas reach the sink until it returns
+            reply = agent.llm_call(formatted)
         if not isinstance(reply, AssistantMessage):
             error = f"llm_call returned {type(reply).__name__}; expected an AssistantMessage"
             reply = None
     except USER_CODE_ERRORS as exc:
         error = f"LLM call failed: {describe_error(exc)}"
-    emit(LLMCallEndEvent(run.id, run.rounds, time.perf_counter() - started, reply, reply.usage if reply else None, error))
+    usage = reply.usage if reply else None
+    if run.signal.aborted:  # issue 14: a reply cut short by abort (or finished after it) never enters the history
+        reply, error = None, f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
+    emit(LLMCallEndEvent(run.id, run.rounds, time.perf_counter() - started, reply, usage, error))
     return reply, ctx, error
 
 
@@ -139,6 +150,8 @@ def _rounds(agent: "YiemAgent", run: Run) -> AssistantMessage:
             return _aborted_response(run)
         run.rounds += 1
         reply, ctx, error = _call_llm(agent, run)
+        if reply is None and run.signal.aborted:  # issue 14: _call_llm dropped the reply of an aborted call
+            return _aborted_response(run)
         if error is not None or reply is None or ctx is None:
             return _error_response(error or "no reply")
         if reply.stop_reason == "error":  # an llm_call that reports its failure instead of raising

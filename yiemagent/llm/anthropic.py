@@ -224,11 +224,12 @@ class AnthropicClient(HTTPClient):
         max_retry_delay_ms: float = 60000,
         backoff_factor: float = 0.5,
         options: Optional[dict[str, Any]] = None,
+        stream: bool = False,  # issue 14 (placeholder for the CLI until issue 10's clients are merged)
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.max_tokens = max_tokens
-        self.options = dict(options or {})
+        self.options = {**(options or {}), **({"stream": True} if stream else {})}
         self._api_key = api_key
         self._headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION}
         if api_key:

@@ -209,11 +209,12 @@ class OpenAIClient(HTTPClient):
         max_retry_delay_ms: float = 60000,
         backoff_factor: float = 0.5,
         options: Optional[dict[str, Any]] = None,
+        stream: bool = False,  # issue 14 (placeholder for the CLI until issue 10's clients are merged)
         headers: Optional[dict[str, str]] = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.options = dict(options or {})
+        self.options = {**(options or {}), **({"stream": True} if stream else {})}
         self._api_key = api_key
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         if api_key:
