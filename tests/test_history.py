@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import strategies
-from helpers import EventRecorder, make_tool, text_result
+from helpers import make_tool, text_result
 from yiemagent import (
     AgentClosedError,
     AssistantMessage,
@@ -20,7 +20,6 @@ from yiemagent import (
     MessageFormatError,
     TextContent,
     ToolResultMessage,
-    ToolStore,
     UserMessage,
     YiemAgent,
     add_message,
@@ -28,7 +27,6 @@ from yiemagent import (
     format_msg_for_llm,
     load_history,
     prepare_context,
-    register_tool,
     run_agent,
     save_history,
     shutdown,
@@ -184,23 +182,6 @@ def test_complete_tool_calls_leaves_a_whole_history_alone():
 
 
 # --- add_message ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def agents():
-    made = []
-
-    def make(llm, tools=(), **kwargs):
-        store = ToolStore("test")
-        for tool in tools:
-            register_tool(store, tool)
-        agent = YiemAgent(llm_call=llm, agent_event_sink=EventRecorder(), tool_store=store, builtin_tools=False, **kwargs)
-        made.append(agent)
-        return agent
-
-    yield make
-    for agent in made:
-        shutdown(agent, timeout=WAIT)
 
 
 def test_add_message_while_idle_appends_without_starting_a_run(agents):

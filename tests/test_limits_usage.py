@@ -16,10 +16,8 @@ from yiemagent import (
     LLMUsage,
     TextContent,
     ToolResultMessage,
-    ToolStore,
     YiemAgent,
     continue_agent,
-    register_tool,
     run_agent,
     shutdown,
     take_response,
@@ -30,24 +28,6 @@ from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.usage import UsageMeter, add_usage
 
 WAIT = 10
-
-
-@pytest.fixture
-def agents():
-    made = []
-
-    def make(llm, tools=(), **kwargs):
-        store = ToolStore("test")
-        for tool in tools:
-            register_tool(store, tool)
-        kwargs.setdefault("agent_event_sink", EventRecorder())
-        agent = YiemAgent(llm_call=llm, tool_store=store, **kwargs)
-        made.append(agent)
-        return agent
-
-    yield make
-    for agent in made:
-        shutdown(agent, timeout=WAIT)
 
 
 def calling(n: int, start: int = 0) -> list:
