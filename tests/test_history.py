@@ -21,7 +21,6 @@ from yiemagent import (
     TextContent,
     ToolResultMessage,
     UserMessage,
-    YiemAgent,
     add_message,
     continue_agent,
     format_msg_for_llm,

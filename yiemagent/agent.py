@@ -122,6 +122,7 @@ class YiemAgent:
         self._emit = EventEmitter(agent_event_sink)
         self._history_lock = threading.Lock()  # guards state.messages (and orders session appends)
         self._usage = UsageMeter()  # agent.usage: summed at the end of each run
+        self._session_failure: Optional[str] = None  # a message the session could not store; guarded by _history_lock
 
         # the doorbell, and the lock of the loop bookkeeping below (see "Thread safety")
         self._wake = threading.Condition()
@@ -167,11 +168,32 @@ class YiemAgent:
         return history
 
     def _append(self, message: AgentMessage) -> None:
-        """Every message enters the history here: stored in the session first, then kept in memory.
+        """Every message of a run enters the history here: kept in memory, stored in the session.
 
-        Storing first means a message the session refused never reaches an LLM round; the
-        exception ends the run with stop_reason "error" naming it.
+        Never raises: a session that fails to store the message leaves it in memory (the
+        conversation stays whole, so valid to send) and records the failure; the run checks
+        it before its next LLM round and ends with stop_reason "error" naming it, so no
+        round sees a message the session does not hold without the caller being told.
         """
+        with self._history_lock:
+            self.state.messages.append(message)
+            if self.session is None:
+                return
+            try:
+                self.session.append(message)
+            except Exception as exc:  # sqlite3.Error, OSError, a custom session's own
+                why = f"the session {self.session!r} could not store a {getattr(message, 'role', '?')} message: {type(exc).__name__}: {exc}"
+                logger.error("%s", why, exc_info=True)
+                self._session_failure = self._session_failure or why
+
+    def _take_session_failure(self) -> Optional[str]:
+        """The first session failure since the last call, if any (run thread, before each LLM round)."""
+        with self._history_lock:
+            failure, self._session_failure = self._session_failure, None
+            return failure
+
+    def _append_now(self, message: AgentMessage) -> None:
+        """``add_message`` while idle: stored first, so a failure raises to the caller and nothing is added."""
         with self._history_lock:
             if self.session is not None:
                 self.session.append(message)

@@ -63,6 +63,8 @@ def add_message(agent: "YiemAgent", message: AgentMessage) -> None:
     Raises:
         MessageFormatError: ``message`` is not an ``AgentMessage``.
         AgentClosedError: the agent has been shut down.
+        Exception: while idle, whatever the agent's session raised storing the message
+            (e.g. ``sqlite3.OperationalError``); the message was then not added.
     """
     if not isinstance(message, AgentMessage):
         raise MessageFormatError(f"add_message takes an AgentMessage (UserMessage, AssistantMessage, ToolResultMessage), got {type(message).__name__}")
@@ -70,7 +72,7 @@ def add_message(agent: "YiemAgent", message: AgentMessage) -> None:
         if agent.closing:
             raise AgentClosedError("the agent has been shut down; it takes no more messages")
         if agent._run is None:
-            agent._append(message)
+            agent._append_now(message)
         else:
             agent._added.append(message)
 

@@ -148,6 +148,9 @@ def _rounds(agent: "YiemAgent", run: Run) -> AssistantMessage:
             _take_input(agent)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
             return _aborted_response(run)
+        failure = agent._take_session_failure()  # issue 13: a message the session could not store
+        if failure is not None:
+            return _error_response(failure)
         run.rounds += 1
         reply, ctx, error = _call_llm(agent, run)
         if error is not None or reply is None or ctx is None:
