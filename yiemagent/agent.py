@@ -21,11 +21,12 @@ from .formatting import format_msg_for_llm as default_format_msg_for_llm
 from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
 from .messages import AgentMessage, AssistantMessage, LLMModel
-from .history import complete_tool_calls
+from .history import history_from_session
 from .limits import DEFAULT_MAX_ROUNDS, check_max_rounds
 from .messages import LLMUsage
 from .registry import ToolStore
 from .run import CONTINUE, Run, RunWorker, process_message
+from .sessions import HistoryWriter, Session
 from .tooling import DEFAULT_SYSTEM_PROMPT, AgentState
 from .tools import register_builtin_tools, resolve_builtin_names
 from .usage import UsageMeter
@@ -69,7 +70,11 @@ class YiemAgent:
         ``_loop_exited``, ``loop_state``) and is the doorbell every channel rings after a
         put or get. ``_history_lock`` guards ``state.messages``: read it from another
         thread with ``agent.history()``, which returns a copy. Replace or edit
-        ``state.messages`` directly only while the agent is idle (``wait_until_idle``).
+        ``state.messages`` directly only while the agent is idle (``wait_until_idle``);
+        such edits bypass the session. ``_history_lock`` is held while a message is
+        appended to the session, so the session's order is the history's.
+        ``_added`` (messages ``add_message`` got during a run) is guarded by ``_wake``.
+        ``agent.usage`` may be read from any thread (``UsageMeter``).
         The event sink is called from the run thread and tool threads, never two at once.
     """
 
@@ -91,7 +96,7 @@ class YiemAgent:
         tool_store: Optional[ToolStore] = None,
         max_rounds: Optional[int] = DEFAULT_MAX_ROUNDS,
         builtin_tools: Union[bool, Iterable[str]] = True,
-        session: Any = None,
+        session: Optional[Session] = None,
     ) -> None:
         if not callable(llm_call):
             raise TypeError(f"llm_call must be callable, got {type(llm_call).__name__}")
@@ -100,7 +105,9 @@ class YiemAgent:
         self.max_rounds = check_max_rounds(max_rounds)
         builtin_names = resolve_builtin_names(builtin_tools)
         self.session = session
-        history = self._history_from_session(session, messages) if session is not None else list(messages or [])
+        if session is not None and messages is not None:
+            raise ValueError("give either session= or messages=, not both: with a session the history comes from it")
+        history = history_from_session(session) if session is not None else list(messages or [])
         for index, message in enumerate(history):
             if not isinstance(message, AgentMessage):
                 raise MessageFormatError(f"messages[{index}] is {type(message).__name__}; expected an AgentMessage")
@@ -120,9 +127,9 @@ class YiemAgent:
         register_builtin_tools(self.tool_store, builtin_names, keep_existing=tool_store is not None)
         self.state = AgentState(system_prompt, model, self.tool_store.tools, history, set(), False, None)
         self._emit = EventEmitter(agent_event_sink)
-        self._history_lock = threading.Lock()  # guards state.messages (and orders session appends)
+        self._writer = HistoryWriter(self.state, session)  # where messages enter the history (issue 13)
+        self._history_lock = self._writer.lock  # guards state.messages (and orders session appends)
         self._usage = UsageMeter()  # agent.usage: summed at the end of each run
-        self._session_failure: Optional[str] = None  # a message the session could not store; guarded by _history_lock
 
         # the doorbell, and the lock of the loop bookkeeping below (see "Thread safety")
         self._wake = threading.Condition()
@@ -150,54 +157,12 @@ class YiemAgent:
 
     # --- where messages enter the history (issue 13: sessions, add_message, usage) ----
 
-    @staticmethod
-    def _history_from_session(session: Any, messages: Optional[list[AgentMessage]]) -> list[AgentMessage]:
-        """The starting history of an agent given a session; completes a batch a crash cut short."""
-        if messages is not None:
-            raise ValueError("give either session= or messages=, not both: with a session the history comes from it")
-        history, lost = complete_tool_calls(list(session.messages()))
-        # The results a crash leaves missing are at the tail: store them, so the session is
-        # whole again. A gap elsewhere (a session written by other means) is mended in
-        # memory only, the same way at every load.
-        lost_ids = {id(result) for _, result in lost}
-        tail = len(history)
-        while tail and id(history[tail - 1]) in lost_ids:
-            tail -= 1
-        for result in history[tail:]:
-            session.append(result)
-        return history
-
     def _append(self, message: AgentMessage) -> None:
-        """Every message of a run enters the history here: kept in memory, stored in the session.
-
-        Never raises: a session that fails to store the message leaves it in memory (the
-        conversation stays whole, so valid to send) and records the failure; the run checks
-        it before its next LLM round and ends with stop_reason "error" naming it, so no
-        round sees a message the session does not hold without the caller being told.
-        """
-        with self._history_lock:
-            self.state.messages.append(message)
-            if self.session is None:
-                return
-            try:
-                self.session.append(message)
-            except Exception as exc:  # sqlite3.Error, OSError, a custom session's own
-                why = f"the session {self.session!r} could not store a {getattr(message, 'role', '?')} message: {type(exc).__name__}: {exc}"
-                logger.error("%s", why, exc_info=True)
-                self._session_failure = self._session_failure or why
+        """Every message of a run enters the history here (memory, then the session; never raises)."""
+        self._writer.append(message)
 
     def _take_session_failure(self) -> Optional[str]:
-        """The first session failure since the last call, if any (run thread, before each LLM round)."""
-        with self._history_lock:
-            failure, self._session_failure = self._session_failure, None
-            return failure
-
-    def _append_now(self, message: AgentMessage) -> None:
-        """``add_message`` while idle: stored first, so a failure raises to the caller and nothing is added."""
-        with self._history_lock:
-            if self.session is not None:
-                self.session.append(message)
-            self.state.messages.append(message)
+        return self._writer.take_failure()
 
     def _take_added(self) -> None:
         """Append the messages ``add_message`` queued during a run (run thread at a round, or at the run's end)."""

@@ -31,8 +31,18 @@ from .messages import AgentMessage, AssistantMessage, TextContent, ToolResultMes
 
 if TYPE_CHECKING:
     from .agent import YiemAgent
+    from .sessions import Session
 
-__all__ = ["FORMAT", "LOST_RESULT_MESSAGE", "VERSION", "add_message", "complete_tool_calls", "load_history", "save_history"]
+__all__ = [
+    "FORMAT",
+    "LOST_RESULT_MESSAGE",
+    "VERSION",
+    "add_message",
+    "complete_tool_calls",
+    "history_from_session",
+    "load_history",
+    "save_history",
+]
 
 logger = logging.getLogger("yiemagent.history")
 
@@ -72,7 +82,7 @@ def add_message(agent: "YiemAgent", message: AgentMessage) -> None:
         if agent.closing:
             raise AgentClosedError("the agent has been shut down; it takes no more messages")
         if agent._run is None:
-            agent._append_now(message)
+            agent._writer.append_stored_first(message)
         else:
             agent._added.append(message)
 
@@ -187,3 +197,21 @@ def complete_tool_calls(messages: list[AgentMessage]) -> tuple[list[AgentMessage
     if added:
         logger.warning("answered %d tool call(s) that had no result with an error result", len(added))
     return mended, added
+
+
+def history_from_session(session: "Session") -> list[AgentMessage]:
+    """The history an agent given ``session`` starts from: every stored message, mended.
+
+    The results a crash leaves missing are at the tail (the last batch was cut short):
+    they are appended to the session too, so it is whole again. A gap elsewhere (only a
+    session written by other means has one) is mended in memory only, the same way at
+    every load (``complete_tool_calls`` is deterministic).
+    """
+    history, lost = complete_tool_calls(list(session.messages()))
+    lost_ids = {id(result) for _, result in lost}
+    tail = len(history)
+    while tail and id(history[tail - 1]) in lost_ids:
+        tail -= 1
+    for result in history[tail:]:
+        session.append(result)
+    return history

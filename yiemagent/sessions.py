@@ -12,13 +12,16 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Protocol, Union
 
 from ._history_json import message_from_json, message_to_json
 from .errors import MessageFormatError
 from .messages import AgentMessage
 
-__all__ = ["SQLiteSession"]
+if TYPE_CHECKING:
+    from .tooling import AgentState
+
+__all__ = ["HistoryWriter", "SQLiteSession", "Session"]
 
 logger = logging.getLogger("yiemagent.sessions")
 
@@ -32,6 +35,75 @@ CREATE TABLE IF NOT EXISTS yiemagent_messages (
 CREATE INDEX IF NOT EXISTS yiemagent_messages_by_session ON yiemagent_messages (session_id, id);
 """
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+class Session(Protocol):
+    """What ``YiemAgent(session=...)`` needs of a session (API.md "History and sessions").
+
+    ``append`` is called for each message as it enters the history, from the agent's run
+    thread, its loop thread, or the thread calling ``add_message``; a session used by one
+    agent is called by one of them at a time (under the agent's history lock). It should
+    have stored the message durably when it returns.
+    """
+
+    def messages(self) -> list[AgentMessage]: ...
+
+    def append(self, message: AgentMessage) -> None: ...
+
+    def clear(self) -> None: ...
+
+
+class HistoryWriter:
+    """Where every message enters an agent's history: ``state.messages``, then the session.
+
+    Spec: §6 (the run appends input, replies and results); API.md "Agent options"
+    ``session``: each message is stored as it enters the history, before the next LLM
+    round can see it.
+
+    Thread safety: ``lock`` guards ``state.messages`` and ``_failure`` and is held across
+    the session's ``append``, so the session's order is the history's. Any thread may
+    call any method.
+    """
+
+    __slots__ = ("state", "session", "lock", "_failure")
+
+    def __init__(self, state: "AgentState", session: Optional[Session]) -> None:
+        self.state = state
+        self.session = session
+        self.lock = threading.Lock()  # guards state.messages and _failure
+        self._failure: Optional[str] = None  # the first store that failed since take_failure
+
+    def append(self, message: AgentMessage) -> None:
+        """Keep ``message`` in memory and store it; never raises (the run's path).
+
+        A session that fails leaves the message in memory (the conversation stays whole,
+        so valid to send) and records the failure: the run takes it with ``take_failure``
+        before its next LLM round and ends with stop_reason "error" naming it, so no round
+        sees a message the session lacks without the caller being told.
+        """
+        with self.lock:
+            self.state.messages.append(message)
+            if self.session is None:
+                return
+            try:
+                self.session.append(message)
+            except Exception as exc:  # sqlite3.Error, OSError, a custom session's own
+                why = f"the session {self.session!r} could not store a {getattr(message, 'role', '?')} message: {type(exc).__name__}: {exc}"
+                logger.error("%s", why, exc_info=True)
+                self._failure = self._failure or why
+
+    def append_stored_first(self, message: AgentMessage) -> None:
+        """Store ``message``, then keep it (``add_message`` while idle): a failure raises and nothing is added."""
+        with self.lock:
+            if self.session is not None:
+                self.session.append(message)
+            self.state.messages.append(message)
+
+    def take_failure(self) -> Optional[str]:
+        """The first store failure since the last call, if any; clears it."""
+        with self.lock:
+            failure, self._failure = self._failure, None
+            return failure
 
 
 class SQLiteSession:
