@@ -149,6 +149,10 @@ GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp"
         (_document({"role": "assistant", "content": [], "usage": {"input_tokens": "3"}}), r"messages\[0\]: 'usage.input_tokens' must be int"),
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "teapot"}}), r"unknown tagged value 'teapot'"),
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "is_error": "no"}), r"'is_error' must be bool"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "bytes", "base64": "%%"}}), r"'bytes' value without valid base64"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "map", "items": [[1]]}}), r"'map' value whose 'items' is not a list of \[key, value\] pairs"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "map", "items": [[[1], 2]]}}), r"cannot be hashed"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "date", "value": "soon"}}), r"'date' value that is not ISO 8601"),
     ],
 )
 def test_a_bad_file_raises_message_format_error_naming_the_entry(tmp_path, text, expected):

@@ -138,6 +138,13 @@ def test_an_unknown_built_in_name_is_a_value_error_naming_it():
         YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, builtin_tools=["getTime", "shell"])
 
 
+@pytest.mark.parametrize("option", [5, [1], ["getTime", None]])
+def test_builtin_tools_of_the_wrong_type_is_a_type_error(option):
+    """builtin_tools that is neither a bool nor an iterable of names raises TypeError."""
+    with pytest.raises(TypeError, match="builtin_tools"):
+        YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, builtin_tools=option)
+
+
 def test_list_tools_without_write_tool_lists_only_what_is_registered(agents):
     """An agent without writeTool offers the model no writeTool: listTools reports the tools really there."""
     llm = ScriptedLLM([tool_call_reply(("c1", "listTools", {})), "ok"])

@@ -110,6 +110,24 @@ def test_bad_arguments_are_refused(tmp_path, kwargs, match):
         SQLiteSession(tmp_path / "s.db", **kwargs)
 
 
+@pytest.mark.parametrize("level, value", [("FULL", 2), ("NORMAL", 1), ("off", 0)])
+def test_synchronous_sets_the_durability_of_the_connection(tmp_path, level, value):
+    """synchronous= becomes the connection's PRAGMA synchronous (FULL by default: each commit fsynced)."""
+    with SQLiteSession(tmp_path / "s.db", "s", synchronous=level) as s:
+        assert s._conn.execute("PRAGMA synchronous").fetchone()[0] == value
+    with SQLiteSession(tmp_path / "s.db", "s") as s:
+        assert s._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
+def test_a_database_of_another_schema_version_is_refused(tmp_path):
+    """A file whose user_version is not this schema's raises MessageFormatError naming the version."""
+    SQLiteSession(tmp_path / "s.db", "s").close()
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute("PRAGMA user_version=7")
+    with pytest.raises(MessageFormatError, match="schema version 7"):
+        SQLiteSession(tmp_path / "s.db", "s")
+
+
 def test_threads_appending_to_one_session_lose_nothing(session):
     """Eight threads appending at once through one SQLiteSession: every message stored, each thread's in its order."""
     barrier = threading.Barrier(8)
@@ -208,6 +226,18 @@ def test_an_agent_starts_from_the_session_and_goes_on_storing(agents, tmp_path):
     assert [(m["role"], m["content"]) for m in llm.requests[0]["messages"][1:]] == [("user", "hello"), ("assistant", "one"), ("user", "again")]
     with SQLiteSession(db, "c") as s:
         assert [m.role for m in s.messages()] == ["user", "assistant", "user", "assistant"]
+
+
+def test_a_gap_inside_a_session_is_mended_in_memory_only(agents, session):
+    """An unanswered call followed by later messages (a session written by other means) is answered in memory at each load; the session is not rewritten."""
+    stored = [user("a"), tool_call_reply(("c1", "echo", {})), user("b")]
+    for message in stored:
+        session.append(message)
+    agent = agents(ScriptedLLM([]), session=session)
+    assert [(m.role, getattr(m, "tool_call_id", None)) for m in agent.history()] == [("user", None), ("assistant", None), ("tool", "c1"), ("user", None)]
+    assert session.messages() == stored
+    again = agents(ScriptedLLM([]), session=session)
+    assert again.history() == agent.history()
 
 
 def test_session_and_messages_together_are_refused(tmp_path):
