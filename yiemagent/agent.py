@@ -20,10 +20,9 @@ from .events import EventEmitter
 from .formatting import format_msg_for_llm as default_format_msg_for_llm
 from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
-from .messages import AgentMessage, AssistantMessage, LLMModel
+from .messages import AgentMessage, AssistantMessage, LLMModel, LLMUsage
 from .history import history_from_session
 from .limits import DEFAULT_MAX_ROUNDS, check_max_rounds
-from .messages import LLMUsage
 from .registry import ToolStore
 from .run import CONTINUE, Run, RunWorker, process_message
 from .sessions import HistoryWriter, Session
@@ -42,10 +41,9 @@ class YiemAgent:
     """An LLM agent that runs tools, driven through three channels (spec §1 Step 2.5, §5).
 
     The constructor takes or creates a ``ToolStore``, registers the built-in tools in it
-    (those ``builtin_tools`` selects),
-    builds the ``AgentState``, the channels ``input_channel`` (16), ``follow_up_channel``
-    (32) and ``output_channel`` (16), and starts the loop thread. Use it as a context
-    manager to shut it down on exit.
+    (those ``builtin_tools`` selects), builds the ``AgentState``, the channels
+    ``input_channel`` (16), ``follow_up_channel`` (32) and ``output_channel`` (16), and
+    starts the loop thread. Use it as a context manager to shut it down on exit.
 
     Built-ins are registered only under names still free in the store, so a tool a caller
     registered before (a stub ``getWeather`` in a test, say) is kept. ``max_retry_delay_ms``
