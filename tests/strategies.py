@@ -10,6 +10,8 @@ from datetime import date, datetime, timezone
 from typing import Annotated, Any, Literal, Optional, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
 from uuid import UUID
 
+from datetime import datetime, timedelta, timezone
+
 from hypothesis import strategies as st
 
 from yiemagent import AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
@@ -257,3 +259,32 @@ def streamed_replies(draw: st.DrawFn) -> tuple[str, str, list[tuple[str, str]]]:
     pieces = {"thinking": _cut(draw, thinking), "text": _cut(draw, text)}
     order = draw(st.permutations(["thinking"] * len(pieces["thinking"]) + ["text"] * len(pieces["text"])))
     return thinking, text, [(kind, pieces[kind].pop(0)) for kind in order]
+
+# Values a tool may put in ``details`` beyond JSON (issue 13: save_history / SQLiteSession keep them)
+offsets = st.builds(timezone, st.timedeltas(min_value=timedelta(hours=-23, minutes=-59), max_value=timedelta(hours=23, minutes=59)))
+any_datetimes = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.none() | offsets)
+hashable_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=8) | any_datetimes | st.dates() | st.times() | st.binary(max_size=8)
+python_values = st.recursive(
+    json_scalars | any_datetimes | st.dates() | st.times() | st.binary(max_size=16) | text_content | usages,
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.tuples(children, children),
+        st.sets(hashable_scalars, max_size=3),
+        st.frozensets(hashable_scalars, max_size=3),
+        st.dictionaries(st.text(max_size=8) | st.just("$type"), children, max_size=3),
+        st.dictionaries(st.integers() | st.tuples(st.integers()), children, max_size=3),
+    ),
+    max_leaves=10,
+)
+rich_tool_result_messages = st.builds(
+    ToolResultMessage,
+    st.text(max_size=12),
+    st.text(max_size=12),
+    content,
+    st.dictionaries(st.text(max_size=8), python_values, max_size=4),
+    usages,
+    st.none() | st.lists(st.text(max_size=8), max_size=3),
+    st.booleans(),
+    any_datetimes,
+)
+stored_messages = messages | rich_tool_result_messages

@@ -39,25 +39,6 @@ def weather_tool(text="Weather in Tokyo: Sunny, 22°C", **kwargs):
     return make_tool("getWeather", lambda *a: text_result(text), schema=schema, **kwargs)
 
 
-@pytest.fixture
-def agents():
-    """Agents made by a test; each is shut down afterwards."""
-    made = []
-
-    def make(llm, tools=(), **kwargs):
-        store = ToolStore("test")
-        for tool in tools:
-            register_tool(store, tool)
-        kwargs.setdefault("agent_event_sink", EventRecorder())
-        agent = YiemAgent(llm_call=llm, tool_store=store, **kwargs)
-        made.append(agent)
-        return agent
-
-    yield make
-    for agent in made:
-        shutdown(agent, timeout=WAIT)
-
-
 @pytest.mark.spec("1")
 def test_constructor_builds_store_state_channels_and_loop_thread():
     """Spec §1 Step 2.5: built-ins registered, state built, channels 16/32/16, a named daemon loop thread."""

@@ -49,6 +49,8 @@ def test_agent_keyword_arguments_are_exactly_the_contract():
     text = API.read_text(encoding="utf-8")
     block = text[text.index("YiemAgent(*,") : text.index(")", text.index("tool_store=None"))]
     expected = re.findall(r"(\w+)=", block) + list(re.findall(r"\*, (\w+), (\w+),", block)[0])
+    second = text.index("YiemAgent(...,")  # the "Second push" options (issue 13)
+    expected += re.findall(r"(\w+)=", text[second : text.index(")", second)])
     parameters = inspect.signature(yiemagent.YiemAgent).parameters
     assert set(parameters) == set(expected)
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())

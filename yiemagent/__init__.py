@@ -59,6 +59,11 @@ from .formatting import (
     openai_to_user_message,
     prepare_context,
 )
+from .history import (
+    add_message,
+    load_history,
+    save_history,
+)
 from .messages import (
     AgentMessage,
     AssistantMessage,
@@ -85,13 +90,16 @@ from .registry import (
     ToolStore,
     clear_tools,
     get_tools,
-    list_tool,
-    register_all_tools,
     register_tool,
+)
+from .sessions import (
+    SQLiteSession,
 )
 from .tools import (
     get_time_tool,
     get_weather_tool,
+    list_tool,
+    register_all_tools,
     write_tool_tool,
 )
 from .tooling import (
@@ -147,6 +155,7 @@ __all__ = [
     "OfflineLLM",
     "OpenAIClient",
     "PreparedToolCall",
+    "SQLiteSession",
     "TextContent",
     "ToolArgumentsError",
     "ToolDefinitionError",
@@ -161,6 +170,7 @@ __all__ = [
     "YiemAgent",
     "YiemAgentError",
     "abort",
+    "add_message",
     "clear_tools",
     "continue_agent",
     "create_error_tool_result",
@@ -177,6 +187,7 @@ __all__ = [
     "get_tools",
     "get_weather_tool",
     "list_tool",
+    "load_history",
     "message_from_dict",
     "openai_to_user_message",
     "prepare_context",
@@ -185,6 +196,7 @@ __all__ = [
     "register_all_tools",
     "register_tool",
     "run_agent",
+    "save_history",
     "should_terminate",
     "shutdown",
     "take_response",

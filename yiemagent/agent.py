@@ -11,7 +11,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
 from .channels import Channel, LoopState
@@ -20,10 +20,15 @@ from .events import EventEmitter
 from .formatting import format_msg_for_llm as default_format_msg_for_llm
 from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
-from .messages import AgentMessage, AssistantMessage, LLMModel
-from .registry import ToolStore, register_all_tools
+from .messages import AgentMessage, AssistantMessage, LLMModel, LLMUsage
+from .history import history_from_session
+from .limits import DEFAULT_MAX_ROUNDS, check_max_rounds
+from .registry import ToolStore
 from .run import CONTINUE, Run, RunWorker, process_message
+from .sessions import HistoryWriter, Session
 from .tooling import DEFAULT_SYSTEM_PROMPT, AgentState
+from .tools import register_builtin_tools, resolve_builtin_names
+from .usage import UsageMeter
 
 __all__ = ["YiemAgent", "abort", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
 
@@ -35,15 +40,22 @@ _EXIT = "exit"
 class YiemAgent:
     """An LLM agent that runs tools, driven through three channels (spec §1 Step 2.5, §5).
 
-    The constructor takes or creates a ``ToolStore``, registers the built-in tools in it,
-    builds the ``AgentState``, the channels ``input_channel`` (16), ``follow_up_channel``
-    (32) and ``output_channel`` (16), and starts the loop thread. Use it as a context
-    manager to shut it down on exit.
+    The constructor takes or creates a ``ToolStore``, registers the built-in tools in it
+    (those ``builtin_tools`` selects), builds the ``AgentState``, the channels
+    ``input_channel`` (16), ``follow_up_channel`` (32) and ``output_channel`` (16), and
+    starts the loop thread. Use it as a context manager to shut it down on exit.
 
     Built-ins are registered only under names still free in the store, so a tool a caller
     registered before (a stub ``getWeather`` in a test, say) is kept. ``max_retry_delay_ms``
     overrides the cap of an ``llm_call`` that has one: its ``max_retry_delay_ms`` attribute
     is set (``OpenAIClient``, ``AnthropicClient``).
+
+    Issue 13 options (API.md "Agent options"): ``max_rounds`` caps the LLM rounds of one
+    run (decision 12; None for no limit); ``builtin_tools`` is True, False or the names
+    of the built-ins to register; ``session`` is where the history lives: the agent
+    starts from ``session.messages()`` (tool calls a crash left unanswered get error
+    results, stored too, see ``history.complete_tool_calls``) and stores each message as it
+    enters the history. ``agent.usage`` is the token usage summed over all runs.
 
     Thread safety:
         Three threads take part. The caller's threads use the public functions, which
@@ -56,7 +68,11 @@ class YiemAgent:
         ``_loop_exited``, ``loop_state``) and is the doorbell every channel rings after a
         put or get. ``_history_lock`` guards ``state.messages``: read it from another
         thread with ``agent.history()``, which returns a copy. Replace or edit
-        ``state.messages`` directly only while the agent is idle (``wait_until_idle``).
+        ``state.messages`` directly only while the agent is idle (``wait_until_idle``);
+        such edits bypass the session. ``_history_lock`` is held while a message is
+        appended to the session, so the session's order is the history's.
+        ``_added`` (messages ``add_message`` got during a run) is guarded by ``_wake``.
+        ``agent.usage`` may be read from any thread (``UsageMeter``).
         The event sink is called from the run thread and tool threads, never two at once.
     """
 
@@ -76,12 +92,20 @@ class YiemAgent:
         max_retry_delay_ms: Optional[float] = None,
         parallel_tool_execute: bool = False,
         tool_store: Optional[ToolStore] = None,
+        max_rounds: Optional[int] = DEFAULT_MAX_ROUNDS,
+        builtin_tools: Union[bool, Iterable[str]] = True,
+        session: Optional[Session] = None,
     ) -> None:
         if not callable(llm_call):
             raise TypeError(f"llm_call must be callable, got {type(llm_call).__name__}")
         if agent_event_sink is not None and not callable(agent_event_sink):
             raise TypeError(f"agent_event_sink must be callable or None, got {type(agent_event_sink).__name__}")
-        history = list(messages or [])
+        self.max_rounds = check_max_rounds(max_rounds)
+        builtin_names = resolve_builtin_names(builtin_tools)
+        self.session = session
+        if session is not None and messages is not None:
+            raise ValueError("give either session= or messages=, not both: with a session the history comes from it")
+        history = history_from_session(session) if session is not None else list(messages or [])
         for index, message in enumerate(history):
             if not isinstance(message, AgentMessage):
                 raise MessageFormatError(f"messages[{index}] is {type(message).__name__}; expected an AgentMessage")
@@ -98,10 +122,12 @@ class YiemAgent:
             llm_call.max_retry_delay_ms = max_retry_delay_ms  # type: ignore[attr-defined]
 
         self.tool_store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
-        register_all_tools(self.tool_store, keep_existing=tool_store is not None)
+        register_builtin_tools(self.tool_store, builtin_names, keep_existing=tool_store is not None)
         self.state = AgentState(system_prompt, model, self.tool_store.tools, history, set(), False, None)
         self._emit = EventEmitter(agent_event_sink)
-        self._history_lock = threading.Lock()  # guards state.messages
+        self._writer = HistoryWriter(self.state, session)  # where messages enter the history (issue 13)
+        self._history_lock = self._writer.lock  # guards state.messages (and orders session appends)
+        self._usage = UsageMeter()  # agent.usage: summed at the end of each run
 
         # the doorbell, and the lock of the loop bookkeeping below (see "Thread safety")
         self._wake = threading.Condition()
@@ -114,6 +140,7 @@ class YiemAgent:
         self._run_count = 0
         self._pending_output: deque[AssistantMessage] = deque()
         self._carry: deque[Any] = deque()  # follow-ups taken but not yet placed (input was full); loop thread only
+        self._added: deque[AgentMessage] = deque()  # add_message during a run, for its next round; guarded by _wake
         self._closing = False
         self._force_exit = False
         self._loop_exited = False
@@ -126,11 +153,27 @@ class YiemAgent:
         self._thread = threading.Thread(target=self._agent_loop, name=f"{name}-loop", daemon=True)
         self._thread.start()
 
-    # --- helpers used by the run thread --------------------------------------------
+    # --- where messages enter the history (issue 13: sessions, add_message, usage) ----
 
     def _append(self, message: AgentMessage) -> None:
-        with self._history_lock:
-            self.state.messages.append(message)
+        """Every message of a run enters the history here (memory, then the session; never raises)."""
+        self._writer.append(message)
+
+    def _take_session_failure(self) -> Optional[str]:
+        return self._writer.take_failure()
+
+    def _take_added(self) -> None:
+        """Append the messages ``add_message`` queued during a run (run thread at a round, or at the run's end)."""
+        with self._wake:
+            added = list(self._added)
+            self._added.clear()
+        for message in added:
+            self._append(message)
+
+    @property
+    def usage(self) -> LLMUsage:
+        """Token usage summed over every run of this agent so far (API.md "Usage", decision 13)."""
+        return self._usage.total
 
     def history(self) -> list[AgentMessage]:
         """A copy of the conversation history, safe to take from any thread."""
@@ -228,6 +271,7 @@ class YiemAgent:
                 self._wake.notify_all()
                 return
             self._run, self.state.active_run = None, False
+            self._take_added()
         try:
             self.output_channel.put_nowait(response)
         except queue.Full:
@@ -241,6 +285,7 @@ class YiemAgent:
             self._pending_output.append(self._run_response)
             self._run, self._run_done, self._run_response = None, False, None
             self.state.active_run = False
+            self._take_added()  # add_message during the run's last round: appended before another run starts
 
     def _deliver(self) -> None:
         with self._wake:

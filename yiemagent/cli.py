@@ -5,7 +5,8 @@ Endpoints come from flags or the environment: ``--base-url`` / ``OPENAI_BASE_URL
 ``--model`` / ``YIEMAGENT_MODEL``. With no endpoint the offline keyword planner answers,
 and the CLI says so when it starts. Against a server the reply streams (issue 14): the
 answer is printed as it is written, the thinking of a reasoning model dimmed on stderr;
-``--no-stream`` waits for whole replies instead.
+``--no-stream`` waits for whole replies instead. ``--session PATH`` (``ask`` and ``chat``)
+keeps the conversation in an SQLite database, so a chat survives a restart (issue 13).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .console import ConsolePrinter
 from .errors import AgentClosedError
 from .llm import AnthropicClient, OfflineLLM, OpenAIClient
 from .messages import AssistantMessage, text_of
+from .sessions import SQLiteSession
 
 __all__ = ["build_llm", "main"]
 
@@ -44,10 +46,28 @@ def build_llm(args: argparse.Namespace) -> tuple[Callable[[dict[str, Any]], Assi
     return client, f"OpenAI-compatible server at {client.base_url}, model {client.model}"
 
 
+def _finish(agent: YiemAgent) -> None:
+    shutdown(agent, timeout=5)
+    if agent.session is not None:
+        agent.session.close()
+
+
+def _open_session(args: argparse.Namespace, err: TextIO) -> Optional[SQLiteSession]:
+    """The ``--session`` database, if given; says how many messages it resumes."""
+    if not getattr(args, "session", None):
+        return None
+    session = SQLiteSession(args.session, args.session_id)
+    err.write(f"yiemagent: session {args.session_id!r} in {args.session}: {len(session.messages())} messages so far\n")
+    return session
+
+
 def _make_agent(args: argparse.Namespace, llm: Any, out: TextIO, err: TextIO) -> tuple[YiemAgent, ConsolePrinter]:
     # --quiet hides rounds and tool calls, not the answer: a streamed answer is still shown as it comes
     printer = ConsolePrinter(err, answer=out, progress=not args.quiet)
-    agent = YiemAgent(llm_call=llm, agent_event_sink=printer, system_prompt=args.system, parallel_tool_execute=args.parallel)
+    session = _open_session(args, err)
+    agent = YiemAgent(
+        llm_call=llm, agent_event_sink=printer, system_prompt=args.system, parallel_tool_execute=args.parallel, session=session
+    )
     return agent, printer
 
 
@@ -73,7 +93,7 @@ def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"error: {exc}\n")
         return 1
     finally:
-        shutdown(agent, timeout=5)
+        _finish(agent)
 
 
 def _chat(args: argparse.Namespace, out: TextIO, err: TextIO, read: Callable[[str], str]) -> int:
@@ -111,7 +131,7 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO, read: Callable[[st
     except (KeyboardInterrupt, AgentClosedError):
         pass
     finally:
-        shutdown(agent, timeout=5)
+        _finish(agent)
     return status
 
 
@@ -131,7 +151,10 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     ask = commands.add_parser("ask", help="ask one question and print the answer")
     ask.add_argument("question")
-    commands.add_parser("chat", help="an interactive session")
+    chat = commands.add_parser("chat", help="an interactive session")
+    for command in (ask, chat):
+        command.add_argument("--session", metavar="PATH", help="keep the conversation in this SQLite file; it goes on from there next time")
+        command.add_argument("--session-id", default="chat", help="which conversation in the --session file (default 'chat')")
     commands.add_parser("demo", help="an offline session showing the whole tool lifecycle")
     return parser
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .messages import AssistantMessage, LLMUsage
@@ -91,6 +91,9 @@ class AgentRunStartEvent:
 class AgentRunEndEvent:
     """A run ended; ``response`` is what was put on the output channel (beyond the spec).
 
+    ``usage`` is the sum over the run's LLM rounds (API.md "Usage", decision 13); a
+    round whose call failed adds nothing.
+
     Thread safety: immutable; may be shared between threads.
     """
 
@@ -98,6 +101,7 @@ class AgentRunEndEvent:
     response: AssistantMessage
     rounds: int
     duration_s: float
+    usage: LLMUsage = field(default_factory=LLMUsage)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,10 @@
 Each agent owns one ``ToolStore``; registering a tool in one store never affects another
 (spec §4 "Per-Agent Isolation"). ``get_tools`` returns the store's own ordered dict, not a
 copy, so that it stays consistent with ``AgentState.tools`` (spec §4).
+
+The built-in tools register themselves (``yiemagent.tools``: ``register_all_tools``,
+``register_builtin_tools``, ``list_tool``): this module knows no tool, so the tool
+modules may import it without an import circle.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from .errors import ToolDefinitionError
 from .schema import check_input_schema
 from .tooling import AgentTool
 
-__all__ = ["ToolStore", "clear_tools", "get_tools", "list_tool", "register_all_tools", "register_tool"]
+__all__ = ["ToolStore", "clear_tools", "get_tools", "register_tool"]
 
 
 class ToolStore:
@@ -68,28 +72,3 @@ def clear_tools(store: ToolStore) -> None:
     """Remove every tool from ``store`` and from no other store (spec §4 clearTools)."""
     with store._lock:
         store.tools.clear()
-
-
-def list_tool(store: ToolStore) -> AgentTool:
-    """The ``listTools`` tool bound to ``store`` (spec §1 Step 1, §15 listTool)."""
-    from .tools.list_tools import list_tools_tool
-
-    return list_tools_tool(store)
-
-
-def register_all_tools(store: ToolStore, *, keep_existing: bool = False) -> OrderedDict[str, AgentTool]:
-    """Register the built-in tools, ``listTools`` last, and return ``store.tools``.
-
-    Spec: §4 "Static Registration — register_all_tools()": getWeather, getTime, writeTool,
-    then the ``listTools`` tool bound to this store.
-
-    With ``keep_existing=True`` (beyond the spec; the agent uses it for a store it is
-    given) a built-in is registered only if its name is still free, so a tool of the same
-    name that the caller registered first is kept.
-    """
-    from .tools import builtin_tools
-
-    for tool in [*builtin_tools(store), list_tool(store)]:
-        if not (keep_existing and tool.name in store.tools):
-            register_tool(store, tool)
-    return store.tools

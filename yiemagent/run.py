@@ -21,10 +21,12 @@ from .batch import answer_tool_calls_with_error, execute_tool_calls
 from .events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
+from .limits import max_rounds_response, rounds_exhausted
 from .pipeline import USER_CODE_ERRORS, describe_error
-from .messages import AgentMessage, AssistantMessage, TextContent
+from .messages import AgentMessage, AssistantMessage, LLMUsage, TextContent
 from .stream_relay import relay_deltas
 from .tooling import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCallBatch
+from .usage import add_usage
 
 if TYPE_CHECKING:
     from .agent import YiemAgent
@@ -54,10 +56,15 @@ class Run:
     signal: AbortSignal = field(default_factory=AbortSignal)
     rounds: int = 0
     took_first_input: bool = False  # until then, queued input is what this run is about to take
+    usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (API.md "Usage")
 
 
 def _take_input(agent: "YiemAgent") -> int:
-    """Spec §6 step 1: move every queued input message into the history; return how many."""
+    """Spec §6 step 1: move every queued input message into the history; return how many.
+
+    Messages given to ``add_message`` during the run join first (issue 13).
+    """
+    agent._take_added()
     taken = 0
     for raw in agent.input_channel.drain():
         if raw is CONTINUE:
@@ -136,6 +143,8 @@ def _call_llm(agent: "YiemAgent", run: Run) -> tuple[Optional[AssistantMessage],
     except USER_CODE_ERRORS as exc:
         error = f"LLM call failed: {describe_error(exc)}"
     usage = reply.usage if reply else None
+    if reply is not None:
+        run.usage = add_usage(run.usage, usage)  # tokens spent count even when an abort drops the reply
     if run.signal.aborted:  # issue 14: a reply cut short by abort (or finished after it) never enters the history
         reply, error = None, f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
     emit(LLMCallEndEvent(run.id, run.rounds, time.perf_counter() - started, reply, usage, error))
@@ -144,10 +153,15 @@ def _call_llm(agent: "YiemAgent", run: Run) -> tuple[Optional[AssistantMessage],
 
 def _rounds(agent: "YiemAgent", run: Run) -> AssistantMessage:
     while True:
+        if run.rounds and rounds_exhausted(run.rounds, agent.max_rounds):  # decision 12; before input, which waits for the next run
+            return max_rounds_response(agent.max_rounds)  # type: ignore[arg-type]
         if run.rounds and not agent.closing:
             _take_input(agent)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
             return _aborted_response(run)
+        failure = agent._take_session_failure()  # issue 13: a message the session could not store
+        if failure is not None:
+            return _error_response(failure)
         run.rounds += 1
         reply, ctx, error = _call_llm(agent, run)
         if reply is None and run.signal.aborted:  # issue 14: _call_llm dropped the reply of an aborted call
@@ -200,7 +214,8 @@ def process_message(agent: "YiemAgent", run: Run) -> AssistantMessage:
         logger.exception("run %d failed", run.id)
         response = _error_response(f"internal error: {describe_error(exc)}")
     agent.state.error_message = response.error_message if response.stop_reason == "error" else None
-    agent._emit(AgentRunEndEvent(run.id, response, run.rounds, time.perf_counter() - started))
+    agent._usage.add(run.usage)
+    agent._emit(AgentRunEndEvent(run.id, response, run.rounds, time.perf_counter() - started, run.usage))
     return response
 
 
