@@ -190,6 +190,25 @@ def test_a_failed_run_still_counts_its_rounds(agents):
     assert agent.usage == LLMUsage(3, 2, total_tokens=5)
 
 
+def test_a_round_aborted_during_its_llm_call_still_counts_the_tokens_its_reply_reported(agents):
+    """Tokens the server billed for a reply that an abort kept out of the history still count in the run's usage."""
+    from yiemagent import abort
+
+    spent = LLMUsage(7, 3, total_tokens=10)
+    holder = {}
+
+    def llm_call(formatted):
+        abort(holder["agent"], "user pressed stop")  # the abort lands while the reply is in flight
+        return reply("partial", spent)
+
+    agent = holder["agent"] = agents(llm_call)
+    run_agent(agent, "go")
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "aborted"
+    assert agent.usage == spent
+    assert not any(m.role == "assistant" for m in agent.history())
+
+
 def test_a_new_agent_has_zero_usage_and_the_event_field_defaults_to_zero():
     """agent.usage starts at zero; AgentRunEndEvent built without usage carries LLMUsage()."""
     agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None)
