@@ -6,6 +6,17 @@ client, so an agent switches provider by switching ``llm_call`` alone. The syste
 prompt goes apart; assistant tool calls become ``tool_use`` blocks; tool results become
 ``tool_result`` blocks (with ``is_error``) in the next user message, consecutive ones
 merged, because Anthropic requires alternating roles and an answer to every ``tool_use``.
+
+Thinking: a reply's ``thinking`` and ``redacted_thinking`` blocks are kept whole in the
+``AssistantMessage`` (with the ``signature`` that a stream sends as ``signature_delta``),
+and go back as the first blocks of that assistant turn (``thinking_blocks`` in the
+formatted dict): Anthropic requires the signed thinking block when a tool result
+follows. A thinking block without a signature (another provider's) is not sent.
+
+Decision 13: Anthropic's ``input_tokens`` leave cached tokens out; here
+``input_tokens`` is their sum with ``cache_read_input_tokens`` and
+``cache_creation_input_tokens``. Deviation: Anthropic does not count thinking tokens
+apart, so ``reasoning_tokens`` stays 0 (they are inside ``output_tokens``).
 """
 
 from __future__ import annotations
@@ -16,9 +27,11 @@ from collections.abc import Iterable
 from typing import Any, Optional
 
 from ..messages import AssistantMessage, LLMUsage, TextContent
-from ._http import HTTPClient, JSONPoster, content_text
+from ._client import DEFAULT_DEADLINE_S, Emit, HTTPClient
+from ._sse import DEFAULT_MAX_EVENT_CHARS
+from ._wire import ReplyError, content_text, payload_error, require_object, token_count
 
-__all__ = ["AnthropicClient", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
+__all__ = ["AnthropicClient", "AnthropicStream", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
 
 API_VERSION = "2023-06-01"
 _STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_use", "refusal": "content_filter", "pause_turn": "stop"}
@@ -57,8 +70,21 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _signed_thinking(blocks: Any) -> list[dict[str, Any]]:
+    """The thinking blocks Anthropic accepts back: signed ``thinking`` and ``redacted_thinking`` with its ``data``."""
+    kept = []
+    for block in blocks if isinstance(blocks, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "thinking" and isinstance(block.get("signature"), str) and block["signature"]:
+            kept.append({"type": "thinking", "thinking": block.get("thinking", ""), "signature": block["signature"]})
+        elif block.get("type") == "redacted_thinking" and isinstance(block.get("data"), str):
+            kept.append({"type": "redacted_thinking", "data": block["data"]})
+    return kept
+
+
 def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = _signed_thinking(message.get("thinking_blocks"))
     text = content_text(message.get("content"))
     if text:
         blocks.append({"type": "text", "text": text})
@@ -134,23 +160,27 @@ def build_anthropic_request(formatted: dict[str, Any], model: str, max_tokens: i
 
 
 def _usage(raw: Any) -> Optional[LLMUsage]:
+    """Decision 13 from Anthropic's ``usage``: cached tokens join ``input_tokens``."""
     if not isinstance(raw, dict):
         return None
-    counts = {k: int(raw.get(k) or 0) for k in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")}
+    uncached, output = token_count(raw, "input_tokens"), token_count(raw, "output_tokens")
+    cache_read, cache_write = token_count(raw, "cache_read_input_tokens"), token_count(raw, "cache_creation_input_tokens")
+    prompt = uncached + cache_read + cache_write
     return LLMUsage(
-        input_tokens=counts["input_tokens"],
-        output_tokens=counts["output_tokens"],
-        cache_read_tokens=counts["cache_read_input_tokens"],
-        cache_write_tokens=counts["cache_creation_input_tokens"],
-        total_tokens=counts["input_tokens"] + counts["output_tokens"],
+        input_tokens=prompt,
+        output_tokens=output,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        total_tokens=prompt + output,
     )
 
 
-def _message(blocks: list[dict[str, Any]], stop_reason: Any, usage: Optional[LLMUsage], model: Any) -> AssistantMessage:
+def _message(blocks: list[Any], stop_reason: Any, usage: Optional[LLMUsage], model: Any) -> AssistantMessage:
     content: list[Any] = []
     for block in blocks:
+        block = require_object(block, "a content block")
         kind = block.get("type")
-        if kind == "text" and block.get("text"):
+        if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
             content.append(TextContent(block["text"]))
         elif kind == "tool_use":
             content.append({"type": "tool_call", "id": block.get("id", ""), "name": block.get("name", ""), "arguments": block.get("input")})
@@ -162,44 +192,145 @@ def _message(blocks: list[dict[str, Any]], stop_reason: Any, usage: Optional[LLM
     return AssistantMessage(content, api="anthropic-messages", provider="anthropic", model=model if isinstance(model, str) else None, usage=usage, stop_reason=reason)
 
 
-def parse_anthropic_response(body: dict[str, Any]) -> AssistantMessage:
+def parse_anthropic_response(body: Any) -> AssistantMessage:
     """An ``AssistantMessage`` from a Messages API body.
 
     Raises:
-        ValueError: the body has no ``content`` list.
+        ReplyError: (a ``ValueError``) the body has no ``content`` list, a block is not an
+            object, or a usage count is not a count.
     """
-    if not isinstance(body, dict) or not isinstance(body.get("content"), list):
-        raise ValueError("the body has no content list")
+    body = require_object(body, "the reply")
+    if not isinstance(body.get("content"), list):
+        raise ReplyError("has no content list")
     return _message(body["content"], body.get("stop_reason"), _usage(body.get("usage")), body.get("model"))
 
 
-def parse_anthropic_stream(events: Iterable[dict[str, Any]]) -> AssistantMessage:
-    """Accumulate Messages API stream events: ``partial_json`` is joined per block and parsed at the end."""
-    blocks: dict[int, dict[str, Any]] = {}
-    partial: dict[int, list[str]] = {}
-    model, stop_reason, usage_raw = None, None, {}
-    for event in events:
+def _tool_input(text: str) -> Any:
+    """A streamed ``tool_use`` input: ``{}`` when the model sent none, the object it sent, else the text as it came.
+
+    Text that is not a JSON object goes on as a string, so that the call gets an error
+    result naming the bad arguments (decision 2) rather than run with ``{}`` (decision 14).
+    """
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
+
+
+class AnthropicStream:
+    """Accumulates Messages API stream events, emitting text and thinking as they come.
+
+    ``partial_json`` is joined per block and parsed when the block stops;
+    ``signature_delta`` completes a thinking block. Decision 14: an ``error`` event
+    raises; a stream that ends before ``message_stop``, or with a block never stopped
+    (a ``tool_use`` cut inside its input), is not whole and raises, so no tool runs
+    with arguments the model did not finish. Between two text (or two thinking) blocks
+    a ``"\n"`` delta is emitted, as ``message_text`` joins them.
+
+    Thread safety: none; one accumulator belongs to one call.
+    """
+
+    def __init__(self, emit: Optional[Emit] = None) -> None:
+        self._emit = emit or (lambda kind, text: None)
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._partial: dict[int, list[str]] = {}
+        self._open: set[int] = set()
+        self._emitted_kinds: set[str] = set()
+        self._model: Any = None
+        self._stop_reason: Any = None
+        self._usage_raw: dict[str, Any] = {}
+        self._stopped = False
+
+    def add(self, event: Any) -> bool:
+        event = require_object(event, "a stream event")
         kind = event.get("type")
+        if kind == "error" or payload_error(event) is not None:
+            raise payload_error(event, forced=True)  # type: ignore[misc]
         if kind == "message_start":
-            message = event.get("message") or {}
-            model = message.get("model")
-            usage_raw.update(message.get("usage") or {})
+            message = require_object(event.get("message") or {}, "message_start's message")
+            self._model = message.get("model")
+            self._usage_raw.update(message.get("usage") if isinstance(message.get("usage"), dict) else {})
         elif kind == "content_block_start":
-            blocks[event["index"]] = dict(event.get("content_block") or {})
+            self._start(self._index(event, new=True), require_object(event.get("content_block") or {}, "a content block"))
         elif kind == "content_block_delta":
-            delta, index = event.get("delta") or {}, event["index"]
-            if delta.get("type") == "text_delta":
-                blocks[index]["text"] = blocks[index].get("text", "") + delta.get("text", "")
-            elif delta.get("type") == "input_json_delta":
-                partial.setdefault(index, []).append(delta.get("partial_json", ""))
-            elif delta.get("type") == "thinking_delta":
-                blocks[index]["thinking"] = blocks[index].get("thinking", "") + delta.get("thinking", "")
+            self._delta(self._index(event), require_object(event.get("delta") or {}, "a content block delta"))
+        elif kind == "content_block_stop":
+            index = self._index(event)
+            self._open.discard(index)
+            if index in self._partial:
+                self._blocks[index]["input"] = _tool_input("".join(self._partial.pop(index)))
         elif kind == "message_delta":
-            stop_reason = (event.get("delta") or {}).get("stop_reason") or stop_reason
-            usage_raw.update(event.get("usage") or {})
-    for index, pieces in partial.items():
-        blocks[index]["input"] = _arguments("".join(pieces)) if "".join(pieces).strip() else {}
-    return _message([blocks[i] for i in sorted(blocks)], stop_reason, _usage(usage_raw), model)
+            delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
+            self._stop_reason = delta.get("stop_reason") or self._stop_reason
+            self._usage_raw.update(event.get("usage") if isinstance(event.get("usage"), dict) else {})
+        elif kind == "message_stop":
+            self._stopped = True
+            return True
+        return False
+
+    def _index(self, event: dict[str, Any], new: bool = False) -> int:
+        index = event.get("index")
+        if isinstance(index, bool) or not isinstance(index, int) or (not new and index not in self._blocks):
+            raise ReplyError(f"sent {event.get('type')} for an unknown content block index {index!r}")
+        return index
+
+    def _start(self, index: int, block: dict[str, Any]) -> None:
+        block = dict(block)
+        self._blocks[index] = block
+        self._open.add(index)
+        if block.get("type") == "tool_use":
+            self._partial[index] = []
+        for kind, key in (("text", "text"), ("thinking", "thinking")):
+            if block.get("type") == key:
+                self._piece(kind, block.get(key) if isinstance(block.get(key), str) else "", block_start=True)
+
+    def _piece(self, kind: str, text: str, block_start: bool = False) -> None:
+        if block_start and kind in self._emitted_kinds:
+            self._emit(kind, "\n")
+        if block_start:
+            self._emitted_kinds.add(kind)
+        if text:
+            self._emit(kind, text)
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> None:
+        block, kind = self._blocks[index], delta.get("type")
+        if kind == "text_delta" and isinstance(delta.get("text"), str):
+            block["text"] = block.get("text", "") + delta["text"]
+            self._piece("text", delta["text"])
+        elif kind == "thinking_delta" and isinstance(delta.get("thinking"), str):
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            self._piece("thinking", delta["thinking"])
+        elif kind == "signature_delta" and isinstance(delta.get("signature"), str):
+            block["signature"] = (block.get("signature") or "") + delta["signature"]
+        elif kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):
+            self._partial.setdefault(index, []).append(delta["partial_json"])
+
+    def finish(self, done: bool = True) -> AssistantMessage:
+        cut = [self._blocks[i] for i in sorted(self._open)]
+        tool = next((b for b in cut if b.get("type") == "tool_use"), None)
+        if tool is not None:
+            raise ReplyError(
+                f"stream ended inside tool_use block {tool.get('name')!r}: its input is incomplete, so the tool was not run", retryable=True
+            )
+        if cut or not self._stopped:
+            raise ReplyError("stream ended before message_stop; the partial reply was dropped", retryable=True)
+        return _message([self._blocks[i] for i in sorted(self._blocks)], self._stop_reason, _usage(self._usage_raw), self._model)
+
+
+def parse_anthropic_stream(events: Iterable[dict[str, Any]]) -> AssistantMessage:
+    """Accumulate Messages API stream events (already parsed) into one ``AssistantMessage``.
+
+    Raises:
+        ReplyError: as ``AnthropicStream``.
+    """
+    stream = AnthropicStream()
+    for event in events:
+        if stream.add(event):
+            break
+    return stream.finish()
 
 
 class AnthropicClient(HTTPClient):
@@ -207,7 +338,9 @@ class AnthropicClient(HTTPClient):
 
     Takes the OpenAI-format dict of ``format_msg_for_llm``. ``tool_choice`` in OpenAI form
     ("auto", "required", a named function) is translated. Authenticates with the
-    ``x-api-key`` and ``anthropic-version`` headers.
+    ``x-api-key`` and ``anthropic-version`` headers; ``headers`` adds others (masked like
+    the key when they carry credentials). ``stream``, ``deadline_s``, ``timeout`` and
+    ``max_event_chars`` work as in ``OpenAIClient``.
 
     Thread safety: a client may serve several agents and threads at once.
     """
@@ -224,17 +357,31 @@ class AnthropicClient(HTTPClient):
         max_retry_delay_ms: float = 60000,
         backoff_factor: float = 0.5,
         options: Optional[dict[str, Any]] = None,
+        headers: Optional[dict[str, str]] = None,
+        stream: bool = False,
+        deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
+        max_event_chars: Optional[int] = DEFAULT_MAX_EVENT_CHARS,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.max_tokens = max_tokens
         self.options = dict(options or {})
-        self._api_key = api_key
-        self._headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION}
+        all_headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION, **(headers or {})}
         if api_key:
-            self._headers["x-api-key"] = api_key
-        self._poster = JSONPoster(
-            "Anthropic", timeout=timeout, max_retries=max_retries, max_retry_delay_ms=max_retry_delay_ms, backoff_factor=backoff_factor, secret=api_key
+            all_headers["x-api-key"] = api_key
+        self._init_http(
+            "Anthropic",
+            api_key=api_key,
+            headers=all_headers,
+            custom_headers=headers,
+            base_url=self.base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_retry_delay_ms=max_retry_delay_ms,
+            backoff_factor=backoff_factor,
+            deadline_s=deadline_s,
+            stream=stream,
+            max_event_chars=max_event_chars,
         )
 
     @property
@@ -242,7 +389,8 @@ class AnthropicClient(HTTPClient):
         return f"{self.base_url}/v1/messages"
 
     def __repr__(self) -> str:
-        return f"AnthropicClient(model={self.model!r}, base_url={self.base_url!r}, api_key={self._masked_key()})"
+        base_url = self._transport.secrets.redact(self.base_url)
+        return f"AnthropicClient(model={self.model!r}, base_url={base_url!r}, {self._repr_tail()})"
 
     def _body(self, formatted: dict[str, Any]) -> dict[str, Any]:
         return build_anthropic_request(formatted, self.model, self.max_tokens, self.options)
@@ -250,5 +398,5 @@ class AnthropicClient(HTTPClient):
     def _parse(self, reply: Any) -> AssistantMessage:
         return parse_anthropic_response(reply)
 
-    def _parse_stream(self, events: Iterable[dict[str, Any]]) -> AssistantMessage:
-        return parse_anthropic_stream(events)
+    def _accumulator(self, emit: Emit) -> AnthropicStream:
+        return AnthropicStream(emit)
