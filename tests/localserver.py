@@ -2,11 +2,17 @@
 
 Each test gives a ``respond(request) -> Reply`` function; the server records every
 request it receives. Nothing is mocked: the code under test opens real sockets.
+
+A reply with ``chunks`` is sent with chunked transfer encoding, one HTTP chunk per
+bytes item, flushed at once; a callable item runs in the server thread between chunks
+(``gate.wait`` to hold the rest back until the test says so, ``mark.set`` to tell the
+test how far the server got). ``cut=True`` drops the connection before the final chunk.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +39,9 @@ class Reply:
     body: Any = None  # dict/list → JSON; bytes/str → as is
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # sleep before answering (to provoke client timeouts)
+    chunks: Optional[list[Any]] = None  # bytes: one HTTP chunk each; callables: run between chunks
+    cut: bool = False  # close the connection before the final zero-length chunk
+    before: Optional[Callable[[], Any]] = None  # run before the status line is sent (hold the headers back)
 
     def encoded(self) -> tuple[bytes, str]:
         if isinstance(self.body, bytes):
@@ -63,6 +72,11 @@ class LocalServer:
                 reply = server.respond(request)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.before is not None:
+                    reply.before()
+                if reply.chunks is not None:
+                    self._send_chunked(reply)
+                    return
                 payload, content_type = reply.encoded()
                 try:
                     self.send_response(reply.status)
@@ -74,6 +88,26 @@ class LocalServer:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            def _send_chunked(self, reply: Reply) -> None:
+                try:
+                    self.send_response(reply.status)
+                    for key, value in {"Content-Type": "text/event-stream", **reply.headers}.items():
+                        self.send_header(key, value)
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for item in reply.chunks or []:
+                        if callable(item):
+                            item()
+                        elif item:
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(item), item))
+                    if reply.cut:
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    else:
+                        self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    self.close_connection = True  # the client went away (an abort or a deadline test)
 
             do_GET = _handle
             do_POST = _handle
@@ -98,8 +132,6 @@ class LocalServer:
 
 def free_port_url() -> str:
     """A URL on 127.0.0.1 where nothing listens (the port was bound, then released)."""
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

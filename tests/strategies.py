@@ -65,3 +65,35 @@ STOPS = ("unknown", "invalid_args", "before_raises", "blocked", "bad_json")  # e
 KINDS = RUNS + STOPS
 plans = st.lists(st.sampled_from(KINDS), min_size=0, max_size=10)
 modes = st.sampled_from(["sequential", "parallel"])
+
+
+# --- server-sent events (issue 10): events, their wire form, and ways to cut bytes into chunks ---
+
+# Text of one SSE line: any character but CR and LF (U+0085, U+2028, U+2029 and NUL included).
+sse_line_text = st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=12)
+sse_events = st.lists(
+    st.fixed_dictionaries(
+        {
+            "event": st.sampled_from(["", "message", "error", "content_block_delta", "ping"]),
+            "data": st.lists(sse_line_text, min_size=1, max_size=3),
+            "id": st.none() | st.text(st.characters(blacklist_characters="\r\n\0", blacklist_categories=("Cs",)), max_size=5),
+        }
+    ),
+    max_size=6,
+)
+sse_line_ends = st.sampled_from(["\n", "\r", "\r\n"])
+
+
+def sse_cuts(size: int):
+    """Sorted byte positions at which to cut a body of ``size`` bytes into chunks."""
+    return st.lists(st.integers(0, size), max_size=12).map(sorted)
+
+
+def cut(body: bytes, positions) -> list[bytes]:
+    """``body`` cut at ``positions`` (empty pieces dropped)."""
+    edges = [0, *positions, len(body)]
+    return [body[a:b] for a, b in zip(edges, edges[1:]) if b > a]
+
+
+# Streamed replies: a list of ("text" | "thinking", fragment) in the order the model sent them.
+stream_fragments = st.lists(st.tuples(st.sampled_from(["text", "thinking"]), st.text(min_size=1, max_size=8)), max_size=8)

@@ -92,7 +92,19 @@ ERRORS = {
 }
 STREAM_ERRORS = {"groq-stream-error-event.sse": "Tool call validation failed"}
 REQUESTS = {"openai-request-tool-roundtrip.json", "anthropic-request-tool-result.json", "ollama-native-request-tool-result.json"}
-KNOWN = {*OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
+# Shapes written from the providers' docs for issue 10; their tests are in test_llm_reasoning.py and test_llm_wire.py.
+ISSUE_10 = {
+    "anthropic-stream-thinking-tool-use.sse",
+    "anthropic-stream-error-overloaded.sse",
+    "anthropic-usage-cache.json",
+    "openai-reasoning-usage.json",
+    "deepseek-reasoner-response.json",
+    "xai-reasoning-response.json",
+    "mistral-magistral-thinking.json",
+    "mistral-magistral-stream-thinking.sse",
+    "openrouter-stream-midstream-error.sse",
+}
+KNOWN = {*ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
 
 
 def check(message: AssistantMessage, expected) -> None:

@@ -151,7 +151,7 @@ class HTTPClient:
         except ReplyError:
             raise
         except ValueError as exc:
-            raise ReplyError(f"is not a reply: {exc}") from None
+            raise ReplyError(f"not a reply: {exc}") from None
 
     def _read_stream(self, response: requests.Response, guard: CallGuard) -> AssistantMessage:
         media_type = (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
@@ -167,7 +167,7 @@ class HTTPClient:
         else:
             snippet = read_capped(response, 200).decode("utf-8", errors="replace")
             raise ReplyError(
-                f"answered a stream request with HTTP {response.status_code} and Content-Type {media_type!r}, "
+                f"a stream request answered with HTTP {response.status_code} and Content-Type {media_type!r}, "
                 f"not server-sent events: {self._transport.secrets.redact(snippet).strip()!r}"
             )
         accumulator = self._accumulator(guard.emit)
@@ -179,7 +179,7 @@ class HTTPClient:
             try:
                 event = json.loads(self._transport.secrets.redact(data))
             except ValueError:
-                raise ReplyError(f"sent stream data that is not JSON: {self._transport.secrets.redact(data[:200])!r}") from None
+                raise ReplyError(f"stream data that is not JSON: {self._transport.secrets.redact(data[:200])!r}") from None
             if name == "error":
                 raise payload_error(event, forced=True)  # type: ignore[misc]
             if accumulator.add(event):

@@ -207,7 +207,7 @@ class Transport:
                 if guard.reason:
                     raise self._guard_error(guard, url) from exc
                 status = exc.status or response.status_code
-                raise self.error(f"{self.provider} reply from {url} {exc}", status=status, retryable=exc.retryable, url=url) from exc
+                raise self.error(f"{self.provider} reply from {url}: {exc}", status=status, retryable=exc.retryable, url=url) from exc
             except _READ_ERRORS as exc:
                 if guard.reason:
                     raise self._guard_error(guard, url) from exc
@@ -254,7 +254,7 @@ class Transport:
             data = json.loads(text)
         except ValueError:
             kind = response.headers.get("Content-Type") or "no Content-Type"
-            raise ReplyError(f"is HTTP {response.status_code} ({kind}) with a body that is not JSON: {text[:200].strip()!r}") from None
+            raise ReplyError(f"HTTP {response.status_code} ({kind}) with a body that is not JSON: {text[:200].strip()!r}") from None
         error = payload_error(data)
         if error is not None:
             raise error

@@ -103,17 +103,10 @@ class SSEParser:
             event = self._process(line)
             if event is not None:
                 events.append(event)
+        # a CR ending the text ends its line, but the LF of a CRLF may come first in the next chunk
+        self._after_cr = text.endswith("\r")
         rest = text[position:]
-        if rest.endswith("\r"):
-            # a CR ending the chunk ends its line, but a LF may follow in the next chunk
-            self._line.append(rest[:-1])
-            line = "".join(self._line)
-            self._line.clear()
-            self._after_cr = True
-            event = self._process(line)
-            if event is not None:
-                events.append(event)
-        elif rest:
+        if rest:
             self._line.append(rest)
             self._grow(len(rest))
         return events
@@ -135,7 +128,7 @@ class SSEParser:
         if name == "data":
             self._data.append(value)
             self._data_chars += len(value) + 1
-            self._grow(0)
+            self._grow(len(value) + 1)
         elif name == "event":
             self._event_type = value
         elif name == "id":

@@ -131,7 +131,7 @@ def payload_error(data: Any, *, forced: bool = False) -> Optional[ReplyError]:
         if status is None:
             status = _ERROR_TYPE_STATUS.get(str(error.get("type") or error.get("code") or ""))
     message = server_message(data, str(data)[:500])
-    return ReplyError(f"reported an error after HTTP 200: {message}", retryable=status in RETRYABLE_STATUSES, status=status)
+    return ReplyError(f"error reported after HTTP 200: {message}", retryable=status in RETRYABLE_STATUSES, status=status)
 
 
 def content_text(content: Any, separator: str = "") -> str:

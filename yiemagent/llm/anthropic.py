@@ -201,7 +201,7 @@ def parse_anthropic_response(body: Any) -> AssistantMessage:
     """
     body = require_object(body, "the reply")
     if not isinstance(body.get("content"), list):
-        raise ReplyError("has no content list")
+        raise ReplyError("the body has no content list")
     return _message(body["content"], body.get("stop_reason"), _usage(body.get("usage")), body.get("model"))
 
 
@@ -274,7 +274,7 @@ class AnthropicStream:
     def _index(self, event: dict[str, Any], new: bool = False) -> int:
         index = event.get("index")
         if isinstance(index, bool) or not isinstance(index, int) or (not new and index not in self._blocks):
-            raise ReplyError(f"sent {event.get('type')} for an unknown content block index {index!r}")
+            raise ReplyError(f"stream event {event.get('type')!r} names an unknown content block index {index!r}")
         return index
 
     def _start(self, index: int, block: dict[str, Any]) -> None:
@@ -313,10 +313,10 @@ class AnthropicStream:
         tool = next((b for b in cut if b.get("type") == "tool_use"), None)
         if tool is not None:
             raise ReplyError(
-                f"stream ended inside tool_use block {tool.get('name')!r}: its input is incomplete, so the tool was not run", retryable=True
+                f"the stream ended inside tool_use block {tool.get('name')!r}: its input is incomplete, so the tool was not run", retryable=True
             )
         if cut or not self._stopped:
-            raise ReplyError("stream ended before message_stop; the partial reply was dropped", retryable=True)
+            raise ReplyError("the stream ended before message_stop; the partial reply was dropped", retryable=True)
         return _message([self._blocks[i] for i in sorted(self._blocks)], self._stop_reason, _usage(self._usage_raw), self._model)
 
 

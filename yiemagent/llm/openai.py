@@ -159,7 +159,7 @@ def _assistant_message(
 
 def _check_finish(finish_reason: Any) -> None:
     if finish_reason == "error":  # OpenRouter's mid-stream failure, when no error object came with it
-        raise ReplyError("finished with finish_reason 'error'", retryable=True)
+        raise ReplyError("finish_reason 'error' with no error object", retryable=True)
 
 
 def parse_openai_response(body: dict[str, Any], provider: str = "openai") -> AssistantMessage:
@@ -178,11 +178,11 @@ def parse_openai_response(body: dict[str, Any], provider: str = "openai") -> Ass
     elif isinstance(body.get("message"), dict):  # Ollama native /api/chat
         message, finish_reason = body["message"], body.get("done_reason")
     else:
-        raise ReplyError("has no choices[0].message")
+        raise ReplyError("the body has no choices[0].message")
     _check_finish(finish_reason)
     raw_calls = message.get("tool_calls")
     if raw_calls is not None and not isinstance(raw_calls, list):
-        raise ReplyError(f"has tool_calls that are not a list but {type(raw_calls).__name__}")
+        raise ReplyError(f"the tool_calls are not a list but {type(raw_calls).__name__}")
     text, thinking = _split_content(message.get("content"))
     thinking = _reasoning(message) or thinking
     usage = _usage(body.get("usage") if isinstance(body.get("usage"), dict) else body)
@@ -232,7 +232,7 @@ class OpenAIStream:
         if not isinstance(choices, list):
             if choices is None:
                 return False
-            raise ReplyError(f"sent choices that are not a list but {type(choices).__name__}")
+            raise ReplyError(f"a stream event's choices are not a list but {type(choices).__name__}")
         for choice in choices:
             self._add_choice(require_object(choice, "a stream choice"))
         return False
@@ -249,14 +249,14 @@ class OpenAIStream:
                 self._emit(kind, piece)
         fragments = delta.get("tool_calls")
         if fragments is not None and not isinstance(fragments, list):
-            raise ReplyError(f"sent tool_calls that are not a list but {type(fragments).__name__}")
+            raise ReplyError(f"a stream delta's tool_calls are not a list but {type(fragments).__name__}")
         for fragment in fragments or []:
-            self._add_fragment(require_object(fragment, "a tool_calls fragment"))
+            self._add_fragment(require_object(fragment, "a streamed tool_calls fragment"))
 
     def _add_fragment(self, fragment: dict[str, Any]) -> None:
         index = fragment.get("index", len(self._calls))
         if not isinstance(index, (int, str)) or isinstance(index, bool):
-            raise ReplyError(f"sent a tool_calls fragment whose index is {index!r}")
+            raise ReplyError(f"a streamed tool_calls fragment has index {index!r}")
         call = self._calls.setdefault(index, {"id": "", "function": {"name": "", "arguments": ""}})
         function = fragment.get("function") if isinstance(fragment.get("function"), dict) else {}
         if fragment.get("id") and isinstance(fragment["id"], str):
@@ -271,7 +271,7 @@ class OpenAIStream:
 
     def finish(self, done: bool = True) -> AssistantMessage:
         if not (done or self._finished or self._finish_reason):
-            raise ReplyError("stream ended before the reply was whole (no finish_reason, no [DONE]); the partial reply was dropped", retryable=True)
+            raise ReplyError("the stream ended before the reply was whole (no finish_reason, no [DONE]); the partial reply was dropped", retryable=True)
         text, thinking = "".join(self._text), "".join(self._thinking)
         return _assistant_message(text, thinking, list(self._calls.values()), self._finish_reason, self._usage, self._model, self.provider)
 
