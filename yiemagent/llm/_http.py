@@ -184,6 +184,8 @@ class Transport:
     def _attempt(self, url: str, body: dict[str, Any], headers: dict[str, str], read: Callable[[requests.Response, CallGuard], _T], guard: CallGuard) -> _T:
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("POST %s headers=%s", self.secrets.redact(url), self.secrets.masked_headers(headers))
+        if guard.reason:  # aborted before the request went out (or between retries)
+            raise self._guard_error(guard, url)
         remaining = guard.remaining()
         timeout = self.timeout if remaining is None else max(min(self.timeout, remaining), 0.001)
         try:
@@ -198,6 +200,8 @@ class Transport:
             reason = exc.args[0] if exc.args else exc
             raise self.error(f"could not connect to {self.provider} at {url}: {reason}", retryable=True, url=url) from exc
         with response:
+            if guard.reason:  # tripped while connecting, before the socket was known
+                raise self._guard_error(guard, url)
             logger.debug("HTTP %d from %s (%s)", response.status_code, self.secrets.redact(url), response.headers.get("Content-Type"))
             if not 200 <= response.status_code < 300:
                 raise self._error_from_response(url, response, guard)
