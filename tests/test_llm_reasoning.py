@@ -91,11 +91,11 @@ def test_signed_thinking_goes_back_before_the_tool_result():
 
 @pytest.mark.spec("14")
 def test_unsigned_thinking_is_not_sent_to_anthropic_nor_any_thinking_to_openai():
-    """Thinking from an OpenAI-style server (no signature) is not sent to Anthropic; OpenAIClient never sends thinking back."""
+    """Unsigned thinking (another provider's) is not sent to Anthropic, redacted_thinking is; OpenAIClient never sends thinking back."""
     formatted = {
         "messages": [
             {"role": "user", "content": "q"},
-            {"role": "assistant", "content": "a", "thinking_blocks": [{"type": "thinking", "thinking": "t"}]},
+            {"role": "assistant", "content": "a", "thinking_blocks": [{"type": "thinking", "thinking": "t"}, {"type": "redacted_thinking", "data": "EmwKAhgB"}]},
             {"role": "user", "content": "more"},
         ]
     }
@@ -103,7 +103,7 @@ def test_unsigned_thinking_is_not_sent_to_anthropic_nor_any_thinking_to_openai()
         AnthropicClient("m", "k", base_url=server.url)(formatted)
     with LocalServer(lambda r: Reply(body={"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]})) as openai_server:
         OpenAIClient(f"{openai_server.url}/v1", "m")(formatted)
-    assert server.requests[0].json()["messages"][1]["content"] == [{"type": "text", "text": "a"}]
+    assert server.requests[0].json()["messages"][1]["content"] == [{"type": "redacted_thinking", "data": "EmwKAhgB"}, {"type": "text", "text": "a"}]
     assert "thinking_blocks" not in openai_server.requests[0].json()["messages"][1]
 
 

@@ -98,3 +98,10 @@ def test_short_values_are_hidden_in_reprs_but_not_searched_in_text():
     assert secrets.masked_headers({"api-key": "abc"}) == {"api-key": "***"}
     assert secrets.redact("abcdef") == "abcdef"
     assert Secrets("sk-0123456789").redact("key sk-0123456789!") == "key ***!"
+
+
+def test_bearer_token_is_masked_without_its_scheme_too():
+    """A server that echoes only the token of "Bearer <token>" cannot leak it: the token alone is masked as well."""
+    secrets = Secrets(None, {"Authorization": f"Bearer {TOKEN}"})
+    assert secrets.redact(f"invalid token {TOKEN}.") == "invalid token ***."
+    assert secrets.redact(f"Authorization: Bearer {TOKEN}") == "Authorization: ***"

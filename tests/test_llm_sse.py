@@ -45,6 +45,11 @@ def test_fields_comments_and_unknown_fields():
     assert events == [SSEEvent("delta", " x\n", "7")] and parser.retry == 1500
 
 
+def test_id_with_nul_is_ignored_and_the_last_id_carries_over():
+    """An id containing NUL is ignored (the standard's rule); events without an id keep the last one."""
+    assert parse(b"id: 1\ndata: a\n\nid: 2\0x\ndata: b\n\n") == [SSEEvent("message", "a", "1"), SSEEvent("message", "b", "1")]
+
+
 def test_event_without_data_is_not_dispatched_and_type_resets():
     """A blank line after only an event field dispatches nothing; the next event has the default type."""
     assert parse(b"event: x\n\ndata: y\n\n") == [SSEEvent("message", "y")]

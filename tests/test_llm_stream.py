@@ -180,3 +180,15 @@ def test_any_chunking_joins_to_the_final_text(shared_server, data, fragments, pr
         joined = "".join(t for k, t in deltas if k == kind)
         assert joined == message_text(message, kind)
         assert joined.replace("\n", "") == expected.replace("\n", "") if provider == "anthropic" else joined == expected
+
+
+@pytest.mark.spec("14")
+def test_ndjson_stream_is_read_line_by_line():
+    """An application/x-ndjson stream (Ollama's native API) is read as one event per line, however the lines are cut."""
+    from pathlib import Path
+
+    body = (Path(__file__).resolve().parent / "fixtures" / "ollama-native-stream-tool-call.jsonl").read_bytes()
+    with LocalServer(lambda r: Reply(chunks=[body[:37], body[37:120], body[120:]], headers={"Content-Type": "application/x-ndjson"})) as server:
+        message = OpenAIClient(f"{server.url}/v1", "m", stream=True)(FORMATTED)
+    call = next(b for b in message.content if isinstance(b, dict) and b.get("type") == "tool_calls")["tool_calls"][0]
+    assert call["function"] == {"name": "get_weather", "arguments": {"city": "Tokyo"}} and message.usage.input_tokens == 169

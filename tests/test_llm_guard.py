@@ -1,0 +1,49 @@
+"""The call guard (issue 10 class 5, issue 14 abort): tripping shuts the call's socket down, whenever the socket becomes known."""
+
+from __future__ import annotations
+
+import socket
+
+from yiemagent import AbortSignal
+from yiemagent.llm._guard import ABORTED, DEADLINE, CallGuard
+
+
+class Connection:
+    """What the guard sees of a urllib3 connection: its ``sock``."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+
+def test_a_connection_attached_after_the_trip_is_shut_down_at_once():
+    """A guard that tripped before the pool handed out a (kept-alive, connected) socket shuts that socket down on attach."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        guard = CallGuard(None, None)
+        guard.trip(ABORTED)
+        guard.attach(Connection(ours))
+        theirs.settimeout(5)
+        assert theirs.recv(1) == b"", "the peer sees the connection end"
+        assert guard.reason == ABORTED
+
+
+def test_the_first_reason_wins_and_the_abort_signal_trips_it():
+    """An abort fires the guard through AbortSignal.on_abort; a later deadline does not change the reason."""
+    signal = AbortSignal()
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        with CallGuard(60, signal) as guard:
+            guard.attach(Connection(ours))
+            signal.abort()
+            guard.trip(DEADLINE)
+            theirs.settimeout(5)
+            assert theirs.recv(1) == b""
+    assert guard.reason == ABORTED and guard.wait(0)
+
+
+def test_a_finished_call_leaves_no_callback_on_a_long_lived_signal():
+    """Leaving the guard unregisters its abort callback, so a run's signal does not grow with each call."""
+    signal = AbortSignal()
+    with CallGuard(60, signal):
+        assert len(signal._callbacks) == 1
+    assert signal._callbacks == []
