@@ -228,6 +228,14 @@ def test_json_reply_to_a_stream_request_is_read_and_emitted():
     assert message.content[0].text == "whole" and deltas == [("text", "whole")]
 
 
+@pytest.mark.spec("14")
+def test_event_stream_answering_a_plain_request_is_read_as_a_stream():
+    """A server that streams though not asked to (text/event-stream to a plain request) gives the whole reply, not a "not JSON" error."""
+    with LocalServer(lambda r: Reply(chunks=[sse(chunk("stre"), chunk("amed", "stop"), done=True)], headers=SSE)) as server:
+        message = openai(server)(FORMATTED)
+    assert message.content[0].text == "streamed" and "stream" not in server.requests[0].json()
+
+
 def cut_inside_tool_use() -> list[dict]:
     events = anthropic_events("anthropic-stream-tool-use.jsonl")
     last = max(i for i, e in enumerate(events) if e.get("delta", {}).get("type") == "input_json_delta")

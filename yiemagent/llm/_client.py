@@ -145,6 +145,8 @@ class HTTPClient:
         return self._transport.call(self.url, body, self._headers, read)
 
     def _read_reply(self, response: requests.Response, guard: CallGuard) -> AssistantMessage:
+        if _media_type(response) == "text/event-stream":  # a server that streams though not asked to
+            return self._read_stream(response, guard)
         data = self._transport.json_body(response)
         try:
             return self._parse(data)
@@ -154,7 +156,7 @@ class HTTPClient:
             raise ReplyError(f"not a reply: {exc}") from None
 
     def _read_stream(self, response: requests.Response, guard: CallGuard) -> AssistantMessage:
-        media_type = (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        media_type = _media_type(response)
         if media_type == "application/json":
             message = self._read_reply(response, guard)
             for kind in ("thinking", "text"):
@@ -218,3 +220,6 @@ class HTTPClient:
         if text:
             yield "message", text
 
+
+def _media_type(response: requests.Response) -> str:
+    return (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()

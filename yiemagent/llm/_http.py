@@ -36,7 +36,7 @@ from urllib3.util.retry import Retry
 
 from ..errors import LLMError
 from ..streaming import current_abort_signal
-from ._guard import ABORTED, CallGuard, GuardedAdapter
+from ._guard import ABORTED, DEADLINE, CallGuard, GuardedAdapter
 from ._secrets import Secrets
 from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, payload_error, server_message
 
@@ -191,11 +191,11 @@ class Transport:
         try:
             response = self.session.post(url, json=body, headers=headers, timeout=timeout, stream=True)
         except requests.Timeout as exc:
-            raise self._guard_error(guard, url) if guard.reason else self.error(
+            raise self._guard_error(guard, url) if _tripped(guard) else self.error(
                 f"{self.provider} request to {url} timed out after {timeout:g} s", retryable=True, url=url
             ) from exc
         except requests.RequestException as exc:
-            if guard.reason:
+            if _tripped(guard):
                 raise self._guard_error(guard, url) from exc
             reason = exc.args[0] if exc.args else exc
             raise self.error(f"could not connect to {self.provider} at {url}: {reason}", retryable=True, url=url) from exc
@@ -208,12 +208,12 @@ class Transport:
             try:
                 result = read(response, guard)
             except ReplyError as exc:
-                if guard.reason:
+                if _tripped(guard):
                     raise self._guard_error(guard, url) from exc
                 status = exc.status or response.status_code
                 raise self.error(f"{self.provider} reply from {url}: {exc}", status=status, retryable=exc.retryable, url=url) from exc
             except _READ_ERRORS as exc:
-                if guard.reason:
+                if _tripped(guard):
                     raise self._guard_error(guard, url) from exc
                 raise self.error(
                     f"{self.provider} reply from {url} broke off (HTTP {response.status_code}): {type(exc).__name__}: {exc}",
@@ -263,6 +263,17 @@ class Transport:
         if error is not None:
             raise error
         return data
+
+
+def _tripped(guard: CallGuard) -> bool:
+    """Whether the guard fired; a read that timed out just as the deadline passed counts as the deadline.
+
+    The per-read timeout is cut to the time left, so the socket's timeout and the guard's
+    timer may fire together; whichever wins, the caller is told it was the deadline.
+    """
+    if guard.reason is None and guard.remaining() == 0:
+        guard.trip(DEADLINE)
+    return guard.reason is not None
 
 
 def read_capped(response: requests.Response, limit: Optional[int]) -> bytes:
