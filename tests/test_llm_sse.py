@@ -66,18 +66,18 @@ def test_unfinished_event_at_end_is_discarded():
 
 
 def test_one_event_larger_than_the_cap_raises():
-    """An event over max_event_chars raises SSEError saying so, whether its data comes in one line or many, one chunk or many."""
-    with pytest.raises(SSEError, match="exceeds 100 characters"):
-        parse(b"data: " + b"x" * 200 + b"\n\n", max_event_chars=100)
-    with pytest.raises(SSEError, match="exceeds 100 characters"):
-        parse(*[b"data: " + b"y" * 30 + b"\n"] * 5, max_event_chars=100)
+    """An event over max_event_bytes raises SSEError saying so, whether its data comes in one line or many, one chunk or many."""
+    with pytest.raises(SSEError, match="exceeds 100 bytes"):
+        parse(b"data: " + b"x" * 200 + b"\n\n", max_event_bytes=100)
+    with pytest.raises(SSEError, match="exceeds 100 bytes"):
+        parse(*[b"data: " + b"y" * 30 + b"\n"] * 5, max_event_bytes=100)
     with pytest.raises(SSEError):
-        parse(*[b"z" * 30] * 5, max_event_chars=100)
+        parse(*[b"z" * 30] * 5, max_event_bytes=100)
 
 
 def test_events_under_the_cap_pass_and_the_count_restarts_per_event():
     """Many events each under the cap parse, though together they exceed it."""
-    assert len(parse(b"data: " + b"x" * 80 + b"\n\n", b"data: " + b"x" * 80 + b"\n\n", max_event_chars=100)) == 2
+    assert len(parse(b"data: " + b"x" * 80 + b"\n\n", b"data: " + b"x" * 80 + b"\n\n", max_event_bytes=100)) == 2
 
 
 def encode(events, line_end: str) -> bytes:

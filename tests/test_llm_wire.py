@@ -73,11 +73,11 @@ def test_event_stream_without_charset_is_read_as_utf8():
 
 @pytest.mark.spec("14")
 def test_one_event_over_the_cap_is_an_llm_error():
-    """An event larger than max_event_chars ends the call with an LLMError saying so, not unbounded memory."""
+    """An event larger than max_event_bytes ends the call with an LLMError saying so, not unbounded memory."""
     body = sse(chunk("x" * 5000, "stop"), done=True)
     with LocalServer(lambda r: Reply(chunks=[body[i : i + 512] for i in range(0, len(body), 512)], headers=SSE)) as server:
-        with pytest.raises(LLMError, match="exceeds 1000 characters") as info:
-            openai(server, stream=True, max_event_chars=1000)(FORMATTED)
+        with pytest.raises(LLMError, match="exceeds 1000 bytes") as info:
+            openai(server, stream=True, max_event_bytes=1000)(FORMATTED)
     assert info.value.retryable is False and len(server.requests) == 1
 
 

@@ -65,7 +65,7 @@ class HTTPClient:
     _custom_headers: dict[str, str]
     _api_key: Optional[str]
     stream: bool
-    max_event_chars: Optional[int]
+    max_event_bytes: Optional[int]
 
     def _init_http(
         self,
@@ -81,13 +81,13 @@ class HTTPClient:
         backoff_factor: float,
         deadline_s: Optional[float],
         stream: bool,
-        max_event_chars: Optional[int],
+        max_event_bytes: Optional[int],
     ) -> None:
         self._api_key = api_key
         self._headers = headers
         self._custom_headers = dict(custom_headers or {})
         self.stream = stream
-        self.max_event_chars = max_event_chars
+        self.max_event_bytes = max_event_bytes
         secrets = Secrets(api_key, headers, base_url)
         self._transport = Transport(
             label,
@@ -190,7 +190,7 @@ class HTTPClient:
         return accumulator.finish(done)
 
     def _sse_events(self, response: requests.Response) -> Iterator[tuple[str, str]]:
-        parser = SSEParser(self.max_event_chars)
+        parser = SSEParser(self.max_event_bytes)
         try:
             for piece in iter_body(response):
                 for event in parser.feed(piece):
@@ -214,8 +214,8 @@ class HTTPClient:
                     yield "message", text
             pending.append(lines[-1])
             size += len(lines[-1])
-            if self.max_event_chars is not None and size > self.max_event_chars:
-                raise ReplyError(f"one stream line exceeds {self.max_event_chars} bytes; the stream was not read further")
+            if self.max_event_bytes is not None and size > self.max_event_bytes:
+                raise ReplyError(f"one stream line exceeds {self.max_event_bytes} bytes; the stream was not read further")
         text = b"".join(pending).decode("utf-8", errors="replace").strip()
         if text:
             yield "message", text

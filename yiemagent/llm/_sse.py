@@ -15,10 +15,10 @@ WHATWG HTML, "Server-sent events", §9.2.5-9.2.6 ("Parsing an event stream",
   dispatched is discarded.
 
 Bytes may arrive split anywhere (inside a UTF-8 sequence, between CR and LF): the
-parser keeps what it has not yet understood and never looks at a byte twice, so one
-event of n bytes costs O(n) whatever the chunking. One event may hold at most
-``max_event_chars`` characters; beyond that the parser raises ``SSEError`` rather than
-grow without bound.
+unfinished line is kept as bytes in a ``bytearray`` (amortised O(1) appends, one byte of
+memory per byte, whatever the chunking) and each line is decoded once when it ends, so
+one event of n bytes costs O(n). One event may hold at most ``max_event_bytes`` bytes;
+beyond that the parser raises ``SSEError`` rather than grow without bound.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["DEFAULT_MAX_EVENT_CHARS", "SSEError", "SSEEvent", "SSEParser"]
+__all__ = ["DEFAULT_MAX_EVENT_BYTES", "SSEError", "SSEEvent", "SSEParser"]
 
-DEFAULT_MAX_EVENT_CHARS = 16 * 1024 * 1024
-_LINE_END = re.compile(r"\r\n|\r|\n")
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 class SSEError(ValueError):
@@ -57,67 +57,66 @@ class SSEParser:
     Thread safety: none; one parser belongs to the thread reading one response.
     """
 
-    def __init__(self, max_event_chars: Optional[int] = DEFAULT_MAX_EVENT_CHARS) -> None:
-        self.max_event_chars = max_event_chars
+    def __init__(self, max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self.max_event_bytes = max_event_bytes
         self.retry: Optional[int] = None
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._started = False  # whether the first character (a possible BOM) was seen
-        self._line: list[str] = []  # pieces of the line not yet ended; joined once, when it ends
-        self._after_cr = False  # the last character seen was a CR: a LF right after it ends nothing
+        self._first_line = True  # a BOM may start the first line only
+        self._line = bytearray()  # the bytes of the line not yet ended (amortised O(1) appends, 1 byte a byte)
+        self._after_cr = False  # the last byte seen was a CR: a LF right after it ends nothing
         self._data: list[str] = []  # the data lines of the event being built
         self._event_type = ""
         self._last_id = ""
-        self._data_chars = 0  # characters of the data lines kept, a newline each
-        self._size = 0  # characters of the event being built: its data and its unfinished line
+        self._data_bytes = 0  # bytes of the data lines kept, a newline each
+        self._size = 0  # bytes of the event being built: its data and its unfinished line
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Parse ``chunk`` (bytes of the stream, cut anywhere) and return the events it completes."""
-        return self._text(self._decoder.decode(chunk))
-
-    def close(self) -> list[SSEEvent]:
-        """End of stream: parse what the decoder still holds; an unfinished event is discarded."""
-        events = self._text(self._decoder.decode(b"", final=True))
-        self._line.clear()
-        self._data.clear()
-        self._event_type = ""
-        self._size = self._data_chars = 0
-        return events
-
-    def _text(self, text: str) -> list[SSEEvent]:
-        if not text:
-            return []
-        if not self._started:
-            self._started = True
-            if text[0] == "\ufeff":
-                text = text[1:]
         events: list[SSEEvent] = []
         position = 0
-        if self._after_cr and text.startswith("\n"):
+        if self._after_cr and chunk[:1] == b"\n":
             position = 1  # the LF of a CRLF split between two chunks
-        self._after_cr = False
-        for match in _LINE_END.finditer(text, position):
-            self._line.append(text[position : match.start()])
-            line = "".join(self._line)
-            self._line.clear()
+        # CR and LF never occur inside a UTF-8 sequence, so lines are found in the bytes and
+        # each whole line is decoded once (invalid bytes become U+FFFD).
+        for match in _LINE_END.finditer(chunk, position):
+            if self._line:
+                self._line += chunk[position : match.start()]
+                line = bytes(self._line)
+                self._line.clear()
+            else:
+                line = chunk[position : match.start()]
             position = match.end()
             event = self._process(line)
             if event is not None:
                 events.append(event)
-        # a CR ending the text ends its line, but the LF of a CRLF may come first in the next chunk
-        self._after_cr = text.endswith("\r")
-        rest = text[position:]
-        if rest:
-            self._line.append(rest)
-            self._grow(len(rest))
+        if chunk:
+            self._after_cr = chunk.endswith(b"\r")
+        if position < len(chunk):
+            self._line += chunk[position:]
+            self._grow(len(chunk) - position)
         return events
+
+    def close(self) -> list[SSEEvent]:
+        """End of stream: an unfinished line or event is discarded, as the standard says."""
+        self._line.clear()
+        self._data.clear()
+        self._event_type = ""
+        self._size = self._data_bytes = 0
+        return []
 
     def _grow(self, count: int) -> None:
         self._size += count
-        if self.max_event_chars is not None and self._size > self.max_event_chars:
-            raise SSEError(f"one server-sent event exceeds {self.max_event_chars} characters; the stream was not read further")
+        if self.max_event_bytes is not None and self._size > self.max_event_bytes:
+            raise SSEError(f"one server-sent event exceeds {self.max_event_bytes} bytes; the stream was not read further")
 
-    def _process(self, line: str) -> Optional[SSEEvent]:
-        self._size = self._data_chars  # the line has ended: only kept data counts now
+    def _process(self, raw: bytes) -> Optional[SSEEvent]:
+        self._size = self._data_bytes  # the line has ended: only kept data counts now
+        if self._first_line:
+            self._first_line = False
+            if raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8) :]
+        if not raw:
+            return self._dispatch()
+        line = raw.decode("utf-8", errors="replace")
         if not line:
             return self._dispatch()
         if line[0] == ":":
@@ -127,8 +126,8 @@ class SSEParser:
             value = value[1:]
         if name == "data":
             self._data.append(value)
-            self._data_chars += len(value) + 1
-            self._grow(len(value) + 1)
+            self._data_bytes += len(raw) + 1  # an upper bound of the value's bytes, the field name included
+            self._grow(len(raw) + 1)
         elif name == "event":
             self._event_type = value
         elif name == "id":
@@ -141,7 +140,7 @@ class SSEParser:
 
     def _dispatch(self) -> Optional[SSEEvent]:
         event_type, self._event_type = self._event_type, ""
-        self._size = self._data_chars = 0
+        self._size = self._data_bytes = 0
         if not self._data:
             return None
         data = "\n".join(self._data)

@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 from ..messages import AssistantMessage, LLMUsage, TextContent
 from ._client import DEFAULT_DEADLINE_S, Emit, HTTPClient
-from ._sse import DEFAULT_MAX_EVENT_CHARS
+from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._wire import ReplyError, content_text, payload_error, require_object, token_count
 
 __all__ = ["AnthropicClient", "AnthropicStream", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
@@ -340,7 +340,7 @@ class AnthropicClient(HTTPClient):
     ("auto", "required", a named function) is translated. Authenticates with the
     ``x-api-key`` and ``anthropic-version`` headers; ``headers`` adds others (masked like
     the key when they carry credentials). ``stream``, ``deadline_s``, ``timeout`` and
-    ``max_event_chars`` work as in ``OpenAIClient``.
+    ``max_event_bytes`` work as in ``OpenAIClient``.
 
     Thread safety: a client may serve several agents and threads at once.
     """
@@ -360,7 +360,7 @@ class AnthropicClient(HTTPClient):
         headers: Optional[dict[str, str]] = None,
         stream: bool = False,
         deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
-        max_event_chars: Optional[int] = DEFAULT_MAX_EVENT_CHARS,
+        max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
@@ -381,7 +381,7 @@ class AnthropicClient(HTTPClient):
             backoff_factor=backoff_factor,
             deadline_s=deadline_s,
             stream=stream,
-            max_event_chars=max_event_chars,
+            max_event_bytes=max_event_bytes,
         )
 
     @property

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from ..messages import AssistantMessage, LLMUsage, TextContent
 from ._client import DEFAULT_DEADLINE_S, Emit, HTTPClient
-from ._sse import DEFAULT_MAX_EVENT_CHARS
+from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._wire import ReplyError, content_text, payload_error, require_object, token_count
 
 __all__ = ["OpenAIClient", "OpenAIStream", "build_openai_request", "parse_openai_response", "parse_openai_stream"]
@@ -318,7 +318,7 @@ class OpenAIClient(HTTPClient):
         headers: Optional[dict[str, str]] = None,
         stream: bool = False,
         deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
-        max_event_chars: Optional[int] = DEFAULT_MAX_EVENT_CHARS,
+        max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -339,7 +339,7 @@ class OpenAIClient(HTTPClient):
             backoff_factor=backoff_factor,
             deadline_s=deadline_s,
             stream=stream,
-            max_event_chars=max_event_chars,
+            max_event_bytes=max_event_bytes,
         )
 
     @property
