@@ -28,6 +28,7 @@ class Request:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+    client_port: int = 0  # the client's side of the connection: the same port means a reused connection
 
     def json(self) -> Any:
         return json.loads(self.body.decode("utf-8"))
@@ -66,7 +67,7 @@ class LocalServer:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 parts = urlsplit(self.path)
-                request = Request(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), self.rfile.read(length))
+                request = Request(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), self.rfile.read(length), self.client_address[1])
                 with server._lock:
                     server.requests.append(request)
                 reply = server.respond(request)

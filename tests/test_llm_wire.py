@@ -335,3 +335,13 @@ def test_error_body_is_read_only_up_to_the_cap():
     finally:
         release.set()
     assert len(str(info.value)) < 2000
+
+
+@pytest.mark.spec("14")
+def test_connection_is_kept_alive_between_whole_replies():
+    """A whole reply read to its end returns the connection to the pool: the next round reuses it (no new TLS handshake)."""
+    with LocalServer(lambda r: Reply(body=chunk_reply("ok"))) as server:
+        client = openai(server)
+        client(FORMATTED)
+        client(FORMATTED)
+    assert server.requests[0].client_port == server.requests[1].client_port
