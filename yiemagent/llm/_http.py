@@ -279,12 +279,8 @@ def _tripped(guard: CallGuard) -> bool:
 def read_capped(response: requests.Response, limit: Optional[int]) -> bytes:
     """The body as it arrives, up to ``limit`` bytes (all of it when None).
 
-    A whole body is read with requests' ``iter_content``, which marks it consumed, so
-    that the connection goes back to the pool for the next round (keep-alive) instead
-    of being closed.
+    A body read to its end lets urllib3 return the connection to the pool (keep-alive).
     """
-    if limit is None:
-        return b"".join(response.iter_content(READ_SIZE))
     pieces: list[bytes] = []
     size = 0
     for piece in iter_body(response):
@@ -292,7 +288,7 @@ def read_capped(response: requests.Response, limit: Optional[int]) -> bytes:
         size += len(piece)
         if limit is not None and size >= limit:
             break
-    return b"".join(pieces)[:limit]
+    return b"".join(pieces)[:limit] if limit is not None else b"".join(pieces)
 
 
 def iter_body(response: requests.Response) -> Iterator[bytes]:
