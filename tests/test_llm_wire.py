@@ -189,6 +189,22 @@ def test_stream_event_that_is_not_the_protocol_is_an_llm_error(payload):
     assert info.value.retryable is False and "stream" in str(info.value)
 
 
+@pytest.mark.spec("14")
+@pytest.mark.parametrize(
+    "event",
+    [[{"type": "message_start"}], {"type": "content_block_delta", "index": 5, "delta": {"type": "text_delta", "text": "x"}}, {"type": "content_block_start", "index": 0, "content_block": "text"}],
+    ids=["event-list", "unknown-index", "block-string"],
+)
+def test_anthropic_stream_event_that_is_not_the_protocol_is_an_llm_error(event):
+    """An Anthropic stream event that is a list, names a block never started, or carries a block that is not an object: an LLMError."""
+    start = {"type": "message_start", "message": {"model": "m"}}
+    body = f"event: message_start\ndata: {json.dumps(start)}\n\nevent: x\ndata: {json.dumps(event)}\n\n".encode()
+    with LocalServer(lambda r: Reply(chunks=[body], headers=SSE)) as server:
+        with pytest.raises(LLMError, match="not a JSON object|unknown content block") as info:
+            anthropic(server, stream=True)(FORMATTED)
+    assert info.value.retryable is False and len(server.requests) == 1
+
+
 # --- 4. decision 14: no partial reply, no invented arguments -------------------------------
 
 

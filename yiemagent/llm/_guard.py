@@ -139,7 +139,12 @@ _POOLS = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
 
 
 class GuardedAdapter(HTTPAdapter):
-    """requests' adapter whose pools report each connection to the calling thread's ``CallGuard``."""
+    """requests' adapter whose pools report each connection to the calling thread's ``CallGuard``.
+
+    Thread safety: as requests' ``HTTPAdapter``; each thread's session has its own (see ``Transport``).
+    The guard is found through a ``ContextVar``, so a pool used from two threads reports
+    each connection to the guard of the thread that took it.
+    """
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)

@@ -40,7 +40,10 @@ class SSEError(ValueError):
 
 @dataclass(frozen=True)
 class SSEEvent:
-    """One dispatched event: its type (``"message"`` unless an ``event:`` field said otherwise), data and last event id."""
+    """One dispatched event: its type (``"message"`` unless an ``event:`` field said otherwise), data and last event id.
+
+    Thread safety: immutable; may be shared between threads.
+    """
 
     event: str
     data: str
