@@ -192,3 +192,12 @@ def test_ndjson_stream_is_read_line_by_line():
         message = OpenAIClient(f"{server.url}/v1", "m", stream=True)(FORMATTED)
     call = next(b for b in message.content if isinstance(b, dict) and b.get("type") == "tool_calls")["tool_calls"][0]
     assert call["function"] == {"name": "get_weather", "arguments": {"city": "Tokyo"}} and message.usage.input_tokens == 169
+
+
+@pytest.mark.spec("14")
+def test_ndjson_line_over_the_cap_is_an_llm_error():
+    """One NDJSON line longer than max_event_bytes ends the call with an LLMError saying so."""
+    line = json.dumps({"message": {"role": "assistant", "content": "x" * 3000}, "done": True}).encode() + b"\n"
+    with LocalServer(lambda r: Reply(chunks=[line[:1000], line[1000:]], headers={"Content-Type": "application/x-ndjson"})) as server:
+        with pytest.raises(LLMError, match="exceeds 2000 bytes"):
+            OpenAIClient(f"{server.url}/v1", "m", stream=True, max_event_bytes=2000)(FORMATTED)

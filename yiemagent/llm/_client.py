@@ -201,24 +201,26 @@ class HTTPClient:
             raise ReplyError(str(exc)) from None
 
     def _ndjson_events(self, response: requests.Response) -> Iterator[tuple[str, str]]:
-        """One event per line; a line is kept in pieces until it ends, so a long one costs O(n)."""
-        pending: list[bytes] = []
-        size = 0
+        """One event per line; the unfinished line is a ``bytearray``, so a long one costs O(n) time and n bytes."""
+        pending = bytearray()
         for piece in iter_body(response):
             lines = piece.split(b"\n")
             for line in lines[:-1]:
-                pending.append(line)
-                text = b"".join(pending).decode("utf-8", errors="replace").strip()
-                pending, size = [], 0
+                pending += line
+                self._check_line(pending)
+                text = pending.decode("utf-8", errors="replace").strip()
+                pending.clear()
                 if text:
                     yield "message", text
-            pending.append(lines[-1])
-            size += len(lines[-1])
-            if self.max_event_bytes is not None and size > self.max_event_bytes:
-                raise ReplyError(f"one stream line exceeds {self.max_event_bytes} bytes; the stream was not read further")
-        text = b"".join(pending).decode("utf-8", errors="replace").strip()
+            pending += lines[-1]
+            self._check_line(pending)
+        text = pending.decode("utf-8", errors="replace").strip()
         if text:
             yield "message", text
+
+    def _check_line(self, line: bytearray) -> None:
+        if self.max_event_bytes is not None and len(line) > self.max_event_bytes:
+            raise ReplyError(f"one stream line exceeds {self.max_event_bytes} bytes; the stream was not read further")
 
 
 def _media_type(response: requests.Response) -> str:
