@@ -6,6 +6,7 @@ import socket
 
 from yiemagent import AbortSignal
 from yiemagent.llm._guard import ABORTED, DEADLINE, CallGuard
+from yiemagent.llm._http import _tripped
 
 
 class Connection:
@@ -47,3 +48,10 @@ def test_a_finished_call_leaves_no_callback_on_a_long_lived_signal():
     with CallGuard(60, signal):
         assert len(signal._callbacks) == 1
     assert signal._callbacks == []
+
+
+def test_a_read_timing_out_as_the_deadline_passes_counts_as_the_deadline():
+    """When the time is up but the timer has not fired yet, a timed-out read trips the guard for the deadline itself."""
+    guard = CallGuard(0, None)
+    assert _tripped(guard) and guard.reason == DEADLINE
+    assert not _tripped(CallGuard(60, None))

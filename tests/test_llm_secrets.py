@@ -90,6 +90,7 @@ def test_which_headers_are_credentials():
     assert is_credential_header("X-Custom", "Bearer abc") and is_credential_header("X-Custom", "a1B2c3D4e5F6g7H8i9J0k")
     assert not is_credential_header("X-Title", "My App") and not is_credential_header("HTTP-Referer", "https://example.com/app")
     assert not is_credential_header("anthropic-version", "2023-06-01") and not is_credential_header("Content-Type", "application/json")
+    assert not is_credential_header("User-Agent", "python-requests/2.34.2-build1")
 
 
 def test_short_values_are_hidden_in_reprs_but_not_searched_in_text():

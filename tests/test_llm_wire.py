@@ -205,6 +205,33 @@ def test_anthropic_stream_event_that_is_not_the_protocol_is_an_llm_error(event):
     assert info.value.retryable is False and len(server.requests) == 1
 
 
+@pytest.mark.spec("14")
+def test_finish_reason_error_without_an_error_object_is_an_llm_error():
+    """A stream whose finish_reason is "error" (and no error object) is a retryable LLMError, not a reply."""
+    with LocalServer(lambda r: Reply(chunks=[sse(chunk("par"), chunk("", "error"), done=True)], headers=SSE)) as server:
+        with pytest.raises(LLMError, match="finish_reason 'error'") as info:
+            openai(server, stream=True, max_retries=0)(FORMATTED)
+    assert info.value.retryable
+
+
+@pytest.mark.spec("14")
+def test_usage_counts_as_digit_strings_or_whole_floats_are_counts():
+    """Lenient where it is safe: "12" and 12.0 are 12 tokens."""
+    body = chunk_reply("ok", {"prompt_tokens": "12", "completion_tokens": 3.0})
+    with LocalServer(lambda r: Reply(body=body)) as server:
+        usage = openai(server)(FORMATTED).usage
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (12, 3, 15)
+
+
+@pytest.mark.spec("14")
+def test_ollama_native_tool_call_that_is_not_an_object_is_an_llm_error():
+    """An NDJSON (Ollama native) message whose tool_calls entry is a string is an LLMError, not an AttributeError."""
+    line = json.dumps({"message": {"role": "assistant", "content": "", "tool_calls": ["get_weather"]}, "done": True}).encode() + b"\n"
+    with LocalServer(lambda r: Reply(chunks=[line], headers={"Content-Type": "application/x-ndjson"})) as server:
+        with pytest.raises(LLMError, match="tool_calls entry is not a JSON object"):
+            openai(server, stream=True)(FORMATTED)
+
+
 # --- 4. decision 14: no partial reply, no invented arguments -------------------------------
 
 
@@ -278,15 +305,16 @@ def test_anthropic_stream_cut_inside_tool_use_runs_no_tool(cut):
 
 
 @pytest.mark.spec("14")
-def test_anthropic_tool_input_that_is_not_json_is_not_replaced_by_empty_arguments():
+@pytest.mark.parametrize("partial", ['{"elements": [tru', "[1, 2]"], ids=["broken-json", "not-an-object"])
+def test_anthropic_tool_input_that_is_not_json_is_not_replaced_by_empty_arguments(partial):
     """A whole tool_use whose input is not a JSON object keeps its text: the call gets an error result, not a run with {}."""
     events = [e for e in anthropic_events("anthropic-stream-tool-use.jsonl") if e.get("delta", {}).get("type") != "input_json_delta"]
     at = next(i for i, e in enumerate(events) if e["type"] == "content_block_stop" and e["index"] == 0)
-    events.insert(at, {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"elements": [tru'}})
+    events.insert(at, {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": partial}})
     with LocalServer(lambda r: Reply(chunks=[anthropic_sse(events)], headers=SSE)) as server:
         message = anthropic(server, stream=True)(FORMATTED)
     call = next(b for b in message.content if isinstance(b, dict) and b.get("type") == "tool_call")
-    assert call["arguments"] == '{"elements": [tru'
+    assert call["arguments"] == partial
 
 
 # --- 5. the deadline -------------------------------------------------------------------
