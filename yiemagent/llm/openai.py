@@ -301,6 +301,14 @@ class OpenAIClient(HTTPClient):
     like the key (module ``_secrets``). ``max_retry_delay_ms`` may be changed after
     construction (``YiemAgent(max_retry_delay_ms=...)`` does).
 
+    Args (beyond API.md's, all keyword-only):
+        stream: read replies as server-sent events and emit deltas (API.md "Streaming").
+        deadline_s: the longest the whole call may take, retries included (default 600;
+            None: no limit). ``timeout`` bounds each connect and each read.
+        headers: extra request headers (Azure's ``api-key``, OpenRouter's ``HTTP-Referer``).
+        max_event_bytes: the largest one server-sent event may be (default 16 MiB).
+        options, backoff_factor: request defaults; the base of the exponential backoff.
+
     Thread safety: a client may serve several agents and threads at once.
     """
 
