@@ -55,3 +55,15 @@ def test_a_read_timing_out_as_the_deadline_passes_counts_as_the_deadline():
     guard = CallGuard(0, None)
     assert _tripped(guard) and guard.reason == DEADLINE
     assert not _tripped(CallGuard(60, None))
+
+
+def test_a_trip_after_the_call_ended_leaves_the_pooled_connection_alone():
+    """A deadline or abort firing after the call returned does not shut down the connection, which may serve the next call."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        with CallGuard(60, None) as guard:
+            guard.attach(Connection(ours))
+        guard.trip(DEADLINE)
+        ours.sendall(b"x")
+        theirs.settimeout(5)
+        assert theirs.recv(1) == b"x" and guard.reason is None

@@ -41,15 +41,16 @@ class CallGuard:
     """The deadline and abort of one call, and whether any delta was shown yet.
 
     Thread safety: made and used by the calling thread; ``trip`` may be called from any
-    thread (the timer's, the aborting one). ``_lock`` guards ``_connection`` and ``reason``.
+    thread (the timer's, the aborting one). ``_lock`` guards ``_connection``, ``_finished`` and ``reason``.
     """
 
     def __init__(self, deadline_s: Optional[float], signal: Optional[AbortSignal]) -> None:
         self.deadline_s = deadline_s
         self._deadline = time.monotonic() + deadline_s if deadline_s is not None else None
         self._signal = signal
-        self._lock = threading.Lock()  # guards _connection and reason
+        self._lock = threading.Lock()  # guards _connection, _finished and reason
         self._connection: Any = None
+        self._finished = False  # the call returned: late trips are ignored
         self.reason: Optional[str] = None
         self._tripped = threading.Event()  # set once reason is; retry waits block on it
         self.emitted = False  # a delta went to a listener: retrying would show it twice
@@ -69,6 +70,10 @@ class CallGuard:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        with self._lock:
+            # the call is over: its connection may go back to the pool and serve the next
+            # call, so a timer or an abort firing late must not shut it down
+            self._connection, self._finished = None, True
         if self._timer is not None:
             self._timer.cancel()
         self._unregister()
@@ -90,7 +95,7 @@ class CallGuard:
     def trip(self, reason: str) -> None:
         """End the call: remember why (the first reason wins) and shut its socket down."""
         with self._lock:
-            if self.reason is not None:
+            if self.reason is not None or self._finished:
                 return
             self.reason = reason
             connection = self._connection
