@@ -171,8 +171,8 @@ def test_recorded_stream_deltas_join_to_the_reply_and_carry_no_tool_call(name):
     deltas = []
     with stream_to(lambda kind, text: deltas.append((kind, text))):
         message = call(name)
+    # the reply's text holds no tool-call arguments, so an argument fragment emitted as a delta would break the equality
     for kind in ("text", "thinking"):
         assert "".join(t for k, t in deltas if k == kind) == message_text(message, kind)
-    arguments = [json.dumps(c.get("arguments")) for c in message.content if isinstance(c, dict) and c.get("type") == "tool_call"]
-    assert all('"' not in t or t not in a for k, t in deltas for a in arguments if len(t) > 3)
     assert {k for k, _ in deltas} <= {"text", "thinking"}
+    assert any(isinstance(b, dict) and b.get("type") in ("tool_call", "tool_calls") for b in message.content) or name.startswith("mistral")
