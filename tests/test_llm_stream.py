@@ -201,3 +201,12 @@ def test_ndjson_line_over_the_cap_is_an_llm_error():
     with LocalServer(lambda r: Reply(chunks=[line[:1000], line[1000:]], headers={"Content-Type": "application/x-ndjson"})) as server:
         with pytest.raises(LLMError, match="exceeds 2000 bytes"):
             OpenAIClient(f"{server.url}/v1", "m", stream=True, max_event_bytes=2000)(FORMATTED)
+
+
+@pytest.mark.spec("14")
+def test_a_formatted_dict_saying_stream_false_wins_over_the_client():
+    """A round whose formatted dict says "stream": False is not streamed (keys of the formatted dict win), and no stream_options go with it."""
+    with LocalServer(lambda r: Reply(body={"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]})) as server:
+        OpenAIClient(f"{server.url}/v1", "m", stream=True)({**FORMATTED, "stream": False})
+    sent = server.requests[0].json()
+    assert sent["stream"] is False and "stream_options" not in sent

@@ -16,7 +16,7 @@ its text is emitted at once). Anything else, such as a proxy's HTML page, is an
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, Optional, Protocol
 
 import requests
@@ -26,14 +26,12 @@ from ._guard import CallGuard
 from ._http import Transport, iter_body, read_capped
 from ._secrets import Secrets
 from ._sse import SSEError, SSEParser
-from ._wire import ReplyError, message_text, payload_error
+from ._wire import Emit, ReplyError, message_text, payload_error
 
 __all__ = ["DEFAULT_DEADLINE_S", "HTTPClient", "StreamAccumulator"]
 
 DEFAULT_DEADLINE_S = 600.0  # ten minutes, as OpenAI's and Anthropic's own SDKs allow one request
 _NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "application/ndjson")
-
-Emit = Callable[[str, str], None]
 
 
 class StreamAccumulator(Protocol):
@@ -129,6 +127,7 @@ class HTTPClient:
         return self._transport.secrets.redact(tail)
 
     def _body(self, formatted: dict[str, Any]) -> dict[str, Any]:
+        """The request body; ``stream=True`` asks for a stream unless the options or the formatted dict say ``"stream": False``."""
         raise NotImplementedError
 
     def _parse(self, reply: Any) -> AssistantMessage:
@@ -139,8 +138,6 @@ class HTTPClient:
 
     def __call__(self, formatted: dict[str, Any]) -> AssistantMessage:
         body = self._body(formatted)
-        if self.stream:
-            body["stream"] = True
         read = self._read_stream if body.get("stream") else self._read_reply
         return self._transport.call(self.url, body, self._headers, read)
 

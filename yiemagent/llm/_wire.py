@@ -8,12 +8,14 @@ with the server's words masked (see ``_secrets``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Optional
 
 from ..messages import AssistantMessage, TextContent
 
 __all__ = [
     "RETRYABLE_STATUSES",
+    "Emit",
     "ReplyError",
     "content_text",
     "error_code",
@@ -23,6 +25,8 @@ __all__ = [
     "server_message",
     "token_count",
 ]
+
+Emit = Callable[[str, str], None]  # emit(kind, text): where a stream reader hands its deltas
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 # Error types that a provider sends inside a 200 body or stream, and the HTTP status each stands for.

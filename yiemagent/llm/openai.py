@@ -27,9 +27,9 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from ..messages import AssistantMessage, LLMUsage, TextContent
-from ._client import DEFAULT_DEADLINE_S, Emit, HTTPClient
+from ._client import DEFAULT_DEADLINE_S, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
-from ._wire import ReplyError, content_text, payload_error, require_object, token_count
+from ._wire import Emit, ReplyError, content_text, payload_error, require_object, token_count
 
 __all__ = ["OpenAIClient", "OpenAIStream", "build_openai_request", "parse_openai_response", "parse_openai_stream"]
 
@@ -360,7 +360,9 @@ class OpenAIClient(HTTPClient):
 
     def _body(self, formatted: dict[str, Any]) -> dict[str, Any]:
         body = build_openai_request(formatted, self.model, self.options)
-        if body.get("stream") or self.stream:
+        if self.stream:
+            body.setdefault("stream", True)
+        if body.get("stream"):
             body.setdefault("stream_options", {"include_usage": True})
         return body
 
