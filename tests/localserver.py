@@ -2,11 +2,17 @@
 
 Each test gives a ``respond(request) -> Reply`` function; the server records every
 request it receives. Nothing is mocked: the code under test opens real sockets.
+
+A reply with ``chunks`` is sent with chunked transfer encoding, one HTTP chunk per
+bytes item, flushed at once; a callable item runs in the server thread between chunks
+(``gate.wait`` to hold the rest back until the test says so, ``mark.set`` to tell the
+test how far the server got). ``cut=True`` drops the connection before the final chunk.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,6 +28,7 @@ class Request:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+    client_port: int = 0  # the client's side of the connection: the same port means a reused connection
 
     def json(self) -> Any:
         return json.loads(self.body.decode("utf-8"))
@@ -33,6 +40,9 @@ class Reply:
     body: Any = None  # dict/list → JSON; bytes/str → as is
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # sleep before answering (to provoke client timeouts)
+    chunks: Optional[list[Any]] = None  # bytes: one HTTP chunk each; callables: run between chunks
+    cut: bool = False  # close the connection before the final zero-length chunk
+    before: Optional[Callable[[], Any]] = None  # run before the status line is sent (hold the headers back)
 
     def encoded(self) -> tuple[bytes, str]:
         if isinstance(self.body, bytes):
@@ -57,12 +67,17 @@ class LocalServer:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 parts = urlsplit(self.path)
-                request = Request(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), self.rfile.read(length))
+                request = Request(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), self.rfile.read(length), self.client_address[1])
                 with server._lock:
                     server.requests.append(request)
                 reply = server.respond(request)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.before is not None:
+                    reply.before()
+                if reply.chunks is not None:
+                    self._send_chunked(reply)
+                    return
                 payload, content_type = reply.encoded()
                 try:
                     self.send_response(reply.status)
@@ -74,6 +89,26 @@ class LocalServer:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            def _send_chunked(self, reply: Reply) -> None:
+                try:
+                    self.send_response(reply.status)
+                    for key, value in {"Content-Type": "text/event-stream", **reply.headers}.items():
+                        self.send_header(key, value)
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for item in reply.chunks or []:
+                        if callable(item):
+                            item()
+                        elif item:
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(item), item))
+                    if reply.cut:
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    else:
+                        self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    self.close_connection = True  # the client went away (an abort or a deadline test)
 
             do_GET = _handle
             do_POST = _handle
@@ -98,8 +133,6 @@ class LocalServer:
 
 def free_port_url() -> str:
     """A URL on 127.0.0.1 where nothing listens (the port was bound, then released)."""
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -6,11 +6,9 @@ import enum
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, fields, is_dataclass, make_dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Annotated, Any, Literal, Optional, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
 from uuid import UUID
-
-from datetime import datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
@@ -288,3 +286,34 @@ rich_tool_result_messages = st.builds(
     any_datetimes,
 )
 stored_messages = messages | rich_tool_result_messages
+
+# --- server-sent events (issue 10): events, their wire form, and ways to cut bytes into chunks ---
+
+# Text of one SSE line: any character but CR and LF (U+0085, U+2028, U+2029 and NUL included).
+sse_line_text = st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=12)
+sse_events = st.lists(
+    st.fixed_dictionaries(
+        {
+            "event": st.sampled_from(["", "message", "error", "content_block_delta", "ping"]),
+            "data": st.lists(sse_line_text, min_size=1, max_size=3),
+            "id": st.none() | st.text(st.characters(blacklist_characters="\r\n\0", blacklist_categories=("Cs",)), max_size=5),
+        }
+    ),
+    max_size=6,
+)
+sse_line_ends = st.sampled_from(["\n", "\r", "\r\n"])
+
+
+def sse_cuts(size: int):
+    """Sorted byte positions at which to cut a body of ``size`` bytes into chunks."""
+    return st.lists(st.integers(0, size), max_size=12).map(sorted)
+
+
+def cut(body: bytes, positions) -> list[bytes]:
+    """``body`` cut at ``positions`` (empty pieces dropped)."""
+    edges = [0, *positions, len(body)]
+    return [body[a:b] for a, b in zip(edges, edges[1:]) if b > a]
+
+
+# Streamed replies: a list of ("text" | "thinking", fragment) in the order the model sent them.
+stream_fragments = st.lists(st.tuples(st.sampled_from(["text", "thinking"]), st.text(min_size=1, max_size=8)), max_size=8)

@@ -228,8 +228,7 @@ def test_the_offline_planner_is_unaffected_by_streaming():
 
 
 @pytest.mark.spec("14")
-@pytest.mark.xfail(strict=True, reason="needs issue-10 client deltas: remove this marker when merging issue-10")
-def test_ask_prints_the_first_words_while_the_server_is_still_writing(start_cli):  # needs issue-10 client deltas
+def test_ask_prints_the_first_words_while_the_server_is_still_writing(start_cli):
     """Live: the server holds the rest of the answer until the first words are on the CLI's stdout; thinking goes to stderr."""
     gate = Gate()
     with SSEServer(openai_script("Hel", gate, "lo, world.", thinking="The user greets me.")) as server:
@@ -243,8 +242,7 @@ def test_ask_prints_the_first_words_while_the_server_is_still_writing(start_cli)
 
 
 @pytest.mark.spec("14")
-@pytest.mark.xfail(strict=True, reason="needs issue-10 client deltas: remove this marker when merging issue-10")
-def test_ctrl_c_during_a_streamed_answer_closes_the_connection_and_keeps_the_partial_out(start_cli):  # needs issue-10 client deltas
+def test_ctrl_c_during_a_streamed_answer_closes_the_connection_and_keeps_the_partial_out(start_cli):
     """chat: Ctrl-C while the answer streams aborts the run, the client closes the connection, and the next request carries no partial reply."""
     until_closed = UntilClosed()
     with SSEServer(openai_script("Hel", until_closed, "lo, world."), openai_script("Fine.")) as server:

@@ -92,7 +92,19 @@ ERRORS = {
 }
 STREAM_ERRORS = {"groq-stream-error-event.sse": "Tool call validation failed"}
 REQUESTS = {"openai-request-tool-roundtrip.json", "anthropic-request-tool-result.json", "ollama-native-request-tool-result.json"}
-KNOWN = {*OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
+# Shapes written from the providers' docs for issue 10; their tests are in test_llm_reasoning.py and test_llm_wire.py.
+ISSUE_10 = {
+    "anthropic-stream-thinking-tool-use.sse",
+    "anthropic-stream-error-overloaded.sse",
+    "anthropic-usage-cache.json",
+    "openai-reasoning-usage.json",
+    "deepseek-reasoner-response.json",
+    "xai-reasoning-response.json",
+    "mistral-magistral-thinking.json",
+    "mistral-magistral-stream-thinking.sse",
+    "openrouter-stream-midstream-error.sse",
+}
+KNOWN = {*ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
 
 
 def check(message: AssistantMessage, expected) -> None:
@@ -187,8 +199,9 @@ def test_error_bodies_become_llm_errors_with_the_servers_words(name):
 def test_error_event_in_a_stream_is_an_llm_error(name):
     """An `event: error` after HTTP 200 raises an LLMError with the server's message."""
     with LocalServer(lambda r: Reply(body=sse_body(name), headers={"Content-Type": "text/event-stream"})) as server:
-        with pytest.raises(LLMError, match=STREAM_ERRORS[name]):
+        with pytest.raises(LLMError, match=STREAM_ERRORS[name]) as info:
             OpenAIClient(f"{server.url}/v1", "m", options={"stream": True})(FORMATTED)
+    assert info.value.status == 400 and info.value.retryable is False, "Groq's status_code says a retry cannot help"
 
 
 def _tool(name, description, parameters):
@@ -261,3 +274,12 @@ def test_parse_openai_stream_keeps_the_first_name_and_id():
     call = extract_tool_calls(message)[1][0]
     assert (call.id, call.name, call.arguments) == ("x1", "a", {"k": 1})
     assert message.stop_reason == "tool_use", "a turn with tool calls is a tool turn whatever finish_reason says"
+
+
+def test_a_string_fragment_after_object_arguments_does_not_crash():
+    """Arguments sent whole as an object (Ollama) then an empty string fragment keep the object."""
+    chunks = [
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": {"k": 1}}}]}}]},
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": ""}}]}, "finish_reason": "tool_calls"}]},
+    ]
+    assert extract_tool_calls(parse_openai_stream(chunks))[1][0].arguments == {"k": 1}

@@ -14,7 +14,7 @@ import pytest
 
 from helpers import EventRecorder, make_tool, text_result
 from localserver import LocalServer, Reply, free_port_url
-from yiemagent import LLMError, ToolStore, YiemAgent, register_tool, run_agent, shutdown, take_response
+from yiemagent import LLMError, ToolStore, YiemAgent, register_tool, run_agent, take_response
 from yiemagent.llm import AnthropicClient, OpenAIClient
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

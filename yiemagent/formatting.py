@@ -72,6 +72,9 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
     """
     _, calls, _ = extract_tool_calls(msg)
     wire: dict[str, Any] = {"role": "assistant", "content": text_of(msg.content)}
+    thinking = [b for b in msg.content if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")]
+    if thinking:
+        wire["thinking_blocks"] = thinking  # for providers that need reasoning back (Anthropic's signed blocks); OpenAIClient drops it
     if calls:
         wire["tool_calls"] = [
             {

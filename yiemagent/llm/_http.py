@@ -1,38 +1,54 @@
-"""POSTing JSON to an LLM server: one ``requests.Session``, retries, and clear errors.
+"""POSTing JSON to an LLM server: one session per thread, retries, the deadline, capped reads, clear errors.
 
-Retries follow the rules of tests/fixtures/README.md: connection errors, timeouts and
-HTTP 408/409/429/500/502/503/504/529 are retried; ``Retry-After`` (seconds or an HTTP
-date) and ``retry-after-ms`` are honoured on 429/503/529; a 429 whose code is
-``insufficient_quota`` and every other 4xx fail at once. When the server asks to wait
-longer than ``max_retry_delay_ms``, the call fails at once with an ``LLMError`` stating
-the requested delay (spec §1 ``maxRetryDelayMs``).
+Beyond the spec (API.md "Beyond the spec", decisions 13 and 14). Every failure is an
+``LLMError`` (``status``, ``retryable``, the cause as ``__cause__``), its text masked by
+``_secrets``.
+
+What is retried, and only while nothing of the reply has been shown to a listener (a
+retry would show it twice) and the deadline allows: connection errors, timeouts,
+HTTP 408/409/429/500/502/503/504/529, a body cut short, an error a 200 reply carries
+whose code is one of those statuses, and a stream that ends before its reply is whole.
+``Retry-After`` (seconds or an HTTP date) and ``retry-after-ms`` are honoured on
+429/503/529 (a value that is not a finite number is ignored); a 429 whose code is
+``insufficient_quota``, every other 4xx and a body that is not the protocol fail at once.
+When the server asks to wait longer than ``max_retry_delay_ms``, the call fails at once
+with an ``LLMError`` stating the requested delay (spec §1 ``maxRetryDelayMs``).
 
 urllib3's ``Retry`` does the counting, the exponential backoff with jitter (capped at
-``max_retry_delay_ms``), the parsing of ``Retry-After`` and the sleeping. It is driven
-from this module's loop rather than mounted on the adapter, because only the loop can
-read the error body (``insufficient_quota``) and fail fast on the cap before sleeping.
+``max_retry_delay_ms``) and the parsing of ``Retry-After``; the waiting is the guard's,
+so that an abort or the deadline ends it.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
+import math
 import threading
-from collections.abc import Iterator
-from typing import Any, Optional
+from collections.abc import Callable, Iterator
+from typing import Any, Optional, TypeVar
 
 import requests
+from urllib3.exceptions import HTTPError as URLLib3Error
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
 from ..errors import LLMError
-from ..messages import AssistantMessage
+from ..streaming import current_abort_signal
+from ._guard import ABORTED, DEADLINE, CallGuard, GuardedAdapter
+from ._secrets import Secrets
+from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, payload_error, server_message
 
-__all__ = ["RETRYABLE_STATUSES", "HTTPClient", "JSONPoster", "content_text"]
+__all__ = ["ERROR_BODY_BYTES", "Transport", "install_log_filter"]
 
 logger = logging.getLogger("yiemagent.llm")
 
-RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+ERROR_BODY_BYTES = 64 * 1024  # an error body is read up to this, then the connection is dropped
+READ_SIZE = 64 * 1024
+_T = TypeVar("_T")
+# What reading a response body can raise when the connection breaks or the guard shuts it down.
+_READ_ERRORS = (requests.RequestException, URLLib3Error, http.client.HTTPException, OSError)
 
 
 class _LLMRetry(Retry):
@@ -46,74 +62,92 @@ class _LLMRetry(Retry):
         milliseconds = response.headers.get("retry-after-ms")
         if milliseconds is not None:
             try:
-                return max(float(milliseconds), 0.0) / 1000
+                value = float(milliseconds)
             except ValueError:
-                pass
+                value = math.nan
+            if math.isfinite(value) and value >= 0:  # "nan", "inf", "-5", "soon": ignored
+                return value / 1000
         try:
             return super().get_retry_after(response)
         except Exception:  # an unparseable Retry-After: fall back to backoff
             return None
 
 
-def _server_message(body: Any, text: str) -> str:
-    """The server's own words from an error body (OpenAI, Anthropic, OpenRouter shapes), else the text."""
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            message = str(error.get("message") or "")
-            raw = error.get("metadata", {}).get("raw") if isinstance(error.get("metadata"), dict) else None
-            code = error.get("code") or error.get("type")
-            parts = [message, f"({raw})" if raw else "", f"[{code}]" if code else ""]
-            return " ".join(p for p in parts if p) or text[:500]
-        if isinstance(error, str):
-            return error
-        if isinstance(body.get("message"), str):
-            return body["message"]
-    return text[:500].strip() or "(empty body)"
+class Transport:
+    """Sends one client's requests and reads their replies; every failure an ``LLMError``.
 
-
-def _error_code(body: Any) -> Optional[str]:
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        code = body["error"].get("code") or body["error"].get("type")
-        return str(code) if code is not None else None
-    return None
-
-
-class JSONPoster:
-    """Sends JSON requests for one client and returns parsed JSON bodies or raises ``LLMError``.
-
-    Thread safety: one poster may be used from several threads; requests do not document
-    ``Session`` as thread-safe, so ``post`` keeps one session per thread.
+    Thread safety: one transport may be used from several threads; requests does not
+    document ``Session`` as thread-safe, so each thread gets its own session. The
+    settings may be changed between calls (``max_retry_delay_ms`` is, by the agent).
     """
 
     def __init__(
         self,
         provider: str,
+        secrets: Secrets,
         *,
         timeout: float,
         max_retries: int,
         max_retry_delay_ms: float,
         backoff_factor: float,
-        secret: Optional[str],
+        deadline_s: Optional[float],
     ) -> None:
         self.provider = provider
+        self.secrets = secrets
         self.timeout = timeout
         self.max_retries = max_retries
         self.max_retry_delay_ms = max_retry_delay_ms
         self.backoff_factor = backoff_factor
-        self._secret = secret
+        self.deadline_s = deadline_s
         self._local = threading.local()  # one requests.Session per thread
+        install_log_filter(secrets)
 
     @property
     def session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
         if session is None:
             session = self._local.session = requests.Session()
+            adapter = GuardedAdapter()
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
         return session
 
-    def redact(self, text: str) -> str:
-        """``text`` with the API key replaced by ``***``: keys never reach an error or a log."""
-        return text.replace(self._secret, "***") if self._secret else text
+    def error(self, message: str, **kwargs: Any) -> LLMError:
+        """An ``LLMError`` whose message has every credential masked."""
+        if "url" in kwargs and kwargs["url"] is not None:
+            kwargs["url"] = self.secrets.redact(kwargs["url"])
+        return LLMError(self.secrets.redact(message), **kwargs)
+
+    def call(self, url: str, body: dict[str, Any], headers: dict[str, str], read: Callable[[requests.Response, CallGuard], _T]) -> _T:
+        """POST ``body`` and return what ``read(response, guard)`` makes of a 2xx reply, retrying as the module says.
+
+        Raises:
+            LLMError: a failure that is not retried, the deadline, an abort, a requested
+                delay above the cap, or the last failure once the retries are spent.
+        """
+        with CallGuard(self.deadline_s, current_abort_signal()) as guard:
+            retry = self._retry_policy()
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    return self._attempt(url, body, headers, read, guard)
+                except LLMError as failure:
+                    if not failure.retryable or guard.reason is not None or guard.emitted:
+                        raise
+                    error = failure
+                retry, delay = self._next_try(retry, error, url, attempt)
+                remaining = guard.remaining()
+                if remaining is not None and delay >= remaining:
+                    raise self.error(
+                        f"{error} — not retried: the wait ({delay:.1f} s) would pass the call's deadline_s={self.deadline_s:g}",
+                        status=error.status,
+                        retryable=True,
+                        url=url,
+                    ) from error
+                logger.info("retrying %s in %.2f s after attempt %d failed: %s", self.secrets.redact(url), delay, attempt, error)
+                if guard.wait(delay):
+                    raise self._guard_error(guard, url) from error
 
     def _retry_policy(self) -> _LLMRetry:
         cap_s = self.max_retry_delay_ms / 1000
@@ -127,173 +161,175 @@ class JSONPoster:
             raise_on_status=False,
         )
 
-    def _error(self, message: str, **kwargs: Any) -> LLMError:
-        return LLMError(self.redact(message), **kwargs)
-
-    def _error_from_response(self, url: str, response: requests.Response) -> LLMError:
-        text = response.text
+    def _next_try(self, retry: _LLMRetry, error: LLMError, url: str, attempt: int) -> tuple[_LLMRetry, float]:
+        """The policy after ``error`` and the seconds to wait, or the ``LLMError`` that ends the call."""
+        if error.retry_after_ms is not None and error.retry_after_ms > self.max_retry_delay_ms:
+            raise self.error(
+                f"{error} — the server asked to wait {error.retry_after_ms:.0f} ms before retrying, "
+                f"more than max_retry_delay_ms={self.max_retry_delay_ms:g}; not retried",
+                status=error.status,
+                retryable=True,
+                retry_after_ms=error.retry_after_ms,
+                url=url,
+            ) from error
         try:
-            body = response.json()
+            retry = retry.increment(method="POST", url=url, error=OSError(str(error)))
+        except MaxRetryError:
+            raise self.error(
+                f"{error} (gave up after {attempt} attempts)", status=error.status, retryable=True, retry_after_ms=error.retry_after_ms, url=url
+            ) from error
+        delay = error.retry_after_ms / 1000 if error.retry_after_ms is not None else retry.get_backoff_time()
+        return retry, delay
+
+    def _attempt(self, url: str, body: dict[str, Any], headers: dict[str, str], read: Callable[[requests.Response, CallGuard], _T], guard: CallGuard) -> _T:
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("POST %s headers=%s", self.secrets.redact(url), self.secrets.masked_headers(headers))
+        if guard.reason:  # aborted before the request went out (or between retries)
+            raise self._guard_error(guard, url)
+        remaining = guard.remaining()
+        timeout = self.timeout if remaining is None else max(min(self.timeout, remaining), 0.001)
+        try:
+            response = self.session.post(url, json=body, headers=headers, timeout=timeout, stream=True)
+        except requests.Timeout as exc:
+            raise self._guard_error(guard, url) if _tripped(guard) else self.error(
+                f"{self.provider} request to {url} timed out after {timeout:g} s", retryable=True, url=url
+            ) from exc
+        except requests.RequestException as exc:
+            if _tripped(guard):
+                raise self._guard_error(guard, url) from exc
+            reason = exc.args[0] if exc.args else exc
+            raise self.error(f"could not connect to {self.provider} at {url}: {reason}", retryable=True, url=url) from exc
+        with response:
+            if guard.reason:  # tripped while connecting, before the socket was known
+                raise self._guard_error(guard, url)
+            logger.debug("HTTP %d from %s (%s)", response.status_code, self.secrets.redact(url), response.headers.get("Content-Type"))
+            if not 200 <= response.status_code < 300:
+                raise self._error_from_response(url, response, guard)
+            try:
+                result = read(response, guard)
+            except ReplyError as exc:
+                if _tripped(guard):
+                    raise self._guard_error(guard, url) from exc
+                status = exc.status or response.status_code
+                raise self.error(f"{self.provider} reply from {url}: {exc}", status=status, retryable=exc.retryable, url=url) from exc
+            except _READ_ERRORS as exc:
+                if _tripped(guard):
+                    raise self._guard_error(guard, url) from exc
+                raise self.error(
+                    f"{self.provider} reply from {url} broke off (HTTP {response.status_code}): {type(exc).__name__}: {exc}",
+                    status=response.status_code,
+                    retryable=True,
+                    url=url,
+                ) from exc
+        return result
+
+    def _guard_error(self, guard: CallGuard, url: str) -> LLMError:
+        if guard.reason == ABORTED:
+            return self.error(f"{self.provider} call to {url} was aborted; the reply was not read further", url=url)
+        return self.error(f"{self.provider} call to {url} did not finish within deadline_s={guard.deadline_s:g}", retryable=True, url=url)
+
+    def _error_from_response(self, url: str, response: requests.Response, guard: CallGuard) -> LLMError:
+        try:
+            raw = read_capped(response, ERROR_BODY_BYTES)
+        except _READ_ERRORS:
+            raw = b""
+        if guard.reason:
+            return self._guard_error(guard, url)
+        text = self.secrets.redact(raw.decode("utf-8", errors="replace"))
+        try:
+            body = json.loads(text)
         except ValueError:
             body = None
         status = response.status_code
-        retryable = status in RETRYABLE_STATUSES and not (status == 429 and _error_code(body) == "insufficient_quota")
+        retryable = status in RETRYABLE_STATUSES and not (status == 429 and error_code(body) == "insufficient_quota")
         retry_after_s = _LLMRetry().get_retry_after(response.raw) if response.raw is not None else None
-        retry_after_ms = retry_after_s * 1000 if retry_after_s is not None else None
-        return self._error(
-            f"{self.provider} API error {status} from {url}: {_server_message(body, text)}",
+        return self.error(
+            f"{self.provider} API error {status} from {url}: {server_message(body, text)}",
             status=status,
             retryable=retryable,
-            retry_after_ms=retry_after_ms,
+            retry_after_ms=retry_after_s * 1000 if retry_after_s is not None else None,
             url=url,
         )
 
-    def _send(self, url: str, body: dict[str, Any], headers: dict[str, str], stream: bool) -> tuple[Optional[requests.Response], Optional[LLMError]]:
+    def json_body(self, response: requests.Response, limit: Optional[int] = None) -> Any:
+        """The whole body parsed as JSON (masked first); a body that is not JSON, or an error object, is a ``ReplyError``."""
+        text = self.secrets.redact(read_capped(response, limit).decode("utf-8", errors="replace"))
         try:
-            response = self.session.post(url, json=body, headers=headers, timeout=self.timeout, stream=stream)
-        except requests.Timeout:
-            return None, self._error(f"{self.provider} request to {url} timed out after {self.timeout:g} s", retryable=True, url=url)
-        except requests.ConnectionError as exc:
-            reason = exc.args[0] if exc.args else exc
-            return None, self._error(f"could not connect to {self.provider} at {url}: {reason}", retryable=True, url=url)
-        if 200 <= response.status_code < 300:
-            return response, None
-        return response, self._error_from_response(url, response)
-
-    def post(self, url: str, body: dict[str, Any], headers: dict[str, str], *, stream: bool = False) -> requests.Response:
-        """POST ``body`` as JSON; return the successful response, retrying as the module says.
-
-        Raises:
-            LLMError: a failure that is not retryable, a requested delay above the cap, or
-                the last failure once the retries are spent.
-        """
-        retry = self._retry_policy()
-        attempt = 0
-        while True:
-            attempt += 1
-            response, error = self._send(url, body, headers, stream)
-            if error is None:
-                assert response is not None
-                return response
-            if not error.retryable:
-                raise error
-            if error.retry_after_ms is not None and error.retry_after_ms > self.max_retry_delay_ms:
-                raise self._error(
-                    f"{error} — the server asked to wait {error.retry_after_ms:.0f} ms before retrying, "
-                    f"more than max_retry_delay_ms={self.max_retry_delay_ms:g}; not retried",
-                    status=error.status,
-                    retryable=True,
-                    retry_after_ms=error.retry_after_ms,
-                    url=url,
-                )
-            raw = response.raw if response is not None else None
-            try:
-                retry = retry.increment(method="POST", url=url, response=raw, error=None if raw is not None else OSError(str(error)))
-            except MaxRetryError:
-                raise self._error(
-                    f"{error} (gave up after {attempt} attempts)",
-                    status=error.status,
-                    retryable=True,
-                    retry_after_ms=error.retry_after_ms,
-                    url=url,
-                ) from None
-            logger.info("retrying %s after attempt %d failed: %s", url, attempt, error)
-            retry.sleep(raw)
-
-    def post_json(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
-        """POST and return the parsed JSON body; a body that is not JSON is an ``LLMError``."""
-        response = self.post(url, body, headers)
-        try:
-            return response.json()
+            data = json.loads(text)
         except ValueError:
-            snippet = response.text[:200].strip()
-            raise self._error(
-                f"{self.provider} server at {url} answered HTTP {response.status_code} with a body that is not JSON: {snippet!r}",
-                status=response.status_code,
-                url=url,
-            ) from None
-
-    def post_stream(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> Iterator[tuple[str, Any]]:
-        """POST with streaming and yield ``(event, data)`` of each server-sent event, data parsed as JSON.
-
-        An ``event: error`` (or a data object holding ``"error"``) raises ``LLMError`` with the
-        server's words; the stream ends at ``data: [DONE]`` or when the server closes it.
-        """
-        response = self.post(url, body, headers, stream=True)
-        event = "message"
-        with response:
-            for raw_line in response.iter_lines(decode_unicode=True):
-                line = raw_line or ""
-                if not line:
-                    event = "message"
-                    continue
-                if line.startswith("event:"):
-                    event = line[6:].strip()
-                    continue
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    return
-                try:
-                    data = json.loads(payload)
-                except ValueError:
-                    raise self._error(f"{self.provider} stream from {url} sent data that is not JSON: {payload[:200]!r}", url=url) from None
-                if event == "error" or (isinstance(data, dict) and "error" in data and len(data) <= 2):
-                    raise self._error(f"{self.provider} stream from {url} reported an error: {_server_message(data, payload)}", url=url)
-                yield event, data
+            kind = response.headers.get("Content-Type") or "no Content-Type"
+            raise ReplyError(f"HTTP {response.status_code} ({kind}) with a body that is not JSON: {text[:200].strip()!r}") from None
+        error = payload_error(data)
+        if error is not None:
+            raise error
+        return data
 
 
-def content_text(content: Any, separator: str = "") -> str:
-    """The text of an OpenAI-format ``content``: a string, or the text parts of a list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return separator.join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
+def _tripped(guard: CallGuard) -> bool:
+    """Whether the guard fired; a read that timed out just as the deadline passed counts as the deadline.
 
-
-class HTTPClient:
-    """What the HTTP clients share: the poster, the retry cap, and calling with or without a stream.
-
-    Subclasses set ``_poster``, ``url``, ``_headers`` and ``_api_key``, and implement
-    ``_body``, ``_parse`` and ``_parse_stream``.
-
-    Thread safety: see the subclasses; the poster keeps one session per thread.
+    The per-read timeout is cut to the time left, so the socket's timeout and the guard's
+    timer may fire together; whichever wins, the caller is told it was the deadline.
     """
+    if guard.reason is None and guard.remaining() == 0:
+        guard.trip(DEADLINE)
+    return guard.reason is not None
 
-    _poster: JSONPoster
-    _headers: dict[str, str]
-    _api_key: Optional[str]
-    url: str
 
-    @property
-    def max_retry_delay_ms(self) -> float:
-        """The longest wait a server may ask for; ``YiemAgent(max_retry_delay_ms=...)`` sets it."""
-        return self._poster.max_retry_delay_ms
+def read_capped(response: requests.Response, limit: Optional[int]) -> bytes:
+    """The body as it arrives, up to ``limit`` bytes (all of it when None).
 
-    @max_retry_delay_ms.setter
-    def max_retry_delay_ms(self, value: float) -> None:
-        self._poster.max_retry_delay_ms = value
+    A body read to its end lets urllib3 return the connection to the pool (keep-alive).
+    """
+    pieces: list[bytes] = []
+    size = 0
+    for piece in iter_body(response):
+        pieces.append(piece)
+        size += len(piece)
+        if limit is not None and size >= limit:
+            break
+    return b"".join(pieces)[:limit] if limit is not None else b"".join(pieces)
 
-    def _masked_key(self) -> str:
-        return "'***'" if self._api_key else "None"
 
-    def _body(self, formatted: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+def iter_body(response: requests.Response) -> Iterator[bytes]:
+    """The body's bytes as they arrive (``read1``: whatever is there, never waiting for a full buffer)."""
+    raw = response.raw
+    while True:
+        piece = raw.read1(READ_SIZE, decode_content=True)
+        if not piece:
+            return
+        yield piece
 
-    def _parse(self, reply: Any) -> AssistantMessage:
-        raise NotImplementedError
 
-    def _parse_stream(self, events: Iterator[dict[str, Any]]) -> AssistantMessage:
-        raise NotImplementedError
+class _RedactingFilter(logging.Filter):
+    """Masks credentials in urllib3's DEBUG lines (it logs request paths, which may carry a ``?key=``)."""
 
-    def __call__(self, formatted: dict[str, Any]) -> AssistantMessage:
-        body = self._body(formatted)
-        if body.get("stream"):
-            return self._parse_stream(data for _, data in self._poster.post_stream(self.url, body, self._headers))
-        reply = self._poster.post_json(self.url, body, self._headers)
-        try:
-            return self._parse(reply)
-        except ValueError as exc:
-            raise LLMError(f"unexpected reply from {self.url}: {exc}", status=200, url=self.url) from None
+    def __init__(self) -> None:
+        super().__init__()
+        self._secrets: list[Secrets] = []
+        self._lock = threading.Lock()  # guards _secrets
+
+    def add(self, secrets: Secrets) -> None:
+        with self._lock:
+            if secrets and all(s is not secrets for s in self._secrets):
+                self._secrets.append(secrets)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        with self._lock:
+            active = list(self._secrets)
+        if active:
+            message = record.getMessage()
+            for secrets in active:
+                message = secrets.redact(message)
+            record.msg, record.args = message, ()
+        return True
+
+
+_FILTER = _RedactingFilter()
+for _name in ("urllib3.connectionpool", "urllib3.connection", "urllib3.util.retry", "urllib3.response"):
+    logging.getLogger(_name).addFilter(_FILTER)
+
+
+def install_log_filter(secrets: Secrets) -> None:
+    """Mask ``secrets`` in urllib3's log lines from now on (kept for the life of the process)."""
+    _FILTER.add(secrets)

@@ -6,22 +6,32 @@ client, so an agent switches provider by switching ``llm_call`` alone. The syste
 prompt goes apart; assistant tool calls become ``tool_use`` blocks; tool results become
 ``tool_result`` blocks (with ``is_error``) in the next user message, consecutive ones
 merged, because Anthropic requires alternating roles and an answer to every ``tool_use``.
+
+Thinking: a reply's ``thinking`` and ``redacted_thinking`` blocks are kept whole in the
+``AssistantMessage`` (with the ``signature`` that a stream sends as ``signature_delta``),
+and go back as the first blocks of that assistant turn (``thinking_blocks`` in the
+formatted dict): Anthropic requires the signed thinking block when a tool result
+follows. A thinking block without a signature (another provider's) is not sent.
+
+Replies, whole or streamed, are read in ``_anthropic_reply`` (usage by decision 13,
+decision 14 for streams cut short).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable
 from typing import Any, Optional
 
-from ..messages import AssistantMessage, LLMUsage, TextContent
-from ._http import HTTPClient, JSONPoster, content_text
+from ..messages import AssistantMessage
+from ._anthropic_reply import AnthropicStream, parse_anthropic_response, parse_anthropic_stream
+from ._client import DEFAULT_DEADLINE_S, HTTPClient
+from ._sse import DEFAULT_MAX_EVENT_BYTES
+from ._wire import Emit, content_text
 
-__all__ = ["AnthropicClient", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
+__all__ = ["AnthropicClient", "AnthropicStream", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
 
 API_VERSION = "2023-06-01"
-_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_use", "refusal": "content_filter", "pause_turn": "stop"}
 
 
 def _image_block(part: dict[str, Any]) -> dict[str, Any]:
@@ -57,8 +67,21 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _signed_thinking(blocks: Any) -> list[dict[str, Any]]:
+    """The thinking blocks Anthropic accepts back: signed ``thinking`` and ``redacted_thinking`` with its ``data``."""
+    kept = []
+    for block in blocks if isinstance(blocks, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "thinking" and isinstance(block.get("signature"), str) and block["signature"]:
+            kept.append({"type": "thinking", "thinking": block.get("thinking", ""), "signature": block["signature"]})
+        elif block.get("type") == "redacted_thinking" and isinstance(block.get("data"), str):
+            kept.append({"type": "redacted_thinking", "data": block["data"]})
+    return kept
+
+
 def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = _signed_thinking(message.get("thinking_blocks"))
     text = content_text(message.get("content"))
     if text:
         blocks.append({"type": "text", "text": text})
@@ -133,81 +156,14 @@ def build_anthropic_request(formatted: dict[str, Any], model: str, max_tokens: i
     return body
 
 
-def _usage(raw: Any) -> Optional[LLMUsage]:
-    if not isinstance(raw, dict):
-        return None
-    counts = {k: int(raw.get(k) or 0) for k in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")}
-    return LLMUsage(
-        input_tokens=counts["input_tokens"],
-        output_tokens=counts["output_tokens"],
-        cache_read_tokens=counts["cache_read_input_tokens"],
-        cache_write_tokens=counts["cache_creation_input_tokens"],
-        total_tokens=counts["input_tokens"] + counts["output_tokens"],
-    )
-
-
-def _message(blocks: list[dict[str, Any]], stop_reason: Any, usage: Optional[LLMUsage], model: Any) -> AssistantMessage:
-    content: list[Any] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "text" and block.get("text"):
-            content.append(TextContent(block["text"]))
-        elif kind == "tool_use":
-            content.append({"type": "tool_call", "id": block.get("id", ""), "name": block.get("name", ""), "arguments": block.get("input")})
-        elif kind in ("thinking", "redacted_thinking"):
-            content.append(dict(block))
-    reason = _STOP_REASONS.get(stop_reason, "stop") if isinstance(stop_reason, str) else "stop"
-    if any(isinstance(b, dict) and b.get("type") == "tool_call" for b in content) and reason != "length":
-        reason = "tool_use"
-    return AssistantMessage(content, api="anthropic-messages", provider="anthropic", model=model if isinstance(model, str) else None, usage=usage, stop_reason=reason)
-
-
-def parse_anthropic_response(body: dict[str, Any]) -> AssistantMessage:
-    """An ``AssistantMessage`` from a Messages API body.
-
-    Raises:
-        ValueError: the body has no ``content`` list.
-    """
-    if not isinstance(body, dict) or not isinstance(body.get("content"), list):
-        raise ValueError("the body has no content list")
-    return _message(body["content"], body.get("stop_reason"), _usage(body.get("usage")), body.get("model"))
-
-
-def parse_anthropic_stream(events: Iterable[dict[str, Any]]) -> AssistantMessage:
-    """Accumulate Messages API stream events: ``partial_json`` is joined per block and parsed at the end."""
-    blocks: dict[int, dict[str, Any]] = {}
-    partial: dict[int, list[str]] = {}
-    model, stop_reason, usage_raw = None, None, {}
-    for event in events:
-        kind = event.get("type")
-        if kind == "message_start":
-            message = event.get("message") or {}
-            model = message.get("model")
-            usage_raw.update(message.get("usage") or {})
-        elif kind == "content_block_start":
-            blocks[event["index"]] = dict(event.get("content_block") or {})
-        elif kind == "content_block_delta":
-            delta, index = event.get("delta") or {}, event["index"]
-            if delta.get("type") == "text_delta":
-                blocks[index]["text"] = blocks[index].get("text", "") + delta.get("text", "")
-            elif delta.get("type") == "input_json_delta":
-                partial.setdefault(index, []).append(delta.get("partial_json", ""))
-            elif delta.get("type") == "thinking_delta":
-                blocks[index]["thinking"] = blocks[index].get("thinking", "") + delta.get("thinking", "")
-        elif kind == "message_delta":
-            stop_reason = (event.get("delta") or {}).get("stop_reason") or stop_reason
-            usage_raw.update(event.get("usage") or {})
-    for index, pieces in partial.items():
-        blocks[index]["input"] = _arguments("".join(pieces)) if "".join(pieces).strip() else {}
-    return _message([blocks[i] for i in sorted(blocks)], stop_reason, _usage(usage_raw), model)
-
-
 class AnthropicClient(HTTPClient):
     """``llm_call`` for Anthropic's Messages API: POST ``{base_url}/v1/messages``.
 
     Takes the OpenAI-format dict of ``format_msg_for_llm``. ``tool_choice`` in OpenAI form
     ("auto", "required", a named function) is translated. Authenticates with the
-    ``x-api-key`` and ``anthropic-version`` headers.
+    ``x-api-key`` and ``anthropic-version`` headers; ``headers`` adds others (masked like
+    the key when they carry credentials). ``stream``, ``deadline_s``, ``timeout`` and
+    ``max_event_bytes`` work as in ``OpenAIClient``.
 
     Thread safety: a client may serve several agents and threads at once.
     """
@@ -224,18 +180,31 @@ class AnthropicClient(HTTPClient):
         max_retry_delay_ms: float = 60000,
         backoff_factor: float = 0.5,
         options: Optional[dict[str, Any]] = None,
-        stream: bool = False,  # issue 14 (placeholder for the CLI until issue 10's clients are merged)
+        headers: Optional[dict[str, str]] = None,
+        stream: bool = False,
+        deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
+        max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.max_tokens = max_tokens
-        self.options = {**(options or {}), **({"stream": True} if stream else {})}
-        self._api_key = api_key
-        self._headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION}
+        self.options = dict(options or {})
+        all_headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION, **(headers or {})}
         if api_key:
-            self._headers["x-api-key"] = api_key
-        self._poster = JSONPoster(
-            "Anthropic", timeout=timeout, max_retries=max_retries, max_retry_delay_ms=max_retry_delay_ms, backoff_factor=backoff_factor, secret=api_key
+            all_headers["x-api-key"] = api_key
+        self._init_http(
+            "Anthropic",
+            api_key=api_key,
+            headers=all_headers,
+            custom_headers=headers,
+            base_url=self.base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_retry_delay_ms=max_retry_delay_ms,
+            backoff_factor=backoff_factor,
+            deadline_s=deadline_s,
+            stream=stream,
+            max_event_bytes=max_event_bytes,
         )
 
     @property
@@ -243,13 +212,17 @@ class AnthropicClient(HTTPClient):
         return f"{self.base_url}/v1/messages"
 
     def __repr__(self) -> str:
-        return f"AnthropicClient(model={self.model!r}, base_url={self.base_url!r}, api_key={self._masked_key()})"
+        base_url = self._transport.secrets.redact(self.base_url)
+        return f"AnthropicClient(model={self.model!r}, base_url={base_url!r}, {self._repr_tail()})"
 
     def _body(self, formatted: dict[str, Any]) -> dict[str, Any]:
-        return build_anthropic_request(formatted, self.model, self.max_tokens, self.options)
+        body = build_anthropic_request(formatted, self.model, self.max_tokens, self.options)
+        if self.stream:
+            body.setdefault("stream", True)
+        return body
 
     def _parse(self, reply: Any) -> AssistantMessage:
         return parse_anthropic_response(reply)
 
-    def _parse_stream(self, events: Iterable[dict[str, Any]]) -> AssistantMessage:
-        return parse_anthropic_stream(events)
+    def _accumulator(self, emit: Emit) -> AnthropicStream:
+        return AnthropicStream(emit)

@@ -23,7 +23,7 @@ import re
 from typing import Any, Optional
 
 from ..messages import AssistantMessage, TextContent
-from ._http import content_text
+from ._wire import content_text
 
 __all__ = ["OfflineLLM"]
 

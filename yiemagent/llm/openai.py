@@ -6,6 +6,17 @@ tests/fixtures/README.md): missing or null content, a missing ``type``, empty or
 missing ids and arguments, double-encoded arguments, text beside tool calls, and an
 unreliable ``finish_reason``. Ollama's native ``/api/chat`` body (``message`` at the top
 level) is read too.
+
+Reasoning is kept as a ``{"type": "thinking", "thinking": ...}`` block before the text,
+whether it comes as ``reasoning_content`` (DeepSeek, vLLM), ``reasoning`` (Groq,
+OpenRouter, Ollama) or as Mistral's ``{"type": "thinking"}`` content parts. It is not sent
+back: OpenAI-compatible servers neither need nor accept it.
+
+Decision 13: ``prompt_tokens`` already include cached tokens and ``completion_tokens``
+reasoning ones (OpenAI, DeepSeek, Groq, OpenRouter, Mistral). Where a server counts
+reasoning apart (xAI, Gemini: ``total_tokens == prompt + completion + reasoning``), the
+reasoning tokens are added to ``output_tokens``. ``total_tokens`` is always
+``input_tokens + output_tokens``.
 """
 
 from __future__ import annotations
@@ -16,9 +27,11 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from ..messages import AssistantMessage, LLMUsage, TextContent
-from ._http import HTTPClient, JSONPoster, content_text
+from ._client import DEFAULT_DEADLINE_S, HTTPClient
+from ._sse import DEFAULT_MAX_EVENT_BYTES
+from ._wire import Emit, ReplyError, content_text, payload_error, require_object, token_count
 
-__all__ = ["OpenAIClient", "build_openai_request", "parse_openai_response", "parse_openai_stream"]
+__all__ = ["OpenAIClient", "OpenAIStream", "build_openai_request", "parse_openai_response", "parse_openai_stream"]
 
 _FINISH_REASONS = {
     "stop": "stop",
@@ -68,10 +81,9 @@ def build_openai_request(formatted: dict[str, Any], model: str, defaults: Option
     return body
 
 
-def _tool_call_entry(raw: Any) -> Any:
+def _tool_call_entry(raw: Any) -> dict[str, Any]:
     """One tool call in the §7 format-1 shape, keeping the server's id and arguments as they came."""
-    if not isinstance(raw, dict):
-        return raw
+    raw = require_object(raw, "a tool_calls entry")
     function = raw.get("function") if isinstance(raw.get("function"), dict) else raw
     entry: dict[str, Any] = {"type": "function", "function": {"name": function.get("name", "")}}
     if "arguments" in function:
@@ -81,27 +93,56 @@ def _tool_call_entry(raw: Any) -> Any:
     return entry
 
 
+def _details(raw: dict[str, Any], key: str) -> dict[str, Any]:
+    value = raw.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _usage(raw: Any) -> Optional[LLMUsage]:
+    """Decision 13 from an OpenAI-shaped ``usage`` (or Ollama's native counts)."""
     if not isinstance(raw, dict):
         return None
-    details = raw.get("prompt_tokens_details") if isinstance(raw.get("prompt_tokens_details"), dict) else {}
-    prompt = int(raw.get("prompt_tokens") or raw.get("prompt_eval_count") or 0)
-    completion = int(raw.get("completion_tokens") or raw.get("eval_count") or 0)
+    prompt_details, completion_details = _details(raw, "prompt_tokens_details"), _details(raw, "completion_tokens_details")
+    prompt = token_count(raw, "prompt_tokens", "prompt_eval_count")
+    completion = token_count(raw, "completion_tokens", "eval_count")
+    reasoning = token_count(completion_details, "reasoning_tokens") or token_count(raw, "reasoning_tokens")
+    if reasoning and token_count(raw, "total_tokens") == prompt + completion + reasoning:
+        completion += reasoning  # xAI, Gemini: completion_tokens leave the reasoning out
     return LLMUsage(
         input_tokens=prompt,
         output_tokens=completion,
-        cache_read_tokens=int(details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0),
-        total_tokens=int(raw.get("total_tokens") or prompt + completion),
+        cache_read_tokens=token_count(prompt_details, "cached_tokens") or token_count(raw, "prompt_cache_hit_tokens"),
+        cache_write_tokens=token_count(prompt_details, "cache_write_tokens", "cache_creation_tokens"),
+        total_tokens=prompt + completion,
+        reasoning_tokens=reasoning,
     )
 
 
+def _thinking_of_part(part: dict[str, Any]) -> str:
+    """The text of a Mistral thinking part: ``thinking`` is a list of text parts (or a string)."""
+    thinking = part.get("thinking")
+    return thinking if isinstance(thinking, str) else content_text(thinking)
+
+
+def _split_content(content: Any) -> tuple[str, str]:
+    """``(text, thinking)`` of a message's or a delta's ``content``: a string, or a list of text and thinking parts."""
+    if isinstance(content, list):
+        thinking = "".join(_thinking_of_part(p) for p in content if isinstance(p, dict) and p.get("type") == "thinking")
+        return content_text(content), thinking
+    return (content if isinstance(content, str) else ""), ""
+
+
+def _reasoning(message: dict[str, Any]) -> str:
+    piece = message.get("reasoning_content") or message.get("reasoning")
+    return piece if isinstance(piece, str) else ""
+
+
 def _assistant_message(
-    content: Any, reasoning: Any, tool_calls: list[Any], finish_reason: Any, usage: Optional[LLMUsage], model: Any, provider: str
+    text: str, thinking: str, tool_calls: list[Any], finish_reason: Any, usage: Optional[LLMUsage], model: Any, provider: str
 ) -> AssistantMessage:
     blocks: list[Any] = []
-    if isinstance(reasoning, str) and reasoning:
-        blocks.append({"type": "thinking", "thinking": reasoning})
-    text = content_text(content)
+    if thinking:
+        blocks.append({"type": "thinking", "thinking": thinking})
     if text:
         blocks.append(TextContent(text))
     if tool_calls:
@@ -116,14 +157,20 @@ def _assistant_message(
     )
 
 
+def _check_finish(finish_reason: Any) -> None:
+    if finish_reason == "error":  # OpenRouter's mid-stream failure, when no error object came with it
+        raise ReplyError("finish_reason 'error' with no error object", retryable=True)
+
+
 def parse_openai_response(body: dict[str, Any], provider: str = "openai") -> AssistantMessage:
     """An ``AssistantMessage`` from a chat-completions body (or Ollama's native chat body).
 
     Raises:
-        ValueError: the body has neither ``choices`` with a ``message`` nor a ``message``.
+        ReplyError: (a ``ValueError``) the body has neither ``choices`` with a ``message``
+            nor a ``message``, a ``tool_calls`` entry is not an object, or a usage count
+            is not a count.
     """
-    if not isinstance(body, dict):
-        raise ValueError(f"expected a JSON object, got {type(body).__name__}")
+    body = require_object(body, "the reply")
     choices = body.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict):
         choice = choices[0]
@@ -131,59 +178,114 @@ def parse_openai_response(body: dict[str, Any], provider: str = "openai") -> Ass
     elif isinstance(body.get("message"), dict):  # Ollama native /api/chat
         message, finish_reason = body["message"], body.get("done_reason")
     else:
-        raise ValueError("the body has no choices[0].message")
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    tool_calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
-    return _assistant_message(message.get("content"), reasoning, tool_calls, finish_reason, _usage(body.get("usage") or body), body.get("model"), provider)
+        raise ReplyError("the body has no choices[0].message")
+    _check_finish(finish_reason)
+    raw_calls = message.get("tool_calls")
+    if raw_calls is not None and not isinstance(raw_calls, list):
+        raise ReplyError(f"the tool_calls are not a list but {type(raw_calls).__name__}")
+    text, thinking = _split_content(message.get("content"))
+    thinking = _reasoning(message) or thinking
+    usage = _usage(body.get("usage") if isinstance(body.get("usage"), dict) else body)
+    return _assistant_message(text, thinking, raw_calls or [], finish_reason, usage, body.get("model"), provider)
 
 
-def parse_openai_stream(chunks: Iterable[dict[str, Any]], provider: str = "openai") -> AssistantMessage:
-    """Accumulate streamed chat-completion chunks into one ``AssistantMessage``.
+class OpenAIStream:
+    """Accumulates chat-completion chunks into one ``AssistantMessage``, emitting text and thinking as they come.
 
     Tool-call fragments are keyed by ``index`` (which may start at 1); a later fragment's
     empty ``name`` or ``id`` never overwrites a known one; usage-only chunks
     (``choices: []``) are read for their usage. Ollama's native stream (one partial
-    ``message`` per line) is read too.
+    ``message`` per line, ``done: true`` at the end) is read too. Decision 14: a chunk
+    carrying an ``error`` raises; a stream that ends with neither a ``finish_reason`` nor
+    ``[DONE]`` (nor Ollama's ``done``) is not whole and raises.
+
+    Thread safety: none; one accumulator belongs to one call.
     """
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    order: list[int] = []
-    finish_reason, usage, model = None, None, None
-    for chunk in chunks:
-        model = chunk.get("model") or model
+
+    def __init__(self, provider: str = "openai", emit: Optional[Emit] = None) -> None:
+        self.provider = provider
+        self._emit = emit or (lambda kind, text: None)
+        self._text: list[str] = []
+        self._thinking: list[str] = []
+        self._calls: dict[Any, dict[str, Any]] = {}
+        self._finish_reason: Any = None
+        self._finished = False
+        self._usage: Optional[LLMUsage] = None
+        self._model: Any = None
+
+    def add(self, chunk: Any) -> bool:
+        chunk = require_object(chunk, "a stream event")
+        error = payload_error(chunk)
+        if error is not None:
+            raise error
+        self._model = chunk.get("model") or self._model
         if isinstance(chunk.get("usage"), dict):
-            usage = _usage(chunk["usage"])
+            self._usage = _usage(chunk["usage"])
         choices = chunk.get("choices")
         if choices is None and isinstance(chunk.get("message"), dict):  # Ollama native: NDJSON of partial messages
             message = chunk["message"]
-            native_calls = [{**c, "index": len(order) + i} for i, c in enumerate(message.get("tool_calls") or [])]
+            native = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+            native_calls = [{**require_object(c, "a tool_calls entry"), "index": len(self._calls) + i} for i, c in enumerate(native)]
             choices = [{"delta": {**message, "tool_calls": native_calls}, "finish_reason": chunk.get("done_reason")}]
-            usage = _usage(chunk) if chunk.get("done") else usage
-        for choice in choices or []:
-            delta = choice.get("delta") or {}
-            finish_reason = choice.get("finish_reason") or finish_reason
-            if isinstance(delta.get("content"), str):
-                text.append(delta["content"])
-            piece = delta.get("reasoning_content") or delta.get("reasoning")
-            if isinstance(piece, str):
-                reasoning.append(piece)
-            for fragment in delta.get("tool_calls") or []:
-                index = fragment.get("index", len(order))
-                if index not in calls:
-                    calls[index] = {"id": "", "function": {"name": "", "arguments": ""}}
-                    order.append(index)
-                call, function = calls[index], fragment.get("function") or {}
-                if fragment.get("id"):
-                    call["id"] = fragment["id"]
-                if function.get("name"):
-                    call["function"]["name"] = call["function"]["name"] or function["name"]
-                if isinstance(function.get("arguments"), str):
-                    call["function"]["arguments"] += function["arguments"]
-                elif isinstance(function.get("arguments"), dict):
-                    call["function"]["arguments"] = function["arguments"]
-    tool_calls = [calls[i] for i in order]
-    return _assistant_message("".join(text), "".join(reasoning), tool_calls, finish_reason, usage, model, provider)
+            if chunk.get("done"):
+                self._usage, self._finished = _usage(chunk), True
+        if not isinstance(choices, list):
+            if choices is None:
+                return False
+            raise ReplyError(f"a stream event's choices are not a list but {type(choices).__name__}")
+        for choice in choices:
+            self._add_choice(require_object(choice, "a stream choice"))
+        return False
+
+    def _add_choice(self, choice: dict[str, Any]) -> None:
+        delta = require_object(choice.get("delta") or {}, "a stream delta")
+        _check_finish(choice.get("finish_reason"))
+        self._finish_reason = choice.get("finish_reason") or self._finish_reason
+        thinking = _reasoning(delta)
+        text, thinking_parts = _split_content(delta.get("content"))
+        for kind, piece, into in (("thinking", thinking + thinking_parts, self._thinking), ("text", text, self._text)):
+            if piece:
+                into.append(piece)
+                self._emit(kind, piece)
+        fragments = delta.get("tool_calls")
+        if fragments is not None and not isinstance(fragments, list):
+            raise ReplyError(f"a stream delta's tool_calls are not a list but {type(fragments).__name__}")
+        for fragment in fragments or []:
+            self._add_fragment(require_object(fragment, "a streamed tool_calls fragment"))
+
+    def _add_fragment(self, fragment: dict[str, Any]) -> None:
+        index = fragment.get("index", len(self._calls))
+        if not isinstance(index, (int, str)) or isinstance(index, bool):
+            raise ReplyError(f"a streamed tool_calls fragment has index {index!r}")
+        call = self._calls.setdefault(index, {"id": "", "function": {"name": "", "arguments": ""}})
+        function = fragment.get("function") if isinstance(fragment.get("function"), dict) else {}
+        if fragment.get("id") and isinstance(fragment["id"], str):
+            call["id"] = fragment["id"]
+        if function.get("name") and isinstance(function["name"], str):
+            call["function"]["name"] = call["function"]["name"] or function["name"]
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and isinstance(call["function"]["arguments"], str):
+            call["function"]["arguments"] += arguments
+        elif isinstance(arguments, dict):
+            call["function"]["arguments"] = arguments
+
+    def finish(self, done: bool = True) -> AssistantMessage:
+        if not (done or self._finished or self._finish_reason):
+            raise ReplyError("the stream ended before the reply was whole (no finish_reason, no [DONE]); the partial reply was dropped", retryable=True)
+        text, thinking = "".join(self._text), "".join(self._thinking)
+        return _assistant_message(text, thinking, list(self._calls.values()), self._finish_reason, self._usage, self._model, self.provider)
+
+
+def parse_openai_stream(chunks: Iterable[dict[str, Any]], provider: str = "openai") -> AssistantMessage:
+    """Accumulate streamed chat-completion chunks (already parsed) into one ``AssistantMessage``.
+
+    Raises:
+        ReplyError: as ``OpenAIStream``; here the chunks are taken as the whole stream.
+    """
+    stream = OpenAIStream(provider)
+    for chunk in chunks:
+        stream.add(chunk)
+    return stream.finish(done=True)
 
 
 class OpenAIClient(HTTPClient):
@@ -191,9 +293,21 @@ class OpenAIClient(HTTPClient):
 
     ``options`` are request defaults (``temperature``, ``tool_choice``, ``max_tokens``,
     ``parallel_tool_calls``, …); keys a formatted dict carries beyond ``messages`` and
-    ``tools`` override them for that call. With ``"stream": True`` the reply is read as
-    server-sent events and accumulated. ``max_retry_delay_ms`` may be changed after
+    ``tools`` override them for that call. ``stream=True`` (or ``"stream": True`` in the
+    options or the formatted dict) reads the reply as server-sent events and emits each
+    text and thinking fragment as it arrives (module ``_client``). ``deadline_s`` bounds
+    the whole call (module ``_guard``); ``timeout`` bounds each connect and each read.
+    ``headers`` are sent with every request; those that carry credentials are masked
+    like the key (module ``_secrets``). ``max_retry_delay_ms`` may be changed after
     construction (``YiemAgent(max_retry_delay_ms=...)`` does).
+
+    Args (beyond API.md's, all keyword-only):
+        stream: read replies as server-sent events and emit deltas (API.md "Streaming").
+        deadline_s: the longest the whole call may take, retries included (default 600;
+            None: no limit). ``timeout`` bounds each connect and each read.
+        headers: extra request headers (Azure's ``api-key``, OpenRouter's ``HTTP-Referer``).
+        max_event_bytes: the largest one server-sent event may be (default 16 MiB).
+        options, backoff_factor: request defaults; the base of the exponential backoff.
 
     Thread safety: a client may serve several agents and threads at once.
     """
@@ -209,24 +323,31 @@ class OpenAIClient(HTTPClient):
         max_retry_delay_ms: float = 60000,
         backoff_factor: float = 0.5,
         options: Optional[dict[str, Any]] = None,
-        stream: bool = False,  # issue 14 (placeholder for the CLI until issue 10's clients are merged)
         headers: Optional[dict[str, str]] = None,
+        stream: bool = False,
+        deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
+        max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.options = {**(options or {}), **({"stream": True} if stream else {})}
-        self._api_key = api_key
-        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        self.options = dict(options or {})
+        all_headers = {"Content-Type": "application/json", **(headers or {})}
         if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
+            all_headers["Authorization"] = f"Bearer {api_key}"
         self.provider = urlsplit(self.base_url).hostname or "openai"
-        self._poster = JSONPoster(
+        self._init_http(
             "OpenAI-compatible",
+            api_key=api_key,
+            headers=all_headers,
+            custom_headers=headers,
+            base_url=self.base_url,
             timeout=timeout,
             max_retries=max_retries,
             max_retry_delay_ms=max_retry_delay_ms,
             backoff_factor=backoff_factor,
-            secret=api_key,
+            deadline_s=deadline_s,
+            stream=stream,
+            max_event_bytes=max_event_bytes,
         )
 
     @property
@@ -234,10 +355,13 @@ class OpenAIClient(HTTPClient):
         return f"{self.base_url}/chat/completions"
 
     def __repr__(self) -> str:
-        return f"OpenAIClient(base_url={self.base_url!r}, model={self.model!r}, api_key={self._masked_key()})"
+        base_url = self._transport.secrets.redact(self.base_url)
+        return f"OpenAIClient(base_url={base_url!r}, model={self.model!r}, {self._repr_tail()})"
 
     def _body(self, formatted: dict[str, Any]) -> dict[str, Any]:
         body = build_openai_request(formatted, self.model, self.options)
+        if self.stream:
+            body.setdefault("stream", True)
         if body.get("stream"):
             body.setdefault("stream_options", {"include_usage": True})
         return body
@@ -245,5 +369,5 @@ class OpenAIClient(HTTPClient):
     def _parse(self, reply: Any) -> AssistantMessage:
         return parse_openai_response(reply, self.provider)
 
-    def _parse_stream(self, events: Iterable[dict[str, Any]]) -> AssistantMessage:
-        return parse_openai_stream(events, self.provider)
+    def _accumulator(self, emit: Emit) -> OpenAIStream:
+        return OpenAIStream(self.provider, emit)

@@ -1,0 +1,109 @@
+"""The server-sent events parser (WHATWG HTML "Server-sent events"): UTF-8, CR/LF/CRLF, fields, linear time, the event cap."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from strategies import cut, sse_cuts, sse_events, sse_line_ends
+from yiemagent.llm._sse import SSEError, SSEEvent, SSEParser
+
+
+def parse(*chunks: bytes, **kwargs) -> list[SSEEvent]:
+    parser = SSEParser(**kwargs)
+    events = [e for chunk in chunks for e in parser.feed(chunk)]
+    return events + parser.close()
+
+
+def test_stream_is_utf8_whatever_the_bytes():
+    """Bytes are decoded as UTF-8 (never ISO-8859-1): an em dash arrives as one character, even split in two chunks."""
+    dash = "—".encode()
+    assert parse(b"data: a" + dash[:1], dash[1:] + b"b\n\n") == [SSEEvent("message", "a—b")]
+
+
+def test_invalid_utf8_becomes_replacement_characters():
+    """A byte that is not UTF-8 becomes U+FFFD, as the standard's decoder does."""
+    assert parse(b"data: \xff\n\n") == [SSEEvent("message", "\ufffd")]
+
+
+def test_only_cr_lf_and_crlf_end_lines():
+    """U+0085, U+2028 and U+2029 inside data are ordinary characters; CR, LF and CRLF each end a line."""
+    body = "data: a\u0085b\u2028c\u2029d\rdata: e\r\ndata: f\n\n".encode()
+    assert parse(body) == [SSEEvent("message", "a\u0085b\u2028c\u2029d\ne\nf")]
+
+
+def test_crlf_split_between_chunks_is_one_line_end():
+    """A CR ending one chunk and the LF starting the next make one line end, not an empty line between."""
+    assert parse(b"data: a\r", b"\ndata: b\r\n\r\n") == [SSEEvent("message", "a\nb")]
+
+
+def test_fields_comments_and_unknown_fields():
+    """event/id/retry are read; comments and unknown fields are ignored; one space after the colon is dropped, not two."""
+    parser = SSEParser()
+    events = parser.feed(b": keep-alive\nevent: delta\nid: 7\nretry: 1500\nfoo: bar\ndata:  x\ndata\n\n")
+    assert events == [SSEEvent("delta", " x\n", "7")] and parser.retry == 1500
+
+
+def test_id_with_nul_is_ignored_and_the_last_id_carries_over():
+    """An id containing NUL is ignored (the standard's rule); events without an id keep the last one."""
+    assert parse(b"id: 1\ndata: a\n\nid: 2\0x\ndata: b\n\n") == [SSEEvent("message", "a", "1"), SSEEvent("message", "b", "1")]
+
+
+def test_event_without_data_is_not_dispatched_and_type_resets():
+    """A blank line after only an event field dispatches nothing; the next event has the default type."""
+    assert parse(b"event: x\n\ndata: y\n\n") == [SSEEvent("message", "y")]
+
+
+def test_leading_bom_is_dropped_once():
+    """One leading BOM is dropped; a second is data."""
+    assert parse(b"\xef\xbb\xbf", b"data: \xef\xbb\xbfx\n\n") == [SSEEvent("message", "\ufeffx")]
+
+
+def test_unfinished_event_at_end_is_discarded():
+    """An event with no blank line after it when the stream ends is not dispatched."""
+    assert parse(b"data: whole\n\ndata: cut") == [SSEEvent("message", "whole")]
+
+
+def test_one_event_larger_than_the_cap_raises():
+    """An event over max_event_bytes raises SSEError saying so, whether its data comes in one line or many, one chunk or many."""
+    with pytest.raises(SSEError, match="exceeds 100 bytes"):
+        parse(b"data: " + b"x" * 200 + b"\n\n", max_event_bytes=100)
+    with pytest.raises(SSEError, match="exceeds 100 bytes"):
+        parse(*[b"data: " + b"y" * 30 + b"\n"] * 5, max_event_bytes=100)
+    with pytest.raises(SSEError):
+        parse(*[b"z" * 30] * 5, max_event_bytes=100)
+
+
+def test_events_under_the_cap_pass_and_the_count_restarts_per_event():
+    """Many events each under the cap parse, though together they exceed it."""
+    assert len(parse(b"data: " + b"x" * 80 + b"\n\n", b"data: " + b"x" * 80 + b"\n\n", max_event_bytes=100)) == 2
+
+
+def encode(events, line_end: str) -> bytes:
+    lines = []
+    for event in events:
+        lines.append(": a comment")
+        if event["event"]:
+            lines.append(f"event: {event['event']}")
+        if event["id"] is not None:
+            lines.append(f"id: {event['id']}")
+        lines += [f"data: {d}" for d in event["data"]]
+        lines.append("")
+    return "".join(line + line_end for line in lines).encode()
+
+
+def expected(events) -> list[SSEEvent]:
+    out, last_id = [], ""
+    for event in events:
+        last_id = event["id"] if event["id"] is not None else last_id
+        out.append(SSEEvent(event["event"] or "message", "\n".join(event["data"]), last_id))
+    return out
+
+
+@given(st.data(), sse_events, sse_line_ends)
+def test_any_chunking_parses_to_the_same_events(data, events, line_end):
+    """Any events, with any of the three line ends, cut into chunks at arbitrary byte positions, parse to exactly those events."""
+    body = encode(events, line_end)
+    chunks = cut(body, data.draw(sse_cuts(len(body))))
+    assert parse(*chunks) == expected(events)

@@ -1,0 +1,224 @@
+"""What the two HTTP clients share: settings, calling with or without a stream, reading the stream.
+
+Beyond the spec (API.md "Streaming", decisions 13 and 14). A client is
+``llm_call(formatted) -> AssistantMessage``. With ``stream=True`` (or ``"stream": True``
+in the formatted dict or the options) it reads the reply as it arrives and hands each
+text and thinking fragment to ``streaming.emit_delta`` (never a tool-call fragment: a
+tool call runs only from the whole reply). The deltas of a kind, joined, equal
+``message_text(reply, kind)``.
+
+A stream request must be answered with ``text/event-stream`` (parsed by ``_sse``), or
+NDJSON (Ollama's native API), or a whole JSON reply (a server that ignores ``stream``:
+its text is emitted at once). Anything else, such as a proxy's HTML page, is an
+``LLMError``, never an empty reply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, Optional, Protocol
+
+import requests
+
+from ..messages import AssistantMessage
+from ._guard import CallGuard
+from ._http import Transport, iter_body, read_capped
+from ._secrets import Secrets
+from ._sse import SSEError, SSEParser
+from ._wire import Emit, ReplyError, message_text, payload_error
+
+__all__ = ["DEFAULT_DEADLINE_S", "HTTPClient", "StreamAccumulator"]
+
+DEFAULT_DEADLINE_S = 600.0  # ten minutes, as OpenAI's and Anthropic's own SDKs allow one request
+_NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "application/ndjson")
+
+
+class StreamAccumulator(Protocol):
+    """Builds one reply from stream events; each provider has its own."""
+
+    def add(self, event: dict[str, Any]) -> bool:
+        """Take one event (a JSON object); return True when it is the protocol's last."""
+
+    def finish(self, done: bool) -> AssistantMessage:
+        """The whole reply; ``done`` says the stream ended as the protocol says (``[DONE]``).
+
+        Raises:
+            ReplyError: the reply is not whole (decision 14).
+        """
+
+
+class HTTPClient:
+    """The settings and the call of an HTTP client; subclasses speak one provider's protocol.
+
+    Subclasses call ``_init_http`` and implement ``url``, ``_body``, ``_parse`` and
+    ``_accumulator``.
+
+    Thread safety: a client may serve several agents and threads at once; its transport
+    keeps one session per thread, and each call has its own guard and accumulator.
+    """
+
+    _transport: Transport
+    _headers: dict[str, str]
+    _custom_headers: dict[str, str]
+    _api_key: Optional[str]
+    stream: bool
+    max_event_bytes: Optional[int]
+
+    def _init_http(
+        self,
+        label: str,
+        *,
+        api_key: Optional[str],
+        headers: dict[str, str],
+        custom_headers: Optional[dict[str, str]],
+        base_url: str,
+        timeout: float,
+        max_retries: int,
+        max_retry_delay_ms: float,
+        backoff_factor: float,
+        deadline_s: Optional[float],
+        stream: bool,
+        max_event_bytes: Optional[int],
+    ) -> None:
+        self._api_key = api_key
+        self._headers = headers
+        self._custom_headers = dict(custom_headers or {})
+        self.stream = stream
+        self.max_event_bytes = max_event_bytes
+        secrets = Secrets(api_key, headers, base_url)
+        self._transport = Transport(
+            label,
+            secrets,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_retry_delay_ms=max_retry_delay_ms,
+            backoff_factor=backoff_factor,
+            deadline_s=deadline_s,
+        )
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def max_retry_delay_ms(self) -> float:
+        """The longest wait a server may ask for; ``YiemAgent(max_retry_delay_ms=...)`` sets it."""
+        return self._transport.max_retry_delay_ms
+
+    @max_retry_delay_ms.setter
+    def max_retry_delay_ms(self, value: float) -> None:
+        self._transport.max_retry_delay_ms = value
+
+    @property
+    def deadline_s(self) -> Optional[float]:
+        """The longest a whole call may take (connect, headers, body or stream, retries); None: no limit."""
+        return self._transport.deadline_s
+
+    @deadline_s.setter
+    def deadline_s(self, value: Optional[float]) -> None:
+        self._transport.deadline_s = value
+
+    def _repr_tail(self) -> str:
+        key = "'***'" if self._api_key else "None"
+        tail = f"api_key={key}"
+        if self._custom_headers:
+            tail += f", headers={self._transport.secrets.masked_headers(self._custom_headers)!r}"
+        return self._transport.secrets.redact(tail)
+
+    def _body(self, formatted: dict[str, Any]) -> dict[str, Any]:
+        """The request body; ``stream=True`` asks for a stream unless the options or the formatted dict say ``"stream": False``."""
+        raise NotImplementedError
+
+    def _parse(self, reply: Any) -> AssistantMessage:
+        raise NotImplementedError
+
+    def _accumulator(self, emit: Emit) -> StreamAccumulator:
+        raise NotImplementedError
+
+    def __call__(self, formatted: dict[str, Any]) -> AssistantMessage:
+        body = self._body(formatted)
+        read = self._read_stream if body.get("stream") else self._read_reply
+        return self._transport.call(self.url, body, self._headers, read)
+
+    def _read_reply(self, response: requests.Response, guard: CallGuard) -> AssistantMessage:
+        if _media_type(response) == "text/event-stream":  # a server that streams though not asked to
+            return self._read_stream(response, guard)
+        data = self._transport.json_body(response)
+        try:
+            return self._parse(data)
+        except ReplyError:
+            raise
+        except ValueError as exc:
+            raise ReplyError(f"not a reply: {exc}") from None
+
+    def _read_stream(self, response: requests.Response, guard: CallGuard) -> AssistantMessage:
+        media_type = _media_type(response)
+        if media_type == "application/json":
+            message = self._read_reply(response, guard)
+            for kind in ("thinking", "text"):
+                guard.emit(kind, message_text(message, kind))
+            return message
+        if media_type in _NDJSON_TYPES:
+            events = self._ndjson_events(response)
+        elif media_type in ("text/event-stream", ""):
+            events = self._sse_events(response)
+        else:
+            snippet = read_capped(response, 200).decode("utf-8", errors="replace")
+            raise ReplyError(
+                f"a stream request answered with HTTP {response.status_code} and Content-Type {media_type!r}, "
+                f"not server-sent events: {self._transport.secrets.redact(snippet).strip()!r}"
+            )
+        accumulator = self._accumulator(guard.emit)
+        done = False
+        for name, data in events:
+            if data == "[DONE]":
+                done = True
+                break
+            try:
+                event = json.loads(self._transport.secrets.redact(data))
+            except ValueError:
+                raise ReplyError(f"stream data that is not JSON: {self._transport.secrets.redact(data[:200])!r}") from None
+            if name == "error":
+                raise payload_error(event, forced=True)  # type: ignore[misc]
+            if accumulator.add(event):
+                done = True
+                break
+        return accumulator.finish(done)
+
+    def _sse_events(self, response: requests.Response) -> Iterator[tuple[str, str]]:
+        parser = SSEParser(self.max_event_bytes)
+        try:
+            for piece in iter_body(response):
+                for event in parser.feed(piece):
+                    yield event.event, event.data
+            for event in parser.close():
+                yield event.event, event.data
+        except SSEError as exc:
+            raise ReplyError(str(exc)) from None
+
+    def _ndjson_events(self, response: requests.Response) -> Iterator[tuple[str, str]]:
+        """One event per line; the unfinished line is a ``bytearray``, so a long one costs O(n) time and n bytes."""
+        pending = bytearray()
+        for piece in iter_body(response):
+            lines = piece.split(b"\n")
+            for line in lines[:-1]:
+                pending += line
+                self._check_line(pending)
+                text = pending.decode("utf-8", errors="replace").strip()
+                pending.clear()
+                if text:
+                    yield "message", text
+            pending += lines[-1]
+            self._check_line(pending)
+        text = pending.decode("utf-8", errors="replace").strip()
+        if text:
+            yield "message", text
+
+    def _check_line(self, line: bytearray) -> None:
+        if self.max_event_bytes is not None and len(line) > self.max_event_bytes:
+            raise ReplyError(f"one stream line exceeds {self.max_event_bytes} bytes; the stream was not read further")
+
+
+def _media_type(response: requests.Response) -> str:
+    return (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()

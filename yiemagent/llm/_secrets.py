@@ -1,0 +1,94 @@
+"""The credentials a client holds, and masking them in every text that may leave the process.
+
+Beyond the spec: the promise "no secret leaves the process" (issue 10, class 7). A
+client holds its API key and whatever headers the caller passed (Azure's ``api-key``,
+a custom ``Authorization``, OpenRouter's ``HTTP-Referer``…). A header is a credential
+when its name says so (``authorization``, ``api-key``, ``cookie``, or a name holding
+``key``, ``token``, ``secret``, ``auth``, ``password``, ``credential``, ``session``) or its
+value looks like one (an ``auth-scheme token`` such as ``Bearer x``, or a long run of
+letters and digits with no space). Credentials in the base URL (a password, a
+``?key=`` query value) count too.
+
+Every credential is replaced by ``***`` in error messages, reprs, log lines and in the
+text a server sends back (a server that echoes the key cannot leak it through an
+``LLMError``, the reply or an event). For ``Bearer tok`` both the whole value and ``tok``
+are masked. Values shorter than ``MIN_SECRET_CHARS`` are hidden in reprs but not searched
+for in text: masking every ``"abc"`` in a reply would garble it, and so short a value
+protects nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Optional
+from urllib.parse import parse_qsl, urlsplit
+
+__all__ = ["MASK", "MIN_SECRET_CHARS", "Secrets", "is_credential_header"]
+
+MASK = "***"
+MIN_SECRET_CHARS = 8
+_CREDENTIAL_NAME = re.compile(r"auth|key|token|secret|password|passwd|credential|session|cookie|signature", re.IGNORECASE)
+_SCHEME_VALUE = re.compile(r"^(?:bearer|basic|token|digest|apikey|api-key|key)\s+(\S+)\s*$", re.IGNORECASE)
+_TOKEN_LIKE = re.compile(r"^(?=[^\s]*[A-Za-z])(?=[^\s]*[0-9])[A-Za-z0-9._~+/=:-]{20,}$")
+# Headers every client sets itself that carry no secret (a date-like version string would look like a token).
+_PUBLIC_HEADERS = frozenset({"content-type", "accept", "anthropic-version", "user-agent", "content-length"})
+
+
+def is_credential_header(name: str, value: str) -> bool:
+    """Whether a header carries a credential, by its name or by the look of its value."""
+    if name.lower() in _PUBLIC_HEADERS:
+        return False
+    return bool(_CREDENTIAL_NAME.search(name) or _SCHEME_VALUE.match(value) or _TOKEN_LIKE.match(value))
+
+
+class Secrets:
+    """The credentials of one client; ``redact(text)`` masks them all.
+
+    Thread safety: immutable after construction; may be shared between threads.
+    """
+
+    def __init__(self, api_key: Optional[str] = None, headers: Optional[Mapping[str, str]] = None, url: str = "") -> None:
+        values: set[str] = set()
+        self._header_names: set[str] = set()
+        if api_key:
+            values.add(api_key)
+        for name, value in (headers or {}).items():
+            if not isinstance(value, str) or not is_credential_header(name, value):
+                continue
+            self._header_names.add(name.lower())
+            values.add(value)
+            scheme = _SCHEME_VALUE.match(value)
+            if scheme:
+                values.add(scheme.group(1))
+        values.update(_url_secrets(url))
+        # longest first, so that "Bearer tok" is masked whole before "tok" alone
+        self._values = tuple(sorted((v for v in values if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True))
+        self._all = frozenset(values)
+
+    def __bool__(self) -> bool:
+        return bool(self._all)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every credential replaced by ``***``."""
+        for value in self._values:
+            if value in text:
+                text = text.replace(value, MASK)
+        return text
+
+    def masked_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
+        """``headers`` with the value of each credential header replaced by ``***`` (for reprs and logs)."""
+        return {
+            name: MASK if name.lower() in self._header_names or value in self._all or is_credential_header(name, value) else self.redact(value)
+            for name, value in headers.items()
+        }
+
+
+def _url_secrets(url: str) -> Iterable[str]:
+    """A password in the URL and the values of credential-named query parameters (``?key=...``)."""
+    if not url:
+        return ()
+    parts = urlsplit(url)
+    found = [parts.password] if parts.password else []
+    found += [value for name, value in parse_qsl(parts.query) if value and _CREDENTIAL_NAME.search(name)]
+    return found

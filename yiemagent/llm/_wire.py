@@ -1,0 +1,159 @@
+"""What both clients read off the wire the same way: errors in a body, token counts, text parts.
+
+Beyond the spec (API.md decisions 13 and 14). Parsers raise ``ReplyError`` for a reply
+that cannot be used whole; the transport turns it into an ``LLMError`` naming the URL,
+with the server's words masked (see ``_secrets``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Optional
+
+from ..messages import AssistantMessage, TextContent
+
+__all__ = [
+    "RETRYABLE_STATUSES",
+    "Emit",
+    "ReplyError",
+    "content_text",
+    "error_code",
+    "message_text",
+    "payload_error",
+    "require_object",
+    "server_message",
+    "token_count",
+]
+
+Emit = Callable[[str, str], None]  # emit(kind, text): where a stream reader hands its deltas
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+# Error types that a provider sends inside a 200 body or stream, and the HTTP status each stands for.
+_ERROR_TYPE_STATUS = {
+    "overloaded_error": 529,  # Anthropic
+    "api_error": 500,  # Anthropic
+    "rate_limit_error": 429,  # Anthropic
+    "server_error": 500,  # OpenAI, OpenRouter
+    "rate_limit_exceeded": 429,
+    "timeout": 408,
+}
+# A count beyond this is not a token count (no context holds 10**12 tokens).
+_MAX_TOKENS = 10**12
+
+
+class ReplyError(ValueError):
+    """A reply that cannot be used whole (decision 14): not the protocol, an error inside it, cut short.
+
+    ``retryable`` says whether asking again may help; ``status`` is the HTTP status the
+    error stands for (a 200 body's own error code), when known.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False, status: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+
+
+def require_object(value: Any, what: str) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else a ``ReplyError`` naming ``what`` and what came instead."""
+    if not isinstance(value, dict):
+        raise ReplyError(f"{what} is not a JSON object but {type(value).__name__} {_preview(value)}")
+    return value
+
+
+def _preview(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def token_count(raw: dict[str, Any], *keys: str) -> int:
+    """The first of ``keys`` present in ``raw`` as a token count; 0 when none is.
+
+    Raises:
+        ReplyError: the value is not a non-negative whole number below 10**12 (a bool,
+            a fraction, NaN, infinity, ``1e400``, a negative number, text that is not digits).
+    """
+    for key in keys:
+        value = raw.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_TOKENS:
+            raise ReplyError(f"usage field {key!r} is not a token count: {_preview(value)}")
+        return value
+    return 0
+
+
+def server_message(body: Any, text: str) -> str:
+    """The server's own words from an error body (OpenAI, Anthropic, OpenRouter shapes), else the text."""
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            message = str(error.get("message") or "")
+            metadata = error.get("metadata")
+            raw = metadata.get("raw") if isinstance(metadata, dict) else None
+            code = error.get("code") or error.get("type")
+            parts = [message, f"({raw})" if raw else "", f"[{code}]" if code else ""]
+            return " ".join(p for p in parts if p) or text[:500]
+        if isinstance(error, str):
+            return error
+        if isinstance(body.get("message"), str):
+            return body["message"]
+    return text[:500].strip() or "(empty body)"
+
+
+def error_code(body: Any) -> Optional[str]:
+    """The ``code`` (or ``type``) of an error body, as text."""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        code = body["error"].get("code") or body["error"].get("type")
+        return str(code) if code is not None else None
+    return None
+
+
+def payload_error(data: Any, *, forced: bool = False) -> Optional[ReplyError]:
+    """The error a 200 body or stream event carries, if any; ``forced`` for an ``event: error``.
+
+    OpenRouter sends ``{"id": ..., "choices": [...], "error": {"code": 502, "message": ...}}``
+    mid-stream; Anthropic ``{"type": "error", "error": {"type": "overloaded_error", ...}}``;
+    Groq an ``event: error``. The status is the error's numeric code (or its
+    ``status_code``, or what its type stands for); retrying may help for 408/409/429/5xx/529.
+    """
+    error = data.get("error") if isinstance(data, dict) else None
+    if not forced and (error is None or error == {} or error == ""):
+        return None
+    status: Optional[int] = None
+    if isinstance(error, dict):
+        for key in ("code", "status_code", "status"):
+            value = error.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and 100 <= value < 600:
+                status = value
+                break
+        if status is None:
+            status = _ERROR_TYPE_STATUS.get(str(error.get("type") or error.get("code") or ""))
+    message = server_message(data, str(data)[:500])
+    return ReplyError(f"error reported after HTTP 200: {message}", retryable=status in RETRYABLE_STATUSES, status=status)
+
+
+def content_text(content: Any, separator: str = "") -> str:
+    """The text of an OpenAI-format ``content``: a string, or the ``text`` parts of a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return separator.join(p["text"] for p in content if isinstance(p, dict) and p.get("type", "text") == "text" and isinstance(p.get("text"), str))
+    return ""
+
+
+def message_text(message: AssistantMessage, kind: str) -> str:
+    """A reply's text of one kind: its ``"text"`` blocks, or its ``"thinking"`` blocks, joined by newlines.
+
+    A streaming client's deltas of that kind, joined, equal this (API.md "Streaming").
+    """
+    if kind == "text":
+        return "\n".join(b.text for b in message.content if isinstance(b, TextContent))
+    return "\n".join(
+        b["thinking"] for b in message.content if isinstance(b, dict) and b.get("type") == "thinking" and isinstance(b.get("thinking"), str)
+    )
