@@ -47,12 +47,16 @@ def register_tool(store: ToolStore, tool: AgentTool) -> AgentTool:
     a developer reloads a tool written by ``writeTool`` (spec §15).
 
     Raises:
-        ToolDefinitionError: ``tool`` is not an ``AgentTool``.
+        ToolDefinitionError: ``store`` is not a ``ToolStore`` (an agent, say) or ``tool``
+            is not an ``AgentTool``.
         ToolSchemaError: ``tool.input_schema`` is not a valid JSON Schema; the message
             names the tool and the place in the schema.
     """
+    if not isinstance(store, ToolStore):
+        hint = " (for an agent, pass agent.tool_store)" if hasattr(store, "tool_store") else ""
+        raise ToolDefinitionError(f"register_tool(store, tool): store must be a ToolStore, got {type(store).__name__}{hint}")
     if not isinstance(tool, AgentTool):
-        raise ToolDefinitionError(f"register_tool expects an AgentTool, got {type(tool).__name__}")
+        raise ToolDefinitionError(f"register_tool(store, tool): tool must be an AgentTool, got {type(tool).__name__}")
     check_input_schema(tool.name, tool.input_schema)
     with store._lock:
         store.tools[tool.name] = tool

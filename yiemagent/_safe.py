@@ -1,0 +1,97 @@
+"""Bounds on what a model or a tool can make the agent keep or repeat (decision 15, issue 9).
+
+``json_safe`` checks that a value is plain JSON that every server and ``json.dumps``
+(strict: no NaN) accept, within a nesting depth; ``clean_str`` replaces lone surrogates,
+which cannot be encoded as UTF-8 and so cannot be sent; ``cap_text`` bounds an error text
+that echoes model input, saying what was cut.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "MAX_ECHO_CHARS", "NotJSONError", "cap_text", "clean_str", "json_safe", "short_repr"]
+
+MAX_DEPTH = 64
+"""Deepest nesting of a JSON value kept in the history: far beyond any real tool's
+arguments, far below Python's recursion limit (deep values made ``json.dumps`` raise
+``RecursionError`` on every later round)."""
+
+MAX_ECHO_CHARS = 2000
+"""Longest error text that echoes model input; the rest is cut, with a note."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class NotJSONError(ValueError):
+    """A value that cannot be sent as JSON; the message says where and why."""
+
+
+def clean_str(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (the same object when it has none)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def cap_text(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, ending with a note of how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters cut]"
+
+
+def short_repr(value: Any, limit: int = 200) -> str:
+    """``repr(value)`` bounded in length, computed without building the repr of a huge str."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... [{len(value) - limit} more characters cut]"
+    return cap_text(repr(value), limit)
+
+
+def _where(path: str) -> str:
+    return path or "the value"
+
+
+def json_safe(value: Any, *, max_depth: int = MAX_DEPTH, _path: str = "", _depth: int = 0) -> Any:
+    """``value`` as strict JSON: tuples become lists, strings lose lone surrogates.
+
+    Returns the very same object when nothing had to change, so a clean value costs one
+    walk and no copy.
+
+    Raises:
+        NotJSONError: a float that is NaN or infinite, a key that is not a str, a value
+            that is not JSON (a set, bytes, an object), or nesting deeper than ``max_depth``;
+            the message names the place, like ``arguments/a/0``.
+    """
+    if value is None or isinstance(value, bool) or isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise NotJSONError(f"{_where(_path)} is {value!r}, which JSON cannot carry")
+        return value
+    if isinstance(value, str):
+        return clean_str(value)
+    if _depth >= max_depth:
+        raise NotJSONError(f"{_where(_path)} is nested deeper than {max_depth} levels")
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        changed = False
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotJSONError(f"{_where(_path)} has a key that is not a string: {short_repr(key, 60)}")
+            clean_key = clean_str(key)
+            clean = json_safe(item, max_depth=max_depth, _path=f"{_path}/{clean_key[:40]}" if _path else clean_key[:40], _depth=_depth + 1)
+            changed = changed or clean is not item or clean_key is not key
+            out[clean_key] = clean
+        return out if changed else value
+    if isinstance(value, (list, tuple)):
+        items = [
+            json_safe(item, max_depth=max_depth, _path=f"{_path}/{i}" if _path else str(i), _depth=_depth + 1)
+            for i, item in enumerate(value)
+        ]
+        if isinstance(value, list) and all(a is b for a, b in zip(items, value)):
+            return value
+        return items
+    raise NotJSONError(f"{_where(_path)} is a {type(value).__name__}, which is not a JSON value")
