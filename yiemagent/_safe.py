@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_ECHO_CHARS", "NotJSONError", "cap_text", "clean_str", "json_safe", "short_repr"]
+__all__ = ["MAX_DEPTH", "MAX_ECHO_CHARS", "NotJSONError", "cap_text", "clean_str", "json_safe", "plain", "short_repr"]
 
 MAX_DEPTH = 64
 """Deepest nesting of a JSON value kept in the history: far beyond any real tool's
@@ -50,6 +50,24 @@ def short_repr(value: Any, limit: int = 200) -> str:
     return cap_text(repr(value), limit)
 
 
+def plain(value: Any, depth: int = 4) -> Any:
+    """``value`` with every dict and list subclass, ``depth`` levels deep, copied into a plain one.
+
+    A subclass may answer differently each time it is read (a hostile or lazy mapping);
+    a plain copy is read the same way by everything that reads it after. Returns the
+    very same object when it holds no subclass.
+    """
+    if depth < 0 or not isinstance(value, (dict, list)):
+        return value
+    if isinstance(value, dict):
+        pairs = list(dict.items(value))
+        out = {k: plain(v, depth - 1) for k, v in pairs}
+        return value if type(value) is dict and all(out[k] is v for k, v in pairs) else out
+    items = list(list.__iter__(value))
+    copied = [plain(v, depth - 1) for v in items]
+    return value if type(value) is list and all(a is b for a, b in zip(copied, items)) else copied
+
+
 def _where(path: str) -> str:
     return path or "the value"
 
@@ -85,13 +103,13 @@ def json_safe(value: Any, *, max_depth: int = MAX_DEPTH, _path: str = "", _depth
             clean = json_safe(item, max_depth=max_depth, _path=f"{_path}/{clean_key[:40]}" if _path else clean_key[:40], _depth=_depth + 1)
             changed = changed or clean is not item or clean_key is not key
             out[clean_key] = clean
-        return out if changed else value
+        return value if not changed and type(value) is dict else out
     if isinstance(value, (list, tuple)):
         items = [
             json_safe(item, max_depth=max_depth, _path=f"{_path}/{i}" if _path else str(i), _depth=_depth + 1)
             for i, item in enumerate(value)
         ]
-        if isinstance(value, list) and all(a is b for a, b in zip(items, value)):
+        if type(value) is list and all(a is b for a, b in zip(items, value)):
             return value
         return items
     raise NotJSONError(f"{_where(_path)} is a {type(value).__name__}, which is not a JSON value")

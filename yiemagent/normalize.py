@@ -27,7 +27,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple, Optional
 
-from ._safe import NotJSONError, clean_str, json_safe, short_repr
+from ._safe import NotJSONError, clean_str, json_safe, plain, short_repr
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, ImageContent, LLMUsage, MessageContent, TextContent, ToolResultMessage, UserMessage
@@ -188,6 +188,10 @@ def normalize_reply(reply: Any) -> CheckedReply:
         raw_content = list(raw_content)
     elif not isinstance(raw_content, list):
         return CheckedReply(None, [], f"llm_call returned an AssistantMessage whose content is {type(raw_content).__name__}; expected a list")
+    # read every block once, into plain dicts and lists: a block that answers differently each
+    # time it is read must not give extraction one set of calls and the history another
+    snapshot = plain(raw_content, 5)
+    raw_content = snapshot
     base = reply if raw_content is reply.content and not changes else replace(reply, content=raw_content, **changes)
     _, calls, _ = extract_tool_calls(base)  # robust: arguments that are not strict JSON become an arguments_error
     content = [b if _is_tool_block(b) else _block(b, f"content/{i}") for i, b in enumerate(raw_content)]
