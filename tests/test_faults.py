@@ -172,7 +172,7 @@ def test_shutdown_racing_senders_loses_nothing():
 # --- 2. Nothing hung --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where", ["tool", "before_tool_call", "after_tool_call", "sink", "llm_call"])
+@pytest.mark.parametrize("where", ["tool", "parallel tool", "timed tool", "before_tool_call", "after_tool_call", "sink", "llm_call"])
 def test_shutdown_called_from_inside_the_run_returns_at_once(where):
     """shutdown() from a tool, a hook, the sink or llm_call does not wait for its own run; the response still comes."""
     holder = {}
@@ -183,7 +183,7 @@ def test_shutdown_called_from_inside_the_run_returns_at_once(where):
             seen.append(shutdown(holder["agent"], timeout=WAIT))
 
     def execute(i, a, s, p):
-        if where == "tool":
+        if where.endswith("tool"):
             inside()
         return text_result("ran")
 
@@ -192,11 +192,12 @@ def test_shutdown_called_from_inside_the_run_returns_at_once(where):
             inside()
         if formatted["messages"][-1]["role"] == "tool":
             return AssistantMessage([TextContent("finished")], stop_reason="stop")
-        return calls_reply(call("c1", "work", {}))
+        return calls_reply(call("c1", "work", {}), call("c2", "work", {}))
 
     hooks = {"before_tool_call": inside if where == "before_tool_call" else None, "after_tool_call": inside if where == "after_tool_call" else None}
     sink = (lambda event: inside()) if where == "sink" else None
-    agent = agent_with(llm, make_tool("work", execute), sink=sink, **hooks)
+    tool = make_tool("work", execute, parallel=where == "parallel tool", timeout_s=WAIT if where == "timed tool" else None)
+    agent = agent_with(llm, tool, sink=sink, parallel_tool_execute=where == "parallel tool", **hooks)
     holder["agent"] = agent
     run_agent(agent, "go")
     response = take_response(agent, timeout=WAIT)

@@ -29,7 +29,7 @@ import json
 import logging
 from typing import Any, Optional
 
-from ._safe import NotJSONError, json_safe, short_repr
+from ._safe import NotJSONError, clean_str, json_safe, short_repr
 from .messages import AssistantMessage
 from .tooling import AgentToolCall
 
@@ -110,12 +110,13 @@ def _to_tool_call(response: AssistantMessage, position: int, data: dict[str, Any
     name = source.get("name")
     if not isinstance(name, str):
         name = data.get("name") if isinstance(data.get("name"), str) else ""
-    name = name[:MAX_NAME_CHARS]
+    name = clean_str(name[:MAX_NAME_CHARS])  # no lone surrogate: the name goes back as UTF-8
     raw_arguments = source.get("arguments", data.get("arguments"))
     arguments, problem = _strict_arguments(raw_arguments)
     call_id = data.get("id")
     if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_ID_CHARS:
         call_id = _synthetic_id(response, position, data)
+    call_id = clean_str(call_id)
     return AgentToolCall(call_id, name, arguments, "function", problem)
 
 
