@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_ECHO_CHARS", "NotJSONError", "cap_text", "clean_str", "json_safe", "plain", "short_repr"]
+__all__ = ["MAX_DEPTH", "MAX_ECHO_CHARS", "NotJSONError", "cap_text", "clean_str", "json_safe", "plain", "preview", "short_repr"]
 
 MAX_DEPTH = 64
 """Deepest nesting of a JSON value kept in the history: far beyond any real tool's
@@ -66,6 +66,25 @@ def plain(value: Any, depth: int = 4) -> Any:
     items = list(list.__iter__(value))
     copied = [plain(v, depth - 1) for v in items]
     return value if type(value) is list and all(a is b for a, b in zip(copied, items)) else copied
+
+
+def preview(value: Any, depth: int = 6, width: int = 200) -> Any:
+    """A small copy of a JSON-like value to show in an error text: long strings and
+    containers cut (with "..."), nesting cut below ``depth``. Never copies a long string whole."""
+    if isinstance(value, str):
+        return value if len(value) <= width else f"{value[:width]}... [{len(value) - width} more characters cut]"
+    if isinstance(value, (dict, list, tuple)):
+        if depth <= 0:
+            return "..."
+        if isinstance(value, dict):
+            pairs = list(value.items())
+            out = {str(k)[:width]: preview(v, depth - 1, width) for k, v in pairs[:20]}
+            if len(pairs) > 20:
+                out["..."] = f"{len(pairs) - 20} more keys"
+            return out
+        items = [preview(v, depth - 1, width) for v in list(value)[:20]]
+        return items + ([f"... {len(value) - 20} more items"] if len(value) > 20 else [])
+    return value
 
 
 def _where(path: str) -> str:

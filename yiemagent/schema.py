@@ -18,7 +18,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 
-from ._safe import cap_text
+from ._safe import cap_text, preview
 from .errors import ToolSchemaError
 
 __all__ = ["check_input_schema", "compiled_validator", "validate_required_args"]
@@ -96,7 +96,7 @@ def validate_required_args(args: Any, input_schema: dict[str, Any]) -> Optional[
     # error texts echo model input: each part is capped (issue 9), the whole text by the pipeline
     lines = "; ".join(f"{field}: {cap_text(message, 300)}" for field, message in problems[:20])
     try:
-        received = json.dumps(args, ensure_ascii=False, sort_keys=True, default=repr)
+        received = json.dumps(preview(args), ensure_ascii=False, sort_keys=True, default=repr)
     except (TypeError, ValueError, RecursionError):
         received = repr(args)
     return f"{lines}. Received arguments: {cap_text(received, 1000)}"
