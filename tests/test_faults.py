@@ -490,3 +490,62 @@ def test_a_tool_is_still_an_agent_tool_after_the_checks():
     store = ToolStore()
     tool = register_tool(store, make_tool("get_time-2", schema={"type": "object", "properties": {}}))
     assert isinstance(tool, AgentTool) and "get_time-2" in store.tools
+
+
+# --- The run's narrow interface -----------------------------------------------------
+
+
+class BareHost:
+    """The smallest RunHost: a run needs nothing else of its agent."""
+
+    def __init__(self, llm, queued, closing=False):
+        from yiemagent.events import EventEmitter
+        from yiemagent.formatting import format_msg_for_llm, prepare_context
+        from yiemagent.tooling import AgentLoopConfig, AgentState
+
+        self.state = AgentState()
+        self.llm_call = llm
+        self.prepare_context = prepare_context
+        self.format_msg_for_llm = format_msg_for_llm
+        self.emit = EventEmitter(None)
+        self.closing = closing
+        self._queued = list(queued)
+        self.appended = []
+        self._config = AgentLoopConfig()
+
+    def loop_config(self):
+        return self._config
+
+    def take_input(self):
+        taken, self._queued = self._queued, []
+        return taken
+
+    def append(self, message):
+        self.appended.append(message)
+        self.state.messages.append(message)
+
+    def history(self):
+        return list(self.state.messages)
+
+    def ring(self):
+        pass
+
+
+def test_a_run_needs_only_its_run_host():
+    """process_message drives a whole run through RunHost alone: input, LLM round, append."""
+    from yiemagent.run import Run, process_message
+
+    host = BareHost(StrictLLM(), [{"role": "user", "content": "hi"}])
+    response = process_message(host, Run(1))
+    assert response.content[0].text == "done"
+    assert [type(m).__name__ for m in host.appended] == ["UserMessage", "AssistantMessage"]
+
+
+def test_a_run_whose_input_shutdown_took_makes_no_llm_round():
+    """A run that starts as shutdown takes its input ends "aborted" without calling the LLM (decision 16)."""
+    from yiemagent.run import Run, process_message
+
+    llm = StrictLLM()
+    response = process_message(BareHost(llm, [], closing=True), Run(1))
+    assert response.stop_reason == "aborted" and "shut down" in response.error_message
+    assert llm.requests == []

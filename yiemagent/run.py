@@ -238,7 +238,10 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     host.ring()
     host.emit(AgentRunStartEvent(run.id, taken))
     try:
-        response = _rounds(host, run)
+        if taken == 0 and host.closing:  # shutdown took this run's input (decision 16): no LLM round for nothing
+            response = AssistantMessage([], stop_reason="aborted", error_message="the agent was shut down before the run took its input")
+        else:
+            response = _rounds(host, run)
     except BaseException as exc:  # a bug here or in a hook must not strand the run: the loop waits for its response
         logger.exception("run %d failed", run.id)
         response = _error_response(f"internal error: {describe_error(exc)}")
