@@ -169,6 +169,23 @@ def test_shutdown_racing_senders_loses_nothing():
     assert sorted(processed + returned) == sorted(accepted)
 
 
+def test_take_response_after_the_loop_died_raises_instead_of_waiting():
+    """A loop thread that died closes the output too: take_response without a timeout raises, naming the cause."""
+    agent = agent_with(StrictLLM())
+    try:
+
+        def broken():
+            raise RuntimeError("bug in the loop")
+
+        agent._core._next_action = broken
+        agent._core.ring()
+        agent._core._thread.join(WAIT)
+        with pytest.raises(AgentClosedError, match="loop thread has stopped"):
+            take_response(agent)
+    finally:
+        shutdown(agent, timeout=WAIT)
+
+
 # --- 2. Nothing hung --------------------------------------------------------------------
 
 

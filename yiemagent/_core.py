@@ -32,6 +32,7 @@ __all__ = ["AgentCore", "current_core"]
 logger = logging.getLogger("yiemagent.agent")
 
 _EXIT = "exit"
+_NO_MORE_RESPONSES = "the agent has been shut down and every response was taken"
 
 current_core: contextvars.ContextVar[Optional["AgentCore"]] = contextvars.ContextVar("yiemagent_current_core", default=None)
 """The core whose run the current code is part of: set in the run thread and copied into
@@ -205,7 +206,7 @@ class AgentCore:
                 self.input_channel.close(why)
                 self.follow_up_channel.close(why)
                 if self._run is None:  # else the run delivers its response, then closes the output
-                    self.output_channel.close("the agent has been shut down and every response was taken")
+                    self.output_channel.close(_NO_MORE_RESPONSES if self._closing else why)
                 self._set_state(LoopState.IDLE)
                 self._wake.notify_all()
             self._worker.stop()
@@ -238,7 +239,7 @@ class AgentCore:
             self.output_channel.put_internal(response)
         except queue.Full:
             self.undelivered_responses.append(response)
-        self.output_channel.close("the agent has been shut down and every response was taken")
+        self.output_channel.close(_NO_MORE_RESPONSES)
 
     def _collect_run(self) -> None:
         """State 6: the run finished — queue its response for the output channel and reset."""
