@@ -566,3 +566,28 @@ def test_a_run_whose_input_shutdown_took_makes_no_llm_round():
     response = process_message(BareHost(llm, [], closing=True), Run(1))
     assert response.stop_reason == "aborted" and "shut down" in response.error_message
     assert llm.requests == []
+
+
+def test_an_anthropic_tool_use_holding_nan_does_not_break_the_next_request():
+    """Decision 15 over real HTTP: a tool_use input with NaN is answered with an error result; every later request is strict JSON."""
+    from localserver import LocalServer, Reply
+
+    from yiemagent import AnthropicClient
+
+    def respond(request):
+        json.loads(request.body.decode("utf-8"), parse_constant=lambda name: (_ for _ in ()).throw(ValueError(name)))  # strict, as a server
+        if len(server.requests) == 1:
+            body = '{"content": [{"type": "tool_use", "id": "toolu_1", "name": "work", "input": {"x": NaN}}], "stop_reason": "tool_use"}'
+            return Reply(body=body.encode(), headers={"Content-Type": "application/json"})
+        return Reply(body={"content": [{"type": "text", "text": "fine"}], "stop_reason": "end_turn"})
+
+    with LocalServer(respond) as server:
+        client = AnthropicClient("m", "k", base_url=server.url, max_retries=0)
+        with agent_with(client, make_tool("work")) as agent:
+            run_agent(agent, "go")
+            assert take_response(agent, timeout=WAIT).content[0].text == "fine"
+            run_agent(agent, "again")
+            assert take_response(agent, timeout=WAIT).content[0].text == "fine"
+            result = [m for m in agent.history() if isinstance(m, ToolResultMessage)][0]
+    assert "nan" in result.content[0].text and result.is_error
+    assert len(server.requests) == 3
