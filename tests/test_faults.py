@@ -591,3 +591,31 @@ def test_an_anthropic_tool_use_holding_nan_does_not_break_the_next_request():
             result = [m for m in agent.history() if isinstance(m, ToolResultMessage)][0]
     assert "nan" in result.content[0].text and result.is_error
     assert len(server.requests) == 3
+
+
+def test_a_failure_inside_a_batch_still_answers_every_call():
+    """A bug that escapes the run mid-batch: the run ends "error" and each call of the last reply gets an error result."""
+    from yiemagent.run import Run, process_message
+
+    class FlakyHost(BareHost):
+        failed = False
+
+        def append(self, message):
+            if isinstance(message, ToolResultMessage) and not self.failed:
+                self.failed = True
+                raise RuntimeError("history store failed")
+            super().append(message)
+
+    host = FlakyHost(StrictLLM(calls_reply(call("c1", "work", {}), call("c2", "work", {}))), ["go"])
+    host.state.tools = {"work": make_tool("work")}
+    response = process_message(host, Run(1))
+    assert response.stop_reason == "error" and "history store failed" in response.error_message
+    results = [(m.tool_call_id, m.is_error) for m in host.appended if isinstance(m, ToolResultMessage)]
+    assert results == [("c1", True), ("c2", True)]
+    check_wire(format_msg_for_llm_of(host))
+
+
+def format_msg_for_llm_of(host):
+    from yiemagent.formatting import format_msg_for_llm, prepare_context
+
+    return format_msg_for_llm(prepare_context(host.state))
