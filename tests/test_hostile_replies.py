@@ -47,3 +47,21 @@ def test_the_run_after_any_reply_succeeds(reply):
         assert len(results) == len(set(results))
     finally:
         shutdown(agent, timeout=WAIT)
+
+
+@given(reply=hostile_replies)
+def test_what_a_reply_keeps_is_plain_json(reply):
+    """Every block a normalised reply keeps is a content object or strict JSON (no NaN, no set, nothing deeper than 64)."""
+    from yiemagent import ImageContent, TextContent
+    from yiemagent._safe import json_safe
+
+    message = normalize_reply(reply).message
+    if message is None:
+        return
+    for block in message.content:
+        if isinstance(block, TextContent):
+            assert isinstance(block.text, str)
+        elif isinstance(block, ImageContent):
+            assert isinstance(block.data, str) and isinstance(block.mime_type, str)
+        else:
+            json_safe(block)

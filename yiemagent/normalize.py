@@ -196,10 +196,8 @@ def normalize_reply(reply: Any) -> CheckedReply:
     _, calls, _ = extract_tool_calls(base)  # robust: arguments that are not strict JSON become an arguments_error
     content = [b if _is_tool_block(b) else _block(b, f"content/{i}") for i, b in enumerate(raw_content)]
     raw_calls = _raw_calls(raw_content)
-    if calls and not (
-        len(raw_calls) == len(calls)
-        and all(_same_call(r, c) for r, c in zip(raw_calls, calls))
-        and all(_plain_json(b) for b in raw_content if _is_tool_block(b))
+    if not all(_plain_json(b) for b in raw_content if _is_tool_block(b)) or not (
+        len(raw_calls) == len(calls) and all(_same_call(r, c) for r, c in zip(raw_calls, calls))
     ):
         content = _canonical_tool_blocks(content, calls)
     unchanged = isinstance(reply.content, list) and len(content) == len(reply.content) and all(a is b for a, b in zip(content, reply.content))
