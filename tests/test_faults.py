@@ -356,7 +356,11 @@ def test_a_user_message_with_str_content_keeps_its_text():
     assert llm.requests[0]["messages"][-1] == {"role": "user", "content": "hello there"}
 
 
-@pytest.mark.parametrize("message", [UserMessage(None), UserMessage(42), UserMessage([TextContent(42)])], ids=["None", "int", "TextContent(42)"])
+@pytest.mark.parametrize(
+    "message",
+    [UserMessage(None), UserMessage(42), UserMessage([TextContent(42)]), UserMessage([{"type": "x", "v": float("nan")}]), UserMessage([{1, 2}])],
+    ids=["None", "int", "TextContent(42)", "a part holding NaN", "a set"],
+)
 def test_a_user_message_that_cannot_be_sent_is_refused_at_once(message):
     """Decision 15: a caller's message that cannot be sent raises MessageFormatError in the caller's thread."""
     with agent_with(StrictLLM()) as agent:
@@ -364,6 +368,14 @@ def test_a_user_message_that_cannot_be_sent_is_refused_at_once(message):
             run_agent(agent, message)
         with pytest.raises(MessageFormatError, match=r"messages\[0\]"):
             YiemAgent(llm_call=StrictLLM(), agent_event_sink=None, messages=[message])
+
+
+def test_an_openai_style_part_holding_nan_is_refused_at_once():
+    """Decision 15: run_agent({"role": "user", "content": [part with NaN]}) raises before anything is queued."""
+    with agent_with(StrictLLM()) as agent:
+        with pytest.raises(MessageFormatError, match="nan"):
+            follow_up(agent, {"role": "user", "content": [{"type": "audio", "level": float("nan")}]})
+        assert agent.follow_up_channel.empty()
 
 
 # --- 4. Bounded cost ------------------------------------------------------------------

@@ -214,7 +214,7 @@ def _as_user_input(agent: YiemAgent, message: Any) -> Any:
         return {"role": "user", "content": message}
     if isinstance(message, AgentMessage):
         return normalize_message(message)  # raises MessageFormatError for what cannot be sent again
-    openai_to_user_message(message)  # validate now, in the caller's thread: raises MessageFormatError
+    normalize_message(openai_to_user_message(message))  # validate now, in the caller's thread: raises MessageFormatError
     return message
 
 

@@ -228,8 +228,8 @@ def normalize_message(message: AgentMessage) -> AgentMessage:
     """Any message a caller hands the agent, checked before it enters the history (decision 15).
 
     A ``UserMessage`` whose content is a str gets it as one text block (it used to be
-    accepted and its text dropped); text that is not a str is refused, since a caller
-    can fix it.
+    accepted and its text dropped); a text that is not a str, a part that is not JSON
+    (NaN, a set) or not a content block is refused, since a caller can fix it.
 
     Raises:
         MessageFormatError: the message cannot be sent to an LLM; the text says why.
@@ -242,6 +242,13 @@ def normalize_message(message: AgentMessage) -> AgentMessage:
         for index, block in enumerate(message.content if isinstance(message.content, (list, tuple)) else []):
             if isinstance(block, TextContent) and not isinstance(block.text, str):
                 raise MessageFormatError(f"UserMessage content[{index}] is TextContent({short_repr(block.text, 60)}); its text must be a str")
+            if isinstance(block, dict):
+                try:
+                    json_safe(block, _path=f"content[{index}]")
+                except NotJSONError as exc:
+                    raise MessageFormatError(f"UserMessage {exc}") from None
+            elif not isinstance(block, (str, MessageContent)):
+                raise MessageFormatError(f"UserMessage content[{index}] is {type(block).__name__}; expected a content block")
         content = normalize_content(message.content, "UserMessage content")
         return message if content is message.content else replace(message, content=content)
     if isinstance(message, AssistantMessage):
