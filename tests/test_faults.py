@@ -514,6 +514,13 @@ def test_a_top_level_schema_that_is_not_an_object_is_refused():
         register_tool(ToolStore(), make_tool("s", schema={"type": "string"}))
 
 
+def test_a_schema_that_is_not_strict_json_is_refused():
+    """register_tool with {"maximum": inf} in its schema raises ToolSchemaError: the schema goes with every request."""
+    schema = {"type": "object", "properties": {"n": {"type": "number", "maximum": float("inf")}}}
+    with pytest.raises(ToolSchemaError, match=r"'n'.*input_schema/properties/n/maximum is inf"):
+        register_tool(ToolStore(), make_tool("n", schema=schema))
+
+
 def test_a_tool_is_still_an_agent_tool_after_the_checks():
     """The checks do not refuse ordinary names and schemas: letters, digits, '_' and '-'."""
     store = ToolStore()
