@@ -100,3 +100,73 @@ def run_tool(tool: AgentTool, args: dict, partials: Optional[list] = None):
             partials.append(event.partial_result)
 
     return execute_prepared_tool_call(PreparedToolCall(tool, AgentToolCall("call-1", tool.name, args), args), None, EventEmitter(sink))
+
+
+def check_wire(formatted: dict) -> None:
+    """Raise ValueError where a strict LLM server would reject ``formatted`` (decision 15).
+
+    Strict JSON (no NaN), encodable as UTF-8, every tool call of an assistant message
+    answered by exactly one tool message before the next user or assistant message, ids
+    unique within a reply, no tool message without its call.
+    """
+    import json
+
+    json.dumps(formatted, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    open_calls: set = set()
+    for message in formatted["messages"]:
+        role = message["role"]
+        if role == "tool":
+            if message["tool_call_id"] not in open_calls:
+                raise ValueError(f"tool message answers no open call: {message['tool_call_id']!r}")
+            open_calls.discard(message["tool_call_id"])
+            continue
+        if open_calls:
+            raise ValueError(f"calls without results: {sorted(open_calls)}")
+        if role == "assistant":
+            ids = [c["id"] for c in message.get("tool_calls", [])]
+            if len(ids) != len(set(ids)):
+                raise ValueError(f"duplicate tool-call ids in one reply: {ids}")
+            for call in message.get("tool_calls", []):
+                if not isinstance(json.loads(call["function"]["arguments"]), dict):
+                    raise ValueError("arguments are not a JSON object")
+            open_calls = set(ids)
+    if open_calls:
+        raise ValueError(f"calls without results: {sorted(open_calls)}")
+
+
+class StrictLLM:
+    """An ``llm_call`` that checks each request as a strict server would, then answers from a script.
+
+    Each script entry is an ``AssistantMessage`` (or anything: it is returned as it is),
+    an exception to raise, or a callable ``formatted -> reply``. An exhausted script
+    answers "done". Thread safety: ``_lock`` guards ``_script`` and ``requests``.
+    """
+
+    def __init__(self, *script: Any) -> None:
+        self._lock = threading.Lock()  # guards _script and requests
+        self._script = list(script)
+        self.requests: list = []
+
+    def add(self, *replies: Any) -> None:
+        with self._lock:
+            self._script.extend(replies)
+
+    def __call__(self, formatted: dict) -> Any:
+        check_wire(formatted)
+        with self._lock:
+            self.requests.append(formatted)
+            reply = self._script.pop(0) if self._script else AssistantMessage([TextContent("done")], stop_reason="stop")
+        if isinstance(reply, BaseException):
+            raise reply
+        if callable(reply):
+            return reply(formatted)
+        return reply
+
+
+def calls_reply(*calls: Any) -> AssistantMessage:
+    """A reply whose one ``tool_calls`` block holds ``calls`` as given (raw dicts, any shape)."""
+    return AssistantMessage([{"type": "tool_calls", "tool_calls": list(calls)}], stop_reason="tool_use")
+
+
+def call(call_id: Any, name: Any, arguments: Any) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, fields, is_dataclass, make_dataclass
 from datetime import date, datetime, timedelta, timezone
@@ -317,3 +318,66 @@ def cut(body: bytes, positions) -> list[bytes]:
 
 # Streamed replies: a list of ("text" | "thinking", fragment) in the order the model sent them.
 stream_fragments = st.lists(st.tuples(st.sampled_from(["text", "thinking"]), st.text(min_size=1, max_size=8)), max_size=8)
+
+# Hostile LLM replies (issue 9, decision 15): anything a model or a broken client could return.
+class Nested(dict):
+    """``{"a": {"a": ...}}`` ``depth`` levels deep, with a short repr (hypothesis prints failing examples)."""
+
+    def __init__(self, depth: int) -> None:
+        value: dict = {}
+        for _ in range(depth - 1):
+            value = {"a": value}
+        super().__init__(a=value) if depth else super().__init__()
+        self.depth = depth
+
+    def __repr__(self) -> str:
+        return f"Nested({self.depth})"
+
+
+def _nest(depth: int) -> dict:
+    return Nested(depth)
+
+
+def _as_json_text(value: dict) -> str:
+    """The arguments as the JSON string OpenAI sends (NaN and all); "{}" when json cannot write them."""
+    try:
+        return json.dumps(value, default=repr)
+    except (RecursionError, ValueError):
+        return "{}"
+
+
+wild_floats = st.floats(allow_nan=True, allow_infinity=True)
+huge_strings = st.integers(0, 1_000_000).map(lambda n: "x" * n)
+odd_strings = st.text() | huge_strings | st.sampled_from(["", " ", "\ud800", "a\x00b", "get Weather", "getWeather"])
+wild_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | wild_floats | odd_strings,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+) | st.integers(0, 3000).map(_nest) | st.frozensets(st.integers(), max_size=3).map(set)
+wild_arguments = (
+    wild_values
+    | st.dictionaries(st.text(max_size=8), wild_values, max_size=4)
+    | st.dictionaries(st.text(max_size=8), wild_values, max_size=4).map(_as_json_text)
+    | st.integers(0, 5000).map(lambda n: "[" * n + "]" * n)
+)
+wild_ids = st.none() | st.integers() | odd_strings | st.just("same")
+wild_names = st.none() | st.integers() | odd_strings
+wild_calls = st.fixed_dictionaries(
+    {"id": wild_ids, "type": st.just("function"), "function": st.fixed_dictionaries({"name": wild_names, "arguments": wild_arguments})}
+) | st.fixed_dictionaries({"type": st.just("tool_call"), "id": wild_ids, "name": wild_names, "arguments": wild_arguments}) | wild_values
+wild_blocks = st.one_of(
+    st.builds(TextContent, wild_values),
+    st.builds(ImageContent, wild_values, wild_values),
+    st.fixed_dictionaries({"type": st.just("tool_calls"), "tool_calls": st.lists(wild_calls, max_size=4) | wild_values}),
+    wild_calls,
+    st.dictionaries(st.text(max_size=8), wild_values, max_size=3),
+    wild_values,
+)
+hostile_replies = st.builds(
+    AssistantMessage,
+    st.none() | odd_strings | st.lists(wild_blocks, max_size=5) | wild_values,
+    api=st.none() | wild_values,
+    usage=st.none() | usages | wild_values,
+    stop_reason=st.none() | st.sampled_from(["stop", "length", "tool_use", "error", "aborted"]) | wild_values,
+    error_message=st.none() | wild_values,
+)

@@ -48,8 +48,8 @@ def test_constructor_builds_store_state_channels_and_loop_thread():
         assert agent.state.tools is agent.tool_store.tools
         assert agent.state.system_prompt == "You are helpful assistant." and agent.state.messages == []
         assert (agent.input_channel.maxsize, agent.follow_up_channel.maxsize, agent.output_channel.maxsize) == (16, 32, 16)
-        assert agent._thread.daemon and agent._thread.name.endswith("-loop") and agent._thread.is_alive()
-    assert not agent._thread.is_alive(), "leaving the with block shuts the agent down"
+        assert agent._core._thread.daemon and agent._core._thread.name.endswith("-loop") and agent._core._thread.is_alive()
+    assert not agent._core._thread.is_alive(), "leaving the with block shuts the agent down"
 
 
 @pytest.mark.spec("1")
@@ -274,7 +274,7 @@ def test_agent_closed_after_shutdown(agents):
     assert shutdown(agent, timeout=WAIT) == []
     with pytest.raises(AgentClosedError):
         run_agent(agent, "late")
-    assert not agent._thread.is_alive()
+    assert not agent._core._thread.is_alive()
 
 
 def test_tool_with_state_sees_pending_calls(agents):

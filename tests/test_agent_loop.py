@@ -68,8 +68,8 @@ def new_agent(llm, *tools, **kwargs):
 
 
 def wait_for_state(agent, state):
-    with agent._wake:
-        assert agent._wake.wait_for(lambda: state in agent.loop_state_history, WAIT), list(agent.loop_state_history)
+    with agent._core._wake:
+        assert agent._core._wake.wait_for(lambda: state in agent.loop_state_history, WAIT), list(agent.loop_state_history)
 
 
 @pytest.mark.spec("5")
@@ -147,13 +147,13 @@ def test_idle_loop_is_blocked_not_polling():
     with new_agent(ScriptedLLM(["pong"])) as agent:
         assert agent.wait_until_idle(WAIT)
         calls = []
-        real = agent._next_action
+        real = agent._core._next_action
 
         def counting():
             calls.append(1)
             return real()
 
-        agent._next_action = counting
+        agent._core._next_action = counting
         time.sleep(0.3)  # long enough for any polling loop to show itself
         assert calls == []
         run_agent(agent, "ping")
@@ -203,7 +203,7 @@ def test_continue_runs_the_llm_on_the_current_history():
         run_agent(agent, "start job 7")
         assert take_response(agent, timeout=WAIT).stop_reason == "tool_use_terminated"
         assert agent.wait_until_idle(WAIT)
-        agent._append(UserMessage([TextContent("[system] job 7 completed")]))  # the external system's result
+        agent._core.append(UserMessage([TextContent("[system] job 7 completed")]))  # the external system's result
         continue_agent(agent)
         assert take_response(agent, timeout=WAIT).content[0].text == "job 7 finished: ok"
         roles = [m["role"] for m in llm.requests[1]["messages"]]
@@ -235,7 +235,7 @@ def test_shutdown_lets_the_active_run_finish_and_returns_queued_messages():
     assert not closer.is_alive()
     assert take_response(agent, timeout=WAIT).content[0].text == "saw ['in progress']"
     assert result["queued"] == [{"role": "user", "content": "queued 1"}, {"role": "user", "content": "queued follow-up"}]
-    assert not agent._thread.is_alive()
+    assert not agent._core._thread.is_alive()
 
 
 @pytest.mark.spec("5")
@@ -265,8 +265,8 @@ def test_responses_wait_for_room_in_the_output_channel():
             run_agent(agent, f"m{i}")
             if i < 16:
                 # one message per run, so that there are at least 17 responses
-                with agent._wake:
-                    assert agent._wake.wait_for(lambda: agent.output_channel.qsize() == i + 1 or agent._pending_output, WAIT)
+                with agent._core._wake:
+                    assert agent._core._wake.wait_for(lambda: agent.output_channel.qsize() == i + 1 or agent._core._pending_output, WAIT)
         texts = [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)]
         assert texts == [f"r{i}" for i in range(16)]
         assert take_response(agent, timeout=WAIT).content[0].text.startswith("r16")
@@ -283,10 +283,10 @@ def test_a_dead_loop_refuses_messages_instead_of_queueing_them_forever(caplog):
         def broken():
             raise RuntimeError("bug in the loop")
 
-        agent._next_action = broken
-        agent._ring()
-        agent._thread.join(WAIT)
-        assert not agent._thread.is_alive() and "the agent loop failed" in caplog.text
+        agent._core._next_action = broken
+        agent._core.ring()
+        agent._core._thread.join(WAIT)
+        assert not agent._core._thread.is_alive() and "the agent loop failed" in caplog.text
         with pytest.raises(AgentClosedError, match="loop thread has stopped"):
             run_agent(agent, "anyone there?")
     finally:

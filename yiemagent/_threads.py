@@ -8,6 +8,7 @@ flight would outnumber its threads, so no call ever waits for a free worker.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,7 +45,9 @@ class ElasticToolPool:
                 if outgrown is not None:
                     outgrown.shutdown(wait=False)
             executor = self._executor
-        future = executor.submit(fn, *args)
+        # in the submitter's context: a tool sees the run's context variables (the streaming
+        # target, the agent it belongs to — which ``shutdown`` reads to know it must not wait)
+        future = executor.submit(contextvars.copy_context().run, fn, *args)
         future.add_done_callback(self._release)
         return future
 

@@ -17,9 +17,11 @@ from .pipeline import (
     ABORTED_MESSAGE,
     create_error_tool_result,
     create_tool_result_message,
+    describe_error,
     execute_prepared_tool_call,
     finalize_executed_tool_call,
     prepare_tool_call,
+    user_code_errors,
 )
 from .tooling import (
     AbortSignal,
@@ -64,10 +66,10 @@ def _execute_and_finalize(
     try:
         executed = execute_prepared_tool_call(prep, signal, emit)
         finalized = finalize_executed_tool_call(context, assistant_msg, prep, executed, config, signal)
-    except Exception as exc:  # a bug in this library must still not lose the call
+    except user_code_errors() as exc:  # a bug in this library must still not lose the call
         logger.exception("internal error while running tool %r", prep.tool.name)
         finalized = FinalizedOutcome(
-            prep.tool_call, create_error_tool_result(f"Internal error running tool {prep.tool.name!r}: {exc!r}"), True
+            prep.tool_call, create_error_tool_result(f"Internal error running tool {prep.tool.name!r}: {describe_error(exc)}"), True
         )
     emit(ToolExecEndEvent(prep.tool_call.id, prep.tool_call.name, finalized.result, finalized.is_error))
     return finalized

@@ -6,14 +6,23 @@ channel is a ``queue.Queue`` that also rings a doorbell — the agent's ``Condit
 every put and get. The loop thread sleeps on that condition and re-reads the channels
 when it rings: idle means blocked, and a message wakes the loop at once, whether it came
 through ``run_agent`` or straight through ``agent.input_channel.put``.
+
+A channel can be closed (decision 16). Closing is atomic with respect to every put: a
+put either landed before the close (and the item is processed or returned by
+``shutdown``) or raises ``AgentClosedError`` — including a put that was blocked on a full
+channel when the close came. A blocking ``get`` on a closed, empty channel raises too,
+instead of waiting for an item that can no longer come.
 """
 
 from __future__ import annotations
 
 import enum
 import queue
+import time
 from collections.abc import Callable
 from typing import Any, Optional
+
+from .errors import AgentClosedError
 
 __all__ = ["Channel", "LoopState"]
 
@@ -37,35 +46,102 @@ class LoopState(enum.Enum):
 
 
 class Channel(queue.Queue):
-    """A ``queue.Queue`` that calls ``on_change()`` after every successful put or get.
+    """A ``queue.Queue`` that calls ``on_change()`` after every successful put or get, and can be closed.
 
     ``on_change`` is called without the queue's own lock held, so it may take other
     locks freely (no lock-order inversion with the loop, which reads ``qsize()`` while
     holding the agent's condition).
 
-    Thread safety: as ``queue.Queue``; any thread may put and get.
+    Thread safety: as ``queue.Queue``; any thread may put, get and close. ``_closed`` is
+    guarded by the queue's own ``mutex`` (the lock behind ``not_full`` and ``not_empty``),
+    which is what makes a close atomic with respect to every put and get.
     """
 
     def __init__(self, maxsize: int, on_change: Optional[Callable[[], None]] = None) -> None:
         super().__init__(maxsize)
         self.on_change = on_change
+        self._closed: Optional[str] = None  # why the channel was closed; guarded by self.mutex
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` was called."""
+        return self._closed is not None
+
+    def close(self, why: str) -> None:
+        """Refuse every later put, wake every blocked put and get; items already in stay.
+
+        ``why`` is the message of the ``AgentClosedError`` those calls raise.
+        """
+        with self.mutex:
+            if self._closed is None:
+                self._closed = why
+            self.not_full.notify_all()
+            self.not_empty.notify_all()
 
     def put(self, item: Any, block: bool = True, timeout: Optional[float] = None) -> None:
-        super().put(item, block, timeout)
+        """``queue.Queue.put``, except that a closed channel raises ``AgentClosedError``."""
+        with self.not_full:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                if self._closed is not None:
+                    raise AgentClosedError(self._closed)
+                if self.maxsize <= 0 or self._qsize() < self.maxsize:
+                    break
+                if not block:
+                    raise queue.Full
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise queue.Full
+                self.not_full.wait(remaining)
+            self._put(item)
+            self.unfinished_tasks += 1
+            self.not_empty.notify()
+        if self.on_change is not None:
+            self.on_change()
+
+    def put_internal(self, item: Any) -> None:
+        """Put without blocking, even on a closed channel: the loop moving a follow-up it already accepted.
+
+        Raises:
+            queue.Full: the channel has no room.
+        """
+        with self.not_full:
+            if 0 < self.maxsize <= self._qsize():
+                raise queue.Full
+            self._put(item)
+            self.unfinished_tasks += 1
+            self.not_empty.notify()
         if self.on_change is not None:
             self.on_change()
 
     def get(self, block: bool = True, timeout: Optional[float] = None) -> Any:
-        item = super().get(block, timeout)
+        """``queue.Queue.get``, except that a blocking get on a closed, empty channel raises ``AgentClosedError``.
+
+        ``get_nowait`` (``block=False``) still raises ``queue.Empty``.
+        """
+        with self.not_empty:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self._qsize():
+                if not block:
+                    raise queue.Empty  # get_nowait: the loop's own non-blocking reads
+                if self._closed is not None:
+                    raise AgentClosedError(self._closed)
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise queue.Empty
+                self.not_empty.wait(remaining)
+            item = self._get()
+            self.not_full.notify()
         if self.on_change is not None:
             self.on_change()
         return item
 
     def drain(self) -> list[Any]:
-        """Take every item that is in the channel now, without blocking."""
-        items = []
-        while True:
-            try:
-                items.append(self.get_nowait())
-            except queue.Empty:
-                return items
+        """Take every item that is in the channel now, without blocking (closed or not)."""
+        with self.not_empty:
+            items = [self._get() for _ in range(self._qsize())]
+            if items:
+                self.not_full.notify_all()
+        if items and self.on_change is not None:
+            self.on_change()
+        return items

@@ -11,6 +11,7 @@ never called from two threads at once, and an exception it raises is logged and 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("yiemagent.events")
+# Everything a sink raises is contained (issue 9): SystemExit or any BaseException from a
+# sink would otherwise end the run thread, and no response would ever come.
+_SINK_ERRORS = (BaseException,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +161,9 @@ class EventEmitter:
     Spec: §13 "Event Sink"; decision 8.
 
     Calling the emitter calls the sink under a lock, so events from tool threads in a
-    parallel batch never overlap. A sink that raises is logged (``yiemagent.events``
-    logger, with the traceback) and the event is dropped; the pipeline goes on.
+    parallel batch never overlap. A sink that raises — anything, ``SystemExit`` included —
+    is logged (``yiemagent.events`` logger, with the traceback) and the event is dropped;
+    the pipeline goes on. Only a ``KeyboardInterrupt`` in the main thread propagates.
 
     Thread safety: callable from any thread; ``_lock`` serialises calls into the sink.
     A sink must not block for long: it holds up every thread that emits.
@@ -178,7 +183,9 @@ class EventEmitter:
         with self._lock:
             try:
                 sink(event)
-            except Exception:
+            except _SINK_ERRORS:
+                if threading.current_thread() is threading.main_thread() and sys.exc_info()[0] is KeyboardInterrupt:
+                    raise  # a real Ctrl-C in a script that drives the pipeline itself
                 logger.exception("event sink %r raised on %s; the event was dropped", sink, type(event).__name__)
 
 

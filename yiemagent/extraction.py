@@ -13,6 +13,13 @@ result saying what was wrong with the JSON.
 A missing or empty id is replaced by a synthetic one that is stable — the same message
 always yields the same ids, so the tool results and the assistant message agree when the
 history is sent back — and unique within the conversation.
+
+Decision 15: whatever the model sent, the calls extracted can be sent back. Arguments
+that are not strict JSON (NaN, nesting deeper than ``MAX_DEPTH``, a set) are an
+``arguments_error``, like invalid JSON; an id longer than ``MAX_ID_CHARS`` is replaced by
+a synthetic one; a name is cut to ``MAX_NAME_CHARS``; and a later call of the same reply
+that repeats an earlier id is renamed ``<id>_2``, ``<id>_3``... (docs/failures.md), so
+each result answers exactly one call.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import json
 import logging
 from typing import Any, Optional
 
+from ._safe import NotJSONError, clean_str, json_safe, short_repr
 from .messages import AssistantMessage
 from .tooling import AgentToolCall
 
@@ -32,6 +40,10 @@ logger = logging.getLogger("yiemagent.extraction")
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _MAX_DECODE_DEPTH = 3
 _JSON_TYPE_NAMES = {list: "an array", int: "a number", float: "a number", bool: "a boolean"}
+MAX_ID_CHARS = 128
+"""A longer tool-call id is replaced by a synthetic one (servers bound ids: OpenAI at 40)."""
+MAX_NAME_CHARS = 128
+"""A longer tool name is cut: no tool has such a name, and the name goes back every round."""
 
 
 def parse_tool_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
@@ -55,10 +67,23 @@ def parse_tool_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
         except json.JSONDecodeError as exc:
             return {}, (
                 f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-                f"received {raw!r:.300}. Send the arguments as one JSON object"
+                f"received {short_repr(raw, 300)}. Send the arguments as one JSON object"
             )
+        except RecursionError:
+            return {}, "the arguments are nested too deeply to be read. Send the arguments as one flatter JSON object"
     kind = _JSON_TYPE_NAMES.get(type(value), f"a {type(value).__name__}")
-    return {}, f"the arguments must be a JSON object, got {kind}: {raw!r:.300}"
+    return {}, f"the arguments must be a JSON object, got {kind}: {short_repr(raw, 300)}"
+
+
+def _strict_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
+    """``parse_tool_arguments``, then decision 15: the arguments must be strict JSON to be sent back."""
+    arguments, problem = parse_tool_arguments(raw)
+    if problem is not None:
+        return arguments, problem
+    try:
+        return json_safe(arguments, _path="arguments"), None
+    except NotJSONError as exc:
+        return {}, f"{exc}. Send the arguments as one JSON object of plain JSON values"
 
 
 def _synthetic_id(response: AssistantMessage, position: int, call: dict[str, Any]) -> str:
@@ -66,7 +91,11 @@ def _synthetic_id(response: AssistantMessage, position: int, call: dict[str, Any
 
     Nine alphanumerics is the strictest id format a server here asks for (Mistral).
     """
-    seed = f"{response.timestamp.isoformat()}|{position}|{json.dumps(call, sort_keys=True, default=repr)}"
+    try:
+        body = json.dumps(call, sort_keys=True, default=repr)
+    except (ValueError, TypeError, RecursionError):  # keys of mixed types, nesting too deep: the position is enough
+        body = ""
+    seed = f"{response.timestamp.isoformat()}|{position}|{body[:4096]}"
     number = int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=8).digest(), "big")
     chars = []
     for _ in range(9):
@@ -81,12 +110,35 @@ def _to_tool_call(response: AssistantMessage, position: int, data: dict[str, Any
     name = source.get("name")
     if not isinstance(name, str):
         name = data.get("name") if isinstance(data.get("name"), str) else ""
+    name = clean_str(name[:MAX_NAME_CHARS])  # no lone surrogate: the name goes back as UTF-8
     raw_arguments = source.get("arguments", data.get("arguments"))
-    arguments, problem = parse_tool_arguments(raw_arguments)
+    arguments, problem = _strict_arguments(raw_arguments)
     call_id = data.get("id")
-    if not isinstance(call_id, str) or not call_id:
+    if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_ID_CHARS:
         call_id = _synthetic_id(response, position, data)
+    call_id = clean_str(call_id)
     return AgentToolCall(call_id, name, arguments, "function", problem)
+
+
+def _unique_ids(calls: list[AgentToolCall]) -> list[AgentToolCall]:
+    """Rename each later call that repeats an earlier id: ``<id>_2``, ``<id>_3``... (never an id in use)."""
+    seen = {c.id for c in calls}
+    if len(seen) == len(calls):
+        return calls
+    taken: set[str] = set()
+    unique = []
+    for call in calls:
+        if call.id in taken:
+            n = 2
+            while f"{call.id}_{n}" in seen:
+                n += 1
+            new_id = f"{call.id}_{n}"
+            seen.add(new_id)
+            logger.debug("tool call id %r repeated in one reply; the later call is renamed %r", call.id, new_id)
+            call = AgentToolCall(new_id, call.name, call.arguments, call.type, call.arguments_error)
+        taken.add(call.id)
+        unique.append(call)
+    return unique
 
 
 def extract_tool_calls(response: AssistantMessage) -> tuple[bool, list[AgentToolCall], AssistantMessage]:
@@ -97,7 +149,8 @@ def extract_tool_calls(response: AssistantMessage) -> tuple[bool, list[AgentTool
     Returns ``(has_tool_calls, tool_calls, assistant_msg)`` where ``assistant_msg`` is the
     response itself. Blocks that are not tool calls (text, images, "thinking") are
     skipped; an entry of a ``tool_calls`` list that is not an object is skipped with a
-    warning, since it has no id to answer.
+    warning, since it has no id to answer. Ids are unique within the reply (a repeat
+    is renamed, see the module docstring).
     """
     calls: list[AgentToolCall] = []
     position = 0
@@ -112,11 +165,12 @@ def extract_tool_calls(response: AssistantMessage) -> tuple[bool, list[AgentTool
                 continue
             for entry in entries:
                 if not isinstance(entry, dict):
-                    logger.warning("ignored a tool call that is %s, not an object: %r", type(entry).__name__, entry)
+                    logger.warning("ignored a tool call that is %s, not an object: %s", type(entry).__name__, short_repr(entry))
                     continue
                 calls.append(_to_tool_call(response, position, entry))
                 position += 1
         elif kind == "tool_call":
             calls.append(_to_tool_call(response, position, block))
             position += 1
+    calls = _unique_ids(calls)
     return bool(calls), calls, response

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 from ._history_json import message_from_data, message_to_data
-from .errors import AgentClosedError, MessageFormatError
+from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage
+from .normalize import normalize_message
 
 if TYPE_CHECKING:
     from .agent import YiemAgent
@@ -68,23 +69,19 @@ def add_message(agent: "YiemAgent", message: AgentMessage) -> None:
     this message carries.
 
     Thread safety: callable from any thread; the decision "idle or not" and the append
-    happen under the agent's ``_wake`` lock, so a run cannot start in between.
+    happen under the agent core's ``_wake`` lock (``AgentCore.add_message``), so a run
+    cannot start in between. The message is checked (decision 15) in the caller's thread.
 
     Raises:
-        MessageFormatError: ``message`` is not an ``AgentMessage``.
+        MessageFormatError: ``message`` is not an ``AgentMessage``, or cannot be sent to an
+            LLM again (decision 15).
         AgentClosedError: the agent has been shut down.
         Exception: while idle, whatever the agent's session raised storing the message
             (e.g. ``sqlite3.OperationalError``); the message was then not added.
     """
     if not isinstance(message, AgentMessage):
         raise MessageFormatError(f"add_message takes an AgentMessage (UserMessage, AssistantMessage, ToolResultMessage), got {type(message).__name__}")
-    with agent._wake:
-        if agent.closing:
-            raise AgentClosedError("the agent has been shut down; it takes no more messages")
-        if agent._run is None:
-            agent._writer.append_stored_first(message)
-        else:
-            agent._added.append(message)
+    agent._core.add_message(normalize_message(message))  # decision 15: checked in the caller's thread
 
 
 def save_history(messages: Iterable[AgentMessage], path: PathLike) -> None:

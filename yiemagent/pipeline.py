@@ -8,6 +8,7 @@ from; nothing raises out of the pipeline (spec §8.1 "Key design principle", §1
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import logging
 import threading
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Optional
 
+from ._safe import cap_text, short_repr
 from .errors import ToolArgumentsError, ToolError
 from .events import EventEmitter, ToolExecUpdateEvent, as_emitter
 from .messages import LLMUsage, MessageContent, TextContent, ToolResultMessage
@@ -51,28 +53,51 @@ logger = logging.getLogger("yiemagent.pipeline")
 ABORTED_MESSAGE = "Operation aborted"
 # What user code (tools, hooks) may raise and the pipeline turns into an error result.
 # SystemExit too: in the agent's threads it would end the thread silently and strand the
-# run. KeyboardInterrupt is left alone, so that Ctrl-C still stops a script.
+# run. KeyboardInterrupt is left alone in the main thread, so that Ctrl-C still stops a
+# script that runs the pipeline itself; see ``user_code_errors``.
 USER_CODE_ERRORS = (Exception, SystemExit)
+_EVERYTHING = (BaseException,)
+_SUGGEST_MAX_CHARS = 64  # no suggestion for a longer unknown name: difflib is quadratic, and no tool is named so
+
+
+def user_code_errors() -> tuple[type[BaseException], ...]:
+    """What to catch from user code here: everything outside the main thread, else ``USER_CODE_ERRORS``.
+
+    In the agent's own threads (run, tools) nothing may escape: any ``BaseException`` —
+    ``SystemExit``, ``KeyboardInterrupt`` raised by hand, ``GeneratorExit`` — would end the
+    thread and leave a call without its result (issue 9). Only the main thread receives
+    a real Ctrl-C, and there it propagates.
+    """
+    return _EVERYTHING if threading.current_thread() is not threading.main_thread() else USER_CODE_ERRORS
 _AFTER_HOOK_KEYS = ("content", "details", "usage", "terminate", "is_error")
 
 
 def create_error_tool_result(message: str) -> AgentToolResult:
-    """An error result: one text block with ``message`` (spec §12 createErrorToolResult)."""
-    return AgentToolResult([TextContent(message)], {})
+    """An error result: one text block with ``message`` (spec §12 createErrorToolResult).
+
+    The text is capped at ``MAX_ECHO_CHARS`` with a note of what was cut: error texts
+    echo model input (names, arguments), and one reply must not fill the history.
+    """
+    return AgentToolResult([TextContent(cap_text(message))], {})
 
 
 def describe_error(exc: BaseException) -> str:
-    """An exception in words for the model: a ``ToolError``'s message alone, else "Type: message"."""
-    return str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
+    """An exception in words for the model: a ``ToolError``'s message alone, else "Type: message" (capped)."""
+    try:
+        text = str(exc)
+    except Exception:  # an exception whose __str__ raises still has a name
+        text = "(its message could not be read)"
+    return cap_text(text if isinstance(exc, ToolError) else f"{type(exc).__name__}: {text}")
 
 
 def _unknown_tool_message(name: str, tools: Mapping[str, AgentTool]) -> str:
     names = list(tools)
-    text = f"Tool {name!r} not found. Available tools: {', '.join(names) if names else '(none)'}."
-    lowered = {n.lower(): n for n in names}
-    close = [lowered[name.lower()]] if name.lower() in lowered else difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    if close:
-        text += f" Did you mean {close[0]!r}?"
+    text = f"Tool {short_repr(name)} not found. Available tools: {', '.join(names) if names else '(none)'}."
+    if len(name) <= _SUGGEST_MAX_CHARS:  # only a plausible name gets a suggestion (bounded cost)
+        lowered = {n.lower(): n for n in names}
+        close = [lowered[name.lower()]] if name.lower() in lowered else difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        if close:
+            text += f" Did you mean {close[0]!r}?"
     return text
 
 
@@ -155,13 +180,13 @@ def prepare_tool_call(
         prepared_call = prepare_tool_call_arguments(tool, tool_call)
     except ToolArgumentsError as exc:
         return ImmediateOutcome(create_error_tool_result(str(exc)), True)
-    except USER_CODE_ERRORS as exc:
+    except user_code_errors() as exc:
         return ImmediateOutcome(create_error_tool_result(f"prepare_arguments of tool {tool.name!r} raised {describe_error(exc)}"), True)
     try:
         args = validate_tool_arguments(tool, prepared_call)
     except ToolArgumentsError as exc:
         return ImmediateOutcome(create_error_tool_result(str(exc)), True)
-    except USER_CODE_ERRORS as exc:
+    except user_code_errors() as exc:
         return ImmediateOutcome(
             create_error_tool_result(f"validate_required_args of tool {tool.name!r} raised {describe_error(exc)}"), True
         )
@@ -170,7 +195,7 @@ def prepare_tool_call(
     if hook is not None:
         try:
             before = hook(BeforeToolCallContext(assistant_msg, tool_call, args, context), signal)
-        except USER_CODE_ERRORS as exc:
+        except user_code_errors() as exc:
             logger.warning("before_tool_call hook raised on tool %r", tool.name, exc_info=True)
             return ImmediateOutcome(
                 create_error_tool_result(f"before_tool_call hook raised {describe_error(exc)}; tool {tool.name!r} was not run"), True
@@ -238,17 +263,22 @@ def _check_result(tool: AgentTool, result: Any) -> Optional[str]:
 
 def _execute_with_timeout(
     prep: PreparedToolCall, signal: Optional[AbortSignal], reporter: _PartialResultReporter, timeout_s: float
-) -> tuple[Any, Optional[BaseException], bool]:
-    """Run ``execute`` on its own daemon thread and wait at most ``timeout_s``.
+) -> tuple[Any, Optional[BaseException], Optional[str]]:
+    """Run ``execute`` on its own daemon thread and wait at most ``timeout_s``, or until an abort.
 
-    Returns (result, exception, timed_out). On timeout the call's own signal fires, so a
-    cooperative tool stops. A tool that ignores its signal cannot be killed: its thread
-    is abandoned — it runs on until ``execute`` returns, its result and any later partial
-    result are dropped, and, being a daemon thread, it does not keep the interpreter alive.
+    Returns (result, exception, why_abandoned): ``why_abandoned`` is None when ``execute``
+    returned or raised, else "timeout" or "aborted". On timeout the call's own signal
+    fires, so a cooperative tool stops; on abort (the run's signal, seen through
+    ``AbortSignal.on_abort``, no polling) the wait ends at once, so a run ends promptly
+    even when the tool ignores its signal. A tool that ignores its signal cannot be
+    killed: its thread is abandoned — it runs on until ``execute`` returns, its result and
+    any later partial result are dropped, and, being a daemon thread, it does not keep
+    the interpreter alive (docs/failures.md).
     """
     call_signal = signal.child() if signal is not None else AbortSignal()
     outcome: dict[str, Any] = {}
     finished = threading.Event()  # set by the tool thread when execute has returned or raised
+    wake = threading.Event()  # set when execute is done or the run is aborted: the waiter looks again
 
     def run() -> None:
         try:
@@ -257,17 +287,23 @@ def _execute_with_timeout(
             outcome["error"] = exc
         finally:
             finished.set()
+            wake.set()
 
-    thread = threading.Thread(target=run, name=f"yiemagent-tool-{prep.tool.name}-timed", daemon=True)
+    context = contextvars.copy_context()  # the tool sees the run's context (shutdown knows it is inside)
+    thread = threading.Thread(target=context.run, args=(run,), name=f"yiemagent-tool-{prep.tool.name}-timed", daemon=True)
+    unregister = call_signal.on_abort(wake.set)
     thread.start()
-    done = finished.wait(timeout_s)
+    wake.wait(timeout_s)
+    unregister()
     if signal is not None:
         signal.release(call_signal)
-    if not done:
-        reporter.close()
-        call_signal.abort(f"tool {prep.tool.name!r} timed out after {timeout_s:g} s")
-        return None, None, True
-    return outcome.get("result"), outcome.get("error"), False
+    if finished.is_set():
+        return outcome.get("result"), outcome.get("error"), None
+    reporter.close()
+    if call_signal.aborted:
+        return None, None, "aborted"
+    call_signal.abort(f"tool {prep.tool.name!r} timed out after {timeout_s:g} s")
+    return None, None, "timeout"
 
 
 def execute_prepared_tool_call(prep: PreparedToolCall, signal: Optional[AbortSignal], event_sink: Any) -> ExecutedOutcome:
@@ -290,8 +326,10 @@ def execute_prepared_tool_call(prep: PreparedToolCall, signal: Optional[AbortSig
         if tool.timeout_s is None:
             result = tool.execute(prep.tool_call.id, prep.args, signal, reporter)
         else:
-            result, error, timed_out = _execute_with_timeout(prep, signal, reporter, tool.timeout_s)
-            if timed_out:
+            result, error, abandoned = _execute_with_timeout(prep, signal, reporter, tool.timeout_s)
+            if abandoned == "aborted":
+                return ExecutedOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
+            if abandoned == "timeout":
                 return ExecutedOutcome(
                     create_error_tool_result(
                         f"Tool {tool.name!r} timed out after {tool.timeout_s:g} s (its timeout_s limit); "
@@ -299,9 +337,9 @@ def execute_prepared_tool_call(prep: PreparedToolCall, signal: Optional[AbortSig
                     ),
                     True,
                 )
-            if error is not None and not isinstance(error, USER_CODE_ERRORS):
-                raise error  # KeyboardInterrupt from the tool's thread: let it stop the caller
-    except USER_CODE_ERRORS as exc:
+            if error is not None and not isinstance(error, user_code_errors()):
+                raise error  # KeyboardInterrupt from the tool's thread, run from the main thread: let it stop the caller
+    except user_code_errors() as exc:
         error = exc
     finally:
         reporter.close()
@@ -364,7 +402,7 @@ def finalize_executed_tool_call(
         name = prep.tool.name
         try:
             after = hook(AfterToolCallContext(assistant_msg, prep.tool_call, prep.args, result, is_error, context), signal)
-        except USER_CODE_ERRORS as exc:
+        except user_code_errors() as exc:
             logger.warning("after_tool_call hook raised on tool %r", name, exc_info=True)
             return FinalizedOutcome(
                 prep.tool_call, create_error_tool_result(f"after_tool_call hook raised {describe_error(exc)} on tool {name!r}"), True

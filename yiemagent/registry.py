@@ -14,7 +14,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from .errors import ToolDefinitionError
+from ._safe import NotJSONError, json_safe
+from .errors import ToolDefinitionError, ToolSchemaError
 from .schema import check_input_schema
 from .tooling import AgentTool
 
@@ -51,13 +52,22 @@ def register_tool(store: ToolStore, tool: AgentTool) -> AgentTool:
     a developer reloads a tool written by ``writeTool`` (spec §15).
 
     Raises:
-        ToolDefinitionError: ``tool`` is not an ``AgentTool``.
-        ToolSchemaError: ``tool.input_schema`` is not a valid JSON Schema; the message
-            names the tool and the place in the schema.
+        ToolDefinitionError: ``store`` is not a ``ToolStore`` (an agent, say) or ``tool``
+            is not an ``AgentTool``.
+        ToolSchemaError: ``tool.input_schema`` is not a valid JSON Schema, or not strict
+            JSON (NaN, infinity: it is sent with every request); the message names the
+            tool and the place in the schema.
     """
+    if not isinstance(store, ToolStore):
+        hint = " (for an agent, pass agent.tool_store)" if hasattr(store, "tool_store") else ""
+        raise ToolDefinitionError(f"register_tool(store, tool): store must be a ToolStore, got {type(store).__name__}{hint}")
     if not isinstance(tool, AgentTool):
-        raise ToolDefinitionError(f"register_tool expects an AgentTool, got {type(tool).__name__}")
+        raise ToolDefinitionError(f"register_tool(store, tool): tool must be an AgentTool, got {type(tool).__name__}")
     check_input_schema(tool.name, tool.input_schema)
+    try:
+        json_safe(tool.input_schema, _path="input_schema")
+    except NotJSONError as exc:  # the schema goes to the LLM with every request: strict JSON only (decision 15)
+        raise ToolSchemaError(f"tool {tool.name!r}: {exc}") from None
     with store._lock:
         store.tools[tool.name] = tool
     return tool

@@ -5,6 +5,9 @@ Drain the input channel into the history, then loop: prepare_context -> format_m
 results -> stop (a reply without tool calls, a terminating batch, an abort, a failure) or
 go round again. The run always ends with an ``AssistantMessage`` for the output channel;
 nothing it does raises out of it (decision 11).
+
+Every message passes ``yiemagent.normalize`` before it enters the history (decision 15),
+and a run reaches its agent only through ``RunHost``.
 """
 
 from __future__ import annotations
@@ -15,23 +18,21 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 from .batch import answer_tool_calls_with_error, execute_tool_calls
 from .events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
 from .limits import max_rounds_response, rounds_exhausted
-from .pipeline import USER_CODE_ERRORS, describe_error
-from .messages import AgentMessage, AssistantMessage, LLMUsage, TextContent
+from .messages import AgentMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage
+from .normalize import normalize_message, normalize_reply, normalize_tool_result
+from .pipeline import describe_error, user_code_errors
 from .stream_relay import relay_deltas
-from .tooling import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCallBatch
+from .tooling import AbortSignal, AgentContext, AgentLoopConfig, AgentState, AgentToolCallBatch
 from .usage import add_usage
 
-if TYPE_CHECKING:
-    from .agent import YiemAgent
-
-__all__ = ["CONTINUE", "Run", "RunWorker", "process_message"]
+__all__ = ["CONTINUE", "Run", "RunHost", "RunWorker", "process_message"]
 
 logger = logging.getLogger("yiemagent.run")
 
@@ -42,6 +43,60 @@ TRUNCATED_CALL_MESSAGE = (
     "This tool call was cut off by the token limit (stop_reason 'length') and was not run. "
     "Re-issue it complete, with all of its arguments."
 )
+
+
+class RunHost(Protocol):
+    """What a run may touch of its agent: the whole interface between the two.
+
+    The agent's core (``_core.AgentCore``) implements it; a run never reaches further.
+    Each member has one job, so that a feature can grow the run without reaching into
+    the agent: a session stores each message in ``append``; streaming wraps ``llm_call``;
+    limits read ``max_rounds``; usage goes to ``record_usage``.
+
+    Members (all called from the run thread unless said otherwise):
+        state: the ``AgentState``; the run reads ``system_prompt``, ``model``, ``tools``
+            (through ``prepare_context``) and writes ``pending_tool_calls`` and
+            ``error_message``. It changes ``messages`` only through ``append``.
+        llm_call, prepare_context, format_msg_for_llm: the agent's current hooks.
+        max_rounds: LLM rounds per run, or None for no limit (decision 12).
+        loop_config(): the ``AgentLoopConfig`` (tool hooks, execution mode) for a batch.
+        emit: the ``EventEmitter``; called from the run thread and from tool threads.
+        closing: True once ``shutdown`` began; the run then takes no more input.
+        take_input(): every queued input item, in order (raw: dicts, messages, ``CONTINUE``).
+        take_added(): messages ``add_message`` queued during the run (normalised), in order.
+        append(message): add one message to the history (and its session); the run has
+            normalised it. Never raises.
+        take_session_failure(): why the session failed to store a message, or None.
+        record_usage(usage): add the run's summed usage to the agent's total.
+        history(): a copy of the history.
+        ring(): wake the loop thread (after the run took its first input).
+    """
+
+    state: AgentState
+    llm_call: Callable[[dict[str, Any]], Any]
+    prepare_context: Callable[..., Any]
+    format_msg_for_llm: Callable[..., Any]
+    emit: Callable[[Any], None]
+    max_rounds: Optional[int]
+
+    @property
+    def closing(self) -> bool: ...
+
+    def loop_config(self) -> AgentLoopConfig: ...
+
+    def take_input(self) -> list[Any]: ...
+
+    def take_added(self) -> list[AgentMessage]: ...
+
+    def append(self, message: AgentMessage) -> None: ...
+
+    def take_session_failure(self) -> Optional[str]: ...
+
+    def record_usage(self, usage: LLMUsage) -> None: ...
+
+    def history(self) -> list[AgentMessage]: ...
+
+    def ring(self) -> None: ...
 
 
 @dataclass
@@ -59,23 +114,24 @@ class Run:
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (API.md "Usage")
 
 
-def _take_input(agent: "YiemAgent") -> int:
+def _take_input(host: RunHost) -> int:
     """Spec §6 step 1: move every queued input message into the history; return how many.
 
     Messages given to ``add_message`` during the run join first (issue 13).
     """
-    agent._take_added()
+    for added in host.take_added():
+        host.append(added)
     taken = 0
-    for raw in agent.input_channel.drain():
+    for raw in host.take_input():
         if raw is CONTINUE:
             continue
         try:
-            message = raw if isinstance(raw, AgentMessage) else openai_to_user_message(raw)
+            message = normalize_message(raw) if isinstance(raw, AgentMessage) else openai_to_user_message(raw)
         except ValueError:
             # run_agent validates; only a message put on the channel by hand can fail here
-            logger.error("dropped a message put on the input channel that is not a valid user message: %r", raw, exc_info=True)
+            logger.error("dropped a message put on the input channel that is not a valid user message: %.300r", raw, exc_info=True)
             continue
-        agent._append(message)
+        host.append(message)
         taken += 1
     return taken
 
@@ -112,110 +168,128 @@ def _terminated_response(reply: AssistantMessage, batch: AgentToolCallBatch) -> 
     )
 
 
-def _call_llm(agent: "YiemAgent", run: Run) -> tuple[Optional[AssistantMessage], Optional[AgentContext], Optional[str]]:
-    """Steps 2-4: prepare the context, format it, call the LLM. Returns (reply, context, error).
+def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any, Optional[AgentContext], Optional[str]]:
+    """Steps 2-4: prepare the context, format it, call the LLM. Returns (reply, calls, context, error).
 
-    Issue 14: the call runs inside ``relay_deltas``, so a streaming client's deltas reach
+    The reply is checked by ``normalize_reply`` before anything else sees it (decision 15).
+    The call runs inside ``relay_deltas`` (issue 14), so a streaming client's deltas reach
     the sink between this round's start and end events. If the run was aborted by the
     time ``llm_call`` returns or raises, its reply is dropped (None): whether cut short or
-    complete, it does not enter the history, and the run ends "aborted".
+    complete, it does not enter the history, and the run ends "aborted". The tokens it
+    reported still count in the run's usage.
     """
-    emit = agent._emit
+    emit = host.emit
     try:
-        ctx = agent.prepare_context(agent.state, emit)
-    except USER_CODE_ERRORS as exc:
-        return None, None, f"prepare_context raised {describe_error(exc)}"
+        ctx = host.prepare_context(host.state, emit)
+    except user_code_errors() as exc:
+        return None, [], None, f"prepare_context raised {describe_error(exc)}"
     if not isinstance(ctx, AgentContext):
-        return None, None, f"prepare_context returned {type(ctx).__name__}; expected an AgentContext"
+        return None, [], None, f"prepare_context returned {type(ctx).__name__}; expected an AgentContext"
     try:
-        formatted = agent.format_msg_for_llm(ctx, emit)
-    except USER_CODE_ERRORS as exc:
-        return None, None, f"format_msg_for_llm raised {describe_error(exc)}"
+        formatted = host.format_msg_for_llm(ctx, emit)
+    except user_code_errors() as exc:
+        return None, [], None, f"format_msg_for_llm raised {describe_error(exc)}"
     emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages)))
     started = time.perf_counter()
-    reply, error = None, None
+    reply, calls, error = None, [], None
     try:
         with relay_deltas(emit, run.id, run.rounds, run.signal):  # issue 14: its deltas reach the sink until it returns
-            reply = agent.llm_call(formatted)
-        if not isinstance(reply, AssistantMessage):
-            error = f"llm_call returned {type(reply).__name__}; expected an AssistantMessage"
-            reply = None
-    except USER_CODE_ERRORS as exc:
+            raw = host.llm_call(formatted)
+        reply, calls, error = normalize_reply(raw)
+    except user_code_errors() as exc:
         error = f"LLM call failed: {describe_error(exc)}"
     usage = reply.usage if reply else None
     if reply is not None:
         run.usage = add_usage(run.usage, usage)  # tokens spent count even when an abort drops the reply
     if run.signal.aborted:  # issue 14: a reply cut short by abort (or finished after it) never enters the history
-        reply, error = None, f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
+        reply, calls, error = None, [], f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
     emit(LLMCallEndEvent(run.id, run.rounds, time.perf_counter() - started, reply, usage, error))
-    return reply, ctx, error
+    return reply, calls, ctx, error
 
 
-def _rounds(agent: "YiemAgent", run: Run) -> AssistantMessage:
+def _rounds(host: RunHost, run: Run) -> AssistantMessage:
     while True:
-        if run.rounds and rounds_exhausted(run.rounds, agent.max_rounds):  # decision 12; before input, which waits for the next run
-            return max_rounds_response(agent.max_rounds)  # type: ignore[arg-type]
-        if run.rounds and not agent.closing:
-            _take_input(agent)  # step 1 again: messages that arrived meanwhile join this run
+        if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
+            return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
+        if run.rounds and not host.closing:
+            _take_input(host)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
             return _aborted_response(run)
-        failure = agent._take_session_failure()  # issue 13: a message the session could not store
+        failure = host.take_session_failure()  # issue 13: a message the session could not store
         if failure is not None:
             return _error_response(failure)
         run.rounds += 1
-        reply, ctx, error = _call_llm(agent, run)
+        reply, tool_calls, ctx, error = _call_llm(host, run)
         if reply is None and run.signal.aborted:  # issue 14: _call_llm dropped the reply of an aborted call
             return _aborted_response(run)
         if error is not None or reply is None or ctx is None:
             return _error_response(error or "no reply")
         if reply.stop_reason == "error":  # an llm_call that reports its failure instead of raising
             return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
-        agent._append(reply)
+        host.append(reply)
 
-        has_tool_calls, tool_calls, assistant_msg = extract_tool_calls(reply)  # step 5
-        if not has_tool_calls:
+        if not tool_calls:  # step 5 (the calls were extracted by normalize_reply)
             return reply  # no tool calls: this is the final response
         if reply.stop_reason == "length":  # decision 10: a cut-off call is never run
-            batch = answer_tool_calls_with_error(tool_calls, TRUNCATED_CALL_MESSAGE, agent._emit)
+            batch = answer_tool_calls_with_error(tool_calls, TRUNCATED_CALL_MESSAGE, host.emit)
         else:  # step 6
-            context = AgentContext(ctx.system_prompt, agent.history(), ctx.tools)
-            config = AgentLoopConfig(
-                agent.before_tool_call, agent.after_tool_call, "parallel" if agent.parallel_tool_execute else "sequential"
-            )
-            agent.state.pending_tool_calls = {c.id for c in tool_calls}
+            context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
+            host.state.pending_tool_calls = {c.id for c in tool_calls}
             try:
-                batch = execute_tool_calls(context, assistant_msg, tool_calls, config, run.signal, agent._emit)
+                batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
             finally:
-                agent.state.pending_tool_calls = set()
+                host.state.pending_tool_calls = set()
         for tool_result in batch.messages:
-            agent._append(tool_result)
+            host.append(normalize_tool_result(tool_result))
         if batch.terminate:
             return _terminated_response(reply, batch)
         if run.signal.aborted:
             return _aborted_response(run)
 
 
-def process_message(agent: "YiemAgent", run: Run) -> AssistantMessage:
+def _answer_unanswered_calls(host: RunHost, why: str) -> None:
+    """After a failure inside a batch: give each call of the last reply that has no result an error result (decision 1)."""
+    history = host.history()
+    answered: set[str] = set()
+    for message in reversed(history):
+        if isinstance(message, ToolResultMessage):
+            answered.add(message.tool_call_id)
+        elif isinstance(message, AssistantMessage):
+            for call in extract_tool_calls(message)[1]:
+                if call.id not in answered:
+                    content = [TextContent(f"The tool call was not completed: {why}")]
+                    host.append(ToolResultMessage(call.id, call.name, content, {}, None, None, True))
+            return
+        else:
+            return
+
+
+def process_message(host: RunHost, run: Run) -> AssistantMessage:
     """Process queued messages until a final response (spec §6 ``_processMessage``).
 
-    Returns the LLM's final reply (already appended to the history), or a response the
-    agent made: "tool_use_terminated" (spec §10), "aborted", or "error" (decision 11). Those
+    Takes the agent as a ``RunHost``. Returns the LLM's final reply (already appended to
+    the history), or a response the agent made: "tool_use_terminated" (spec §10),
+    "aborted", or "error" (decision 11). Those
     made by the agent are not appended to the history, so that the history stays a valid
     conversation to send to an LLM again. Never raises.
     """
     started = time.perf_counter()
-    taken = _take_input(agent)
+    taken = _take_input(host)
     run.took_first_input = True
-    agent._ring()
-    agent._emit(AgentRunStartEvent(run.id, taken))
+    host.ring()
+    host.emit(AgentRunStartEvent(run.id, taken))
     try:
-        response = _rounds(agent, run)
+        if taken == 0 and host.closing:  # shutdown took this run's input (decision 16): no LLM round for nothing
+            response = AssistantMessage([], stop_reason="aborted", error_message="the agent was shut down before the run took its input")
+        else:
+            response = _rounds(host, run)
     except BaseException as exc:  # a bug here or in a hook must not strand the run: the loop waits for its response
         logger.exception("run %d failed", run.id)
         response = _error_response(f"internal error: {describe_error(exc)}")
-    agent.state.error_message = response.error_message if response.stop_reason == "error" else None
-    agent._usage.add(run.usage)
-    agent._emit(AgentRunEndEvent(run.id, response, run.rounds, time.perf_counter() - started, run.usage))
+        _answer_unanswered_calls(host, response.error_message or "internal error")
+    host.state.error_message = response.error_message if response.stop_reason == "error" else None
+    host.record_usage(run.usage)
+    host.emit(AgentRunEndEvent(run.id, response, run.rounds, time.perf_counter() - started, run.usage))
     return response
 
 
@@ -242,4 +316,7 @@ class RunWorker:
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
-            job()
+            try:
+                job()
+            except BaseException:  # a job never raises (process_message contains everything); a bug is logged, the thread lives
+                logger.exception("a run job failed")

@@ -18,6 +18,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 
+from ._safe import cap_text, preview
 from .errors import ToolSchemaError
 
 __all__ = ["check_input_schema", "compiled_validator", "validate_required_args"]
@@ -33,10 +34,14 @@ _cache_lock = threading.Lock()  # guards _cache
 def check_input_schema(tool_name: str, schema: Any) -> None:
     """Raise ``ToolSchemaError`` naming the tool if ``schema`` is not valid JSON Schema.
 
-    The metaschema is the one the schema names in ``$schema``, else Draft 2020-12.
+    The metaschema is the one the schema names in ``$schema``, else Draft 2020-12. A
+    top-level ``"type"`` must be ``"object"`` (issue 9: the arguments are one object).
     """
     if not isinstance(schema, dict):
         raise ToolSchemaError(f"tool {tool_name!r}: input_schema must be a JSON object (dict), got {type(schema).__name__}")
+    if "type" in schema and schema["type"] != "object":
+        # a tool's arguments are always one JSON object (spec §7); every LLM API rejects another top-level type
+        raise ToolSchemaError(f"tool {tool_name!r}: input_schema must describe an object (\"type\": \"object\"), got \"type\": {schema['type']!r}")
     validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         validator_class.check_schema(schema)
@@ -88,9 +93,10 @@ def validate_required_args(args: Any, input_schema: dict[str, Any]) -> Optional[
     problems = sorted((_field_of(e), e.message) for e in validator.iter_errors(args))
     if not problems:
         return None
-    lines = "; ".join(f"{field}: {message}" for field, message in problems)
+    # error texts echo model input: each part is capped (issue 9), the whole text by the pipeline
+    lines = "; ".join(f"{field}: {cap_text(message, 300)}" for field, message in problems[:20])
     try:
-        received = json.dumps(args, ensure_ascii=False, sort_keys=True, default=repr)
-    except (TypeError, ValueError):
+        received = json.dumps(preview(args), ensure_ascii=False, sort_keys=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
         received = repr(args)
-    return f"{lines}. Received arguments: {received}"
+    return f"{lines}. Received arguments: {cap_text(received, 1000)}"

@@ -209,6 +209,9 @@ class AgentTool:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ToolDefinitionError(f"a tool's name must be a non-empty string, got {self.name!r}")
+        if any(c.isspace() or not c.isprintable() for c in self.name):
+            # LLM APIs take names like ^[a-zA-Z0-9_-]{1,64}$; a space is the common slip (issue 9)
+            raise ToolDefinitionError(f"tool name {self.name!r} contains whitespace or control characters; use letters, digits, '_' or '-'")
         for field_name in ("label", "description"):
             if not isinstance(getattr(self, field_name), str):
                 raise ToolDefinitionError(f"tool {self.name!r}: {field_name} must be a string")

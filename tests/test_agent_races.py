@@ -1,0 +1,156 @@
+"""The public functions raced from several threads, then shutdown (issue 9, decision 16).
+
+Each step of the state machine starts several operations at once on a barrier, each on
+its own thread, and joins them with a deadline: no call may block for ever. Teardown
+races ``shutdown`` with more sends, then checks that every message whose send returned
+was processed exactly once or returned by ``shutdown``, that refused sends left no trace,
+and that the events of each tool call came start, updates, end.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule
+
+from helpers import EventRecorder, make_tool, text_result
+from test_agent_stateful import planner  # a user message ending in an even digit asks for two tool calls
+from yiemagent import (
+    AgentClosedError,
+    AssistantMessage,
+    EmptyHistoryError,
+    ToolExecEndEvent,
+    ToolExecStartEvent,
+    ToolExecUpdateEvent,
+    ToolStore,
+    UserMessage,
+    YiemAgent,
+    abort,
+    continue_agent,
+    follow_up,
+    register_tool,
+    run_agent,
+    shutdown,
+    take_response,
+)
+
+WAIT = 10
+OPS = ["run_agent", "follow_up", "abort", "continue", "take"]
+
+
+def echo(call_id, args, signal, on_partial_result):
+    on_partial_result("one")
+    on_partial_result("two")
+    return text_result(f"echo {args}")
+
+
+class RaceMachine(RuleBasedStateMachine):
+    """Races run_agent, follow_up, abort, continue_agent and take_response; teardown races shutdown."""
+
+    def __init__(self):
+        super().__init__()
+        store = ToolStore("races")
+        register_tool(store, make_tool("echo", echo, parallel=True))
+        self.recorder = EventRecorder()
+        self.agent = YiemAgent(llm_call=planner, agent_event_sink=self.recorder, tool_store=store, parallel_tool_execute=True)
+        self.lock = threading.Lock()  # guards accepted, refused, count
+        self.accepted: list[str] = []
+        self.refused: list[str] = []
+        self.count = 0
+
+    def _text(self):
+        with self.lock:
+            self.count += 1
+            return f"m{self.count}"
+
+    def _do(self, op):
+        agent = self.agent
+        if op in ("run_agent", "follow_up"):
+            text = self._text()
+            try:
+                (run_agent if op == "run_agent" else follow_up)(agent, text)
+            except AgentClosedError:
+                with self.lock:
+                    self.refused.append(text)
+                return
+            with self.lock:
+                self.accepted.append(text)
+        elif op == "abort":
+            abort(agent)
+        elif op == "continue":
+            try:
+                continue_agent(agent)
+            except (EmptyHistoryError, AgentClosedError):
+                pass
+        elif op == "take":
+            try:
+                take_response(agent, timeout=0.01)
+            except (TimeoutError, AgentClosedError):
+                pass
+
+    def _race(self, ops, extra=None):
+        barrier = threading.Barrier(len(ops) + (1 if extra else 0))
+        outcome = []
+
+        def start(op):
+            barrier.wait(WAIT)
+            self._do(op)
+
+        def start_extra():
+            barrier.wait(WAIT)
+            outcome.append(extra())
+
+        threads = [threading.Thread(target=start, args=(op,)) for op in ops]
+        if extra:
+            threads.append(threading.Thread(target=start_extra))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(WAIT)
+            assert not t.is_alive(), f"a call blocked: {ops}"
+        return outcome
+
+    @rule(ops=st.lists(st.sampled_from(OPS), min_size=2, max_size=5))
+    def race(self, ops):
+        self._race(ops)
+
+    def teardown(self):
+        agent = self.agent
+        try:
+            (returned,) = self._race(["run_agent", "follow_up", "run_agent", "follow_up"], extra=lambda: shutdown(agent, timeout=WAIT))
+            returned_texts = [m["content"] for m in returned]
+            processed = [m.content[0].text for m in agent.history() if isinstance(m, UserMessage)]
+            assert len(processed) == len(set(processed)), "a message was processed twice"
+            assert sorted(processed + returned_texts) == sorted(self.accepted), "a message was lost or duplicated"
+            assert not set(self.refused) & set(processed + returned_texts), "a refused message left a trace"
+            taker = threading.Thread(target=self._drain_after_shutdown)
+            taker.start()
+            taker.join(WAIT)
+            assert not taker.is_alive(), "take_response blocked after shutdown"
+            self._check_event_order()
+        finally:
+            shutdown(agent, timeout=WAIT)
+
+    def _drain_after_shutdown(self):
+        with pytest.raises(AgentClosedError):
+            while True:
+                assert isinstance(take_response(self.agent), AssistantMessage)
+
+    def _check_event_order(self):
+        by_call: dict[str, list[type]] = {}
+        for event in list(self.recorder.events):
+            if isinstance(event, (ToolExecStartEvent, ToolExecUpdateEvent, ToolExecEndEvent)):
+                by_call.setdefault(event.tool_call_id, []).append(type(event))
+        for call_id, kinds in by_call.items():
+            assert kinds[0] is ToolExecStartEvent and kinds[-1] is ToolExecEndEvent, (call_id, kinds)
+            assert kinds.count(ToolExecStartEvent) == 1 and kinds.count(ToolExecEndEvent) == 1, (call_id, kinds)
+        assert self.recorder.overlaps == 0
+
+
+# each example starts an agent and dozens of threads: a quarter of the profile's examples,
+# short programs (the "deep" profile still runs 375 of up to 15 steps)
+RaceMachine.TestCase.settings = settings(settings.default, max_examples=max(10, settings.default.max_examples // 4), stateful_step_count=15)
+TestRaceMachine = pytest.mark.spec("5")(RaceMachine.TestCase)

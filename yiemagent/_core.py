@@ -1,0 +1,409 @@
+"""The inside of an agent: its state, channels, loop thread and run thread.
+
+Spec: §5 (the agent loop, its six states), §6 (via ``run.process_message``); decision 16.
+
+``YiemAgent`` (agent.py) is a thin shell around one ``AgentCore``. The threads own the
+core and never the shell, so an agent its caller dropped without ``shutdown`` is
+garbage-collected, and its finalizer closes the core, which lets the threads end
+(Python's convention for unclosed resources: a ``ResourceWarning``, then the resources
+are released). The core is also the run's host: it implements ``run.RunHost``, the
+narrow interface through which a run reaches its agent.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Optional, Union
+
+from .channels import Channel, LoopState
+from .errors import AgentClosedError
+from .events import EventEmitter
+from .messages import AgentMessage, AssistantMessage, LLMUsage
+from .registry import ToolStore
+from .run import CONTINUE, Run, RunWorker, process_message
+from .sessions import HistoryWriter, Session
+from .tooling import AgentLoopConfig, AgentState
+from .usage import UsageMeter
+
+__all__ = ["AgentCore", "current_core"]
+
+logger = logging.getLogger("yiemagent.agent")
+
+_EXIT = "exit"
+_NO_MORE_RESPONSES = "the agent has been shut down and every response was taken"
+
+current_core: contextvars.ContextVar[Optional["AgentCore"]] = contextvars.ContextVar("yiemagent_current_core", default=None)
+"""The core whose run the current code is part of: set in the run thread and copied into
+every tool thread, so that ``shutdown`` called from a tool, a hook or the event sink knows
+it must not wait for the run it is part of."""
+
+
+class AgentCore:
+    """An agent's state, channels and threads; the host of its runs (``run.RunHost``).
+
+    Thread safety:
+        The caller's threads use the channels and ``close``. The loop thread
+        (``yiemagent-*-loop``) owns the loop bookkeeping and moves follow-ups; the run
+        thread (``yiemagent-*-run``) runs ``process_message`` and is the only writer of
+        ``state.messages`` (through ``append``), ``state.pending_tool_calls`` and
+        ``state.error_message``. ``_wake`` (a ``Condition`` on an ``RLock``) guards the loop
+        bookkeeping (``_run``, ``_run_done``, ``_run_response``, ``_pending_output``,
+        ``_carry``, ``_added``, ``_closing``, ``_force_exit``, ``_loop_exited``,
+        ``loop_state``) and is the doorbell every channel rings after a put or get.
+        ``_history_lock`` (the ``HistoryWriter``'s lock) guards ``state.messages`` and is
+        held while a message is stored in the session, so the session's order is the
+        history's. ``usage`` may be read from any thread (``UsageMeter``). The event sink is called through ``emit``, never from two
+        threads at once (decision 8).
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        llm_call: Callable[[dict[str, Any]], AssistantMessage],
+        agent_event_sink: Optional[Callable[[Any], Any]],
+        state: AgentState,
+        tool_store: ToolStore,
+        prepare_context: Callable[..., Any],
+        format_msg_for_llm: Callable[..., Any],
+        before_tool_call: Optional[Callable[..., Any]],
+        after_tool_call: Optional[Callable[..., Any]],
+        parallel_tool_execute: bool,
+        max_rounds: Optional[int] = None,
+        session: Optional[Session] = None,
+    ) -> None:
+        self.llm_call = llm_call
+        self.prepare_context = prepare_context
+        self.format_msg_for_llm = format_msg_for_llm
+        self.before_tool_call = before_tool_call
+        self.after_tool_call = after_tool_call
+        self.parallel_tool_execute = parallel_tool_execute
+        self.tool_store = tool_store
+        self.state = state
+        self.emit = EventEmitter(agent_event_sink)
+        self.max_rounds = max_rounds
+        self.session = session
+        self._writer = HistoryWriter(state, session)  # where messages enter the history (issue 13)
+        self._history_lock = self._writer.lock  # guards state.messages (and orders session appends)
+        self._usage = UsageMeter()  # summed at the end of each run
+
+        # the doorbell, and the lock of the loop bookkeeping below (see "Thread safety")
+        self._wake = threading.Condition(threading.RLock())
+        self.input_channel = Channel(16, self.ring)
+        self.follow_up_channel = Channel(32, self.ring)
+        self.output_channel = Channel(16, self.ring)
+        self._run: Optional[Run] = None
+        self._run_done = False
+        self._run_response: Optional[AssistantMessage] = None
+        self._run_count = 0
+        self._pending_output: deque[AssistantMessage] = deque()
+        self._carry: deque[Any] = deque()  # follow-ups taken but not yet placed (input was full)
+        self._added: deque[AgentMessage] = deque()  # add_message during a run, for its next round
+        self._closing = False
+        self._force_exit = False
+        self._loop_exited = False
+        self.undelivered_responses: list[AssistantMessage] = []
+        self.loop_state = LoopState.IDLE
+        self.loop_state_history: deque[LoopState] = deque([LoopState.IDLE], maxlen=256)
+
+        self._worker = RunWorker(f"{name}-run")
+        self._thread = threading.Thread(target=self._agent_loop, name=f"{name}-loop", daemon=True)
+        self._thread.start()
+
+    # --- run.RunHost: what a run may touch --------------------------------------------
+
+    @property
+    def agent_event_sink(self) -> Optional[Callable[[Any], Any]]:
+        return self.emit.sink
+
+    @agent_event_sink.setter
+    def agent_event_sink(self, sink: Optional[Callable[[Any], Any]]) -> None:
+        self.emit.sink = sink
+
+    @property
+    def closing(self) -> bool:
+        """True once the agent is being shut down: no new run starts, no more input is taken."""
+        return self._closing
+
+    def loop_config(self) -> AgentLoopConfig:
+        """The hooks and execution mode for the next batch (read afresh, so a change applies at once)."""
+        return AgentLoopConfig(self.before_tool_call, self.after_tool_call, "parallel" if self.parallel_tool_execute else "sequential")
+
+    def take_input(self) -> list[Any]:
+        """Every queued input item, in order ([] once closing: ``shutdown`` returns those)."""
+        if self._closing:
+            return []
+        return self.input_channel.drain()
+
+    def append(self, message: AgentMessage) -> None:
+        """Add one message to the history (the run checked it can be sent again, decision 15).
+
+        Memory first, then the session (issue 13); never raises: a store that failed is
+        reported by ``take_session_failure`` before the next LLM round.
+        """
+        self._writer.append(message)
+
+    def take_added(self) -> list[AgentMessage]:
+        """The messages ``add_message`` queued during the run, in order (issue 13)."""
+        with self._wake:
+            added = list(self._added)
+            self._added.clear()
+        return added
+
+    def take_session_failure(self) -> Optional[str]:
+        """Why the session could not store a message since the last call, or None (issue 13)."""
+        return self._writer.take_failure()
+
+    def record_usage(self, usage: LLMUsage) -> None:
+        """Add one run's usage to the agent's total (API.md "Usage")."""
+        self._usage.add(usage)
+
+    @property
+    def usage(self) -> LLMUsage:
+        """Token usage summed over every run so far (decision 13)."""
+        return self._usage.total
+
+    def add_message(self, message: AgentMessage) -> None:
+        """``history.add_message``: append now while idle (stored first), else queue for the run's next round.
+
+        The decision "idle or not" and the append happen under ``_wake``, so a run cannot
+        start in between. Raises ``AgentClosedError`` once closing, or what the session
+        raised storing the message while idle (then nothing was added).
+        """
+        with self._wake:
+            if self._closing:
+                raise AgentClosedError("the agent has been shut down; it takes no more messages")
+            if self._run is None:
+                self._writer.append_stored_first(message)
+            else:
+                self._added.append(message)
+
+    def _append_added(self) -> None:
+        """Messages ``add_message`` queued during a run that had no round left: appended as the run ends."""
+        for message in self.take_added():
+            self.append(message)
+
+    def history(self) -> list[AgentMessage]:
+        """A copy of the conversation history, safe to take from any thread."""
+        with self._history_lock:
+            return list(self.state.messages)
+
+    def ring(self) -> None:
+        """Wake the loop thread: something it waits on may have changed."""
+        with self._wake:
+            self._wake.notify_all()
+
+    # --- the loop (spec §5) ---------------------------------------------------------
+
+    def _set_state(self, state: LoopState) -> None:
+        """Record a loop state; called with ``_wake`` held."""
+        if state is not self.loop_state:
+            self.loop_state = state
+            self.loop_state_history.append(state)
+            self._wake.notify_all()
+
+    def _next_action(self) -> Union[Callable[[], None], str, None]:
+        """What the loop does next, or None to sleep until the doorbell rings (``_wake`` held)."""
+        if self._force_exit:
+            return _EXIT
+        if self._run_done:
+            return self._collect_run
+        if self._pending_output and not self.output_channel.full():
+            return self._deliver
+        if self._closing:
+            if self._run is not None:
+                return None
+            self.undelivered_responses.extend(self._pending_output)  # no room, and nobody to wait for
+            self._pending_output.clear()
+            return _EXIT
+        follow_ups = bool(self._carry) or not self.follow_up_channel.empty()
+        if self._run is None:
+            if follow_ups and not self.input_channel.full():
+                return self._move_follow_ups  # decision 7: a follow-up sent while idle starts a run
+            if not self.input_channel.empty():
+                return self._start_run
+            self._set_state(LoopState.IDLE)
+            return None
+        if follow_ups and not self.input_channel.full():
+            self._set_state(LoopState.FOLLOW_UP_QUEUED)
+            return self._move_follow_ups
+        if follow_ups:
+            self._set_state(LoopState.FOLLOW_UP_QUEUED)
+        elif self._run.took_first_input and not self.input_channel.empty():
+            self._set_state(LoopState.INPUT_QUEUED)
+        else:
+            self._set_state(LoopState.PROCESSING)
+        return None
+
+    def _agent_loop(self) -> None:
+        """The loop thread (spec §5 ``_agentLoop``): blocked until a channel or the run rings."""
+        try:
+            while True:
+                with self._wake:
+                    action = self._next_action()
+                    while action is None:
+                        self._wake.wait()
+                        action = self._next_action()
+                if action is _EXIT:
+                    return
+                action()  # type: ignore[operator]
+        except BaseException:  # logged, not re-raised: the thread ends either way, and sends now raise
+            logger.exception("the agent loop failed; the agent stops serving")
+        finally:
+            why = "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
+            with self._wake:
+                self._loop_exited = True
+                self.input_channel.close(why)
+                self.follow_up_channel.close(why)
+                if self._run is None:  # else the run delivers its response, then closes the output
+                    self.output_channel.close(_NO_MORE_RESPONSES if self._closing else why)
+                self._set_state(LoopState.IDLE)
+                self._wake.notify_all()
+            self._worker.stop()
+
+    def _start_run(self) -> None:
+        """State 2: a message is waiting and no run is active — start one (spec ``@spawn _processMessage``)."""
+        with self._wake:
+            self._set_state(LoopState.NEW_MESSAGE)
+            self._run_count += 1
+            run = Run(self._run_count)
+            self._run = run
+            self.state.active_run = True
+            self._set_state(LoopState.PROCESSING)
+        self._worker.submit(lambda: self._execute_run(run))
+
+    def _execute_run(self, run: Run) -> None:
+        """The run thread: process, then hand the response to the loop (or deliver it, if the loop is gone)."""
+        token = current_core.set(self)
+        try:
+            response = process_message(self, run)
+        finally:
+            current_core.reset(token)
+        with self._wake:
+            if not self._loop_exited:
+                self._run_response, self._run_done = response, True
+                self._wake.notify_all()
+                return
+            self._run, self.state.active_run = None, False
+        self._append_added()
+        try:
+            self.output_channel.put_internal(response)
+        except queue.Full:
+            self.undelivered_responses.append(response)
+        self.output_channel.close(_NO_MORE_RESPONSES)
+
+    def _collect_run(self) -> None:
+        """State 6: the run finished — queue its response for the output channel and reset."""
+        with self._wake:
+            self._set_state(LoopState.COMPLETED)
+            assert self._run_response is not None
+            self._pending_output.append(self._run_response)
+            self._run, self._run_done, self._run_response = None, False, None
+            self.state.active_run = False
+            self._append_added()  # add_message during the run's last round: appended before another run starts
+
+    def _deliver(self) -> None:
+        with self._wake:
+            response = self._pending_output.popleft()
+        try:
+            self.output_channel.put_internal(response)
+        except queue.Full:  # someone else filled it meanwhile: keep the response, wait for room
+            with self._wake:
+                self._pending_output.appendleft(response)
+
+    def _move_follow_ups(self) -> None:
+        """States 5 -> 4: move follow-ups into the input channel, in order, as far as it has room.
+
+        Holds ``_wake`` so that ``close`` sees either none or all of a move: a follow-up
+        is never in flight between the channels when ``shutdown`` collects them.
+        """
+        with self._wake:
+            while not self._closing:
+                if not self._carry:
+                    try:
+                        self._carry.append(self.follow_up_channel.get_nowait())
+                    except queue.Empty:
+                        return
+                try:
+                    self.input_channel.put_internal(self._carry[0])
+                except queue.Full:
+                    return
+                self._carry.popleft()
+
+    def wait_until_idle(self, timeout: Optional[float] = None) -> bool:
+        """Block until no run is active and nothing is queued; False if ``timeout`` passed first."""
+
+        def idle() -> bool:
+            return (
+                self._run is None
+                and not self._run_done
+                and not self._pending_output
+                and not self._carry
+                and self.input_channel.empty()
+                and self.follow_up_channel.empty()
+                and (self.loop_state is LoopState.IDLE or self._loop_exited)
+            )
+
+        with self._wake:
+            return self._wake.wait_for(idle, timeout)
+
+    # --- closing (decision 16) --------------------------------------------------------
+
+    def close(self, why: str) -> Optional[list[Any]]:
+        """Start shutting down without waiting; return what was queued, or None if already closing.
+
+        Atomic with respect to every send: the input channels are closed (a send blocked
+        on a full channel wakes and raises ``AgentClosedError``) and emptied under
+        ``_wake``, which the loop holds while it moves follow-ups, so every message that
+        was accepted is either already in the history or in the list returned here.
+        """
+        with self._wake:
+            if self._closing:
+                return None
+            self._closing = True
+            self.input_channel.close(why)
+            self.follow_up_channel.close(why)
+            queued = [m for m in self.input_channel.drain() if m is not CONTINUE]
+            queued.extend(self._carry)
+            self._carry.clear()
+            queued.extend(self.follow_up_channel.drain())
+            self._wake.notify_all()
+        return queued
+
+    def abort(self, reason: str) -> bool:
+        """Fire the active run's signal; False if no run is active."""
+        with self._wake:
+            run = self._run
+        if run is None:
+            return False
+        run.signal.abort(reason)
+        return True
+
+    def is_own_thread(self) -> bool:
+        """True when called from this agent's loop or run thread, or from code its run called (a tool, a hook, the sink)."""
+        current = threading.current_thread()
+        return current_core.get() is self or current is self._thread or current is self._worker.thread
+
+    def join(self, timeout: Optional[float]) -> None:
+        """Wait for the loop thread: ``timeout``, then abort the run and wait ``timeout`` more, then leave it."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.abort(f"aborted by shutdown: the run did not finish within {timeout} s")
+            self._thread.join(timeout)
+        if self._thread.is_alive():
+            with self._wake:
+                self._force_exit = True
+                self._wake.notify_all()
+            self._thread.join()
+
+    def abandon(self) -> None:
+        """The shell was garbage-collected without ``shutdown``: close, abort the run, let the threads end."""
+        queued = self.close("the agent was garbage-collected without shutdown")
+        self.abort("aborted: the agent was garbage-collected without shutdown")
+        if queued:
+            logger.warning("an agent dropped without shutdown had %d queued message(s); they were discarded", len(queued))

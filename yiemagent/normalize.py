@@ -1,0 +1,263 @@
+"""Check and normalise what enters the history, so that it can always be sent again (decision 15).
+
+A model or a tool can return anything: ``AssistantMessage(content=None)``, arguments
+holding ``NaN``, a ``set`` or nesting a thousand levels deep, ``TextContent(42)``, a
+string with lone surrogates. Once such a value is in the history, formatting it raises on
+every later round and the conversation is broken for good. So the run passes every
+message through this module before it appends it:
+
+- what can be fixed without changing its meaning is fixed: a ``str`` content becomes one
+  text block, ``None`` an empty list, a text that is not a str its ``str()``, a lone
+  surrogate U+FFFD, a tuple a list;
+- what cannot be sent again is replaced by something the model can read: tool-call
+  arguments that are not strict JSON become ``{}`` and the call an error result saying
+  why (``normalize_reply``), a block that is not content becomes a text note;
+- only a reply that is not an ``AssistantMessage`` at all, or whose content is of no
+  usable type, is refused whole: the run ends with an error response (decision 11).
+
+Every function returns the very message it was given when nothing had to change.
+Tool calls come out canonical: the history keeps the ids, names and arguments the
+calls ran with, so the tool results always answer the calls sent back.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, NamedTuple, Optional
+
+from ._safe import NotJSONError, clean_str, json_safe, plain, short_repr
+from .errors import MessageFormatError
+from .extraction import extract_tool_calls
+from .messages import AgentMessage, AssistantMessage, ImageContent, LLMUsage, MessageContent, TextContent, ToolResultMessage, UserMessage
+from .tooling import AgentToolCall
+
+__all__ = ["CheckedReply", "normalize_content", "normalize_message", "normalize_reply", "normalize_tool_result"]
+
+logger = logging.getLogger("yiemagent.normalize")
+
+_TOOL_BLOCKS = ("tool_calls", "tool_call")
+_OPTIONAL_TEXT_FIELDS = ("api", "provider", "model", "stop_reason", "error_message")
+
+
+class CheckedReply(NamedTuple):
+    """What ``normalize_reply`` made of an ``llm_call``'s return value.
+
+    ``message`` is the reply to append (None when ``error`` says why it cannot be used);
+    ``calls`` are its tool calls, in order, exactly as the history will send them back,
+    those whose arguments had to be dropped carrying an ``arguments_error``.
+    """
+
+    message: Optional[AssistantMessage]
+    calls: list[AgentToolCall]
+    error: Optional[str]
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return clean_str(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return str(value)
+    return short_repr(value, 2000)
+
+
+def _block(block: Any, where: str) -> Any:
+    """One content block that can be sent again (the same object when it already can), or None to drop it."""
+    if isinstance(block, TextContent):
+        text = _as_text(block.text)
+        return block if text is block.text else TextContent(text)
+    if isinstance(block, ImageContent):
+        if isinstance(block.data, str) and isinstance(block.mime_type, str) and block.data.isascii():
+            return block
+        return TextContent(f"[an image was dropped: its data or mime_type is not text ({where})]")
+    if isinstance(block, str):
+        return TextContent(clean_str(block))
+    if isinstance(block, dict):
+        try:
+            return json_safe(block, _path=where)
+        except NotJSONError as exc:
+            return TextContent(f"[a content block was dropped: {exc}]")
+    if isinstance(block, MessageContent):  # a content type of the caller's own: kept if it serialises
+        try:
+            json_safe(block.to_dict(), _path=where)
+            return block
+        except Exception as exc:  # to_dict of a foreign type may raise anything
+            return TextContent(f"[a {type(block).__name__} block was dropped: {exc}]")
+    return TextContent(f"[a {type(block).__name__} was dropped: it is not a content block ({where})]")
+
+
+def normalize_content(content: Any, where: str = "content") -> list[Any]:
+    """A content list that can be sent again (``content`` itself when it already can).
+
+    Raises:
+        MessageFormatError: ``content`` is neither a list, a tuple, a str nor None.
+    """
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [TextContent(clean_str(content))]
+    if not isinstance(content, (list, tuple)):
+        raise MessageFormatError(f"{where} is {type(content).__name__}: {short_repr(content, 80)}; expected a list of content blocks")
+    blocks = [_block(b, f"{where}/{i}") for i, b in enumerate(content)]
+    if isinstance(content, list) and all(a is b for a, b in zip(blocks, content)):
+        return content
+    return blocks
+
+
+def _canonical_call(call: AgentToolCall, nested: bool) -> dict[str, Any]:
+    if nested:
+        return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+    return {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+def _canonical_tool_blocks(content: list[Any], calls: list[AgentToolCall]) -> list[Any]:
+    """``content`` with every tool-call block rebuilt from ``calls`` (same order, same places)."""
+    remaining = iter(calls)
+    out: list[Any] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_calls":
+            entries = block.get("tool_calls") or []
+            count = sum(1 for e in entries if isinstance(e, dict)) if isinstance(entries, list) else 0
+            out.append({"type": "tool_calls", "tool_calls": [_canonical_call(next(remaining), True) for _ in range(count)]})
+        elif kind == "tool_call":
+            out.append(_canonical_call(next(remaining), False))
+        else:
+            out.append(block)
+    return out
+
+
+def _same_call(entry: dict[str, Any], call: AgentToolCall) -> bool:
+    """Whether a raw call already says exactly what ``call`` says (then it is kept as it is)."""
+    source = entry.get("function") if isinstance(entry.get("function"), dict) else entry
+    raw_arguments = source.get("arguments", entry.get("arguments"))
+    return (
+        call.arguments_error is None
+        and entry.get("id") == call.id
+        and source.get("name") == call.name
+        # a JSON string is read again the same way each round; a dict must be the one checked
+        and (raw_arguments is call.arguments or isinstance(raw_arguments, str) or raw_arguments is None)
+    )
+
+
+def _raw_calls(content: list[Any]) -> list[dict[str, Any]]:
+    raw: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_calls" and isinstance(block.get("tool_calls"), list):
+            raw.extend(e for e in block["tool_calls"] if isinstance(e, dict))
+        elif kind == "tool_call":
+            raw.append(block)
+    return raw
+
+
+def _is_tool_block(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in _TOOL_BLOCKS
+
+
+def _plain_json(block: dict[str, Any]) -> bool:
+    try:
+        return json_safe(block) is block
+    except NotJSONError:
+        return False
+
+
+def normalize_reply(reply: Any) -> CheckedReply:
+    """Check an ``llm_call``'s return value before it enters the history (decision 15).
+
+    Never raises. See the module docstring for what is fixed and what is refused.
+    """
+    if not isinstance(reply, AssistantMessage):
+        return CheckedReply(None, [], f"llm_call returned {type(reply).__name__}; expected an AssistantMessage")
+    changes: dict[str, Any] = {}
+    for name in _OPTIONAL_TEXT_FIELDS:
+        value = getattr(reply, name)
+        if value is not None and (not isinstance(value, str) or clean_str(value) is not value):
+            changes[name] = _as_text(value)
+    if reply.usage is not None and not isinstance(reply.usage, LLMUsage):
+        changes["usage"] = None
+    if not isinstance(reply.timestamp, datetime):
+        changes["timestamp"] = datetime.now().astimezone()
+    raw_content = reply.content
+    if raw_content is None:
+        raw_content = []
+    elif isinstance(raw_content, str):
+        raw_content = [TextContent(raw_content)]
+    elif isinstance(raw_content, tuple):
+        raw_content = list(raw_content)
+    elif not isinstance(raw_content, list):
+        return CheckedReply(None, [], f"llm_call returned an AssistantMessage whose content is {type(raw_content).__name__}; expected a list")
+    # read every block once, into plain dicts and lists: a block that answers differently each
+    # time it is read must not give extraction one set of calls and the history another
+    snapshot = plain(raw_content, 5)
+    raw_content = snapshot
+    base = reply if raw_content is reply.content and not changes else replace(reply, content=raw_content, **changes)
+    _, calls, _ = extract_tool_calls(base)  # robust: arguments that are not strict JSON become an arguments_error
+    content = [b if _is_tool_block(b) else _block(b, f"content/{i}") for i, b in enumerate(raw_content)]
+    raw_calls = _raw_calls(raw_content)
+    if not all(_plain_json(b) for b in raw_content if _is_tool_block(b)) or not (
+        len(raw_calls) == len(calls) and all(_same_call(r, c) for r, c in zip(raw_calls, calls))
+    ):
+        content = _canonical_tool_blocks(content, calls)
+    unchanged = isinstance(reply.content, list) and len(content) == len(reply.content) and all(a is b for a, b in zip(content, reply.content))
+    message = base if unchanged else replace(base, content=content)
+    if message is not reply:
+        logger.info("an LLM reply was normalised before entering the history (decision 15)")
+    return CheckedReply(message, calls, None)
+
+
+def normalize_tool_result(message: ToolResultMessage) -> ToolResultMessage:
+    """A tool result that can be sent again: its content blocks checked like a reply's (decision 15).
+
+    ``details`` is not sent to the LLM and is kept as it is.
+    """
+    try:
+        content = normalize_content(message.content, f"result of {message.tool_name!r}")
+    except MessageFormatError as exc:
+        return replace(message, content=[TextContent(f"[the tool's content was dropped: {exc}]")], is_error=True)
+    changes: dict[str, Any] = {}
+    if content is not message.content:
+        changes["content"] = content
+    if message.usage is not None and not isinstance(message.usage, LLMUsage):
+        changes["usage"] = None
+    return replace(message, **changes) if changes else message
+
+
+def normalize_message(message: AgentMessage) -> AgentMessage:
+    """Any message a caller hands the agent, checked before it enters the history (decision 15).
+
+    A ``UserMessage`` whose content is a str gets it as one text block (it used to be
+    accepted and its text dropped); a text that is not a str, a part that is not JSON
+    (NaN, a set) or not a content block is refused, since a caller can fix it.
+
+    Raises:
+        MessageFormatError: the message cannot be sent to an LLM; the text says why.
+    """
+    if isinstance(message, UserMessage):
+        if message.content is None or not isinstance(message.content, (list, tuple, str)):
+            raise MessageFormatError(
+                f"UserMessage content is {type(message.content).__name__}; expected a list of content blocks or a str"
+            )
+        for index, block in enumerate(message.content if isinstance(message.content, (list, tuple)) else []):
+            if isinstance(block, TextContent) and not isinstance(block.text, str):
+                raise MessageFormatError(f"UserMessage content[{index}] is TextContent({short_repr(block.text, 60)}); its text must be a str")
+            if isinstance(block, dict):
+                try:
+                    json_safe(block, _path=f"content[{index}]")
+                except NotJSONError as exc:
+                    raise MessageFormatError(f"UserMessage {exc}") from None
+            elif not isinstance(block, (str, MessageContent)):
+                raise MessageFormatError(f"UserMessage content[{index}] is {type(block).__name__}; expected a content block")
+        content = normalize_content(message.content, "UserMessage content")
+        return message if content is message.content else replace(message, content=content)
+    if isinstance(message, AssistantMessage):
+        checked = normalize_reply(message)
+        if checked.message is None:
+            raise MessageFormatError(checked.error or "unusable AssistantMessage")
+        return checked.message
+    if isinstance(message, ToolResultMessage):
+        if not isinstance(message.content, (list, tuple, str)) and message.content is not None:
+            raise MessageFormatError(f"ToolResultMessage content is {type(message.content).__name__}; expected a list of content blocks")
+        return normalize_tool_result(message)
+    raise MessageFormatError(f"{type(message).__name__} is not a UserMessage, AssistantMessage or ToolResultMessage")
