@@ -286,6 +286,15 @@ def test_add_message_refuses_what_is_not_a_message_and_a_closed_agent(agents):
         add_message(agent, UserMessage([]))
 
 
+def test_add_message_checks_the_message_before_it_enters_the_history(agents):
+    """Decision 15: add_message refuses a message that cannot be sent again, and a str content becomes a text block."""
+    agent = agents(ScriptedLLM([]))
+    with pytest.raises(MessageFormatError, match="must be a str"):
+        add_message(agent, UserMessage([TextContent(42)]))
+    add_message(agent, UserMessage("handed back"))
+    assert agent.history() == [UserMessage([TextContent("handed back")], timestamp=agent.history()[0].timestamp)]
+
+
 def test_a_saved_agent_history_starts_a_new_agent(agents, tmp_path):
     """save_history(agent.history()) then YiemAgent(messages=load_history(...)): the next LLM round sees the whole conversation."""
     first = agents(ScriptedLLM([tool_call_reply(("c1", "echo", {"x": 1})), "one"]), [make_tool("echo")])
