@@ -1,0 +1,84 @@
+"""A misbehaving MCP server over stdio, written by hand (newline-delimited JSON-RPC).
+
+``python tests/mcp_raw_server.py MODE`` where MODE is one of:
+
+- ``plain``: behaves; its one tool ``ping`` answers ``pong``.
+- ``nonsense``: ``tools/call`` answers with a result that is not MCP (content not a list);
+  a call to ``garbage`` gets a line that is not JSON at all, then a valid answer.
+- ``hang``: ``tools/call`` is never answered.
+- ``exit``: ``tools/call`` makes the process exit at once (a crash mid-call).
+- ``stubborn``: ignores SIGTERM and the end of its stdin; only SIGKILL stops it.
+- ``silent``: never answers ``initialize``.
+- ``badschema``: lists a tool whose inputSchema is not JSON Schema beside a good one.
+
+Each request it reads is echoed on stderr as ``GOT <method>`` for the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+
+MODE = sys.argv[1]
+
+TOOLS = [
+    {"name": "ping", "description": "Answer pong.", "inputSchema": {"type": "object", "properties": {}}},
+]
+if MODE == "badschema":
+    TOOLS.append({"name": "broken", "description": "A tool with a bad schema.", "inputSchema": {"type": "object", "properties": {"x": {"type": 5}}}})
+
+
+def send(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def answer(request: dict) -> None:
+    method, rid = request.get("method"), request.get("id")
+    if method == "initialize":
+        if MODE == "silent":
+            return
+        send({"jsonrpc": "2.0", "id": rid, "result": {
+            "protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": f"raw-{MODE}", "version": "0"},
+        }})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
+    elif method == "tools/call":
+        name = request["params"]["name"]
+        if MODE == "hang":
+            return
+        if MODE == "exit":
+            sys.stdout.flush()
+            import os
+            os._exit(3)
+        if MODE == "nonsense":
+            if name == "garbage":
+                sys.stdout.write("this is not JSON\n")
+                sys.stdout.flush()
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "pong"}]}})
+            else:
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": "not a list", "isError": "maybe"}})
+            return
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "pong"}]}})
+    elif rid is not None:
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no method {method}"}})
+
+
+def main() -> None:
+    if MODE == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stderr.write(f"GOT {request.get('method')}\n")
+        sys.stderr.flush()
+        answer(request)
+    if MODE == "stubborn":
+        threading.Event().wait()  # stdin closed: stay anyway
+
+
+if __name__ == "__main__":
+    main()
