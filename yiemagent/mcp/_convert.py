@@ -1,10 +1,10 @@
-"""From MCP's shapes to yiemagent's: tool names, content blocks, call results, secrets.
+"""From MCP's shapes to yiemagent's: tool names, content blocks, call results.
 
 Pure functions, no I/O and no asyncio: they read the SDK's result objects by attribute
 (``content``, ``is_error``, ``structured_content``, a block's ``type``), so this module
 never imports ``mcp`` and works on any object of that shape.
 
-Thread safety: every function is pure; ``Redactor`` is immutable once built.
+Thread safety: every function is pure.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import binascii
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Optional
 
 from ..messages import ImageContent, TextContent
 
-__all__ = ["Redactor", "agent_tool_names", "content_blocks", "error_text", "masked", "tool_label"]
+__all__ = ["agent_tool_names", "content_blocks", "error_text", "tool_label"]
 
 # The name rule both OpenAI (function names) and Anthropic (tool names) enforce. MCP
 # allows more (dots, slashes; up to 128 characters), so names are mapped into this set.
@@ -133,37 +133,3 @@ def error_text(result: Any) -> str:
     """The words of an ``is_error`` result: its text blocks joined, or a note that it had none."""
     texts = [block.text for block in content_blocks(result) if isinstance(block, TextContent)]
     return "\n".join(texts) if texts else "the server reported an error without a message"
-
-
-class Redactor:
-    """Replaces secrets (header values, environment values) with ``***`` in text.
-
-    Values shorter than 6 characters are left alone: replacing "1" or "yes" everywhere
-    would garble messages and such values protect nothing. For a header value of the
-    form ``<scheme> <token>`` (``Bearer abc...``) the token alone is a secret too, since
-    servers echo tokens without their scheme.
-
-    Thread safety: immutable after construction.
-    """
-
-    _MIN = 6
-
-    def __init__(self, *secret_maps: Optional[Mapping[str, str]]) -> None:
-        secrets: set[str] = set()
-        for mapping in secret_maps:
-            for value in (mapping or {}).values():
-                value = str(value)
-                secrets.add(value)
-                secrets.update(part for part in value.split(" ")[1:])
-        # longest first, so a token inside a longer secret does not leave the rest visible
-        self._secrets = tuple(sorted((s for s in secrets if len(s) >= self._MIN), key=len, reverse=True))
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-
-def masked(mapping: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:
-    """``mapping`` with every value shown as ``***`` (for reprs); None stays None."""
-    return None if mapping is None else {key: "***" for key in mapping}

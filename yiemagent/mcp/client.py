@@ -18,7 +18,8 @@ from typing import Any, Optional
 from ..errors import ToolError, ToolSchemaError, YiemAgentError
 from ..schema import check_input_schema
 from ..tooling import AbortSignal, AgentTool, AgentToolResult
-from ._convert import Redactor, agent_tool_names, content_blocks, error_text, masked, tool_label
+from ._convert import agent_tool_names, content_blocks, error_text, tool_label
+from ._secrets import Redactor, forget_sdk_logs, masked, redact_sdk_logs
 from ._session import CLOSE_GRACE_S, Connection, NotConnectedError, Transport, http_transport, start_loop, stdio_transport
 
 __all__ = ["MCPClient", "MCPConnectionError"]
@@ -86,6 +87,7 @@ class MCPClient:
         self._closed = False
         self._calls: set[concurrent.futures.Future[Any]] = set()
         self._conn = Connection(transport, label, self.timeout_s)
+        redact_sdk_logs(redact)
         self._portal, self._thread = start_loop(f"yiemagent-mcp-{label}")
         try:
             self._run, _ = self._portal.start_task(self._conn.run, name=f"mcp-connection-{label}")
@@ -178,7 +180,9 @@ class MCPClient:
         """Log why the connection task ended, unless ``close()`` ended it."""
         if future.cancelled() or future.exception() is None:
             return
-        logger.warning(self._redact(f"MCP server {self._conn.label!r}: the connection failed: {_leaf(future.exception())!r}"))
+        message = self._redact(f"MCP server {self._conn.label!r}: the connection failed: {_leaf(future.exception())!r}")
+        # while closing, a server already gone (a refused DELETE, a dead pipe) is expected
+        logger.log(logging.DEBUG if self._closed else logging.WARNING, "%s", message)
 
     def _submit(self, func: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
         with self._lock:
@@ -342,3 +346,4 @@ class MCPClient:
         self._thread.join(timeout=5)
         if self._thread.is_alive():
             logger.error("MCP event loop thread %r did not end; abandoning it (a daemon thread)", self._thread.name)
+        forget_sdk_logs(self._redact)
