@@ -65,3 +65,7 @@ STOPS = ("unknown", "invalid_args", "before_raises", "blocked", "bad_json")  # e
 KINDS = RUNS + STOPS
 plans = st.lists(st.sampled_from(KINDS), min_size=0, max_size=10)
 modes = st.sampled_from(["sequential", "parallel"])
+
+# MCP tool names: anything a server may send (MCP allows up to 128 characters; servers send more)
+mcp_tool_names = st.lists(st.text(min_size=1, max_size=130), max_size=8, unique=True)
+mcp_prefixes = st.none() | st.text(min_size=1, max_size=20)
