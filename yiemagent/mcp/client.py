@@ -173,7 +173,7 @@ class MCPClient:
         else:
             detail = f"{type(leaf).__name__}: {leaf}"
         error = MCPConnectionError(self._redact(f"{what}: {detail}"))
-        logger.warning("%s", error)
+        logger.debug("%s", error)  # raised to the caller, who reports it: not logged twice
         return error
 
     def _connection_ended(self, future: concurrent.futures.Future[Any]) -> None:
