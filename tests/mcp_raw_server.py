@@ -4,7 +4,8 @@
 
 - ``plain``: behaves; its one tool ``ping`` answers ``pong``.
 - ``nonsense``: ``tools/call`` answers with a result that is not MCP (content not a list);
-  a call to ``garbage`` gets a line that is not JSON at all, then a valid answer.
+  a call to ``garbage`` gets a line that is not JSON at all, then a valid answer;
+  ``shaped`` answers structured content that breaks its own outputSchema.
 - ``hang``: ``tools/call`` is never answered.
 - ``exit``: ``tools/call`` makes the process exit at once (a crash mid-call).
 - ``stubborn``: ignores SIGTERM and the end of its stdin; only SIGKILL stops it.
@@ -26,6 +27,12 @@ MODE = sys.argv[1]
 TOOLS = [
     {"name": "ping", "description": "Answer pong.", "inputSchema": {"type": "object", "properties": {}}},
 ]
+if MODE == "nonsense":
+    TOOLS.append({
+        "name": "shaped", "description": "Structured content that breaks its own outputSchema.",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    })
 if MODE == "badschema":
     TOOLS.append({"name": "broken", "description": "A tool with a bad schema.", "inputSchema": {"type": "object", "properties": {"x": {"type": 5}}}})
 
@@ -56,7 +63,9 @@ def answer(request: dict) -> None:
             import os
             os._exit(3)
         if MODE == "nonsense":
-            if name == "garbage":
+            if name == "shaped":
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": [], "structuredContent": {"n": "x"}}})
+            elif name == "garbage":
                 sys.stdout.write("this is not JSON\n")
                 sys.stdout.flush()
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "pong"}]}})

@@ -156,6 +156,13 @@ def test_a_reply_that_is_not_mcp_is_an_error_result_and_the_connection_survives(
     assert any("JSON" in r.getMessage() for r in caplog.records)
 
 
+def test_structured_content_that_breaks_the_output_schema_is_an_error_result():
+    """The SDK checks structuredContent against the tool's outputSchema; a mismatch is an error result."""
+    with MCPClient.stdio(raw_server_command("nonsense"), name="shaped", timeout_s=10) as client:
+        with pytest.raises(ToolError, match="Invalid structured content returned by tool shaped"):
+            client.call_tool("shaped", {})
+
+
 def test_a_server_that_exits_mid_call_gives_error_results():
     """A server process that dies during a call: that call and later ones are error results, close still works."""
     with MCPClient.stdio(raw_server_command("exit"), name="crash", timeout_s=30) as client:
