@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from datetime import datetime, timezone
 
 import pytest
@@ -83,10 +82,10 @@ def test_a_protocol_error_names_the_code_and_logs(time_client, caplog):
 
 
 def test_an_already_aborted_signal_stops_the_call(time_client):
-    """A call whose signal has already fired is cancelled at once and says it was aborted."""
+    """A call whose signal has already fired is not sent, and says it was aborted."""
     signal = AbortSignal()
     signal.abort("the user left")
-    with pytest.raises(ToolError, match=r"aborted \(the user left\)"):
+    with pytest.raises(ToolError, match=r"aborted \(the user left\) before it was sent"):
         time_client.call_tool("get_current_time", {"timezone": "UTC"}, signal)
 
 
@@ -166,10 +165,9 @@ def test_structured_content_that_breaks_the_output_schema_is_an_error_result():
 def test_a_server_that_exits_mid_call_gives_error_results():
     """A server process that dies during a call: that call and later ones are error results, close still works."""
     with MCPClient.stdio(raw_server_command("exit"), name="crash", timeout_s=30) as client:
-        started = time.monotonic()
+        # the message names the closed connection, not the timeout: the dead pipe ended the call
         with pytest.raises(ToolError, match="connection to MCP server 'crash' is closed"):
             client.call_tool("ping", {})
-        assert time.monotonic() - started < 20  # well before timeout_s: the closed pipe ends the call
         with pytest.raises(ToolError, match="closed"):
             client.call_tool("ping", {})
 

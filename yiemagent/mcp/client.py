@@ -265,6 +265,8 @@ class MCPClient:
             ToolError: as above; never anything else for a failure of the server.
         """
         label = self._conn.label
+        if signal is not None and signal.aborted:  # not sent at all (a cancel could come after a fast answer)
+            raise self._call_failed(name, f"aborted ({signal.reason or 'no reason given'}) before it was sent")
         try:
             future = self._submit(self._conn.call_tool, name, dict(arguments))
         except NotConnectedError as exc:
