@@ -105,6 +105,14 @@ async def slow(seconds: float) -> str:
 
 
 @server.tool()
+async def countdown(steps: int, ctx: Context) -> str:
+    """Report progress once per step, then finish."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step}")
+    return "lift-off"
+
+
+@server.tool()
 def cancellations() -> int:
     """How many slow calls were cancelled so far."""
     return cancelled

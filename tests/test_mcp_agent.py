@@ -11,6 +11,7 @@ from mcp_support import WAIT, HttpServer, time_server_command  # noqa: E402
 from yiemagent import (  # noqa: E402
     ToolExecEndEvent,
     ToolExecStartEvent,
+    ToolExecUpdateEvent,
     ToolResultMessage,
     YiemAgent,
     abort,
@@ -89,13 +90,13 @@ def test_an_agent_calls_mcp_server_time_with_events_and_hooks(recorder):
 
 
 def test_mcp_calls_run_in_a_parallel_batch(http_server, recorder):
-    """In a parallel batch an MCP call runs while another tool is still running (a latch, not a clock, proves it)."""
+    """In a parallel batch an MCP call runs while another tool is still running (a latch, not a clock, proves it); progress arrives as update events."""
 
     def gate(tool_call_id, args, signal, on_partial_result):
         http_server.wait_for("STARTED slow")  # returns only if the MCP call started while this tool runs
         return text_result("saw the MCP call start")
 
-    llm = ScriptedLLM([tool_call_reply(("g", "gate", {}), ("s", "web_slow", {"seconds": 0.2})), "both done"])
+    llm = ScriptedLLM([tool_call_reply(("g", "gate", {}), ("s", "web_slow", {"seconds": 0.2}), ("p", "web_countdown", {"steps": 2})), "all done"])
     with MCPClient.http(http_server.url, name="web") as client:
         agent = agent_with(client, llm, recorder, parallel_tool_execute=True)
         register_tool(agent.tool_store, make_tool("gate", gate, parallel=True))
@@ -107,6 +108,8 @@ def test_mcp_calls_run_in_a_parallel_batch(http_server, recorder):
             shutdown(agent, timeout=WAIT)
     assert results["g"].content[0].text == "saw the MCP call start" and not results["g"].is_error
     assert results["s"].content[0].text == "slept 0.2 s" and not results["s"].is_error
+    updates = [e.partial_result.content[0].text for e in recorder.for_call("p") if isinstance(e, ToolExecUpdateEvent)]
+    assert updates == ["progress 1/2: step 1", "progress 2/2: step 2"]  # MCP progress -> update events
 
 
 def test_aborting_the_agent_cancels_the_mcp_call(http_server, recorder):

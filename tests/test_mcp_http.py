@@ -89,6 +89,15 @@ def test_other_kinds_of_content_become_sensible_text(client):
     ]
 
 
+def test_progress_notifications_become_partial_results(client):
+    """Each progress notification of a call reaches on_partial_result, in order, before the result."""
+    partials = []
+    result = tool(client, "web_countdown").execute("c7", {"steps": 3}, AbortSignal(), partials.append)
+    assert [p.content for p in partials] == [[TextContent(f"progress {n}/3: step {n}")] for n in (1, 2, 3)]
+    assert partials[0].details == {"progress": 1, "total": 3, "message": "step 1"}
+    assert result.content == [TextContent("lift-off")]
+
+
 def test_a_tool_error_is_an_error_result(client):
     """A server-side ToolError arrives as isError and raises ToolError with its words."""
     with pytest.raises(ToolError, match="the disk is full"):

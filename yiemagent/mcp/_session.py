@@ -168,6 +168,10 @@ class Connection:
             tools.extend(result.tools)
         return tools
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
-        """Send ``tools/call``; cancelling this task abandons the request (the SDK tells the server)."""
-        return await self._session().call_tool(name, arguments)
+    async def call_tool(self, name: str, arguments: dict[str, Any], on_progress: Optional[Callable[..., Any]] = None) -> Any:
+        """Send ``tools/call``; cancelling this task abandons the request (the SDK tells the server).
+
+        With ``on_progress`` the request carries a progress token and each progress
+        notification is awaited as ``on_progress(progress, total, message)``.
+        """
+        return await self._session().call_tool(name, arguments, progress_callback=on_progress)

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Optional
 
 from ..errors import ToolError, ToolSchemaError, YiemAgentError
+from ..messages import TextContent
 from ..schema import check_input_schema
 from ..tooling import AbortSignal, AgentTool, AgentToolResult
 from ._convert import agent_tool_names, content_blocks, error_text, tool_label
@@ -28,6 +31,7 @@ logger = logging.getLogger("yiemagent.mcp")
 
 _CONNECTION_CLOSED = -32000  # JSON-RPC error codes the SDK uses (mcp_types.jsonrpc)
 _REQUEST_TIMEOUT = -32001
+_DONE = object()  # put on a call's update queue when the call's future is done
 
 
 class MCPConnectionError(YiemAgentError, ConnectionError):
@@ -246,12 +250,14 @@ class MCPClient:
 
     def _executor(self, mcp_name: str) -> Callable[..., AgentToolResult]:
         def execute(tool_call_id: str, args: dict[str, Any], signal: Optional[AbortSignal] = None, on_partial_result: Any = None) -> AgentToolResult:
-            return self.call_tool(mcp_name, args, signal)
+            return self.call_tool(mcp_name, args, signal, on_partial_result)
 
         execute.__name__ = execute.__qualname__ = f"mcp_{mcp_name}"
         return execute
 
-    def call_tool(self, name: str, arguments: dict[str, Any], signal: Optional[AbortSignal] = None) -> AgentToolResult:
+    def call_tool(
+        self, name: str, arguments: dict[str, Any], signal: Optional[AbortSignal] = None, on_partial_result: Optional[Callable[[Any], Any]] = None
+    ) -> AgentToolResult:
         """Call the MCP tool ``name`` (its MCP name) and wait at most ``timeout_s``.
 
         This is what each tool's ``execute`` does. An MCP result with ``is_error``, a
@@ -259,7 +265,9 @@ class MCPClient:
         abort and the timeout all raise ``ToolError`` with the cause in words, which the
         pipeline turns into an error result (spec §8.2); each also logs a warning.
         Otherwise the result's text and images are its content (other kinds become a
-        line of text) and its ``structured_content`` is ``details``.
+        line of text) and its ``structured_content`` is ``details``. Each progress
+        notification the server sends for the call is passed to ``on_partial_result``
+        (spec §13: a ``ToolExecUpdateEvent``), on this thread, never on the loop's.
 
         Raises:
             ToolError: as above; never anything else for a failure of the server.
@@ -267,15 +275,22 @@ class MCPClient:
         label = self._conn.label
         if signal is not None and signal.aborted:  # not sent at all (a cancel could come after a fast answer)
             raise self._call_failed(name, f"aborted ({signal.reason or 'no reason given'}) before it was sent")
+        # progress notifications and the call's end, in order; the loop thread only puts (never blocks)
+        updates: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+        async def progress(value: float, total: Optional[float], message: Optional[str]) -> None:
+            updates.put((value, total, message))
+
         try:
-            future = self._submit(self._conn.call_tool, name, dict(arguments))
+            future = self._submit(self._conn.call_tool, name, dict(arguments), progress if on_partial_result else None)
         except NotConnectedError as exc:
             raise self._call_failed(name, str(exc)) from None
+        future.add_done_callback(lambda _: updates.put(_DONE))
         unregister = signal.on_abort(future.cancel) if signal is not None else (lambda: None)
         try:
-            result = future.result(timeout=self.timeout_s)
+            self._wait(future, updates, on_partial_result)
+            result = future.result(timeout=0)
         except concurrent.futures.TimeoutError:
-            future.cancel()
             raise self._call_failed(name, f"no answer within {self.timeout_s:g} s (timeout_s); the request was cancelled") from None
         except concurrent.futures.CancelledError:
             if signal is not None and signal.aborted:
@@ -285,10 +300,26 @@ class MCPClient:
             raise self._call_failed(name, self._explain(exc)) from None
         finally:
             unregister()
+            future.cancel()  # a no-op once done; otherwise (timeout, a raising callback) the request is abandoned
         if result.is_error:
             raise ToolError(self._redact(error_text(result)))
         details = result.structured_content if result.structured_content is not None else {}
         return AgentToolResult(content_blocks(result), details)
+
+    def _wait(self, future: concurrent.futures.Future[Any], updates: queue.SimpleQueue[Any], on_partial_result: Any) -> None:
+        """Block until the call ends, passing on progress; raise ``TimeoutError`` after ``timeout_s``."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                item = updates.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise concurrent.futures.TimeoutError from None
+            if item is _DONE:
+                return
+            value, total, message = item
+            done = f"{value:g}/{total:g}" if total is not None else f"{value:g}"
+            text = f"progress {done}" + (f": {message}" if message else "")
+            on_partial_result(AgentToolResult([TextContent(self._redact(text))], {"progress": value, "total": total, "message": message}))
 
     def _explain(self, exc: BaseException) -> str:
         """A failed call's cause in words for the model and the log."""
