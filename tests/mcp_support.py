@@ -84,7 +84,10 @@ def child_pids(pid: Optional[int] = None) -> set[int]:
     """The pids of the live children of ``pid`` (default: this process)."""
     pid = pid or os.getpid()
     children: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text()
+    for task in Path(f"/proc/{pid}/task").iterdir():  # Linux lists children per thread
+        try:
+            text = (task / "children").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
         children.update(int(p) for p in text.split())
     return {p for p in children if alive(p)}
