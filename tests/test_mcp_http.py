@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 
 import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install 'yiemagent[mcp]')")
 
+from localserver import LocalServer, Reply  # noqa: E402
 from mcp_support import WAIT, HttpServer  # noqa: E402
 from mcp_http_server import PNG  # noqa: E402
 from yiemagent import AbortSignal, ImageContent, TextContent, ToolError  # noqa: E402
@@ -165,6 +167,26 @@ def test_nothing_listening_raises_at_connect():
     """A URL where no server listens gives MCPConnectionError naming the cause."""
     with pytest.raises(MCPConnectionError, match="could not connect to MCP server 'nobody'"):
         MCPClient.http("http://127.0.0.1:9/mcp", name="nobody", timeout_s=5)
+
+
+def test_a_server_that_accepts_but_never_answers_times_out_at_connect():
+    """A socket that takes the connection but never answers gives MCPConnectionError after timeout_s."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)  # connections complete in the backlog; nothing ever reads them
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+        with pytest.raises(MCPConnectionError, match=r"did not answer initialize within 1 s"):
+            MCPClient.http(url, name="mute", timeout_s=1)
+
+
+def test_a_server_that_is_not_mcp_fails_at_connect_and_keeps_the_header_secret():
+    """A web server answering HTML gives MCPConnectionError, with the header that was sent masked."""
+    with LocalServer(lambda request: Reply(status=404, body=f"<html>no MCP here, {request.headers.get('Authorization')}</html>")) as web:
+        with pytest.raises(MCPConnectionError) as caught:
+            MCPClient.http(f"{web.url}/mcp", headers={"Authorization": TOKEN}, name="web404", timeout_s=10)
+    assert web.requests[0].headers["Authorization"] == TOKEN
+    assert "could not connect to MCP server 'web404'" in str(caught.value)
+    assert "sk-mcp-very-secret-token" not in str(caught.value)
 
 
 def test_a_url_that_is_not_http_is_a_value_error():
