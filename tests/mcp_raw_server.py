@@ -12,7 +12,7 @@
 - ``silent``: never answers ``initialize``.
 - ``badschema``: lists a tool whose inputSchema is not JSON Schema beside a good one.
 
-Each request it reads is echoed on stderr as ``GOT <method>`` for the tests.
+A cancellation it receives is reported on stderr as ``GOT notifications/cancelled``.
 """
 
 from __future__ import annotations
@@ -82,8 +82,9 @@ def main() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for line in sys.stdin:
         request = json.loads(line)
-        sys.stderr.write(f"GOT {request.get('method')}\n")
-        sys.stderr.flush()
+        if request.get("method") == "notifications/cancelled":
+            sys.stderr.write("GOT notifications/cancelled\n")
+            sys.stderr.flush()
         answer(request)
     if MODE == "stubborn":
         threading.Event().wait()  # stdin closed: stay anyway
