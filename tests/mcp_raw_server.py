@@ -11,6 +11,10 @@
 - ``stubborn``: ignores SIGTERM and the end of its stdin; only SIGKILL stops it.
 - ``silent``: never answers ``initialize``.
 - ``badschema``: lists a tool whose inputSchema is not JSON Schema beside a good one.
+- ``paged``: lists its tools on two pages: ``ping``; then ``titled`` (with a title),
+  ``structured_only`` (structured content, empty content), ``quiet_error`` (an error
+  without a message) and ``ping`` again.
+- ``endless``: every ``tools/list`` page has one more tool and a next cursor, for ever.
 
 A cancellation it receives is reported on stderr as ``GOT notifications/cancelled``.
 """
@@ -37,6 +41,27 @@ if MODE == "badschema":
     TOOLS.append({"name": "broken", "description": "A tool with a bad schema.", "inputSchema": {"type": "object", "properties": {"x": {"type": 5}}}})
 
 
+SECOND_PAGE = [
+    {"name": "titled", "title": "Titled Tool", "description": "Has a title.", "inputSchema": {"type": "object"}},
+    {"name": "structured_only", "description": "Structured content only.", "inputSchema": {"type": "object"}},
+    {"name": "quiet_error", "description": "An error without words.", "inputSchema": {"type": "object"}},
+    TOOLS[0],
+]
+CALLS = {
+    "structured_only": {"content": [], "structuredContent": {"n": 1}},
+    "quiet_error": {"content": [], "isError": True},
+}
+
+
+def tools_page(cursor: "str | None") -> dict:
+    if MODE == "paged":
+        return {"tools": SECOND_PAGE} if cursor else {"tools": TOOLS, "nextCursor": "page-2"}
+    if MODE == "endless":
+        n = int(cursor or 0) + 1
+        return {"tools": [{"name": f"t{n}", "inputSchema": {"type": "object"}}], "nextCursor": str(n)}
+    return {"tools": TOOLS}
+
+
 def send(message: dict) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
@@ -53,7 +78,7 @@ def answer(request: dict) -> None:
             "serverInfo": {"name": f"raw-{MODE}", "version": "0"},
         }})
     elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
+        send({"jsonrpc": "2.0", "id": rid, "result": tools_page((request.get("params") or {}).get("cursor"))})
     elif method == "tools/call":
         name = request["params"]["name"]
         if MODE == "hang":
@@ -72,7 +97,7 @@ def answer(request: dict) -> None:
             else:
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": "not a list", "isError": "maybe"}})
             return
-        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "pong"}]}})
+        send({"jsonrpc": "2.0", "id": rid, "result": CALLS.get(name, {"content": [{"type": "text", "text": "pong"}]})})
     elif rid is not None:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no method {method}"}})
 

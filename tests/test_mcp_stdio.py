@@ -48,6 +48,31 @@ def test_without_a_name_the_tools_keep_their_mcp_names():
         assert [t.name for t in client.tools()] == ["ping"]
 
 
+def test_tools_on_several_pages_are_all_listed_once_with_their_titles(caplog):
+    """tools() follows next_cursor, uses a tool's title as its label, and keeps the first of a twice-listed name."""
+    with caplog.at_level(logging.WARNING, logger="yiemagent.mcp"):
+        with MCPClient.stdio(raw_server_command("paged"), name="paged") as client:
+            tools = client.tools()
+    assert [t.name for t in tools] == ["paged_ping", "paged_titled", "paged_structured_only", "paged_quiet_error"]
+    assert tools[1].label == "Titled Tool" and tools[0].label == "ping"
+    assert any("listed tool 'ping' twice" in r.getMessage() for r in caplog.records)
+
+
+def test_a_server_whose_listing_never_ends_gives_100_pages():
+    """A next_cursor that never ends cannot hang tools(): it stops after 100 pages."""
+    with MCPClient.stdio(raw_server_command("endless"), name="endless") as client:
+        assert len(client.tools()) == 100
+
+
+def test_structured_content_without_content_is_also_given_as_text():
+    """A result with only structured content gives it as details and as JSON text the model can read."""
+    with MCPClient.stdio(raw_server_command("paged")) as client:
+        result = client.call_tool("structured_only", {})
+        assert result.details == {"n": 1} and result.content == [TextContent('{"n": 1}')]
+        with pytest.raises(ToolError, match="^the server reported an error without a message$"):
+            client.call_tool("quiet_error", {})
+
+
 def test_get_current_time_gives_text_and_structured_details(time_client):
     """A tools/call result's text is the content and its structuredContent the details."""
     result = by_name(time_client)["time_get_current_time"].execute("c1", {"timezone": "Europe/Warsaw"}, AbortSignal(), None)
@@ -126,6 +151,8 @@ def test_bad_arguments_to_stdio_raise_value_error():
         MCPClient.stdio("mcp-server-time")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="timeout_s"):
         MCPClient.stdio(time_server_command(), timeout_s=0)
+    with pytest.raises(ValueError, match="name must be a non-empty string"):
+        MCPClient.stdio(time_server_command(), name="")
 
 
 def test_a_server_that_never_initializes_times_out():
