@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install 'yiemagent[mcp]')")
 
 from localserver import LocalServer, Reply  # noqa: E402
-from mcp_support import time_server_command  # noqa: E402
+from mcp_support import raw_server_command, time_server_command  # noqa: E402
 from test_cli import cli  # noqa: E402
 
 TIME_SERVER = shlex.join(time_server_command())
@@ -48,3 +48,12 @@ def test_an_mcp_server_that_does_not_start_is_an_error():
     assert result.returncode == 2
     assert result.stderr.count("No such file or directory") == 1
     assert "error: --mcp '/nonexistent/server --flag': could not connect to MCP server 'server'" in result.stderr
+
+
+def test_two_servers_with_the_same_tool_name_warn():
+    """Without prefixes a later server's tool replaces an earlier one of the same name, and the CLI says so."""
+    plain = shlex.join(raw_server_command("plain"))
+    result = cli("--mcp", plain, "--mcp", plain, "chat", stdin="/tools\n/quit\n")
+    assert result.returncode == 0, result.stderr
+    assert "warning: the MCP tool 'ping' replaces a tool of the same name" in result.stderr
+    assert result.stdout.count("ping: ping") == 1
