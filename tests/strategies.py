@@ -381,3 +381,7 @@ hostile_replies = st.builds(
     stop_reason=st.none() | st.sampled_from(["stop", "length", "tool_use", "error", "aborted"]) | wild_values,
     error_message=st.none() | wild_values,
 )
+
+# MCP tool names: anything a server may send (MCP allows up to 128 characters; servers send more)
+mcp_tool_names = st.lists(st.text(min_size=1, max_size=130), max_size=8, unique=True)
+mcp_prefixes = st.none() | st.text(min_size=1, max_size=20)

@@ -7,12 +7,15 @@ and the CLI says so when it starts. Against a server the reply streams (issue 14
 answer is printed as it is written, the thinking of a reasoning model dimmed on stderr;
 ``--no-stream`` waits for whole replies instead. ``--session PATH`` (``ask`` and ``chat``)
 keeps the conversation in an SQLite database, so a chat survives a restart (issue 13).
+``--mcp "COMMAND ARGS"`` (repeatable) adds the tools of an MCP server started over stdio
+(the ``yiemagent[mcp]`` extra; docs/mcp.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import Any, Callable, Optional, TextIO
 
@@ -21,6 +24,7 @@ from .console import ConsolePrinter
 from .errors import AgentClosedError
 from .llm import AnthropicClient, OfflineLLM, OpenAIClient
 from .messages import AssistantMessage, text_of
+from .registry import register_tool
 from .sessions import SQLiteSession
 
 __all__ = ["build_llm", "main"]
@@ -68,7 +72,39 @@ def _make_agent(args: argparse.Namespace, llm: Any, out: TextIO, err: TextIO) ->
     agent = YiemAgent(
         llm_call=llm, agent_event_sink=printer, system_prompt=args.system, parallel_tool_execute=args.parallel, session=session
     )
+    for tool in getattr(args, "mcp_tools", ()):
+        if tool.name in agent.tool_store.tools:
+            err.write(f"yiemagent: warning: the MCP tool {tool.name!r} replaces a tool of the same name\n")
+        register_tool(agent.tool_store, tool)
     return agent, printer
+
+
+def _with_mcp(args: argparse.Namespace, err: TextIO, body: Callable[[], int]) -> int:
+    """Start each ``--mcp`` server (over stdio), put its tools in ``args.mcp_tools``, run ``body``, close the servers."""
+    if not args.mcp:
+        return body()
+    try:
+        from .mcp import MCPClient, MCPConnectionError
+    except ImportError as exc:
+        err.write(f"error: --mcp: {exc}\n")
+        return 2
+    args.mcp_tools = []
+    clients: list[Any] = []
+    try:
+        for spec in args.mcp:
+            try:
+                client = MCPClient.stdio(shlex.split(spec), timeout_s=args.timeout)
+                clients.append(client)
+                tools = client.tools()
+            except (ValueError, MCPConnectionError) as exc:
+                err.write(f"error: --mcp {spec!r}: {exc}\n")
+                return 2
+            err.write(f"yiemagent: MCP server {spec!r}: tools {', '.join(t.name for t in tools) or '(none)'}\n")
+            args.mcp_tools.extend(tools)
+        return body()
+    finally:
+        for client in clients:
+            client.close()
 
 
 def _show(response: AssistantMessage, out: TextIO, err: TextIO, printer: ConsolePrinter) -> int:
@@ -148,6 +184,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tokens", type=int, default=1024, help="max tokens per reply (Anthropic; default 1024)")
     parser.add_argument("--no-stream", action="store_true", help="wait for whole replies instead of printing them as they are written")
     parser.add_argument("-q", "--quiet", action="store_true", help="do not show LLM rounds and tool calls")
+    parser.add_argument(
+        "--mcp", action="append", default=[], metavar="'COMMAND ARGS'",
+        help="add the tools of an MCP server started with this command over stdio, e.g. --mcp 'mcp-server-time' (repeatable; needs yiemagent[mcp])",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     ask = commands.add_parser("ask", help="ask one question and print the answer")
     ask.add_argument("question")
@@ -163,9 +203,9 @@ def main(argv: Optional[list[str]] = None, *, out: TextIO = sys.stdout, err: Tex
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
     if args.command == "ask":
-        return _ask(args, out, err)
+        return _with_mcp(args, err, lambda: _ask(args, out, err))
     if args.command == "chat":
-        return _chat(args, out, err, read)
+        return _with_mcp(args, err, lambda: _chat(args, out, err, read))
     from .demo import run_demo
 
     return run_demo(out, err, quiet=args.quiet)

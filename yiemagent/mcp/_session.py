@@ -1,0 +1,177 @@
+"""The asyncio side of an ``MCPClient``: its event-loop thread and its one connection.
+
+This is the only asyncio code in yiemagent. ``start_loop`` starts one thread that runs
+one event loop (anyio on asyncio) with a ``BlockingPortal`` in it; every coroutine
+below runs on that thread, started from other threads through the portal. Nothing here
+blocks a thread other than the loop's own.
+
+Thread safety: ``Connection``'s methods run on the loop thread only (the portal puts
+them there); ``session`` is written there. Other threads read ``Connection.label`` and
+``timeout_s``, which never change.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any, Optional
+
+import anyio
+import httpx2
+from anyio.from_thread import BlockingPortal
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import Implementation, PaginatedRequestParams
+
+from .. import __version__
+
+__all__ = ["Connection", "NotConnectedError", "http_transport", "start_loop", "stdio_transport"]
+
+logger = logging.getLogger("yiemagent.mcp")
+
+# How long closing may take once the server was asked to stop; the SDK's own stdio
+# shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL) fits well inside it.
+CLOSE_GRACE_S = 10.0
+_MAX_PAGES = 100  # tools/list pages followed: a server whose cursor never ends cannot hang tools()
+_CLIENT_INFO = Implementation(name="yiemagent", version=__version__)
+
+Transport = Callable[[], AbstractAsyncContextManager[Any]]
+
+
+class NotConnectedError(ConnectionError):
+    """The connection is not (or no longer) open."""
+
+
+def start_loop(thread_name: str) -> tuple[BlockingPortal, threading.Thread]:
+    """Start a daemon thread running an event loop, and return the loop's portal and the thread.
+
+    Like ``anyio.from_thread.start_blocking_portal`` but not a context manager, so that
+    the owner can join the thread with a timeout instead of for ever.
+    """
+    ready: Future[BlockingPortal] = Future()
+
+    async def serve() -> None:
+        async with BlockingPortal() as portal:
+            ready.set_result(portal)
+            await portal.sleep_until_stopped()
+
+    def run() -> None:
+        try:
+            anyio.run(serve)
+        except BaseException as exc:  # kept on the future or logged, never lost in the thread
+            if not ready.done():
+                ready.set_exception(exc)
+            else:
+                logger.exception("MCP event loop thread %r ended with an error", thread_name)
+
+    thread = threading.Thread(target=run, name=thread_name, daemon=True)
+    thread.start()
+    return ready.result(), thread
+
+
+def stdio_transport(command: list[str], env: Optional[dict[str, str]], cwd: Optional[str], errlog: Any) -> Transport:
+    """The SDK's stdio transport: start ``command`` as a subprocess and speak JSON-RPC on its pipes.
+
+    ``env`` is added to the SDK's safe default environment (HOME, PATH, ...); the
+    server's stderr goes to ``errlog``.
+    """
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=cwd)
+    return lambda: stdio_client(params, errlog=errlog)
+
+
+def http_transport(url: str, headers: Optional[dict[str, str]], timeout_s: float) -> Transport:
+    """The SDK's streamable HTTP transport, with ``headers`` on every request."""
+
+    @asynccontextmanager
+    async def open_http() -> AsyncIterator[Any]:
+        # read stays long: the server may hold an SSE stream open; calls are bounded by the client
+        timeout = httpx2.Timeout(min(timeout_s, 30.0), read=max(timeout_s, 300.0))
+        async with httpx2.AsyncClient(headers=headers or {}, timeout=timeout) as client:
+            async with streamable_http_client(url, http_client=client) as streams:
+                yield streams
+
+    return open_http
+
+
+class Connection:
+    """One MCP connection: the transport and a ``ClientSession``, opened and closed in one task.
+
+    anyio ties a transport's task group and cancel scopes to the task that entered it,
+    so ``run`` enters the transport and the session, reports that it started, and then
+    holds them open until ``stop``; calls are separate tasks that use ``session``.
+
+    Thread safety: loop thread only (see the module docstring).
+    """
+
+    def __init__(self, transport: Transport, label: str, timeout_s: float) -> None:
+        self.label = label
+        self.timeout_s = timeout_s
+        self._transport = transport
+        self.session: Optional[ClientSession] = None
+        self._stop: Optional[anyio.Event] = None
+
+    async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Connect and initialize within ``timeout_s``, report started, then wait for ``stop``.
+
+        Closing (the session, then the transport: for stdio the SDK closes the server's
+        stdin, waits, then SIGTERM and SIGKILL) gets ``CLOSE_GRACE_S``; whatever is not
+        done by then is cancelled.
+        """
+        self._stop = anyio.Event()
+        started = False
+        try:
+            # One scope around everything: its deadline bounds connecting, is lifted while
+            # connected, and bounds closing. (A scope around the connecting alone would
+            # close before the transport's task group it encloses, which anyio forbids.)
+            with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
+                async with AsyncExitStack() as stack:
+                    read, write = await stack.enter_async_context(self._transport())
+                    session = await stack.enter_async_context(ClientSession(read, write, client_info=_CLIENT_INFO))
+                    await session.initialize()
+                    scope.deadline = math.inf
+                    self.session = session
+                    started = True
+                    task_status.started()
+                    await self._stop.wait()
+                    self.session = None
+                    scope.deadline = anyio.current_time() + CLOSE_GRACE_S
+            if not started:
+                raise TimeoutError(f"MCP server {self.label!r} did not answer initialize within {self.timeout_s:g} s (timeout_s)")
+            if scope.cancelled_caught:
+                logger.warning("MCP server %r: closing took longer than %g s and was cut short", self.label, CLOSE_GRACE_S)
+        finally:
+            self.session = None
+
+    def stop(self) -> None:
+        """Ask ``run`` to close the connection (called on the loop thread, through the portal)."""
+        if self._stop is not None:
+            self._stop.set()
+
+    def _session(self) -> ClientSession:
+        if self.session is None:
+            raise NotConnectedError(f"MCP server {self.label!r} is not connected")
+        return self.session
+
+    async def list_tools(self) -> list[Any]:
+        """Every tool the server lists, following ``next_cursor`` (at most 100 pages)."""
+        session = self._session()
+        result = await session.list_tools()
+        tools = list(result.tools)
+        for _ in range(_MAX_PAGES - 1):
+            if not result.next_cursor:
+                break
+            result = await session.list_tools(params=PaginatedRequestParams(cursor=result.next_cursor))
+            tools.extend(result.tools)
+        return tools
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], on_progress: Optional[Callable[..., Any]] = None) -> Any:
+        """Send ``tools/call``; cancelling this task abandons the request (the SDK tells the server).
+
+        With ``on_progress`` the request carries a progress token and each progress
+        notification is awaited as ``on_progress(progress, total, message)``.
+        """
+        return await self._session().call_tool(name, arguments, progress_callback=on_progress)

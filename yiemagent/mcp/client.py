@@ -1,0 +1,382 @@
+"""``MCPClient``: a Model Context Protocol server's tools as blocking ``AgentTool`` s.
+
+API.md "Second push", "MCP servers". The SDK is asyncio-based; the client owns one
+event-loop thread (see ``_session``) and every public method, and every tool's
+``execute``, is a plain blocking call that hands a coroutine to that thread and waits
+for its future with a deadline. docs/mcp.md describes the threads and every failure.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Optional
+
+from ..errors import ToolError, ToolSchemaError, YiemAgentError
+from ..messages import TextContent
+from ..schema import check_input_schema
+from ..tooling import AbortSignal, AgentTool, AgentToolResult
+from ._convert import agent_tool_names, content_blocks, error_text, tool_label
+from ._secrets import Redactor, forget_sdk_logs, masked, redact_sdk_logs
+from ._session import CLOSE_GRACE_S, Connection, NotConnectedError, Transport, http_transport, start_loop, stdio_transport
+
+__all__ = ["MCPClient", "MCPConnectionError"]
+
+logger = logging.getLogger("yiemagent.mcp")
+
+_CONNECTION_CLOSED = -32000  # JSON-RPC error codes the SDK uses (mcp_types.jsonrpc)
+_REQUEST_TIMEOUT = -32001
+_DONE = object()  # put on a call's update queue when the call's future is done
+
+
+class MCPConnectionError(YiemAgentError, ConnectionError):
+    """An MCP server could not be started, reached or initialized, or did not list its tools.
+
+    Raised by ``MCPClient.stdio``, ``MCPClient.http`` and ``tools()`` — the caller's
+    set-up. A failing tool call never raises: it is an error result (spec §12).
+    """
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside (nested) exception groups, which anyio task groups raise."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
+
+
+def _errlog() -> Any:
+    """Where a stdio server's stderr goes: ours, as every MCP client does (a real file is needed)."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            stream.fileno()
+            return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return None
+
+
+class MCPClient:
+    """A connection to one MCP server, whose tools become ``AgentTool`` s.
+
+    Make one with ``MCPClient.stdio(...)`` or ``MCPClient.http(...)``: both connect,
+    initialize and return only when the server answered (or raise
+    ``MCPConnectionError`` within ``timeout_s``). ``tools()`` lists the server's tools;
+    each tool's ``execute`` sends ``tools/call`` and waits at most ``timeout_s``; the
+    call's abort signal cancels the request. ``close()`` (or leaving a ``with`` block)
+    closes the connection, stops a stdio server (killing it if it ignores the request),
+    and ends the client's thread.
+
+    Thread safety: every method may be called from any thread, and tools may run in
+    parallel (their requests share the one connection). ``_lock`` guards ``_closed``
+    and ``_calls``. The event loop and the connection live on the thread named
+    ``yiemagent-mcp-<label>``, which only the portal touches.
+    """
+
+    def __init__(self, transport: Transport, *, label: str, name: Optional[str], timeout_s: float, redact: Redactor, shown: str) -> None:
+        """Connect; use ``MCPClient.stdio`` or ``MCPClient.http`` rather than this."""
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+            raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"name must be a non-empty string or None, got {name!r}")
+        self.name = name
+        self.timeout_s = float(timeout_s)
+        self._redact = redact
+        self._shown = shown
+        self._lock = threading.Lock()  # guards _closed and _calls
+        self._closed = False
+        self._calls: set[concurrent.futures.Future[Any]] = set()
+        self._conn = Connection(transport, label, self.timeout_s)
+        redact_sdk_logs(redact)
+        self._portal, self._thread = start_loop(f"yiemagent-mcp-{label}")
+        try:
+            self._run, _ = self._portal.start_task(self._conn.run, name=f"mcp-connection-{label}")
+        except BaseException as exc:
+            self._stop_loop()
+            raise self._connection_error(f"could not connect to MCP server {label!r}", exc) from None
+        self._run.add_done_callback(self._connection_ended)
+
+    # --- construction ------------------------------------------------------------------
+
+    @classmethod
+    def stdio(
+        cls,
+        command: list[str],
+        *,
+        env: Optional[dict[str, str]] = None,
+        cwd: Optional[str] = None,
+        name: Optional[str] = None,
+        timeout_s: float = 60,
+    ) -> MCPClient:
+        """Start ``command`` (``[program, *args]``) as a subprocess and speak MCP over its stdin/stdout.
+
+        ``env`` is added to a safe default environment (HOME, PATH, SHELL, TERM, USER,
+        LOGNAME: the SDK's choice, so a server does not inherit every secret of ours);
+        its values are treated as secrets. The server's stderr is ours. ``name``
+        prefixes the tool names (``<name>_<tool>``) and names the client's thread.
+
+        Raises:
+            ValueError: ``command`` is not a non-empty list of strings.
+            MCPConnectionError: the program could not be started, or did not answer
+                ``initialize`` within ``timeout_s``.
+        """
+        if isinstance(command, str) or not command or not all(isinstance(part, str) for part in command):
+            raise ValueError(f"command must be a non-empty list of strings, e.g. ['mcp-server-time'], got {command!r}")
+        label = name or command[0].rsplit("/", 1)[-1]
+        redact = Redactor(env)
+        shown = f"command={command!r}, env={masked(env)!r}"
+        return cls(stdio_transport(list(command), env, cwd, _errlog()), label=label, name=name, timeout_s=timeout_s, redact=redact, shown=shown)
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        *,
+        headers: Optional[dict[str, str]] = None,
+        name: Optional[str] = None,
+        timeout_s: float = 60,
+    ) -> MCPClient:
+        """Connect to an MCP server over streamable HTTP at ``url`` (e.g. ``http://127.0.0.1:8000/mcp``).
+
+        ``headers`` (say ``{"Authorization": "Bearer ..."}``) go with every request and
+        are secrets: reprs show ``***``, and error messages and logs have their values
+        replaced by ``***``.
+
+        Raises:
+            ValueError: ``url`` is not an http(s) URL.
+            MCPConnectionError: the server could not be reached or did not answer
+                ``initialize`` within ``timeout_s``.
+        """
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ValueError(f"url must be an http:// or https:// URL, got {url!r}")
+        label = name or "http"
+        redact = Redactor(headers)
+        shown = f"url={url!r}, headers={masked(headers)!r}"
+        return cls(http_transport(url, dict(headers or {}), float(timeout_s)), label=label, name=name, timeout_s=timeout_s, redact=redact, shown=shown)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"MCPClient({self._shown}, name={self.name!r}, timeout_s={self.timeout_s:g}, {state})"
+
+    def __enter__(self) -> MCPClient:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    # --- the blocking facade ------------------------------------------------------------
+
+    def _connection_error(self, what: str, exc: BaseException) -> MCPConnectionError:
+        leaf = _leaf(exc)
+        if isinstance(leaf, TimeoutError) and not str(leaf):
+            detail = f"no answer within {self.timeout_s:g} s (timeout_s)"
+        else:
+            detail = f"{type(leaf).__name__}: {leaf}"
+        error = MCPConnectionError(self._redact(f"{what}: {detail}"))
+        logger.debug("%s", error)  # raised to the caller, who reports it: not logged twice
+        return error
+
+    def _connection_ended(self, future: concurrent.futures.Future[Any]) -> None:
+        """Log why the connection task ended, unless ``close()`` ended it."""
+        if future.cancelled() or future.exception() is None:
+            return
+        message = self._redact(f"MCP server {self._conn.label!r}: the connection failed: {_leaf(future.exception())!r}")
+        # while closing, a server already gone (a refused DELETE, a dead pipe) is expected
+        logger.log(logging.DEBUG if self._closed else logging.WARNING, "%s", message)
+
+    def _submit(self, func: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        with self._lock:
+            if self._closed:
+                raise NotConnectedError(f"the MCPClient for {self._conn.label!r} is closed")
+            future = self._portal.start_task_soon(func, *args)
+            self._calls.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self._calls.discard(future)
+
+    def tools(self) -> list[AgentTool]:
+        """The server's tools, listed now (``tools/list``), as ``AgentTool`` s.
+
+        Each tool's ``input_schema`` is the MCP tool's ``inputSchema``; its name is the
+        MCP name, or ``<name>_<tool>`` when the client has a ``name``, mapped into
+        ``[A-Za-z0-9_-]{1,64}`` (the rule LLM APIs enforce). A tool whose schema is not
+        valid JSON Schema is left out, with a warning in the log. Every tool has
+        ``parallel_tool_execute=True``: calls are independent requests on the one
+        connection (an agent still runs them one by one unless it is parallel).
+
+        Raises:
+            MCPConnectionError: the client is closed, the server is gone, or it did not
+                answer within ``timeout_s``.
+        """
+        try:
+            listing = self._submit(self._conn.list_tools).result(timeout=self.timeout_s)
+        except BaseException as exc:
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise self._connection_error(f"MCP server {self._conn.label!r} did not list its tools", exc) from None
+        by_name: dict[str, Any] = {}
+        for tool in listing:
+            if tool.name in by_name:
+                logger.warning("MCP server %r listed tool %r twice; the first is used", self._conn.label, tool.name)
+                continue
+            by_name[tool.name] = tool
+        tools = []
+        for agent_name, mcp_name in agent_tool_names(by_name, self.name).items():
+            tool = by_name[mcp_name]
+            schema = dict(tool.input_schema)
+            try:
+                check_input_schema(agent_name, schema)
+            except ToolSchemaError as exc:
+                logger.warning("MCP server %r: tool %r left out: %s", self._conn.label, mcp_name, exc)
+                continue
+            tools.append(
+                AgentTool(
+                    name=agent_name,
+                    label=tool_label(tool),
+                    description=tool.description or "",
+                    input_schema=schema,
+                    execute=self._executor(mcp_name),
+                    parallel_tool_execute=True,
+                )
+            )
+        return tools
+
+    def _executor(self, mcp_name: str) -> Callable[..., AgentToolResult]:
+        def execute(tool_call_id: str, args: dict[str, Any], signal: Optional[AbortSignal] = None, on_partial_result: Any = None) -> AgentToolResult:
+            return self.call_tool(mcp_name, args, signal, on_partial_result)
+
+        execute.__name__ = execute.__qualname__ = f"mcp_{mcp_name}"
+        return execute
+
+    def call_tool(
+        self, name: str, arguments: dict[str, Any], signal: Optional[AbortSignal] = None, on_partial_result: Optional[Callable[[Any], Any]] = None
+    ) -> AgentToolResult:
+        """Call the MCP tool ``name`` (its MCP name) and wait at most ``timeout_s``.
+
+        This is what each tool's ``execute`` does. An MCP result with ``is_error``, a
+        protocol error, a dead or silent server, a result that is not valid MCP, an
+        abort and the timeout all raise ``ToolError`` with the cause in words, which the
+        pipeline turns into an error result (spec §8.2); each also logs a warning.
+        Otherwise the result's text and images are its content (other kinds become a
+        line of text) and its ``structured_content`` is ``details``. Each progress
+        notification the server sends for the call is passed to ``on_partial_result``
+        (spec §13: a ``ToolExecUpdateEvent``), on this thread, never on the loop's.
+
+        Raises:
+            ToolError: as above; never anything else for a failure of the server.
+        """
+        label = self._conn.label
+        if signal is not None and signal.aborted:  # not sent at all (a cancel could come after a fast answer)
+            raise self._call_failed(name, f"aborted ({signal.reason or 'no reason given'}) before it was sent")
+        # progress notifications and the call's end, in order; the loop thread only puts (never blocks)
+        updates: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+        async def progress(value: float, total: Optional[float], message: Optional[str]) -> None:
+            updates.put((value, total, message))
+
+        try:
+            future = self._submit(self._conn.call_tool, name, dict(arguments), progress if on_partial_result else None)
+        except NotConnectedError as exc:
+            raise self._call_failed(name, str(exc)) from None
+        future.add_done_callback(lambda _: updates.put(_DONE))
+        unregister = signal.on_abort(future.cancel) if signal is not None else (lambda: None)
+        try:
+            self._wait(future, updates, on_partial_result)
+            result = future.result(timeout=0)
+        except concurrent.futures.TimeoutError:
+            raise self._call_failed(name, f"no answer within {self.timeout_s:g} s (timeout_s); the request was cancelled") from None
+        except concurrent.futures.CancelledError:
+            if signal is not None and signal.aborted:
+                raise self._call_failed(name, f"aborted ({signal.reason or 'no reason given'}); the request was cancelled") from None
+            raise self._call_failed(name, f"the MCPClient for {label!r} was closed during the call") from None
+        except Exception as exc:
+            raise self._call_failed(name, self._explain(exc)) from None
+        finally:
+            unregister()
+            future.cancel()  # a no-op once done; otherwise (timeout, a raising callback) the request is abandoned
+        if result.is_error:
+            raise ToolError(self._redact(error_text(result)))
+        details = result.structured_content if result.structured_content is not None else {}
+        return AgentToolResult(content_blocks(result), details)
+
+    def _wait(self, future: concurrent.futures.Future[Any], updates: queue.SimpleQueue[Any], on_partial_result: Any) -> None:
+        """Block until the call ends, passing on progress; raise ``TimeoutError`` after ``timeout_s``."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                item = updates.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise concurrent.futures.TimeoutError from None
+            if item is _DONE:
+                return
+            value, total, message = item
+            done = f"{value:g}/{total:g}" if total is not None else f"{value:g}"
+            text = f"progress {done}" + (f": {message}" if message else "")
+            on_partial_result(AgentToolResult([TextContent(self._redact(text))], {"progress": value, "total": total, "message": message}))
+
+    def _explain(self, exc: BaseException) -> str:
+        """A failed call's cause in words for the model and the log."""
+        exc = _leaf(exc)
+        label = self._conn.label
+        code = getattr(exc, "code", None)
+        if isinstance(exc, NotConnectedError):
+            return str(exc)
+        if code == _CONNECTION_CLOSED:
+            return f"the connection to MCP server {label!r} is closed (the server exited or dropped it)"
+        if code == _REQUEST_TIMEOUT:
+            return f"MCP server {label!r} did not answer in time"
+        if isinstance(code, int):
+            return f"MCP server {label!r} answered with error {code}: {getattr(exc, 'message', exc)}"
+        if type(exc).__name__ == "ValidationError":  # pydantic: the reply is not valid MCP
+            first = exc.errors()[0] if hasattr(exc, "errors") else {}
+            where = ".".join(str(part) for part in first.get("loc", ())) or "(root)"
+            return f"MCP server {label!r} sent a reply that is not valid MCP (at {where}: {first.get('msg', exc)})"
+        return f"MCP server {label!r}: {type(exc).__name__}: {exc}"
+
+    def _call_failed(self, name: str, why: str) -> ToolError:
+        message = self._redact(f"MCP tool {name!r} failed: {why}")
+        logger.warning("%s", message)
+        return ToolError(message)
+
+    # --- closing ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection, stop the server (stdio), and end the client's thread.
+
+        Calls in flight end at once as error results. For a stdio server the SDK closes
+        its stdin, waits 2 s, sends SIGTERM to its process group, waits 2 s, then
+        SIGKILL; closing as a whole is cut short after 10 s and the thread is joined
+        with a timeout, so ``close`` never hangs. Calling it again does nothing.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            calls = list(self._calls)
+        for future in calls:
+            future.cancel()
+        try:
+            self._portal.start_task_soon(self._conn.stop).result(timeout=5)
+            self._run.result(timeout=CLOSE_GRACE_S + 5)
+        except concurrent.futures.TimeoutError:
+            logger.error("MCP server %r: the connection did not close in time; its thread is abandoned", self._conn.label)
+        except BaseException:  # the connection had already failed; _connection_ended logged why
+            pass
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        try:
+            self._portal.start_task_soon(self._portal.stop, True).result(timeout=5)
+        except BaseException:  # the loop is already gone
+            pass
+        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            logger.error("MCP event loop thread %r did not end; abandoning it (a daemon thread)", self._thread.name)
+        forget_sdk_logs(self._redact)
