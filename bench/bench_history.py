@@ -39,6 +39,7 @@ from yiemagent import (
     prepare_context,
     register_tool,
     run_agent,
+    shutdown,
     take_response,
 )
 
@@ -88,30 +89,38 @@ def instant_text(formatted: dict[str, Any]) -> AssistantMessage:
     return AssistantMessage([TextContent("ok")], stop_reason="stop")
 
 
-def round_trip_medians(seed: list[Any], count: int) -> float:
-    """Median of run_agent -> take_response (one LLM round each) with ``seed`` as the history."""
-    with YiemAgent(llm_call=instant_text, agent_event_sink=None, messages=list(seed)) as agent:
-        timings = []
+def round_trip_medians(seeds: dict[str, list[Any]], count: int) -> dict[str, float]:
+    """Median of run_agent -> take_response (one LLM round each) for an agent seeded with each history.
+
+    The agents take turns in blocks of 50 round trips, so that a change in the machine's load
+    falls on all of them alike; after each block an agent's history goes back to its seed.
+    """
+    agents = {name: YiemAgent(llm_call=instant_text, agent_event_sink=None, messages=list(seed)) for name, seed in seeds.items()}
+    timings: dict[str, list[float]] = {name: [] for name in seeds}
+    try:
         for _ in range(count // 50):
-            for i in range(50):
-                start = time.perf_counter()
-                run_agent(agent, f"message {i}")
-                take_response(agent, timeout=10)
-                timings.append(time.perf_counter() - start)
-            agent.wait_until_idle(10)
-            agent.state.messages[len(seed) :] = []  # back to the seeded size
-    return statistics.median(timings)
+            for name, agent in agents.items():
+                for i in range(50):
+                    start = time.perf_counter()
+                    run_agent(agent, f"message {i}")
+                    take_response(agent, timeout=10)
+                    timings[name].append(time.perf_counter() - start)
+                agent.wait_until_idle(10)
+                agent.state.messages[len(seeds[name]) :] = []
+    finally:
+        for agent in agents.values():
+            shutdown(agent)
+    return {name: statistics.median(values) for name, values in timings.items()}
 
 
 def bench_round_overhead(history: int = 1000, count: int = 1000) -> None:
     """Per-LLM-round cost of a long history: round trips with ``history`` messages vs an empty one."""
-    empty = round_trip_medians([], count)
-    tool_use = round_trip_medians(tool_use_history(history), count)
-    text_only = round_trip_medians(text_only_history(history), count)
+    medians = round_trip_medians({"empty": [], "tool-use": tool_use_history(history), "text-only": text_only_history(history)}, count)
+    empty = medians["empty"]
     print(f"per-round overhead of a {history}-message history (default prepare_context + format_msg_for_llm, median of {count} round trips):")
     print(f"  empty history                 {empty * 1e3:7.3f} ms")
-    print(f"  tool-use history, added       {(tool_use - empty) * 1e3:7.3f} ms   goal <= 0.3 ms")
-    print(f"  text-only history, added      {(text_only - empty) * 1e3:7.3f} ms   (the figure bench.py prints; its goal <= 1 ms)")
+    print(f"  tool-use history, added       {(medians['tool-use'] - empty) * 1e3:7.3f} ms   goal <= 0.3 ms")
+    print(f"  text-only history, added      {(medians['text-only'] - empty) * 1e3:7.3f} ms   (the figure bench.py prints; its goal <= 1 ms)")
 
 
 def best_of(repeats: int, run: Callable[[], Any]) -> float:
@@ -163,7 +172,7 @@ def turn_timings(turns: int) -> list[float]:
     return timings
 
 
-def bench_turns(turns: int = 300, workloads: int = 7) -> None:
+def bench_turns(turns: int = 300, workloads: int = 15) -> None:
     """The 300-turn workload: a turn at 291-300 against a turn at 1-10."""
     runs = [turn_timings(turns) for _ in range(workloads)]
     per_turn = [min(run[i] for run in runs) for i in range(turns)]  # each turn's least disturbed run

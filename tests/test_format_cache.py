@@ -10,10 +10,13 @@ import dataclasses
 import gc
 import json
 import pickle
+import struct
+import sys
 import threading
 import weakref
 from datetime import timedelta, timezone
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given
@@ -39,7 +42,7 @@ from yiemagent import (
     run_agent,
     take_response,
 )
-from yiemagent import formatting
+from yiemagent import _identity, formatting
 from yiemagent._frozen import FrozenDict, FrozenList, freeze
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.anthropic import build_anthropic_request
@@ -177,14 +180,38 @@ def apply(history: list[Any], edit: tuple[Any, ...]) -> None:
         del history[at:]
 
 
-@given(wire_histories, st.lists(EDITS, max_size=8))
-def test_every_request_after_any_edit_equals_the_reference(history, edits):
-    """Append, insert, replace, remove, move, reverse, truncate, a message twice, or an equal twin that serialises otherwise: each next request is exact."""
+@given(wire_histories, st.lists(EDITS, max_size=8), st.booleans())
+def test_every_request_after_any_edit_equals_the_reference(history, edits, by_pointers):
+    """Append, insert, replace, remove, move, reverse, truncate, a message twice, or an equal twin that serialises otherwise: each next request is exact (identity checked by pointer bytes or item by item)."""
     history = list(history)
-    assert_same_request(history)
-    for edit in edits:
-        apply(history, edit)
+    with mock.patch.object(_identity, "POINTER_BYTES_IN_USE", by_pointers and _identity.POINTER_BYTES_IN_USE):
         assert_same_request(history)
+        for edit in edits:
+            apply(history, edit)
+            assert_same_request(history)
+
+
+@pytest.mark.parametrize("by_pointers", [True, False], ids=["pointer bytes", "item by item"])
+def test_begins_with_goes_by_identity_not_equality(by_pointers):
+    """A list begins with another only if it holds the very same objects first: equal copies do not count."""
+    a, b, c = tool_use()[:3]
+    twin_b = twin(b)
+    with mock.patch.object(_identity, "POINTER_BYTES_IN_USE", by_pointers and _identity.POINTER_BYTES_IN_USE):
+        def begins(items, prefix):
+            return _identity.begins_with(items, _identity.identity_key(items), prefix, _identity.identity_key(prefix))
+
+        assert begins([a, b, c], [a, b]) and begins([a, b], [a, b]) and begins([a], []) and begins([], [])
+        assert twin_b == b and not begins([a, twin_b, c], [a, b])
+        assert not begins([a], [a, b]) and not begins([b, a], [a, b]) and not begins([a, c], [a, b])
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="list item pointers are read on CPython only")
+def test_on_cpython_the_identity_key_is_the_item_pointers():
+    """On CPython the check compares the lists' pointer arrays: the key is the items' ids, packed."""
+    items = tool_use()
+    assert _identity.POINTER_BYTES_IN_USE
+    assert _identity.identity_key(items) == struct.pack(f"{len(items)}P", *map(id, items))
+    assert _identity.identity_key([]) == b""
 
 
 def test_an_equal_message_that_serialises_otherwise_gets_its_own_wire():

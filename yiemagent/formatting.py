@@ -16,10 +16,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from operator import is_
 from typing import Any, Optional
 
 from ._frozen import FrozenDict, freeze
+from ._identity import begins_with, identity_key
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, ImageContent, TextContent, ToolResultMessage, UserMessage, text_of
@@ -146,7 +146,7 @@ class _MessageCache:
 
     def __init__(self) -> None:
         self.wire: Any = None
-        self.prefix: Optional[tuple[list[AgentMessage], list[dict[str, Any]]]] = None
+        self.prefix: Optional[tuple[list[AgentMessage], Optional[bytes], list[dict[str, Any]]]] = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "_MessageCache":
         return _MessageCache()
@@ -193,12 +193,13 @@ def _history_wires(given: Any) -> list[dict[str, Any]]:
     The previous request's messages and wires are remembered on its last message. If that
     message is among the last ``_LOOK_BACK`` of this history, and everything up to it is
     the very same message objects (identity, not equality: ``1 == True`` but their JSON
-    differs), those wires are reused and only the messages after it are looked at.
-    Anything else — a message replaced, removed, inserted or moved anywhere — and every
-    wire comes from each message's own cache. The identity check is O(n) pointer
-    comparisons in C; nothing else here walks the whole history.
+    differs; ``_identity.begins_with``), those wires are reused and only the messages
+    after it are looked at. Anything else — a message replaced, removed, inserted or moved
+    anywhere — and every wire comes from each message's own cache. Nothing here walks
+    the whole history in Python: a round copies lists of references and compares them.
     """
     history = list(given)  # our own snapshot: the caller may change its list afterwards
+    key = identity_key(history)
     found, index = None, -1
     for index in range(len(history) - 1, max(len(history) - _LOOK_BACK, 0) - 1, -1):
         cache = getattr(history[index], _CACHE_ATTR, None)
@@ -206,15 +207,16 @@ def _history_wires(given: Any) -> list[dict[str, Any]]:
             found = cache
             break
     memo = found.prefix if found is not None else None
-    if memo is not None and len(memo[0]) == index + 1 and all(map(is_, memo[0], history)):
-        wires = memo[1] + _wires_of(history[index + 1 :])
-        found.prefix = None  # one remembered prefix per conversation: the newest
+    if memo is not None and len(memo[0]) == index + 1 and begins_with(history, key, memo[0], memo[1]):
+        wires = memo[2] + _wires_of(history[index + 1 :])
     else:
         wires = _wires_of(history)
+    if found is not None:
+        found.prefix = None  # one remembered request per conversation: the newest
     if history:
         last = _cache_of(history[-1])
         if last is not None:
-            last.prefix = (history, wires)
+            last.prefix = (history, key, wires)
     return wires
 
 
