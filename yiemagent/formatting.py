@@ -133,9 +133,11 @@ class _MessageCache:
     Kept in a private attribute of the message, so it lives and dies with the message.
     ``wire`` is the message's read-only wire dict (``_SKIP`` for a kind of message that is
     not sent), None until first needed. ``prefix`` is set on the last message of the latest
-    request: that request's messages and wires, to be reused by the next one (see
-    ``_history_wires``). A copy of the message (``copy.deepcopy``, ``pickle``) starts with an
-    empty cache; ``copy.copy`` shares it, which is right since the copy holds the same values.
+    request: that request's snapshot of messages, its ``_identity.identity_key`` and its
+    wires, to be reused by the next request (see ``_history_wires``); it refers back to
+    its own message, a cycle the garbage collector frees with the conversation. A copy of
+    the message (``copy.deepcopy``, ``pickle``) starts with an empty cache; ``copy.copy``
+    shares it, which is right since the copy holds the very same field objects.
 
     Thread safety: any thread may read or set either slot (one attribute store each, atomic);
     two threads that fill ``wire`` at once compute equal values, and a ``prefix`` lost to a
