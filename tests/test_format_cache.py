@@ -298,19 +298,30 @@ def test_a_raw_user_part_is_copied_not_shared_with_the_message():
 
 
 @pytest.mark.parametrize(
-    "copier",
-    [dict, lambda d: {**d}, lambda d: d.copy(), copy.copy, copy.deepcopy, lambda d: pickle.loads(pickle.dumps(d))],
+    "copier, deep",
+    [
+        (dict, False),
+        (lambda d: {**d}, False),
+        (lambda d: d.copy(), False),
+        (copy.copy, False),
+        (copy.deepcopy, True),
+        (lambda d: pickle.loads(pickle.dumps(d)), True),
+    ],
     ids=["dict", "unpack", "copy-method", "copy.copy", "copy.deepcopy", "pickle"],
 )
-def test_every_copy_of_a_read_only_dict_is_plain_and_editable(copier):
-    """dict(), {**d}, .copy(), copy.copy, copy.deepcopy, pickle: each gives a plain dict the caller may change."""
+def test_every_copy_of_a_read_only_dict_is_plain_and_editable(copier, deep):
+    """dict(), {**d}, .copy(), copy.copy give an editable plain dict; copy.deepcopy and pickle plain all the way down."""
     wire = format_msg_for_llm(context(tool_use()), None)["messages"][2]
     copied = copier(wire)
     assert type(copied) is dict and copied == wire
     copied["content"] = "mine"
-    if copier in (copy.deepcopy,) or isinstance(copied["tool_calls"], list) and type(copied["tool_calls"]) is list:
+    if deep:
         copied["tool_calls"].append({})
-    assert_same_request(tool_use())
+        copied["tool_calls"][0]["function"]["arguments"] = "{}"
+    else:
+        assert copied["tool_calls"] is wire["tool_calls"]  # a shallow copy shares the read-only insides
+    assert wire["content"] == "" and len(wire["tool_calls"]) == 1
+    assert wire["tool_calls"][0]["function"]["arguments"] == '{"city": "Tokyo"}'
 
 
 def test_frozen_containers_refuse_every_change_and_serialise_like_plain_ones():

@@ -11,9 +11,10 @@ the same bytes. ``identity_key`` copies that array into ``bytes`` (a memcpy) and
 ``begins_with`` compares with ``bytes.startswith`` (a memcmp). The array is found through
 ``list.__basicsize__`` (``PyListObject`` is ``PyObject_VAR_HEAD``, ``ob_item``,
 ``allocated``: its layout in CPython's headers since 2.x, free-threaded builds included),
-and a self-test at import compares the bytes with ``struct.pack`` of ``id()``s; if the
-interpreter is not CPython or the self-test fails, the pure check is used. Equal pointers
-mean the same objects only while those objects are alive: the caller keeps both lists.
+and a self-test at import compares the bytes with ``struct.pack`` of ``id()``s. On another
+interpreter, without ctypes, or if the self-test fails, the pure check is used. Equal
+pointers mean the same objects only while those objects are alive: the caller keeps both
+lists.
 
 Only lists the caller owns and nobody else changes may be given (a list changed while its
 array is copied could be read half-resized): ``format_msg_for_llm`` passes its own
@@ -24,18 +25,22 @@ Thread safety: stateless functions; safe from any thread on lists no other threa
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import struct
 import sys
 from operator import is_
 from typing import Any, Optional
 
+try:
+    import ctypes
+except ImportError:  # a build without _ctypes: the pure check below
+    ctypes = None  # type: ignore[assignment]
+
 __all__ = ["begins_with", "identity_key", "POINTER_BYTES_IN_USE"]
 
 logger = logging.getLogger("yiemagent.formatting")
 
-_POINTER = ctypes.sizeof(ctypes.c_void_p)
+_POINTER = struct.calcsize("P")
 _OB_ITEM = list.__basicsize__ - 2 * _POINTER  # the offset of PyListObject.ob_item
 
 
@@ -48,7 +53,7 @@ def _pointer_bytes(items: list[Any]) -> bytes:
 
 
 def _self_test() -> bool:
-    if sys.implementation.name != "cpython":
+    if ctypes is None or sys.implementation.name != "cpython":
         return False
     probe = [object(), object(), object()]
     try:
@@ -59,7 +64,7 @@ def _self_test() -> bool:
 
 POINTER_BYTES_IN_USE = _self_test()
 if not POINTER_BYTES_IN_USE:
-    logger.info("list pointers cannot be read on %s: the identity check runs item by item", sys.implementation.name)
+    logger.info("list pointers cannot be read here (%s): the identity check runs item by item", sys.implementation.name)
 
 
 def identity_key(items: list[Any]) -> Optional[bytes]:
