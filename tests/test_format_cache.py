@@ -11,6 +11,7 @@ import gc
 import json
 import pickle
 import struct
+import subprocess
 import sys
 import threading
 import weakref
@@ -488,3 +489,19 @@ def test_a_custom_format_that_replaces_a_message_dict_works_one_that_edits_in_pl
         response = ask(agent, "edit")
     assert response.stop_reason == "error"
     assert "TypeError" in response.error_message and "read-only" in response.error_message
+
+
+def test_without_ctypes_yiemagent_imports_and_formats_checking_item_by_item():
+    """On a Python without ctypes the package still imports, the check runs item by item, and requests are exact."""
+    script = (
+        "import sys; sys.modules['ctypes'] = None\n"
+        "from yiemagent import _identity, AgentContext, TextContent, UserMessage, format_msg_for_llm\n"
+        "history = [UserMessage([TextContent('a')])]\n"
+        "first = format_msg_for_llm(AgentContext('', history, {}), None)\n"
+        "history.append(UserMessage([TextContent('b')]))\n"
+        "second = format_msg_for_llm(AgentContext('', history, {}), None)\n"
+        "print(_identity.POINTER_BYTES_IN_USE, [m['content'] for m in second['messages']])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False ['a', 'b']"
