@@ -385,3 +385,50 @@ hostile_replies = st.builds(
 # MCP tool names: anything a server may send (MCP allows up to 128 characters; servers send more)
 mcp_tool_names = st.lists(st.text(min_size=1, max_size=130), max_size=8, unique=True)
 mcp_prefixes = st.none() | st.text(min_size=1, max_size=20)
+
+# --- Issue 12: histories for the formatting cache (every message and content kind of spec §7/§19) ---
+# Arguments in every form a server sends: a dict, a JSON string, double-encoded, empty, null,
+# invalid JSON, JSON that is not an object.
+raw_arguments = st.one_of(
+    json_objects,
+    json_objects.map(json.dumps),
+    json_objects.map(lambda o: json.dumps(json.dumps(o))),
+    json_values.map(json.dumps),
+    st.sampled_from(["", "   ", '{"city": ', "not json", None]),
+)
+_call_ids = st.none() | st.just("") | st.text(min_size=1, max_size=12)
+_flat_call = st.fixed_dictionaries(
+    {"name": st.text(max_size=12), "arguments": raw_arguments}, optional={"id": _call_ids, "type": st.just("function")}
+)
+_nested_call = st.fixed_dictionaries(
+    {"function": st.fixed_dictionaries({"name": st.text(max_size=12), "arguments": raw_arguments})},
+    optional={"id": _call_ids, "type": st.just("function")},
+)
+_any_call = _flat_call | _nested_call
+tool_calls_block = st.fixed_dictionaries({"type": st.just("tool_calls"), "tool_calls": st.lists(_any_call | json_values, max_size=3)})
+tool_call_block = _any_call.map(lambda call: {**call, "type": "tool_call"})
+text_dicts = st.fixed_dictionaries({"type": st.sampled_from(["text", "thinking"]), "text": st.text(max_size=20)})
+user_parts = st.one_of(
+    text_content,
+    image_content,
+    st.fixed_dictionaries({"type": st.just("image_url"), "image_url": st.fixed_dictionaries({"url": st.just("https://example.com/a.png")})}),
+    json_objects,
+)
+any_timestamps = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30))]))
+wire_user_messages = st.builds(UserMessage, st.lists(user_parts, max_size=4), any_timestamps)
+wire_assistant_messages = st.builds(
+    AssistantMessage,
+    st.lists(text_content | image_content | tool_calls_block | tool_call_block | text_dicts, max_size=4),
+    stop_reason=st.none() | st.sampled_from(["stop", "length", "tool_use"]),
+    timestamp=any_timestamps,
+)
+wire_tool_results = st.builds(
+    ToolResultMessage,
+    st.text(max_size=12),
+    st.text(max_size=12),
+    st.lists(text_content | image_content | text_dicts | json_objects, max_size=3),
+    is_error=st.booleans(),
+    timestamp=any_timestamps,
+)
+wire_messages = wire_user_messages | wire_assistant_messages | wire_tool_results
+wire_histories = st.lists(wire_messages, max_size=12)

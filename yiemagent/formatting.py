@@ -5,6 +5,10 @@
 ``yiemagent.llm`` take this dict and nothing else, so only ``llm_call`` changes between
 providers. Two keys beyond OpenAI's ride on ``tool`` messages for clients that need
 them: ``name`` (the tool's name) and ``is_error``; the OpenAI client does not send them.
+
+A message's wire dict is made once and remembered (issue 12): messages are values, so
+their wire form cannot change. docs/performance.md says what is cached, where, and what
+invalidates it.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+from typing import Any, Optional
 
+from ._frozen import FrozenDict, freeze
+from ._identity import begins_with, identity_key
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, ImageContent, TextContent, ToolResultMessage, UserMessage, text_of
@@ -124,22 +130,119 @@ def _message_to_openai(msg: AgentMessage) -> dict[str, Any] | None:
     return None
 
 
+class _MessageCache:
+    """What ``format_msg_for_llm`` remembers about one message; never part of its value.
+
+    Kept in a private attribute of the message, so it lives and dies with the message.
+    ``wire`` is the message's read-only wire dict (``_SKIP`` for a kind of message that is
+    not sent), None until first needed. ``prefix`` is set on the last message of the latest
+    request: that request's snapshot of messages, its ``_identity.identity_key`` and its
+    wires, to be reused by the next request (see ``_history_wires``); it refers back to
+    its own message, a cycle the garbage collector frees with the conversation. A copy of
+    the message (``copy.deepcopy``, ``pickle``) starts with an empty cache; ``copy.copy``
+    shares it, which is right since the copy holds the very same field objects.
+
+    Thread safety: any thread may read or set either slot (one attribute store each, atomic);
+    two threads that fill ``wire`` at once compute equal values, and a ``prefix`` lost to a
+    race only costs the next request its shortcut.
+    """
+
+    __slots__ = ("wire", "prefix")
+
+    def __init__(self) -> None:
+        self.wire: Any = None
+        self.prefix: Optional[tuple[list[AgentMessage], Optional[bytes], list[dict[str, Any]]]] = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "_MessageCache":
+        return _MessageCache()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_MessageCache, ())
+
+
+_CACHE_ATTR = "_yiemagent_cache"
+_SKIP = FrozenDict()  # the cached "wire" of a message that is not sent (an unknown AgentMessage subclass)
+_LOOK_BACK = 256  # how far from the end a request looks for the previous request's last message
+
+
+def _cache_of(msg: AgentMessage) -> Optional[_MessageCache]:
+    cache = getattr(msg, _CACHE_ATTR, None)
+    if cache is None:
+        cache = _MessageCache()
+        try:
+            object.__setattr__(msg, _CACHE_ATTR, cache)  # frozen dataclass: bypass its __setattr__
+        except AttributeError:  # a message class with __slots__ and no __dict__: not cached
+            return None
+    return cache
+
+
+def _wire_of(msg: AgentMessage) -> dict[str, Any]:
+    """The read-only wire dict of one message, made on first use and then remembered."""
+    cache = _cache_of(msg)
+    wire = cache.wire if cache is not None else None
+    if wire is None:
+        plain = _message_to_openai(msg)
+        wire = _SKIP if plain is None else freeze(plain)
+        if cache is not None:
+            cache.wire = wire
+    return wire
+
+
+def _wires_of(messages: list[AgentMessage]) -> list[dict[str, Any]]:
+    return [wire for wire in map(_wire_of, messages) if wire is not _SKIP]
+
+
+def _history_wires(given: Any) -> list[dict[str, Any]]:
+    """The wire dicts of a context's messages, in order (the system message aside).
+
+    The previous request's messages and wires are remembered on its last message. If that
+    message is among the last ``_LOOK_BACK`` of this history, and everything up to it is
+    the very same message objects (identity, not equality: ``1 == True`` but their JSON
+    differs; ``_identity.begins_with``), those wires are reused and only the messages
+    after it are looked at. Anything else — a message replaced, removed, inserted or moved
+    anywhere — and every wire comes from each message's own cache. Nothing here walks
+    the whole history in Python: a round copies lists of references and compares them.
+    """
+    history = list(given)  # our own snapshot: the caller may change its list afterwards
+    key = identity_key(history)
+    found, index = None, -1
+    for index in range(len(history) - 1, max(len(history) - _LOOK_BACK, 0) - 1, -1):
+        cache = getattr(history[index], _CACHE_ATTR, None)
+        if cache is not None and cache.prefix is not None:
+            found = cache
+            break
+    memo = found.prefix if found is not None else None
+    if memo is not None and len(memo[0]) == index + 1 and begins_with(history, key, memo[0], memo[1]):
+        wires = memo[2] + _wires_of(history[index + 1 :])
+    else:
+        wires = _wires_of(history)
+    if found is not None:
+        found.prefix = None  # one remembered request per conversation: the newest
+    if history:
+        last = _cache_of(history[-1])
+        if last is not None:
+            last.prefix = (history, key, wires)
+    return wires
+
+
 def format_msg_for_llm(ctx: AgentContext, event_sink: Any = None) -> dict[str, Any]:
     """Convert a context to OpenAI chat format (spec §14 formatMsgForLLM).
 
     Returns ``{"messages": [...], "tools": [...]}``: the system prompt as a system
     message (when not empty), every message of the context, and the tool definitions
     (decision 5; the key is left out when there are no tools, since some servers reject
-    an empty list). The dict is built fresh on every call; an ``llm_call`` may keep or
-    change it.
+    an empty list).
+
+    The returned dict, its ``messages`` and ``tools`` lists, the system message and the
+    tool dicts are new on every call: an ``llm_call`` may keep them or change them. The
+    dict of each history message is read-only (``TypeError`` on a change): it is made
+    once per message and shared by every request holding that message, which is what
+    keeps a round's cost flat however long the history (issue 12, docs/performance.md).
+    Deviation: before issue 12 those dicts were new on every call too; replace one
+    (``messages[i] = {**messages[i], ...}``) or edit ``copy.deepcopy(formatted)``.
     """
-    messages: list[dict[str, Any]] = []
-    if ctx.system_prompt:
-        messages.append({"role": "system", "content": ctx.system_prompt})
-    for msg in ctx.messages:
-        wire = _message_to_openai(msg)
-        if wire is not None:
-            messages.append(wire)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": ctx.system_prompt}] if ctx.system_prompt else []
+    messages += _history_wires(ctx.messages)
     formatted: dict[str, Any] = {"messages": messages}
     tools = tuple(ctx.tools.values())
     if tools:
