@@ -342,5 +342,5 @@ def shutdown(agent: YiemAgent, timeout: Optional[float] = None) -> list[Any]:
     core = agent._core
     queued = core.close(_CLOSED) or []  # None: already closed (a second call still waits, and returns [])
     if not core.is_own_thread():
-        core.join(timeout)
+        queued.extend(core.join(timeout))  # add_message's messages, if the run was left running
     return queued

@@ -168,6 +168,12 @@ def _terminated_response(reply: AssistantMessage, batch: AgentToolCallBatch) -> 
     )
 
 
+def _reported_usage(raw: Any) -> Optional[LLMUsage]:
+    """The usage a reply reports, read before ``normalize_reply`` may refuse the reply (the round's tokens were spent)."""
+    usage = getattr(raw, "usage", None) if isinstance(raw, AssistantMessage) else None
+    return usage if isinstance(usage, LLMUsage) else None
+
+
 def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any, Optional[AgentContext], Optional[str]]:
     """Steps 2-4: prepare the context, format it, call the LLM. Returns (reply, calls, context, error).
 
@@ -176,7 +182,8 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
     the sink between this round's start and end events. If the run was aborted by the
     time ``llm_call`` returns or raises, its reply is dropped (None): whether cut short or
     complete, it does not enter the history, and the run ends "aborted". The tokens it
-    reported still count in the run's usage.
+    reported still count in the run's usage, as do those of a reply ``normalize_reply``
+    refused (the round happened; only its content was unusable).
     """
     emit = host.emit
     try:
@@ -191,16 +198,16 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
         return None, [], None, f"format_msg_for_llm raised {describe_error(exc)}"
     emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages)))
     started = time.perf_counter()
-    reply, calls, error = None, [], None
+    reply, calls, error, usage = None, [], None, None
     try:
         with relay_deltas(emit, run.id, run.rounds, run.signal):  # issue 14: its deltas reach the sink until it returns
             raw = host.llm_call(formatted)
+        usage = _reported_usage(raw)
         reply, calls, error = normalize_reply(raw)
     except user_code_errors() as exc:
         error = f"LLM call failed: {describe_error(exc)}"
-    usage = reply.usage if reply else None
-    if reply is not None:
-        run.usage = add_usage(run.usage, usage)  # tokens spent count even when an abort drops the reply
+    # tokens spent count even when an abort drops the reply, or decision 15 refuses it
+    run.usage = add_usage(run.usage, usage)
     if run.signal.aborted:  # issue 14: a reply cut short by abort (or finished after it) never enters the history
         reply, calls, error = None, [], f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
     emit(LLMCallEndEvent(run.id, run.rounds, time.perf_counter() - started, reply, usage, error))
@@ -211,8 +218,8 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
     while True:
         if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
             return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
-        if run.rounds and not host.closing:
-            _take_input(host)  # step 1 again: messages that arrived meanwhile join this run
+        if run.rounds:
+            _take_input(host)  # step 1 again: messages that arrived meanwhile join this run (no input once closing; added messages still)
         if run.signal.aborted:
             return _aborted_response(run)
         failure = host.take_session_failure()  # issue 13: a message the session could not store
