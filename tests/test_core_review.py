@@ -259,3 +259,27 @@ def test_a_tool_that_adds_a_message_then_stops_its_own_agent(agents, op):
     else:
         assert response.stop_reason == "aborted"
         assert texts(agent.history())[-2:] == ["stopped myself", "from the tool"]
+
+
+def test_a_dropped_agent_with_a_session_stores_what_was_added_to_its_run(tmp_path):
+    """The finalizer of an agent dropped mid-run aborts the run; a message added to that run still enters the
+    history and the session as the run ends, and the threads end."""
+    import gc
+
+    from yiemagent import SQLiteSession, YiemAgent
+
+    answer, entered, release = blocking_llm("never kept")
+    with SQLiteSession(tmp_path / "s.db", "dropped") as session:
+        agent = YiemAgent(llm_call=ScriptedLLM([answer]), agent_event_sink=None, session=session, builtin_tools=False)
+        run_agent(agent, "go")
+        assert entered.wait(WAIT)
+        add_message(agent, user("note"))
+        core = agent._core
+        with pytest.warns(ResourceWarning, match="without shutdown"):
+            del agent
+            gc.collect()
+        release.set()
+        core._thread.join(WAIT)
+        core._worker.thread.join(WAIT)
+        assert not core._thread.is_alive() and not core._worker.thread.is_alive()
+        assert texts(session.messages()) == ["go", "note"]
