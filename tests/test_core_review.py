@@ -283,3 +283,35 @@ def test_a_dropped_agent_with_a_session_stores_what_was_added_to_its_run(tmp_pat
         core._worker.thread.join(WAIT)
         assert not core._thread.is_alive() and not core._worker.thread.is_alive()
         assert texts(session.messages()) == ["go", "note"]
+
+
+def test_a_run_does_not_start_between_add_messages_choice_and_its_append(agents, monkeypatch):
+    """add_message chose 'append now' (no run), then was preempted before storing: a run_agent meanwhile must
+    not start a run that appends its input first. The added message comes first, as the caller saw it."""
+    from yiemagent import AgentRunStartEvent
+    from yiemagent.sessions import HistoryWriter
+
+    preempted, resume = threading.Event(), threading.Event()
+    original = HistoryWriter.append_stored_first
+
+    def slow_to_store(self, message):
+        preempted.set()
+        resume.wait(WAIT)
+        original(self, message)
+
+    monkeypatch.setattr(HistoryWriter, "append_stored_first", slow_to_store)
+    started = threading.Event()
+
+    def sink(event):
+        if isinstance(event, AgentRunStartEvent):
+            started.set()
+
+    agent = agents(ScriptedLLM(["answer"]), agent_event_sink=sink)
+    adder, _ = in_thread(add_message, agent, user("note"))
+    assert preempted.wait(WAIT)
+    run_agent(agent, "go")
+    assert not started.wait(0.5), "a run started while add_message was between its choice and its append"
+    resume.set()
+    adder.join(WAIT)
+    assert take_response(agent, timeout=WAIT).content[0].text == "answer"
+    assert texts(agent.history()) == ["note", "go", "answer"]

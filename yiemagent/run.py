@@ -62,10 +62,13 @@ class RunHost(Protocol):
         loop_config(): the ``AgentLoopConfig`` (tool hooks, execution mode) for a batch.
         emit: the ``EventEmitter``; called from the run thread and from tool threads.
         closing: True once ``shutdown`` began; the run then takes no more input.
-        take_input(): every queued input item, in order (raw: dicts, messages, ``CONTINUE``).
-        take_added(): messages ``add_message`` queued during the run (normalised), in order.
+        take_input(): every queued input item, in order (raw: dicts, messages, ``CONTINUE``);
+            the run asks for none once ``closing`` (``shutdown`` returns them).
+        take_added(): messages ``add_message`` queued during the run (normalised), in order;
+            taken at the top of every round, closing or not (the host appends those left
+            when the run ends).
         append(message): add one message to the history (and its session); the run has
-            normalised it. Never raises.
+            normalised it. Never raises, whatever the session raises.
         take_session_failure(): why the session failed to store a message, or None.
         record_usage(usage): add the run's summed usage to the agent's total.
         history(): a copy of the history.
@@ -114,13 +117,17 @@ class Run:
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (API.md "Usage")
 
 
-def _take_input(host: RunHost) -> int:
+def _take_input(host: RunHost, *, with_input: bool = True) -> int:
     """Spec §6 step 1: move every queued input message into the history; return how many.
 
-    Messages given to ``add_message`` during the run join first (issue 13).
+    Messages given to ``add_message`` during the run join first (issue 13), also when
+    ``with_input`` is False (a closing agent: ``shutdown`` returns its input, but an added
+    message is the run's to append).
     """
     for added in host.take_added():
         host.append(added)
+    if not with_input:
+        return 0
     taken = 0
     for raw in host.take_input():
         if raw is CONTINUE:
@@ -219,7 +226,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
             return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
         if run.rounds:
-            _take_input(host)  # step 1 again: messages that arrived meanwhile join this run (no input once closing; added messages still)
+            _take_input(host, with_input=not host.closing)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
             return _aborted_response(run)
         failure = host.take_session_failure()  # issue 13: a message the session could not store
