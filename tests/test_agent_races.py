@@ -7,7 +7,7 @@ was processed exactly once or returned by ``shutdown`` — a message given to ``
 too: in the history exactly once, or returned —, that refused sends left no trace, that
 every assistant message's tool calls are followed at once by their results (an added
 message lands only between rounds), and that the events of each tool call came start,
-updates, end.
+updates, end, and that the session holds the history in its order.
 """
 
 from __future__ import annotations
@@ -53,6 +53,26 @@ def echo(call_id, args, signal, on_partial_result):
     return text_result(f"echo {args}")
 
 
+class ListSession:
+    """An in-memory session (any object with messages/append/clear is one); ``_lock`` guards ``stored``."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.stored = []
+
+    def messages(self):
+        with self._lock:
+            return list(self.stored)
+
+    def append(self, message):
+        with self._lock:
+            self.stored.append(message)
+
+    def clear(self):
+        with self._lock:
+            self.stored.clear()
+
+
 class RaceMachine(RuleBasedStateMachine):
     """Races run_agent, follow_up, add_message, abort, continue_agent and take_response; teardown races shutdown."""
 
@@ -61,7 +81,10 @@ class RaceMachine(RuleBasedStateMachine):
         store = ToolStore("races")
         register_tool(store, make_tool("echo", echo, parallel=True))
         self.recorder = EventRecorder()
-        self.agent = YiemAgent(llm_call=planner, agent_event_sink=self.recorder, tool_store=store, parallel_tool_execute=True)
+        self.session = ListSession()
+        self.agent = YiemAgent(
+            llm_call=planner, agent_event_sink=self.recorder, tool_store=store, parallel_tool_execute=True, session=self.session
+        )
         self.lock = threading.Lock()  # guards accepted, refused, count
         self.accepted: list[str] = []
         self.refused: list[str] = []
@@ -134,6 +157,7 @@ class RaceMachine(RuleBasedStateMachine):
             assert sorted(processed + returned_texts) == sorted(self.accepted), "a message was lost or duplicated"
             assert not set(self.refused) & set(processed + returned_texts), "a refused message left a trace"
             self._check_calls_answered_at_once(agent.history())
+            assert self.session.messages() == agent.history(), "the session's order is not the history's"
             taker = threading.Thread(target=self._drain_after_shutdown)
             taker.start()
             taker.join(WAIT)
