@@ -315,3 +315,20 @@ def test_a_run_does_not_start_between_add_messages_choice_and_its_append(agents,
     adder.join(WAIT)
     assert take_response(agent, timeout=WAIT).content[0].text == "answer"
     assert texts(agent.history()) == ["note", "go", "answer"]
+
+
+def test_a_message_added_in_the_last_round_lands_before_the_next_runs_input(agents):
+    """Input queued during the last round starts the next run; a message added meanwhile is appended as the
+    first run ends, so it comes before that input, and the next run's LLM round sees it."""
+    answer, entered, release = blocking_llm("first answer")
+    llm = ScriptedLLM([answer, "second answer"])
+    agent = agents(llm)
+    run_agent(agent, "go")
+    assert entered.wait(WAIT)
+    run_agent(agent, "next")
+    add_message(agent, user("late"))
+    release.set()
+    assert take_response(agent, timeout=WAIT).content[0].text == "first answer"
+    assert take_response(agent, timeout=WAIT).content[0].text == "second answer"
+    assert texts(agent.history()) == ["go", "first answer", "late", "next", "second answer"]
+    assert [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "user"] == ["go", "late", "next"]
