@@ -332,3 +332,52 @@ def test_a_message_added_in_the_last_round_lands_before_the_next_runs_input(agen
     assert take_response(agent, timeout=WAIT).content[0].text == "second answer"
     assert texts(agent.history()) == ["go", "first answer", "late", "next", "second answer"]
     assert [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "user"] == ["go", "late", "next"]
+
+
+class _Unreadable(list):
+    """Content that raises RuntimeError when read (a hand-made item put straight on the input channel)."""
+
+    def __iter__(self):
+        raise RuntimeError("boom")
+
+    def __len__(self):
+        raise RuntimeError("boom")
+
+
+def test_an_item_put_on_the_input_channel_that_raises_when_read_is_dropped_and_the_agent_serves_on(agents):
+    """The input channel takes items put by hand; one whose reading raises anything (not only ValueError) is
+    dropped and logged, and a run left with nothing to answer ends "error" naming it without an LLM round (which
+    would put an assistant message first in the history). Before, the exception escaped the run: no response
+    ever came and no run started again."""
+    llm = ScriptedLLM(["answer"])
+    agent = agents(llm)
+    agent.input_channel.put({"role": "user", "content": _Unreadable()})
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "error" and "not a valid user message" in response.error_message and "RuntimeError: boom" in response.error_message
+    assert llm.requests == [] and agent.history() == []
+    run_agent(agent, "again")
+    assert take_response(agent, timeout=WAIT).content[0].text == "answer"
+    assert texts(agent.history()) == ["again", "answer"]
+
+
+def test_a_run_that_fails_outside_its_pipeline_still_ends_and_the_agent_serves_on(agents, monkeypatch):
+    """A bug that escapes process_message (here injected) still ends the run with an "error" response naming
+    it, so the loop collects the run instead of waiting for it for ever."""
+    import yiemagent._core as core_module
+
+    real = core_module.process_message
+    calls = []
+
+    def broken_once(host, run):
+        calls.append(run.id)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in the run")
+        return real(host, run)
+
+    monkeypatch.setattr(core_module, "process_message", broken_once)
+    agent = agents(ScriptedLLM(["answer"]))
+    run_agent(agent, "go")
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "error" and "RuntimeError: a bug in the run" in response.error_message
+    run_agent(agent, "again")
+    assert take_response(agent, timeout=WAIT).content[0].text == "answer"

@@ -24,6 +24,7 @@ from .channels import Channel, LoopState
 from .errors import AgentClosedError
 from .events import EventEmitter
 from .messages import AgentMessage, AssistantMessage, LLMUsage
+from .pipeline import describe_error
 from .registry import ToolStore
 from .run import CONTINUE, Run, RunWorker, process_message
 from .sessions import HistoryWriter, Session
@@ -301,6 +302,9 @@ class AgentCore:
         token = current_core.set(self)
         try:
             response = process_message(self, run)
+        except BaseException as exc:  # process_message contains everything; a bug must still end the run, or the loop waits for ever
+            logger.exception("run %d failed outside its pipeline", run.id)
+            response = AssistantMessage([], stop_reason="error", error_message=f"internal error: {describe_error(exc)}")
         finally:
             current_core.reset(token)
         while True:

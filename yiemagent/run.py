@@ -117,30 +117,33 @@ class Run:
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (API.md "Usage")
 
 
-def _take_input(host: RunHost, *, with_input: bool = True) -> int:
-    """Spec §6 step 1: move every queued input message into the history; return how many.
+def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optional[str], bool]:
+    """Spec §6 step 1: move every queued input message into the history.
 
-    Messages given to ``add_message`` during the run join first (issue 13), also when
-    ``with_input`` is False (a closing agent: ``shutdown`` returns its input, but an added
-    message is the run's to append).
+    Returns (how many were taken, why the first dropped item was dropped or None,
+    whether ``continue_agent`` asked for this run). Messages given to ``add_message``
+    during the run join first (issue 13), also when ``with_input`` is False (a closing
+    agent: ``shutdown`` returns its input, but an added message is the run's to append).
     """
     for added in host.take_added():
         host.append(added)
     if not with_input:
-        return 0
-    taken = 0
+        return 0, None, False
+    taken, dropped, continued = 0, None, False
     for raw in host.take_input():
         if raw is CONTINUE:
+            continued = True
             continue
         try:
             message = normalize_message(raw) if isinstance(raw, AgentMessage) else openai_to_user_message(raw)
-        except ValueError:
+        except user_code_errors() as exc:  # not only ValueError: a hand-made item may raise anything as it is read
             # run_agent validates; only a message put on the channel by hand can fail here
             logger.error("dropped a message put on the input channel that is not a valid user message: %.300r", raw, exc_info=True)
+            dropped = dropped or f"a message put on the input channel is not a valid user message and was dropped: {describe_error(exc)}"
             continue
         host.append(message)
         taken += 1
-    return taken
+    return taken, dropped, continued
 
 
 def _error_response(why: str) -> AssistantMessage:
@@ -288,13 +291,15 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     conversation to send to an LLM again. Never raises.
     """
     started = time.perf_counter()
-    taken = _take_input(host)
+    taken, dropped, continued = _take_input(host)
     run.took_first_input = True
     host.ring()
     host.emit(AgentRunStartEvent(run.id, taken))
     try:
         if taken == 0 and host.closing:  # shutdown took this run's input (decision 16): no LLM round for nothing
             response = AssistantMessage([], stop_reason="aborted", error_message="the agent was shut down before the run took its input")
+        elif taken == 0 and dropped and not continued:  # nothing to answer: a round would send the LLM no new message
+            response = _error_response(dropped)
         else:
             response = _rounds(host, run)
     except BaseException as exc:  # a bug here or in a hook must not strand the run: the loop waits for its response
