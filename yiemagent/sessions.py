@@ -145,7 +145,7 @@ class SQLiteSession:
 
     Thread safety: one connection, opened with ``check_same_thread=False`` and guarded by
     ``_lock``, so every method may be called from any thread (the agent appends from its
-    run thread, its loop thread and ``add_message``'s caller). Calls are serialised —
+    run thread and ``add_message``'s caller). Calls are serialised —
     SQLite serialises writers anyway. Other processes need no coordination beyond SQLite's.
     """
 
