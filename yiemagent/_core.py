@@ -175,16 +175,10 @@ class AgentCore:
     def add_message(self, message: AgentMessage) -> None:
         """``history.add_message``: append now while no run appends (stored first), else queue for the run's next round.
 
-        The decision "append now or queue" is taken under ``_wake``. Appending now, the call
-        counts itself in ``_adding`` before it lets ``_wake`` go, and the loop starts no run
-        while ``_adding`` is non-zero, so a run that starts later finds the message in the
-        history. The store itself runs without ``_wake``: a session that stalls blocks this
-        caller (and the next run's start), never a send, a ``take_response`` or ``shutdown``.
-        A run that finished but was not yet collected appends nothing more, so a message
-        then is appended at once too.
-
-        Raises ``AgentClosedError`` once closing, or what the session raised storing the
-        message (then nothing was added).
+        Decided under ``_wake``; appending now, the call counts itself in ``_adding`` (no run
+        starts while it is non-zero) and stores without ``_wake``, so a stalled session
+        blocks this caller and the next run's start, never a send or ``shutdown``. Raises
+        ``AgentClosedError`` once closing, or what the session raised (nothing added).
         """
         with self._wake:
             if self._closing:
@@ -293,11 +287,9 @@ class AgentCore:
     def _execute_run(self, run: Run) -> None:
         """The run thread: process, then hand the response to the loop (or deliver it, if the loop is gone).
 
-        Messages ``add_message`` queued during the run's last round are appended here,
-        in the run thread and without ``_wake``, before the run is marked done: a run
-        marked done appends nothing more (``add_message`` then appends at once), and no
-        other run starts before this one is collected, so they land before the next run's
-        input and in the order they were added.
+        Messages ``add_message`` queued during the last round are appended here, without
+        ``_wake``, before the run is marked done (after which ``add_message`` appends at
+        once): they land in order, before the next run's input.
         """
         token = current_core.set(self)
         try:
@@ -421,9 +413,8 @@ class AgentCore:
     def join(self, timeout: Optional[float]) -> list[AgentMessage]:
         """Wait for the loop thread: ``timeout``, then abort the run and wait ``timeout`` more, then leave it.
 
-        Returns the messages ``add_message`` queued for a run left running: it may never
-        reach another round, so they go back to the caller of ``shutdown`` (decision 16)
-        and are taken out, so that the run, should it end after all, does not append them.
+        Returns (and takes out) the messages ``add_message`` queued for a run left running,
+        which may never reach another round: ``shutdown`` returns them (decision 16).
         """
         self._thread.join(timeout)
         if self._thread.is_alive():
