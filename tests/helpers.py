@@ -51,6 +51,18 @@ def make_tool(
     )
 
 
+def blocking_tool(name: str, wait: float = 10) -> tuple[AgentTool, threading.Event, threading.Event]:
+    """A tool that sets ``entered``, waits (up to ``wait`` s) for ``release``, then returns "done"."""
+    entered, release = threading.Event(), threading.Event()
+
+    def execute(*args):
+        entered.set()
+        release.wait(wait)
+        return text_result("done")
+
+    return make_tool(name, execute), entered, release
+
+
 def context_with(*tools: AgentTool) -> AgentContext:
     store = ToolStore("test")
     for tool in tools:

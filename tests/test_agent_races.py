@@ -1,10 +1,13 @@
-"""The public functions raced from several threads, then shutdown (issue 9, decision 16).
+"""The public functions raced from several threads, then shutdown (issue 9, decision 16; add_message, issue 13).
 
 Each step of the state machine starts several operations at once on a barrier, each on
 its own thread, and joins them with a deadline: no call may block for ever. Teardown
 races ``shutdown`` with more sends, then checks that every message whose send returned
-was processed exactly once or returned by ``shutdown``, that refused sends left no trace,
-and that the events of each tool call came start, updates, end.
+was processed exactly once or returned by ``shutdown`` — a message given to ``add_message``
+too: in the history exactly once, or returned —, that refused sends left no trace, that
+every assistant message's tool calls are followed at once by their results (an added
+message lands only between rounds), and that the events of each tool call came start,
+updates, end, and that the session holds the history in its order.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from yiemagent import (
     ToolExecEndEvent,
     ToolExecStartEvent,
     ToolExecUpdateEvent,
+    TextContent,
     ToolStore,
     UserMessage,
     YiemAgent,
     abort,
+    add_message,
     continue_agent,
     follow_up,
     register_tool,
@@ -36,9 +41,10 @@ from yiemagent import (
     shutdown,
     take_response,
 )
+from yiemagent.extraction import extract_tool_calls
 
 WAIT = 10
-OPS = ["run_agent", "follow_up", "abort", "continue", "take"]
+OPS = ["run_agent", "follow_up", "add_message", "abort", "continue", "take"]
 
 
 def echo(call_id, args, signal, on_partial_result):
@@ -47,15 +53,38 @@ def echo(call_id, args, signal, on_partial_result):
     return text_result(f"echo {args}")
 
 
+class ListSession:
+    """An in-memory session (any object with messages/append/clear is one); ``_lock`` guards ``stored``."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.stored = []
+
+    def messages(self):
+        with self._lock:
+            return list(self.stored)
+
+    def append(self, message):
+        with self._lock:
+            self.stored.append(message)
+
+    def clear(self):
+        with self._lock:
+            self.stored.clear()
+
+
 class RaceMachine(RuleBasedStateMachine):
-    """Races run_agent, follow_up, abort, continue_agent and take_response; teardown races shutdown."""
+    """Races run_agent, follow_up, add_message, abort, continue_agent and take_response; teardown races shutdown."""
 
     def __init__(self):
         super().__init__()
         store = ToolStore("races")
         register_tool(store, make_tool("echo", echo, parallel=True))
         self.recorder = EventRecorder()
-        self.agent = YiemAgent(llm_call=planner, agent_event_sink=self.recorder, tool_store=store, parallel_tool_execute=True)
+        self.session = ListSession()
+        self.agent = YiemAgent(
+            llm_call=planner, agent_event_sink=self.recorder, tool_store=store, parallel_tool_execute=True, session=self.session
+        )
         self.lock = threading.Lock()  # guards accepted, refused, count
         self.accepted: list[str] = []
         self.refused: list[str] = []
@@ -68,10 +97,11 @@ class RaceMachine(RuleBasedStateMachine):
 
     def _do(self, op):
         agent = self.agent
-        if op in ("run_agent", "follow_up"):
+        if op in ("run_agent", "follow_up", "add_message"):
             text = self._text()
+            send = {"run_agent": run_agent, "follow_up": follow_up, "add_message": lambda a, t: add_message(a, UserMessage([TextContent(t)]))}[op]
             try:
-                (run_agent if op == "run_agent" else follow_up)(agent, text)
+                send(agent, text)
             except AgentClosedError:
                 with self.lock:
                     self.refused.append(text)
@@ -120,12 +150,14 @@ class RaceMachine(RuleBasedStateMachine):
     def teardown(self):
         agent = self.agent
         try:
-            (returned,) = self._race(["run_agent", "follow_up", "run_agent", "follow_up"], extra=lambda: shutdown(agent, timeout=WAIT))
-            returned_texts = [m["content"] for m in returned]
+            (returned,) = self._race(["run_agent", "follow_up", "add_message", "run_agent", "follow_up"], extra=lambda: shutdown(agent, timeout=WAIT))
+            returned_texts = [m.content[0].text if isinstance(m, UserMessage) else m["content"] for m in returned]
             processed = [m.content[0].text for m in agent.history() if isinstance(m, UserMessage)]
             assert len(processed) == len(set(processed)), "a message was processed twice"
             assert sorted(processed + returned_texts) == sorted(self.accepted), "a message was lost or duplicated"
             assert not set(self.refused) & set(processed + returned_texts), "a refused message left a trace"
+            self._check_calls_answered_at_once(agent.history())
+            assert self.session.messages() == agent.history(), "the session's order is not the history's"
             taker = threading.Thread(target=self._drain_after_shutdown)
             taker.start()
             taker.join(WAIT)
@@ -138,6 +170,14 @@ class RaceMachine(RuleBasedStateMachine):
         with pytest.raises(AgentClosedError):
             while True:
                 assert isinstance(take_response(self.agent), AssistantMessage)
+
+    @staticmethod
+    def _check_calls_answered_at_once(history):
+        for index, message in enumerate(history):
+            if isinstance(message, AssistantMessage):
+                ids = [c.id for c in extract_tool_calls(message)[1]]
+                following = history[index + 1 : index + 1 + len(ids)]
+                assert [getattr(m, "tool_call_id", None) for m in following] == ids, "a message landed inside a batch"
 
     def _check_event_order(self):
         by_call: dict[str, list[type]] = {}

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import strategies
-from helpers import make_tool, text_result
+from helpers import blocking_tool, make_tool, text_result
 from yiemagent import (
     AgentClosedError,
     AssistantMessage,
@@ -214,15 +214,9 @@ def test_hand_off_result_added_later_then_continue(agents):
 
 def test_add_message_during_a_run_joins_at_its_next_round(agents):
     """Active run: the message is not in the history until the run's next LLM round, which sees it after the tool results."""
-    in_tool, release = threading.Event(), threading.Event()
-
-    def slow(*args):
-        in_tool.set()
-        release.wait(WAIT)
-        return text_result("done")
-
+    slow, in_tool, release = blocking_tool("slow", WAIT)
     llm = ScriptedLLM([tool_call_reply(("c1", "slow", {})), "final"])
-    agent = agents(llm, [make_tool("slow", slow)])
+    agent = agents(llm, [slow])
     run_agent(agent, "go")
     assert in_tool.wait(WAIT)
     add_message(agent, UserMessage([TextContent("meanwhile")]))

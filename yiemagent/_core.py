@@ -24,6 +24,7 @@ from .channels import Channel, LoopState
 from .errors import AgentClosedError
 from .events import EventEmitter
 from .messages import AgentMessage, AssistantMessage, LLMUsage
+from .pipeline import describe_error
 from .registry import ToolStore
 from .run import CONTINUE, Run, RunWorker, process_message
 from .sessions import HistoryWriter, Session
@@ -53,12 +54,14 @@ class AgentCore:
         ``state.messages`` (through ``append``), ``state.pending_tool_calls`` and
         ``state.error_message``. ``_wake`` (a ``Condition`` on an ``RLock``) guards the loop
         bookkeeping (``_run``, ``_run_done``, ``_run_response``, ``_pending_output``,
-        ``_carry``, ``_added``, ``_closing``, ``_force_exit``, ``_loop_exited``,
+        ``_carry``, ``_added``, ``_adding``, ``_closing``, ``_force_exit``, ``_loop_exited``,
         ``loop_state``) and is the doorbell every channel rings after a put or get.
-        ``_history_lock`` (the ``HistoryWriter``'s lock) guards ``state.messages`` and is
-        held while a message is stored in the session, so the session's order is the
-        history's. ``usage`` may be read from any thread (``UsageMeter``). The event sink is called through ``emit``, never from two
-        threads at once (decision 8).
+        ``_history_lock`` (the ``HistoryWriter``'s ``lock``) guards ``state.messages``;
+        the writer's ``store_lock`` orders session appends. No user code (a session, a
+        hook) ever runs with ``_wake`` held, and no thread waits for a history lock while
+        holding ``_wake``: a session that stalls holds up only the thread storing. ``usage``
+        may be read from any thread (``UsageMeter``). The event sink is called through
+        ``emit``, never from two threads at once (decision 8).
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class AgentCore:
         self._pending_output: deque[AssistantMessage] = deque()
         self._carry: deque[Any] = deque()  # follow-ups taken but not yet placed (input was full)
         self._added: deque[AgentMessage] = deque()  # add_message during a run, for its next round
+        self._adding = 0  # add_message calls storing while idle: no run starts until they are in the history
         self._closing = False
         self._force_exit = False
         self._loop_exited = False
@@ -169,24 +173,26 @@ class AgentCore:
         return self._usage.total
 
     def add_message(self, message: AgentMessage) -> None:
-        """``history.add_message``: append now while idle (stored first), else queue for the run's next round.
+        """``history.add_message``: append now while no run appends (stored first), else queue for the run's next round.
 
-        The decision "idle or not" and the append happen under ``_wake``, so a run cannot
-        start in between. Raises ``AgentClosedError`` once closing, or what the session
-        raised storing the message while idle (then nothing was added).
+        Decided under ``_wake``; appending now, the call counts itself in ``_adding`` (no run
+        starts while it is non-zero) and stores without ``_wake``, so a stalled session
+        blocks this caller and the next run's start, never a send or ``shutdown``. Raises
+        ``AgentClosedError`` once closing, or what the session raised (nothing added).
         """
         with self._wake:
             if self._closing:
                 raise AgentClosedError("the agent has been shut down; it takes no more messages")
-            if self._run is None:
-                self._writer.append_stored_first(message)
-            else:
-                self._added.append(message)
-
-    def _append_added(self) -> None:
-        """Messages ``add_message`` queued during a run that had no round left: appended as the run ends."""
-        for message in self.take_added():
-            self.append(message)
+            if self._run is not None and not self._run_done:
+                self._added.append(message)  # the run appends it at its next round, or as it ends
+                return
+            self._adding += 1
+        try:
+            self._writer.append_stored_first(message)
+        finally:
+            with self._wake:
+                self._adding -= 1
+                self._wake.notify_all()
 
     def history(self) -> list[AgentMessage]:
         """A copy of the conversation history, safe to take from any thread."""
@@ -226,7 +232,8 @@ class AgentCore:
             if follow_ups and not self.input_channel.full():
                 return self._move_follow_ups  # decision 7: a follow-up sent while idle starts a run
             if not self.input_channel.empty():
-                return self._start_run
+                # a run starts once every add_message storing meanwhile is in the history
+                return self._start_run if not self._adding else None
             self._set_state(LoopState.IDLE)
             return None
         if follow_ups and not self.input_channel.full():
@@ -278,19 +285,33 @@ class AgentCore:
         self._worker.submit(lambda: self._execute_run(run))
 
     def _execute_run(self, run: Run) -> None:
-        """The run thread: process, then hand the response to the loop (or deliver it, if the loop is gone)."""
+        """The run thread: process, then hand the response to the loop (or deliver it, if the loop is gone).
+
+        Messages ``add_message`` queued during the last round are appended here, without
+        ``_wake``, before the run is marked done (after which ``add_message`` appends at
+        once): they land in order, before the next run's input.
+        """
         token = current_core.set(self)
         try:
             response = process_message(self, run)
+        except BaseException as exc:  # process_message contains everything; a bug must still end the run, or the loop waits for ever
+            logger.exception("run %d failed outside its pipeline", run.id)
+            response = AssistantMessage([], stop_reason="error", error_message=f"internal error: {describe_error(exc)}")
         finally:
             current_core.reset(token)
-        with self._wake:
-            if not self._loop_exited:
-                self._run_response, self._run_done = response, True
-                self._wake.notify_all()
-                return
-            self._run, self.state.active_run = None, False
-        self._append_added()
+        while True:
+            with self._wake:
+                added = list(self._added)
+                self._added.clear()
+                if not added:
+                    if not self._loop_exited:
+                        self._run_response, self._run_done = response, True
+                        self._wake.notify_all()
+                        return
+                    self._run, self.state.active_run = None, False
+                    break
+            for message in added:  # outside _wake: the session may be slow
+                self.append(message)
         try:
             self.output_channel.put_internal(response)
         except queue.Full:
@@ -305,7 +326,6 @@ class AgentCore:
             self._pending_output.append(self._run_response)
             self._run, self._run_done, self._run_response = None, False, None
             self.state.active_run = False
-            self._append_added()  # add_message during the run's last round: appended before another run starts
 
     def _deliver(self) -> None:
         with self._wake:
@@ -344,6 +364,7 @@ class AgentCore:
                 and not self._run_done
                 and not self._pending_output
                 and not self._carry
+                and not self._adding
                 and self.input_channel.empty()
                 and self.follow_up_channel.empty()
                 and (self.loop_state is LoopState.IDLE or self._loop_exited)
@@ -389,17 +410,23 @@ class AgentCore:
         current = threading.current_thread()
         return current_core.get() is self or current is self._thread or current is self._worker.thread
 
-    def join(self, timeout: Optional[float]) -> None:
-        """Wait for the loop thread: ``timeout``, then abort the run and wait ``timeout`` more, then leave it."""
+    def join(self, timeout: Optional[float]) -> list[AgentMessage]:
+        """Wait for the loop thread: ``timeout``, then abort the run and wait ``timeout`` more, then leave it.
+
+        Returns (and takes out) the messages ``add_message`` queued for a run left running,
+        which may never reach another round: ``shutdown`` returns them (decision 16).
+        """
         self._thread.join(timeout)
         if self._thread.is_alive():
             self.abort(f"aborted by shutdown: the run did not finish within {timeout} s")
             self._thread.join(timeout)
-        if self._thread.is_alive():
-            with self._wake:
-                self._force_exit = True
-                self._wake.notify_all()
-            self._thread.join()
+        if not self._thread.is_alive():
+            return []
+        with self._wake:
+            self._force_exit = True
+            self._wake.notify_all()
+        self._thread.join()
+        return self.take_added()
 
     def abandon(self) -> None:
         """The shell was garbage-collected without ``shutdown``: close, abort the run, let the threads end."""

@@ -326,6 +326,9 @@ def abort(agent: YiemAgent, reason: str = "aborted by abort()") -> bool:
 def shutdown(agent: YiemAgent, timeout: Optional[float] = None) -> list[Any]:
     """Stop the agent and return the messages that were still queued, so none is lost (decision 16).
 
+    The list holds the queued input as it was sent (dicts, messages), then any
+    ``AgentMessage`` given to ``add_message`` for a run that ``shutdown`` gave up on.
+
     At once, every later send (and any send blocked on a full channel) raises
     ``AgentClosedError``, and every message accepted but not yet taken by a run is
     collected for the return value. The active run may finish (its response still goes
@@ -342,5 +345,5 @@ def shutdown(agent: YiemAgent, timeout: Optional[float] = None) -> list[Any]:
     core = agent._core
     queued = core.close(_CLOSED) or []  # None: already closed (a second call still waits, and returns [])
     if not core.is_own_thread():
-        core.join(timeout)
+        queued.extend(core.join(timeout))  # add_message's messages, if the run was left running
     return queued

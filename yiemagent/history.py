@@ -61,16 +61,18 @@ PathLike = Union[str, "os.PathLike[str]"]
 def add_message(agent: "YiemAgent", message: AgentMessage) -> None:
     """Append ``message`` to the agent's history without starting a run (API.md; spec §10 hand-off).
 
-    While the agent is idle the message is appended at once (and stored in the agent's
-    session). While a run is active it joins the history at that run's next LLM round,
-    as input does; a run that ends without another round appends it when it ends, before
+    While the agent is idle the message is appended at once (stored in the agent's session
+    first). While a run is active it joins the history at that run's next LLM round, as
+    input does; a run that ends without another round appends it when it ends, before
     the next run can start. Either way no run is started: ``continue_agent`` asks the LLM
     to go on, e.g. after a terminating tool handed work to an external system whose result
-    this message carries.
+    this message carries. If ``shutdown`` gives up on the run it waits for, ``shutdown``
+    returns it (decision 16).
 
-    Thread safety: callable from any thread; the decision "idle or not" and the append
-    happen under the agent core's ``_wake`` lock (``AgentCore.add_message``), so a run
-    cannot start in between. The message is checked (decision 15) in the caller's thread.
+    Thread safety: callable from any thread; a run cannot start between the decision
+    "idle or not" and the append (``AgentCore.add_message``), and the session is called
+    without the agent's loop lock held. The message is checked (decision 15) in the
+    caller's thread.
 
     Raises:
         MessageFormatError: ``message`` is not an ``AgentMessage``, or cannot be sent to an

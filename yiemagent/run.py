@@ -62,10 +62,13 @@ class RunHost(Protocol):
         loop_config(): the ``AgentLoopConfig`` (tool hooks, execution mode) for a batch.
         emit: the ``EventEmitter``; called from the run thread and from tool threads.
         closing: True once ``shutdown`` began; the run then takes no more input.
-        take_input(): every queued input item, in order (raw: dicts, messages, ``CONTINUE``).
-        take_added(): messages ``add_message`` queued during the run (normalised), in order.
+        take_input(): every queued input item, in order (raw: dicts, messages, ``CONTINUE``);
+            the run asks for none once ``closing`` (``shutdown`` returns them).
+        take_added(): messages ``add_message`` queued during the run (normalised), in order;
+            taken at the top of every round, closing or not (the host appends those left
+            when the run ends).
         append(message): add one message to the history (and its session); the run has
-            normalised it. Never raises.
+            normalised it. Never raises, whatever the session raises.
         take_session_failure(): why the session failed to store a message, or None.
         record_usage(usage): add the run's summed usage to the agent's total.
         history(): a copy of the history.
@@ -114,26 +117,33 @@ class Run:
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (API.md "Usage")
 
 
-def _take_input(host: RunHost) -> int:
-    """Spec §6 step 1: move every queued input message into the history; return how many.
+def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optional[str], bool]:
+    """Spec §6 step 1: move every queued input message into the history.
 
-    Messages given to ``add_message`` during the run join first (issue 13).
+    Returns (how many were taken, why the first dropped item was dropped or None,
+    whether ``continue_agent`` asked for this run). Messages given to ``add_message``
+    during the run join first (issue 13), also when ``with_input`` is False (a closing
+    agent: ``shutdown`` returns its input, but an added message is the run's to append).
     """
     for added in host.take_added():
         host.append(added)
-    taken = 0
+    if not with_input:
+        return 0, None, False
+    taken, dropped, continued = 0, None, False
     for raw in host.take_input():
         if raw is CONTINUE:
+            continued = True
             continue
         try:
             message = normalize_message(raw) if isinstance(raw, AgentMessage) else openai_to_user_message(raw)
-        except ValueError:
+        except user_code_errors() as exc:  # not only ValueError: a hand-made item may raise anything as it is read
             # run_agent validates; only a message put on the channel by hand can fail here
             logger.error("dropped a message put on the input channel that is not a valid user message: %.300r", raw, exc_info=True)
+            dropped = dropped or f"a message put on the input channel is not a valid user message and was dropped: {describe_error(exc)}"
             continue
         host.append(message)
         taken += 1
-    return taken
+    return taken, dropped, continued
 
 
 def _error_response(why: str) -> AssistantMessage:
@@ -168,6 +178,12 @@ def _terminated_response(reply: AssistantMessage, batch: AgentToolCallBatch) -> 
     )
 
 
+def _reported_usage(raw: Any) -> Optional[LLMUsage]:
+    """The usage a reply reports, read before ``normalize_reply`` may refuse the reply (the round's tokens were spent)."""
+    usage = getattr(raw, "usage", None) if isinstance(raw, AssistantMessage) else None
+    return usage if isinstance(usage, LLMUsage) else None
+
+
 def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any, Optional[AgentContext], Optional[str]]:
     """Steps 2-4: prepare the context, format it, call the LLM. Returns (reply, calls, context, error).
 
@@ -176,7 +192,8 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
     the sink between this round's start and end events. If the run was aborted by the
     time ``llm_call`` returns or raises, its reply is dropped (None): whether cut short or
     complete, it does not enter the history, and the run ends "aborted". The tokens it
-    reported still count in the run's usage.
+    reported still count in the run's usage, as do those of a reply ``normalize_reply``
+    refused (the round happened; only its content was unusable).
     """
     emit = host.emit
     try:
@@ -191,16 +208,16 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
         return None, [], None, f"format_msg_for_llm raised {describe_error(exc)}"
     emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages)))
     started = time.perf_counter()
-    reply, calls, error = None, [], None
+    reply, calls, error, usage = None, [], None, None
     try:
         with relay_deltas(emit, run.id, run.rounds, run.signal):  # issue 14: its deltas reach the sink until it returns
             raw = host.llm_call(formatted)
+        usage = _reported_usage(raw)
         reply, calls, error = normalize_reply(raw)
     except user_code_errors() as exc:
         error = f"LLM call failed: {describe_error(exc)}"
-    usage = reply.usage if reply else None
-    if reply is not None:
-        run.usage = add_usage(run.usage, usage)  # tokens spent count even when an abort drops the reply
+    # tokens spent count even when an abort drops the reply, or decision 15 refuses it
+    run.usage = add_usage(run.usage, usage)
     if run.signal.aborted:  # issue 14: a reply cut short by abort (or finished after it) never enters the history
         reply, calls, error = None, [], f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
     emit(LLMCallEndEvent(run.id, run.rounds, time.perf_counter() - started, reply, usage, error))
@@ -211,8 +228,8 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
     while True:
         if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
             return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
-        if run.rounds and not host.closing:
-            _take_input(host)  # step 1 again: messages that arrived meanwhile join this run
+        if run.rounds:
+            _take_input(host, with_input=not host.closing)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
             return _aborted_response(run)
         failure = host.take_session_failure()  # issue 13: a message the session could not store
@@ -274,13 +291,15 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     conversation to send to an LLM again. Never raises.
     """
     started = time.perf_counter()
-    taken = _take_input(host)
+    taken, dropped, continued = _take_input(host)
     run.took_first_input = True
     host.ring()
     host.emit(AgentRunStartEvent(run.id, taken))
     try:
         if taken == 0 and host.closing:  # shutdown took this run's input (decision 16): no LLM round for nothing
             response = AssistantMessage([], stop_reason="aborted", error_message="the agent was shut down before the run took its input")
+        elif taken == 0 and dropped and not continued:  # nothing to answer: a round would send the LLM no new message
+            response = _error_response(dropped)
         else:
             response = _rounds(host, run)
     except BaseException as exc:  # a bug here or in a hook must not strand the run: the loop waits for its response

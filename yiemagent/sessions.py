@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol, Union
 from ._history_json import message_from_json, message_to_json
 from .errors import MessageFormatError
 from .messages import AgentMessage
+from .pipeline import user_code_errors
 
 if TYPE_CHECKING:
     from .tooling import AgentState
@@ -41,9 +42,10 @@ class Session(Protocol):
     """What ``YiemAgent(session=...)`` needs of a session (API.md "History and sessions").
 
     ``append`` is called for each message as it enters the history, from the agent's run
-    thread, its loop thread, or the thread calling ``add_message``; a session used by one
-    agent is called by one of them at a time (under the agent's history lock). It should
-    have stored the message durably when it returns.
+    thread or the thread calling ``add_message``; a session used by one agent is called
+    by one of them at a time (under the ``HistoryWriter``'s ``store_lock``). It should
+    have stored the message durably when it returns. While it stalls, the agent's history
+    can still be read and messages still sent; the run waits.
     """
 
     def messages(self) -> list[AgentMessage]: ...
@@ -60,17 +62,23 @@ class HistoryWriter:
     ``session``: each message is stored as it enters the history, before the next LLM
     round can see it.
 
-    Thread safety: ``lock`` guards ``state.messages`` and ``_failure`` and is held across
-    the session's ``append``, so the session's order is the history's. Any thread may
-    call any method.
+    Thread safety: two locks, taken in this order. ``store_lock`` is held across the
+    session's ``append``, so the session's order is the history's; only appenders take
+    it. ``lock`` guards ``state.messages`` and ``_failure`` and is held only for a list
+    operation, never across the session: a session that stalls (a disk, a database lock)
+    blocks the thread appending and those queued behind it, never a reader of the history.
+    Neither lock is held while taking the agent's ``_wake`` (the agent never waits for
+    ``store_lock`` while holding ``_wake``), so there is no lock-order cycle. Any thread
+    may call any method.
     """
 
-    __slots__ = ("state", "session", "lock", "_failure")
+    __slots__ = ("state", "session", "lock", "store_lock", "_failure")
 
     def __init__(self, state: "AgentState", session: Optional[Session]) -> None:
         self.state = state
         self.session = session
-        self.lock = threading.Lock()  # guards state.messages and _failure
+        self.lock = threading.Lock()  # guards state.messages and _failure; never held across the session
+        self.store_lock = threading.Lock()  # orders appends: held from the memory append to the session's return
         self._failure: Optional[str] = None  # the first store that failed since take_failure
 
     def append(self, message: AgentMessage) -> None:
@@ -79,25 +87,30 @@ class HistoryWriter:
         A session that fails leaves the message in memory (the conversation stays whole,
         so valid to send) and records the failure: the run takes it with ``take_failure``
         before its next LLM round and ends with stop_reason "error" naming it, so no round
-        sees a message the session lacks without the caller being told.
+        sees a message the session lacks without the caller being told. Called in the
+        agent's run thread, where anything the session raises — ``SystemExit`` too — is
+        contained (``pipeline.user_code_errors``): it must not strand the run's response.
         """
-        with self.lock:
-            self.state.messages.append(message)
+        with self.store_lock:
+            with self.lock:
+                self.state.messages.append(message)
             if self.session is None:
                 return
             try:
                 self.session.append(message)
-            except Exception as exc:  # sqlite3.Error, OSError, a custom session's own
+            except user_code_errors() as exc:  # sqlite3.Error, OSError, a custom session's own
                 why = f"the session {self.session!r} could not store a {getattr(message, 'role', '?')} message: {type(exc).__name__}: {exc}"
                 logger.error("%s", why, exc_info=True)
-                self._failure = self._failure or why
+                with self.lock:
+                    self._failure = self._failure or why
 
     def append_stored_first(self, message: AgentMessage) -> None:
         """Store ``message``, then keep it (``add_message`` while idle): a failure raises and nothing is added."""
-        with self.lock:
+        with self.store_lock:
             if self.session is not None:
                 self.session.append(message)
-            self.state.messages.append(message)
+            with self.lock:
+                self.state.messages.append(message)
 
     def take_failure(self) -> Optional[str]:
         """The first store failure since the last call, if any; clears it."""
@@ -132,7 +145,7 @@ class SQLiteSession:
 
     Thread safety: one connection, opened with ``check_same_thread=False`` and guarded by
     ``_lock``, so every method may be called from any thread (the agent appends from its
-    run thread, its loop thread and ``add_message``'s caller). Calls are serialised —
+    run thread and ``add_message``'s caller). Calls are serialised —
     SQLite serialises writers anyway. Other processes need no coordination beyond SQLite's.
     """
 
