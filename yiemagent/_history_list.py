@@ -16,8 +16,13 @@ comparing the two lists costs an interpreter call per message, every round. Thes
 
 Both are real lists: ``==``, ``json``, slicing, ``isinstance`` treat them as lists, and a
 slice, ``+``, ``list(...)`` or ``.copy()`` of one is a plain list. ``copy.copy``,
-``copy.deepcopy`` and ``pickle`` give a fresh ``History`` (``edits`` 0, nothing cached
-on it) or, for a snapshot, a plain list.
+``copy.deepcopy`` and ``pickle`` give a fresh ``History`` (a count of its own, nothing
+cached on it) or, for a snapshot, a plain list.
+
+Spec: §19 ``agentState.messages`` (the history) and §14 prepareContext (the round's copy
+of it). Deviation: both are ``list`` subclasses rather than plain lists; everything that
+reads a list reads them alike, and a plain list still works in either place (the
+formatter then takes the slower, exact path: docs/performance.md).
 
 What counting cannot see: a change made by calling ``list``'s own methods on the class
 (``list.__setitem__(history, 0, m)``) or by C code writing into the list directly

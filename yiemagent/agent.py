@@ -117,7 +117,7 @@ class YiemAgent:
         dicts, issue 12); editing it in place keeps that, e.g. ``state.messages[:] =
         load_history(path)``. A list assigned to ``state.messages`` is used as it is (it
         stays the caller's list): every round is then formatted from each message's
-        own cache, exactly, at about 0.1 µs per message (docs/performance.md). The event sink is called from the run thread and tool
+        own cache, exactly, at about 0.12 µs per message (docs/performance.md). The event sink is called from the run thread and tool
         threads, never two at once. The hooks and ``llm_call`` may be replaced between
         runs; a change applies from the next LLM round or batch.
     """
