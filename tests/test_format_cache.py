@@ -10,14 +10,11 @@ import dataclasses
 import gc
 import json
 import pickle
-import struct
-import subprocess
 import sys
 import threading
 import weakref
 from datetime import timedelta, timezone
 from typing import Any
-from unittest import mock
 
 import pytest
 from hypothesis import given
@@ -43,7 +40,8 @@ from yiemagent import (
     run_agent,
     take_response,
 )
-from yiemagent import _identity, formatting
+from yiemagent import formatting
+from yiemagent._history_list import APPENDING_METHODS, EDITING_METHODS, History, HistorySnapshot
 from yiemagent._frozen import FrozenDict, FrozenList, freeze
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.anthropic import build_anthropic_request
@@ -63,6 +61,9 @@ TOOLS = tools()
 
 
 def context(messages: list[Any], system_prompt: str = "You are a test.") -> AgentContext:
+    """The context of a round: the default prepare_context's snapshot for a History, the list itself otherwise."""
+    if isinstance(messages, History):
+        return prepare_context(AgentState(system_prompt, None, TOOLS, messages), None)
     return AgentContext(system_prompt, messages, TOOLS)
 
 
@@ -133,86 +134,264 @@ def tool_use() -> list[Any]:
 
 
 @pytest.mark.spec("14")
-@given(wire_histories, st.text(max_size=10))
-def test_fast_path_equals_the_reference_formatter(history, system_prompt):
+@given(wire_histories, st.text(max_size=10), st.booleans())
+def test_fast_path_equals_the_reference_formatter(history, system_prompt, as_history):
     """Any history, both §7 formats, string and dict arguments, images, errors: byte for byte the reference's request."""
+    history = History(history) if as_history else list(history)
     assert_same_request(history, system_prompt)
     assert_same_request(history, system_prompt)  # the second call answers from the caches
 
 
+# Every way to change a History (each mutator, slice assignment, replacing the list) and
+# a hook changing the round's snapshot. Indexes are taken modulo the length.
 EDITS = st.one_of(
     st.tuples(st.just("append"), wire_messages),
+    st.tuples(st.just("extend"), st.lists(wire_messages, max_size=3)),
+    st.tuples(st.just("+="), st.lists(wire_messages, max_size=3)),
     st.tuples(st.just("insert"), st.integers(0, 20), wire_messages),
     st.tuples(st.just("replace"), st.integers(0, 20), wire_messages),
     st.tuples(st.just("twin"), st.integers(0, 20)),
     st.tuples(st.just("copy"), st.integers(0, 20)),
+    st.tuples(st.just("del"), st.integers(0, 20)),
+    st.tuples(st.just("del slice"), st.integers(0, 20), st.integers(0, 20)),
+    st.tuples(st.just("set slice"), st.integers(0, 20), st.integers(0, 20), st.lists(wire_messages, max_size=3)),
+    st.tuples(st.just("pop"), st.integers(0, 20)),
+    st.tuples(st.just("pop last")),
     st.tuples(st.just("remove"), st.integers(0, 20)),
     st.tuples(st.just("move"), st.integers(0, 20), st.integers(0, 20)),
     st.tuples(st.just("repeat"), st.integers(0, 20)),
     st.tuples(st.just("reverse")),
-    st.tuples(st.just("truncate"), st.integers(0, 20)),
+    st.tuples(st.just("sort")),
+    st.tuples(st.just("*="), st.integers(0, 2)),
+    st.tuples(st.just("clear")),
+    st.tuples(st.just("__init__"), st.lists(wire_messages, max_size=3)),
+    st.tuples(st.just("new plain list")),
+    st.tuples(st.just("new History")),
 )
+HOOK_EDITS = st.sampled_from([None, "append", "drop first", "set first", "reverse", "replace"])
 
 
-def apply(history: list[Any], edit: tuple[Any, ...]) -> None:
+def apply(history: list[Any], edit: tuple[Any, ...]) -> list[Any]:
+    """Apply one edit; returns the history (a new list for the two "new" edits)."""
     kind, *args = edit
     at = args[0] % len(history) if history and args and isinstance(args[0], int) else 0
     if kind == "append":
         history.append(args[0])
+    elif kind == "extend":
+        history.extend(args[0])
+    elif kind == "+=":
+        history += args[0]
     elif kind == "insert":
         history.insert(at, args[1])
+    elif kind == "set slice":
+        history[args[0] : args[1]] = args[2]
+    elif kind == "del slice":
+        del history[args[0] : args[1]]
+    elif kind == "*=":
+        history *= args[0]
+    elif kind == "clear":
+        history.clear()
+    elif kind == "__init__":
+        history.__init__(args[0])  # type: ignore[misc]
+    elif kind == "new plain list":
+        return list(history)
+    elif kind == "new History":
+        return History(history)
+    elif kind == "sort":
+        history.sort(key=lambda m: m.role)
     elif not history:
-        return
+        return history
     elif kind == "replace":
         history[at] = args[1]
     elif kind == "twin":
         history[at] = twin(history[at])
     elif kind == "copy":
         history[at] = copy.deepcopy(history[at])
-    elif kind == "remove":
+    elif kind == "del":
         del history[at]
+    elif kind == "pop":
+        history.pop(at)
+    elif kind == "pop last":
+        history.pop()
+    elif kind == "remove":
+        history.remove(history[at])
     elif kind == "move":
         history.insert(args[1] % len(history), history.pop(at))
     elif kind == "repeat":
         history.append(history[at])
     elif kind == "reverse":
         history.reverse()
-    elif kind == "truncate":
-        del history[at:]
+    return history
 
 
-@given(wire_histories, st.lists(EDITS, max_size=8), st.booleans())
-def test_every_request_after_any_edit_equals_the_reference(history, edits, by_pointers):
-    """Append, insert, replace, remove, move, reverse, truncate, a message twice, or an equal twin that serialises otherwise: each next request is exact (identity checked by pointer bytes or item by item)."""
-    history = list(history)
-    with mock.patch.object(_identity, "POINTER_BYTES_IN_USE", by_pointers and _identity.POINTER_BYTES_IN_USE):
-        assert_same_request(history)
-        for edit in edits:
-            apply(history, edit)
-            assert_same_request(history)
+def hook(ctx: AgentContext, edit: Any) -> None:
+    """What a custom prepare_context might do to the default's snapshot."""
+    messages = ctx.messages
+    if edit == "append":
+        messages.append(UserMessage([TextContent("Remember: be brief.")]))
+    elif edit == "drop first" and messages:
+        del messages[0]
+    elif edit == "set first" and messages:
+        messages[0] = twin(messages[0])
+    elif edit == "reverse":
+        messages.reverse()
+    elif edit == "replace":
+        ctx.messages = messages[1:] + [UserMessage([TextContent("a summary")])]
 
 
-@pytest.mark.parametrize("by_pointers", [True, False], ids=["pointer bytes", "item by item"])
-def test_begins_with_goes_by_identity_not_equality(by_pointers):
-    """A list begins with another only if it holds the very same objects first: equal copies do not count."""
-    a, b, c = tool_use()[:3]
-    twin_b = twin(b)
-    with mock.patch.object(_identity, "POINTER_BYTES_IN_USE", by_pointers and _identity.POINTER_BYTES_IN_USE):
-        def begins(items, prefix):
-            return _identity.begins_with(items, _identity.identity_key(items), prefix, _identity.identity_key(prefix))
+@given(wire_histories, st.lists(st.tuples(EDITS, HOOK_EDITS), max_size=8))
+def test_every_request_after_any_edit_equals_the_reference(history, steps):
+    """Every History mutator, slice assignment, replacing the list (plain or History), a hook changing the snapshot: each next request is exact."""
+    history = History(history)
+    assert_same_request(history)
+    for edit, hook_edit in steps:
+        history = apply(history, edit)
+        ctx = context(history)
+        hook(ctx, hook_edit)
+        fast = format_msg_for_llm(ctx, None)
+        assert json.dumps(fast) == json.dumps(reference_format(context(list(ctx.messages)), None))
+        assert_same_request(history)  # and the round after, without the hook
 
-        assert begins([a, b, c], [a, b]) and begins([a, b], [a, b]) and begins([a], []) and begins([], [])
-        assert twin_b == b and not begins([a, twin_b, c], [a, b])
-        assert not begins([a], [a, b]) and not begins([b, a], [a, b]) and not begins([a, c], [a, b])
+
+def test_history_counts_every_list_method_that_changes_what_it_holds():
+    """Each editing method bumps `edits` (by 2), each appending one keeps it; no list method is left unsorted."""
+    public = {n for n in dir(list) if not n.startswith("_")}
+    in_place = {n for n in dir(list) if n in ("__init__", "__setitem__", "__delitem__") or n.startswith("__i") and n not in ("__init_subclass__", "__iter__")}
+    reading = {"copy", "count", "index"}
+    assert public | in_place == set(EDITING_METHODS) | set(APPENDING_METHODS) | reading  # a new list method fails here
+    calls = {
+        "__init__": lambda h: h.__init__([3, 1]), "__setitem__": lambda h: h.__setitem__(0, 9),
+        "__delitem__": lambda h: h.__delitem__(0), "__imul__": lambda h: h.__imul__(1), "insert": lambda h: h.insert(0, 5),
+        "pop": lambda h: h.pop(), "remove": lambda h: h.remove(1), "clear": lambda h: h.clear(),
+        "sort": lambda h: h.sort(), "reverse": lambda h: h.reverse(),
+        "append": lambda h: h.append(4), "extend": lambda h: h.extend([4]), "__iadd__": lambda h: h.__iadd__([4]),
+    }
+    for name, call in calls.items():
+        history = History([1, 2, 3])
+        before = history.edits
+        call(history)
+        assert history.edits == before + (2 if name in EDITING_METHODS else 0), name
+        assert type(history) is History, name
+    history = History([1, 2, 3])
+    before = history.edits
+    history[1:1] = []  # a slice assignment counts, even one that changes nothing
+    history *= 1
+    assert history.edits == before + 4 and type(history) is History
 
 
-@pytest.mark.skipif(sys.implementation.name != "cpython", reason="list item pointers are read on CPython only")
-def test_on_cpython_the_identity_key_is_the_item_pointers():
-    """On CPython the check compares the lists' pointer arrays: the key is the items' ids, packed."""
-    items = tool_use()
-    assert _identity.POINTER_BYTES_IN_USE
-    assert _identity.identity_key(items) == struct.pack(f"{len(items)}P", *map(id, items))
-    assert _identity.identity_key([]) == b""
+def test_a_failed_edit_still_counts():
+    """An edit that raises (remove of a missing item, a sort whose key fails) counts: it may have changed part."""
+    history = History([3, 1, 2])
+    before = history.edits
+    with pytest.raises(ValueError):
+        history.remove(7)
+    with pytest.raises(ZeroDivisionError):
+        history.sort(key=lambda x: 1 / (x - 1))
+    assert history.edits == before + 4 and history.edits % 2 == 0
+
+
+def test_a_snapshot_has_a_lineage_until_it_is_changed_in_any_way():
+    """prepare_context's snapshot records its source, edit count and length; any change to it, appends too, drops that."""
+    history = History(tool_use())
+    snapshot = HistorySnapshot(history)
+    assert snapshot == history and snapshot.lineage == (history, history.edits, 4)
+    assert snapshot.lineage.source is history
+    assert HistorySnapshot(list(history)).lineage is None  # a plain list has no lineage to record
+    changes = [
+        lambda s: s.append(s[0]), lambda s: s.extend([]), lambda s: s.__iadd__([]), lambda s: s.__imul__(1),
+        lambda s: s.__setitem__(0, s[0]), lambda s: s.__delitem__(0), lambda s: s.insert(0, s[0]), lambda s: s.pop(),
+        lambda s: s.remove(s[0]), lambda s: s.clear(), lambda s: s.sort(key=id), lambda s: s.reverse(),
+        lambda s: s.__init__([]),
+    ]
+    for change in changes:
+        snapshot = HistorySnapshot(History([1, 2, 3]))
+        change(snapshot)
+        assert snapshot.lineage is None, change
+    again = HistorySnapshot(list(history))
+    again.__init__(history)  # re-filled from a History: the lineage of what it now holds
+    assert again.lineage == (history, history.edits, 4)
+
+
+class Watcher:
+    """An item whose == runs while a list method is under way, to look at the list mid-change."""
+
+    def __init__(self, look: Any) -> None:
+        self.look = look
+
+    def __eq__(self, other: Any) -> bool:
+        self.look()
+        return self is other
+
+    def __lt__(self, other: Any) -> bool:
+        self.look()
+        return id(self) < id(other)
+
+
+def test_a_snapshot_taken_while_its_source_is_being_edited_has_no_lineage():
+    """A snapshot copied during an edit (here from inside sort's comparisons) does not claim the source's lineage."""
+    history = History()
+    seen = []
+    history.extend(Watcher(lambda: seen.append(HistorySnapshot(history).lineage)) for _ in range(3))
+    history.sort()
+    history.remove(history[-1])
+    assert len(seen) > 2 and all(lineage is None for lineage in seen)
+    assert HistorySnapshot(history).lineage is not None
+
+
+class EditingHistory(History):
+    """A History whose iteration edits it half-way: a copy made by iterating spans an edit."""
+
+    def __getitem__(self, index: Any) -> Any:
+        items = History.__getitem__(self, index)
+        if isinstance(index, slice):
+            self.reverse()
+        return items
+
+
+def test_a_snapshot_whose_copy_spans_an_edit_has_no_lineage():
+    """The edit count is read before and after copying: an edit in between (one writer, any thread) drops the lineage."""
+    history = EditingHistory(tool_use())
+    assert HistorySnapshot(history).lineage is None
+    assert HistorySnapshot(History(history)).lineage is not None
+
+
+def test_a_snapshot_changed_while_it_is_formatted_leaves_no_record(monkeypatch):
+    """A snapshot changed during formatting (here while a message is converted): no record of that request is kept; the next is exact."""
+    history = History(tool_use())
+    ctx = context(history)
+    original = formatting._message_to_openai
+
+    def converting(msg: Any) -> Any:
+        if msg is history[-1]:
+            ctx.messages.append(UserMessage([TextContent("late")]))
+        return original(msg)
+
+    monkeypatch.setattr(formatting, "_message_to_openai", converting)
+    format_msg_for_llm(ctx, None)
+    assert ctx.messages[-1].content[0].text == "late" and not hasattr(history, formatting._LATEST_ATTR)
+    monkeypatch.undo()
+    assert_same_request(history)
+    assert getattr(history, formatting._LATEST_ATTR).length == 4
+
+
+@pytest.mark.parametrize(
+    "copier, kind",
+    [
+        (copy.copy, History), (copy.deepcopy, History), (lambda h: pickle.loads(pickle.dumps(h)), History),
+        (list, list), (lambda h: h[:], list), (lambda h: h.copy(), list), (lambda h: h + [], list),
+    ],
+    ids=["copy.copy", "copy.deepcopy", "pickle", "list", "slice", "copy-method", "add"],
+)
+def test_copies_of_a_history_are_fresh_and_copies_of_a_snapshot_plain(copier, kind):
+    """A History's copies are a fresh History (nothing cached on it) or a plain list; a snapshot's copies are plain lists."""
+    history = History(tool_use())
+    history[0] = history[0]
+    format_msg_for_llm(context(history), None)
+    copied = copier(history)
+    assert type(copied) is kind and copied == history
+    assert hasattr(history, formatting._LATEST_ATTR) and not hasattr(copied, formatting._LATEST_ATTR)
+    snapshot = HistorySnapshot(history)
+    assert type(copier(snapshot)) is list and copier(snapshot) == history
 
 
 def test_an_equal_message_that_serialises_otherwise_gets_its_own_wire():
@@ -251,7 +430,7 @@ def test_each_message_is_converted_once(monkeypatch):
 
 def test_a_request_after_appending_looks_only_at_the_new_messages(monkeypatch):
     """The previous request's wires are reused as they are: only the appended messages are looked at."""
-    history = [UserMessage([TextContent(f"q{i}")]) for i in range(50)]
+    history = History(UserMessage([TextContent(f"q{i}")]) for i in range(50))
     first = format_msg_for_llm(context(history), None)
     new = tool_use()[1:3]
     history += new
@@ -261,12 +440,26 @@ def test_a_request_after_appending_looks_only_at_the_new_messages(monkeypatch):
     assert all(a is b for a, b in zip(first["messages"][1:], second["messages"][1:51]))
 
 
-def test_more_new_messages_than_the_look_back_are_still_exact():
-    """A request after more new messages than the look-back reaches is built from the per-message caches, exactly."""
-    history = tool_use()[:1]
+@pytest.mark.parametrize("how", ["edited", "plain list", "hook appended", "shorter"])
+def test_without_a_matching_lineage_every_message_is_looked_up(monkeypatch, how):
+    """After an edit, from a plain list, from a changed snapshot, or for a shorter snapshot: each message's own cache, exactly."""
+    history = History(tool_use())
     format_msg_for_llm(context(history), None)
-    history += [UserMessage([TextContent(f"q{i}")]) for i in range(formatting._LOOK_BACK + 10)]
-    assert_same_request(history)
+    ctx = context(history)
+    if how == "edited":
+        history[0] = history[0]
+        ctx = context(history)
+    elif how == "plain list":
+        ctx = context(list(history))
+    elif how == "hook appended":
+        ctx.messages.append(history[0])
+    else:
+        history.append(history[0])
+        format_msg_for_llm(context(history), None)  # the record is now one longer than ctx
+    looked_at = record_calls(monkeypatch, "_wire_of")
+    format_msg_for_llm(ctx, None)
+    assert [id(m) for m in looked_at] == [id(m) for m in ctx.messages]
+    assert_same_request(list(ctx.messages))
 
 
 def test_history_message_dicts_are_read_only_and_the_rest_is_fresh():
@@ -368,12 +561,14 @@ def test_unknown_message_kinds_are_left_out_cached_or_not():
 
 
 def test_the_cache_lives_and_dies_with_the_message():
-    """Nothing outside the messages keeps them alive: once the history is dropped its messages are freed."""
-    history = [UserMessage([TextContent(f"q{i}")]) for i in range(3)] + [tool_call_reply(("c", "t", {}))]
+    """Nothing outside the history and its messages keeps them alive: once the history is dropped, it and its messages are freed."""
+    history = History([UserMessage([TextContent(f"q{i}")]) for i in range(3)] + [tool_call_reply(("c", "t", {}))])
     format_msg_for_llm(context(history), None)
-    format_msg_for_llm(context(history), None)
-    refs = [weakref.ref(m) for m in history]
-    del history
+    history.append(UserMessage([TextContent("more")]))
+    ctx = context(history)
+    format_msg_for_llm(ctx, None)
+    refs = [weakref.ref(m) for m in history] + [weakref.ref(history)]
+    del history, ctx
     gc.collect()
     assert all(ref() is None for ref in refs)
 
@@ -398,6 +593,42 @@ def test_threads_formatting_one_history_at_once_all_get_the_exact_request():
         t.start()
     for t in threads:
         t.join(WAIT)
+    assert not failures and not any(t.is_alive() for t in threads)
+
+
+def test_threads_snapshotting_a_history_while_one_thread_edits_it_all_get_exact_requests():
+    """One writer appends to and reorders a History while four threads take snapshots and format them: every request is its snapshot's."""
+    history = History(tool_use())
+    extra = tool_use()
+    stop = threading.Event()
+    failures = []
+
+    def writer() -> None:
+        for i in range(400):
+            history.append(extra[i % 4])
+            if i % 3 == 0:
+                history.reverse()
+            if len(history) > 24:
+                del history[:8]
+        stop.set()
+
+    def reader() -> None:
+        while not stop.is_set():
+            ctx = context(history)
+            got = json.dumps(format_msg_for_llm(ctx, None))
+            if got != json.dumps(reference_format(context(list(ctx.messages)), None)):
+                failures.append(list(ctx.messages))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, inside the edits too
+    try:
+        threads = [threading.Thread(target=reader) for _ in range(4)] + [threading.Thread(target=writer)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(WAIT * 6)
+    finally:
+        sys.setswitchinterval(interval)
     assert not failures and not any(t.is_alive() for t in threads)
 
 
@@ -426,10 +657,10 @@ def reference_of(agent: YiemAgent, history: list[Any]) -> str:
     return json.dumps(reference_format(AgentContext(agent.state.system_prompt, history, agent.state.tools), None))
 
 
-@pytest.mark.parametrize("edit", ["replace", "remove", "reorder", "twin", "new list"])
+@pytest.mark.parametrize("edit", ["replace", "remove", "reorder", "twin", "new list", "new list, then appended", "slice assignment"])
 def test_editing_state_messages_while_idle_gives_an_exact_next_request(edit):
     """Between runs the caller replaces, removes, reorders messages or swaps in a new list: the next request is exact."""
-    llm = ScriptedLLM(["first", "second"])
+    llm = ScriptedLLM(["first", "between", "second"])
     with agent_with(llm, messages=tool_use()) as agent:
         ask(agent, "one")
         messages = agent.state.messages
@@ -441,11 +672,17 @@ def test_editing_state_messages_while_idle_gives_an_exact_next_request(edit):
             messages[0], messages[-1] = messages[-1], messages[0]
         elif edit == "twin":
             messages[2] = twin(messages[2])  # is_error 0 instead of False: equal, but sent otherwise
+        elif edit == "slice assignment":
+            messages[:] = reversed(messages)
         else:
-            agent.state.messages = list(reversed(messages))
+            agent.state.messages = list(reversed(messages))  # kept as given: the caller's list
+        if edit == "new list, then appended":
+            ask(agent, "between")
+            agent.state.messages.append(UserMessage([TextContent("appended by the caller")]))
         edited = list(agent.state.messages)
         ask(agent, "two")
-        assert json.dumps(llm.requests[1]) == reference_of(agent, edited + [agent.history()[-2]])
+        assert json.dumps(llm.requests[-1]) == reference_of(agent, edited + [agent.history()[-2]])
+        assert type(agent.state.messages) is (list if edit.startswith("new list") else History)
 
 
 def test_a_custom_prepare_context_with_the_default_format_sends_exact_requests():
@@ -489,19 +726,3 @@ def test_a_custom_format_that_replaces_a_message_dict_works_one_that_edits_in_pl
         response = ask(agent, "edit")
     assert response.stop_reason == "error"
     assert "TypeError" in response.error_message and "read-only" in response.error_message
-
-
-def test_without_ctypes_yiemagent_imports_and_formats_checking_item_by_item():
-    """On a Python without ctypes the package still imports, the check runs item by item, and requests are exact."""
-    script = (
-        "import sys; sys.modules['ctypes'] = None\n"
-        "from yiemagent import _identity, AgentContext, TextContent, UserMessage, format_msg_for_llm\n"
-        "history = [UserMessage([TextContent('a')])]\n"
-        "first = format_msg_for_llm(AgentContext('', history, {}), None)\n"
-        "history.append(UserMessage([TextContent('b')]))\n"
-        "second = format_msg_for_llm(AgentContext('', history, {}), None)\n"
-        "print(_identity.POINTER_BYTES_IN_USE, [m['content'] for m in second['messages']])\n"
-    )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False ['a', 'b']"

@@ -7,8 +7,9 @@ providers. Two keys beyond OpenAI's ride on ``tool`` messages for clients that n
 them: ``name`` (the tool's name) and ``is_error``; the OpenAI client does not send them.
 
 A message's wire dict is made once and remembered (issue 12): messages are values, so
-their wire form cannot change. docs/performance.md says what is cached, where, and what
-invalidates it.
+their wire form cannot change; and the latest request's wires are remembered on the
+agent's history list, reused while the history only grew (``_history_list``).
+docs/performance.md says what is cached, where, and what invalidates it.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from ._frozen import FrozenDict, freeze
-from ._identity import begins_with, identity_key
+from ._history_list import HistorySnapshot
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, ImageContent, TextContent, ToolResultMessage, UserMessage, text_of
@@ -44,8 +45,14 @@ def prepare_context(state: AgentState, event_sink: Any = None) -> AgentContext:
     entries of ``ctx.messages`` without touching the history) and shares the messages —
     O(n) pointer copies instead of a deep copy of the whole history per round. Override
     point: filter tools, change the system prompt, inject or prune messages.
+
+    The copy is a ``HistorySnapshot``: a list that also records which ``History`` it was
+    taken from and that history's edit count, so that ``format_msg_for_llm`` can tell,
+    without comparing messages, that only appends happened since its previous request
+    (issue 12, docs/performance.md). A hook that changes ``ctx.messages`` in any way, or
+    replaces it, makes the formatter look at every message's own cache instead.
     """
-    return AgentContext(state.system_prompt, list(state.messages), state.tools)
+    return AgentContext(state.system_prompt, HistorySnapshot(state.messages), state.tools)
 
 
 def _image_url(block: ImageContent) -> dict[str, Any]:
@@ -135,23 +142,18 @@ class _MessageCache:
 
     Kept in a private attribute of the message, so it lives and dies with the message.
     ``wire`` is the message's read-only wire dict (``_SKIP`` for a kind of message that is
-    not sent), None until first needed. ``prefix`` is set on the last message of the latest
-    request: that request's snapshot of messages, its ``_identity.identity_key`` and its
-    wires, to be reused by the next request (see ``_history_wires``); it refers back to
-    its own message, a cycle the garbage collector frees with the conversation. A copy of
-    the message (``copy.deepcopy``, ``pickle``) starts with an empty cache; ``copy.copy``
-    shares it, which is right since the copy holds the very same field objects.
+    not sent), None until first needed. A copy of the message (``copy.deepcopy``,
+    ``pickle``) starts with an empty cache; ``copy.copy`` shares it, which is right since
+    the copy holds the very same field objects.
 
-    Thread safety: any thread may read or set either slot (one attribute store each, atomic);
-    two threads that fill ``wire`` at once compute equal values, and a ``prefix`` lost to a
-    race only costs the next request its shortcut.
+    Thread safety: any thread may read or set ``wire`` (one attribute store, atomic); two
+    threads that fill it at once compute equal values.
     """
 
-    __slots__ = ("wire", "prefix")
+    __slots__ = ("wire",)
 
     def __init__(self) -> None:
         self.wire: Any = None
-        self.prefix: Optional[tuple[list[AgentMessage], Optional[bytes], list[dict[str, Any]]]] = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "_MessageCache":
         return _MessageCache()
@@ -160,9 +162,18 @@ class _MessageCache:
         return (_MessageCache, ())
 
 
-_CACHE_ATTR = "_yiemagent_cache"
+class _LatestRequest(NamedTuple):
+    """The latest request made from a ``History``, kept on it: the wires of ``history[:length]``
+    as they were when its ``edits`` was ``edits`` (see ``_history_wires``)."""
+
+    edits: int
+    length: int
+    wires: list[dict[str, Any]]
+
+
+_CACHE_ATTR = "_yiemagent_cache"  # on a message: its _MessageCache
+_LATEST_ATTR = "_yiemagent_latest_request"  # on a History: its _LatestRequest
 _SKIP = FrozenDict()  # the cached "wire" of a message that is not sent (an unknown AgentMessage subclass)
-_LOOK_BACK = 256  # how far from the end a request looks for the previous request's last message
 
 
 def _cache_of(msg: AgentMessage) -> Optional[_MessageCache]:
@@ -195,33 +206,25 @@ def _wires_of(messages: list[AgentMessage]) -> list[dict[str, Any]]:
 def _history_wires(given: Any) -> list[dict[str, Any]]:
     """The wire dicts of a context's messages, in order (the system message aside).
 
-    The previous request's messages and wires are remembered on its last message. If that
-    message is among the last ``_LOOK_BACK`` of this history, and everything up to it is
-    the very same message objects (identity, not equality: ``1 == True`` but their JSON
-    differs; ``_identity.begins_with``), those wires are reused and only the messages
-    after it are looked at. Anything else — a message replaced, removed, inserted or moved
-    anywhere — and every wire comes from each message's own cache. Nothing here walks
-    the whole history in Python: a round copies lists of references and compares them.
+    When ``given`` is a ``HistorySnapshot`` that still has its lineage (the default
+    ``prepare_context`` made it and nobody changed it), and its source ``History`` holds a
+    record of its latest request made at the same ``edits`` count and no longer than
+    ``given``, then ``given`` begins with that request's very messages (only appends
+    happened in between: ``_history_list``), so its wires are reused and only the
+    messages after it are looked at. Otherwise — a plain list, a changed snapshot, a
+    history edited since — every wire comes from each message's own cache: one dict
+    lookup per message, still exact. The record is replaced by this request's whenever
+    ``given`` has a lineage. Nothing here compares messages: the edit count says it all.
     """
-    history = list(given)  # our own snapshot: the caller may change its list afterwards
-    key = identity_key(history)
-    found, index = None, -1
-    for index in range(len(history) - 1, max(len(history) - _LOOK_BACK, 0) - 1, -1):
-        cache = getattr(history[index], _CACHE_ATTR, None)
-        if cache is not None and cache.prefix is not None:
-            found = cache
-            break
-    memo = found.prefix if found is not None else None
-    if memo is not None and len(memo[0]) == index + 1 and begins_with(history, key, memo[0], memo[1]):
-        wires = memo[2] + _wires_of(history[index + 1 :])
+    lineage = given.lineage if isinstance(given, HistorySnapshot) else None
+    latest = getattr(lineage.source, _LATEST_ATTR, None) if lineage is not None else None
+    if latest is not None and latest.edits == lineage.edits and latest.length <= lineage.length:  # type: ignore[union-attr]
+        wires = latest.wires + _wires_of(given[latest.length : lineage.length])  # type: ignore[union-attr]
     else:
-        wires = _wires_of(history)
-    if found is not None:
-        found.prefix = None  # one remembered request per conversation: the newest
-    if history:
-        last = _cache_of(history[-1])
-        if last is not None:
-            last.prefix = (history, key, wires)
+        wires = _wires_of(given)
+    # the lineage is read again last: a snapshot changed meanwhile has dropped it (first thing)
+    if lineage is not None and given.lineage is lineage:
+        setattr(lineage.source, _LATEST_ATTR, _LatestRequest(lineage.edits, lineage.length, wires))
     return wires
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ._history_list import History
 from .errors import ToolDefinitionError
 from .messages import AgentMessage, AssistantMessage, LLMModel, LLMUsage, ToolResultMessage
 
@@ -253,7 +254,7 @@ class AgentState:
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     model: Optional[LLMModel] = None
     tools: Mapping[str, AgentTool] = field(default_factory=dict)
-    messages: list[AgentMessage] = field(default_factory=list)
+    messages: list[AgentMessage] = field(default_factory=History)  # a list that counts its edits (issue 12)
     pending_tool_calls: set[str] = field(default_factory=set)
     active_run: bool = False
     error_message: Optional[str] = None

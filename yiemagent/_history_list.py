@@ -1,0 +1,163 @@
+"""The agent's history list, and the snapshot of it one LLM round sees (issue 12, docs/performance.md).
+
+``format_msg_for_llm`` reuses the previous request's wire dicts when the new request's
+messages begin with the previous request's very same message objects. Checking that by
+comparing the two lists costs an interpreter call per message, every round. These two
+``list`` subclasses let it know instead, in O(1):
+
+- ``History`` is ``state.messages``. It counts its edits: every change other than adding
+  at the end (``append``, ``extend``, ``+=``) bumps ``edits``. So if a history's ``edits``
+  is the same at two moments, the list at the later moment begins with the very same
+  objects the list held at the earlier one.
+- ``HistorySnapshot`` is ``ctx.messages`` as the default ``prepare_context`` makes it: a
+  copy of a ``History`` that records its ``lineage`` — the source, its ``edits`` and the
+  snapshot's length. Any change to the snapshot itself (a hook adding a reminder, say)
+  drops the lineage, since the snapshot then no longer is a prefix of its source.
+
+Both are real lists: ``==``, ``json``, slicing, ``isinstance`` treat them as lists, and a
+slice, ``+``, ``list(...)`` or ``.copy()`` of one is a plain list. ``copy.copy``,
+``copy.deepcopy`` and ``pickle`` give a fresh ``History`` (a count of its own, nothing
+cached on it) or, for a snapshot, a plain list.
+
+Spec: §19 ``agentState.messages`` (the history) and §14 prepareContext (the round's copy
+of it). Deviation: both are ``list`` subclasses rather than plain lists; everything that
+reads a list reads them alike, and a plain list still works in either place (the
+formatter then takes the slower, exact path: docs/performance.md).
+
+What counting cannot see: a change made by calling ``list``'s own methods on the class
+(``list.__setitem__(history, 0, m)``) or by C code writing into the list directly
+(``heapq`` does). Nothing in yiemagent does either.
+
+Thread safety: one writer at a time (the agent's rule: the run thread during a run, the
+caller only while the agent is idle); any thread may take a snapshot meanwhile. An edit
+bumps ``edits`` before and after the change (odd while it is under way), and a snapshot
+keeps its lineage only if it read the same even count before and after copying the
+items — a sequence lock without a lock, so a snapshot never claims a lineage for items
+copied in the middle of an edit. A snapshot's lineage is dropped before the snapshot is
+changed, so a reader that reads the items first and the lineage last never pairs a
+lineage with changed items.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, NamedTuple, Optional
+
+__all__ = ["History", "HistorySnapshot", "Lineage"]
+
+# Every list method that changes the list in place besides append / extend / __iadd__
+# (which only add at the end). tests/test_format_cache.py checks this against dir(list).
+EDITING_METHODS = ("__init__", "__setitem__", "__delitem__", "__imul__", "insert", "pop", "remove", "clear", "sort", "reverse")
+APPENDING_METHODS = ("append", "extend", "__iadd__")
+
+
+def _counted(name: str) -> Callable[..., Any]:
+    base = getattr(list, name)
+
+    def edit(self: "History", *args: Any, **kwargs: Any) -> Any:
+        self.edits += 1  # odd: an edit is under way
+        try:
+            return base(self, *args, **kwargs)
+        finally:
+            self.edits += 1  # even again (also when the edit raised: it may have changed part)
+
+    edit.__name__ = name
+    edit.__doc__ = f"``list.{name}``, counted as an edit (it may change what is already in the list)."
+    return edit
+
+
+class History(list):  # type: ignore[type-arg]
+    """``state.messages``: a list that counts every change other than adding at the end.
+
+    ``edits`` is even, and grows by 2 with each call of a method that may change,
+    remove or move what is already in the list (``EDITING_METHODS``: item and slice
+    assignment and deletion, ``insert``, ``pop``, ``remove``, ``clear``, ``sort``,
+    ``reverse``, ``*=``). ``append``, ``extend`` and ``+=`` keep it: they only add at the
+    end. ``format_msg_for_llm`` keeps its record of the latest request on the list (a
+    private attribute), so the record lives and dies with the history.
+    """
+
+    edits = 0  # class default; an instance's own count appears with its first edit
+
+    __init__ = _counted("__init__")  # called again on a list, it replaces the contents
+    __setitem__ = _counted("__setitem__")  # items and slices alike
+    __delitem__ = _counted("__delitem__")
+    __imul__ = _counted("__imul__")
+    insert = _counted("insert")
+    pop = _counted("pop")
+    remove = _counted("remove")
+    clear = _counted("clear")
+    sort = _counted("sort")
+    reverse = _counted("reverse")
+
+    def __copy__(self) -> "History":
+        return History(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "History":
+        return History(copy.deepcopy(list(self), memo))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (History, (list(self),))
+
+
+class Lineage(NamedTuple):
+    """Where a snapshot came from: it equals ``source[:length]`` while ``source.edits == edits``."""
+
+    source: History
+    edits: int
+    length: int
+
+
+def _dropping(name: str) -> Callable[..., Any]:
+    base = getattr(list, name)
+
+    def change(self: "HistorySnapshot", *args: Any, **kwargs: Any) -> Any:
+        self.lineage = None  # first: a reader that finds the lineage afterwards read the items before
+        return base(self, *args, **kwargs)
+
+    change.__name__ = name
+    change.__doc__ = f"``list.{name}``; the snapshot no longer is a prefix of its source, so its lineage is dropped."
+    return change
+
+
+class HistorySnapshot(list):  # type: ignore[type-arg]
+    """A copy of a history for one LLM round (``ctx.messages``), recording its ``lineage``.
+
+    ``lineage`` is None when the source is not a ``History`` (a plain list), when an edit
+    of the source was under way while copying, or once the snapshot itself was changed
+    by any method (``EDITING_METHODS`` and ``APPENDING_METHODS`` alike).
+    """
+
+    lineage: Optional[Lineage] = None
+
+    def __init__(self, source: Any = ()) -> None:
+        self.lineage = None  # also when called again on a snapshot
+        if not isinstance(source, History):
+            list.__init__(self, source)
+            return
+        before = source.edits
+        list.__init__(self, source[:])  # a slice is one memcpy; iterating a subclass goes item by item
+        if before == source.edits and before % 2 == 0:
+            self.lineage = Lineage(source, before, len(self))
+
+    __setitem__ = _dropping("__setitem__")
+    __delitem__ = _dropping("__delitem__")
+    __imul__ = _dropping("__imul__")
+    __iadd__ = _dropping("__iadd__")
+    insert = _dropping("insert")
+    pop = _dropping("pop")
+    remove = _dropping("remove")
+    clear = _dropping("clear")
+    sort = _dropping("sort")
+    reverse = _dropping("reverse")
+    append = _dropping("append")
+    extend = _dropping("extend")
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return copy.deepcopy(list(self), memo)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
