@@ -9,12 +9,11 @@ apart, so ``reasoning_tokens`` stays 0 (they are inside ``output_tokens``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any, Optional
 
 from ..messages import AssistantMessage, LLMUsage, TextContent
-from ._wire import Emit, ReplyError, payload_error, require_object, token_count
+from ._wire import Emit, ReplyError, loads_json, payload_error, require_object, token_count
 
 __all__ = ["AnthropicStream", "parse_anthropic_response", "parse_anthropic_stream"]
 
@@ -76,8 +75,8 @@ def _tool_input(text: str) -> Any:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = loads_json(text)
+    except ValueError:  # not JSON, NaN, nested too deeply: the call gets an error result naming it
         return text
     return value if isinstance(value, dict) else text
 

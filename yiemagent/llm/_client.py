@@ -15,7 +15,6 @@ its text is emitted at once). Anything else, such as a proxy's HTML page, is an
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any, Optional, Protocol
 
@@ -26,7 +25,7 @@ from ._guard import CallGuard
 from ._http import Transport, iter_body, read_capped
 from ._secrets import Secrets
 from ._sse import SSEError, SSEParser
-from ._wire import Emit, ReplyError, message_text, payload_error
+from ._wire import Emit, ReplyError, loads_json, message_text, payload_error
 
 __all__ = ["DEFAULT_DEADLINE_S", "HTTPClient", "StreamAccumulator"]
 
@@ -176,9 +175,9 @@ class HTTPClient:
                 done = True
                 break
             try:
-                event = json.loads(self._transport.secrets.redact(data))
-            except ValueError:
-                raise ReplyError(f"stream data that is not JSON: {self._transport.secrets.redact(data[:200])!r}") from None
+                event = loads_json(self._transport.secrets.redact(data))
+            except ValueError as exc:
+                raise ReplyError(f"stream data that is not JSON ({exc}): {self._transport.secrets.redact(data[:200])!r}") from None
             if name == "error":
                 raise payload_error(event, forced=True)  # type: ignore[misc]
             if accumulator.add(event):

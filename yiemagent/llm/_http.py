@@ -22,7 +22,6 @@ so that an abort or the deadline ends it.
 from __future__ import annotations
 
 import http.client
-import json
 import logging
 import math
 import threading
@@ -38,7 +37,7 @@ from ..errors import LLMError
 from ..streaming import current_abort_signal
 from ._guard import ABORTED, DEADLINE, CallGuard, GuardedAdapter
 from ._secrets import Secrets
-from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, payload_error, server_message
+from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, loads_json, payload_error, server_message
 
 __all__ = ["ERROR_BODY_BYTES", "Transport", "install_log_filter"]
 
@@ -237,7 +236,7 @@ class Transport:
             return self._guard_error(guard, url)
         text = self.secrets.redact(raw.decode("utf-8", errors="replace"))
         try:
-            body = json.loads(text)
+            body = loads_json(text)
         except ValueError:
             body = None
         status = response.status_code
@@ -255,7 +254,7 @@ class Transport:
         """The whole body parsed as JSON (masked first); a body that is not JSON, or an error object, is a ``ReplyError``."""
         text = self.secrets.redact(read_capped(response, limit).decode("utf-8", errors="replace"))
         try:
-            data = json.loads(text)
+            data = loads_json(text)
         except ValueError:
             kind = response.headers.get("Content-Type") or "no Content-Type"
             raise ReplyError(f"HTTP {response.status_code} ({kind}) with a body that is not JSON: {text[:200].strip()!r}") from None

@@ -1,0 +1,92 @@
+"""A hostile server against both clients (review): every failure an LLMError, nothing a reply holds poisons the next request.
+
+Real bytes from a real ``http.server`` on 127.0.0.1 (tests/localserver.py); no mocks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from localserver import LocalServer, Reply
+from yiemagent import LLMError
+from yiemagent.llm import AnthropicClient, OpenAIClient
+from yiemagent.llm._wire import message_text
+from yiemagent.streaming import stream_to
+
+FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
+JSON = {"Content-Type": "application/json"}
+SSE = {"Content-Type": "text/event-stream"}
+DEEP = b"[" * 100_000 + b"]" * 100_000  # deeper than the interpreter's recursion limit
+
+
+def openai(url: str, **kw) -> OpenAIClient:
+    return OpenAIClient(url, "m", "sk-test-0123456789", max_retries=0, **kw)
+
+
+def anthropic(url: str, **kw) -> AnthropicClient:
+    return AnthropicClient("m", "sk-ant-0123456789", base_url=url, max_retries=0, **kw)
+
+
+def sse(*events) -> bytes:
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+def call(client, reply: Reply, formatted=FORMATTED):
+    with LocalServer(lambda request: reply) as server:
+        return client(server.url)(formatted), server.requests
+
+
+@pytest.mark.parametrize(
+    "reply, stream",
+    [
+        (Reply(body=DEEP, headers=JSON), False),
+        (Reply(status=500, body=DEEP, headers=JSON), False),
+        (Reply(chunks=[b"data: " + DEEP + b"\n\n"]), True),
+    ],
+    ids=["reply", "error-body", "stream-event"],
+)
+def test_json_nested_past_the_recursion_limit_is_an_llm_error(reply, stream):
+    """json.loads raises RecursionError (not a ValueError) on such nesting; it escaped client(formatted)."""
+    with pytest.raises(LLMError):
+        call(lambda url: openai(url, stream=stream), reply)
+
+
+def test_a_reply_holding_nan_is_an_llm_error_not_a_reply():
+    """Python's json reads NaN; a reply carrying it would make every later request unsendable."""
+    body = b'{"choices": [{"message": {"content": "x", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"x": NaN}}}]}}]}'
+    with pytest.raises(LLMError, match="not JSON"):
+        call(openai, Reply(body=body, headers=JSON))
+
+
+def test_streamed_tool_input_holding_infinity_reaches_the_tool_as_text_not_as_a_float():
+    events = [
+        {"type": "message_start", "message": {"model": "m", "usage": {}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t1", "name": "f", "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"x": 1e400}'}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+        {"type": "message_stop"},
+    ]
+    reply, _ = call(lambda url: anthropic(url, stream=True), Reply(chunks=[sse(*events)]))
+    arguments = reply.content[0]["arguments"]
+    assert arguments == '{"x": 1e400}'
+
+
+def test_history_arguments_holding_nan_do_not_make_the_anthropic_request_unsendable():
+    """Arguments text with NaN (a model wrote it; json.dumps writes it back) went out as a float NaN: requests refused the body."""
+    formatted = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": NaN}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "bad arguments"},
+        ]
+    }
+    body = {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}
+    reply, requests = call(anthropic, Reply(body=body), formatted)
+    assert reply.content[0].text == "ok"
+    sent = json.loads(requests[0].body, parse_constant=lambda name: pytest.fail(f"{name} sent"))
+    tool_use = sent["messages"][1]["content"][0]
+    assert tool_use["type"] == "tool_use" and not any(isinstance(v, float) and not math.isfinite(v) for v in tool_use["input"].values())
