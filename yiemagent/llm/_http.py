@@ -255,9 +255,9 @@ class Transport:
         text = self.secrets.redact(read_capped(response, limit).decode("utf-8", errors="replace"))
         try:
             data = loads_json(text)
-        except ValueError:
+        except ValueError as exc:
             kind = response.headers.get("Content-Type") or "no Content-Type"
-            raise ReplyError(f"HTTP {response.status_code} ({kind}) with a body that is not JSON: {text[:200].strip()!r}") from None
+            raise ReplyError(f"HTTP {response.status_code} ({kind}) with a body that is not JSON ({exc}): {text[:200].strip()!r}") from None
         error = payload_error(data)
         if error is not None:
             raise error
