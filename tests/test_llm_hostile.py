@@ -90,3 +90,82 @@ def test_history_arguments_holding_nan_do_not_make_the_anthropic_request_unsenda
     sent = json.loads(requests[0].body, parse_constant=lambda name: pytest.fail(f"{name} sent"))
     tool_use = sent["messages"][1]["content"][0]
     assert tool_use["type"] == "tool_use" and not any(isinstance(v, float) and not math.isfinite(v) for v in tool_use["input"].values())
+
+
+def anthropic_stream(*blocks_and_deltas) -> Reply:
+    """A Messages API stream of ``(index, start_block, [delta, ...])`` items, each block stopped after its deltas."""
+    events = [{"type": "message_start", "message": {"model": "m", "usage": {"input_tokens": 1}}}]
+    for index, block, deltas in blocks_and_deltas:
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+        events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    events += [{"type": "message_delta", "delta": {"stop_reason": "end_turn"}}, {"type": "message_stop"}]
+    return Reply(chunks=[sse(*events)])
+
+
+def streamed(reply: Reply):
+    deltas = {"text": [], "thinking": []}
+    with stream_to(lambda kind, text: deltas[kind].append(text)):
+        message, _ = call(lambda url: anthropic(url, stream=True), reply)
+    return message, {kind: "".join(pieces) for kind, pieces in deltas.items()}
+
+
+def text(t):
+    return {"type": "text_delta", "text": t}
+
+
+def thought(t):
+    return {"type": "thinking_delta", "thinking": t}
+
+
+def test_anthropic_deltas_join_to_the_final_text_with_empty_and_interleaved_blocks():
+    """An empty text block is dropped from the reply, so it must not add a "\\n" to the deltas either."""
+    message, joined = streamed(
+        anthropic_stream(
+            (0, {"type": "text", "text": ""}, []),
+            (1, {"type": "thinking", "thinking": ""}, [thought("a")]),
+            (2, {"type": "text", "text": ""}, [text("Hello")]),
+            (3, {"type": "text", "text": ""}, [text("")]),
+            (4, {"type": "thinking", "thinking": ""}, []),
+            (5, {"type": "text"}, [text("World")]),
+            (6, {"type": "thinking"}, [thought("b")]),
+        )
+    )
+    assert message_text(message, "text") == "Hello\nWorld"
+    assert joined["text"] == message_text(message, "text")
+    assert joined["thinking"] == message_text(message, "thinking") == "a\n\nb"
+
+
+@pytest.mark.parametrize("start", [{"type": "text", "text": 5}, {"type": "thinking", "thinking": ["x"], "signature": 7}])
+def test_anthropic_block_start_with_values_that_are_not_text_is_read_not_a_type_error(start):
+    """A start block whose text/thinking/signature is not a string raised TypeError on the first delta."""
+    kind = start["type"]
+    deltas = [text("x")] if kind == "text" else [thought("x"), {"type": "signature_delta", "signature": "sig"}]
+    message, joined = streamed(anthropic_stream((0, start, deltas)))
+    assert joined[kind] == message_text(message, kind) == "x"
+    if kind == "thinking":
+        assert message.content[0]["signature"] == "sig"
+
+
+@pytest.mark.parametrize(
+    "block, delta",
+    [
+        ({"type": "tool_use", "id": "t", "name": "rm", "input": {}}, text("rm -rf /")),
+        ({"type": "thinking", "thinking": ""}, text("shown as text, kept as thinking")),
+        ({"type": "text", "text": ""}, {"type": "input_json_delta", "partial_json": '{"path": "/"}'}),
+        ({"type": "text", "text": ""}, {"type": "text_delta", "text": 5}),
+    ],
+    ids=["text-into-tool-use", "text-into-thinking", "json-into-text", "text-not-a-string"],
+)
+def test_anthropic_delta_that_does_not_match_its_block_is_an_llm_error(block, delta):
+    """Such a delta was emitted as text but not kept in the reply (or kept where it did not belong)."""
+    shown = []
+    with stream_to(lambda kind, t: shown.append(t)), pytest.raises(LLMError, match="block|not text"):
+        call(lambda url: anthropic(url, stream=True), anthropic_stream((0, block, [delta])))
+    assert "".join(shown) == ""
+
+
+def test_anthropic_block_started_twice_is_an_llm_error():
+    """A second start of one index replaced the first block after its text had been shown."""
+    with pytest.raises(LLMError, match="a second time"):
+        streamed(anthropic_stream((0, {"type": "text", "text": ""}, [text("A")]), (0, {"type": "text", "text": ""}, [text("B")])))
