@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import traceback
 
 import pytest
 
-from localserver import LocalServer, Reply
+from localserver import LocalServer, Reply, free_port_url
 from yiemagent import LLMError
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.llm._wire import message_text
@@ -169,3 +170,29 @@ def test_anthropic_block_started_twice_is_an_llm_error():
     """A second start of one index replaced the first block after its text had been shown."""
     with pytest.raises(LLMError, match="a second time"):
         streamed(anthropic_stream((0, {"type": "text", "text": ""}, [text("A")]), (0, {"type": "text", "text": ""}, [text("B")])))
+
+
+KEY = "sk-live/ABCDEF+0123456789"  # a "/" and a "+", as in a base64 key
+
+
+def test_a_key_in_the_url_is_masked_in_the_whole_traceback_of_a_connection_failure():
+    """requests' ConnectionError and the urllib3 errors it wraps name the URL, ?key= and all, in their args."""
+    client = OpenAIClient(f"{free_port_url()}/v1?key={KEY}", "m", max_retries=0)
+    with pytest.raises(LLMError) as info:
+        client(FORMATTED)
+    printed = "".join(traceback.format_exception(info.value))
+    assert "could not connect" in printed and "ConnectionError" in printed
+    assert "ABCDEF" not in printed
+
+
+@pytest.mark.parametrize("escape", [lambda s: s.replace("/", "\\/"), lambda s: s.replace("sk-", "\\u0073k-")], ids=["slash", "unicode"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_key_the_server_echoes_with_json_escapes_is_masked_in_the_reply(escape, stream):
+    """The raw text was masked before parsing only: an escaped echo of the key came back whole in the reply."""
+    if stream:
+        event = {"choices": [{"delta": {"content": f"your key is {KEY}"}, "finish_reason": "stop"}]}
+        reply = Reply(chunks=[escape(f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n").encode()])
+    else:
+        reply = Reply(body=escape(json.dumps({"choices": [{"message": {"content": f"your key is {KEY}"}}]})).encode(), headers=JSON)
+    message, _ = call(lambda url: OpenAIClient(url, "m", max_retries=0, headers={"api-key": KEY}, stream=stream), reply)
+    assert message_text(message, "text") == "your key is ***"

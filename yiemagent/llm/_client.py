@@ -175,7 +175,7 @@ class HTTPClient:
                 done = True
                 break
             try:
-                event = loads_json(self._transport.secrets.redact(data))
+                event = self._transport.secrets.redact_json(loads_json(self._transport.secrets.redact(data)))
             except ValueError as exc:
                 raise ReplyError(f"stream data that is not JSON ({exc}): {self._transport.secrets.redact(data[:200])!r}") from None
             if name == "error":

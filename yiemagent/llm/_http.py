@@ -124,6 +124,13 @@ class Transport:
             LLMError: a failure that is not retried, the deadline, an abort, a requested
                 delay above the cap, or the last failure once the retries are spent.
         """
+        try:
+            return self._call(url, body, headers, read)
+        except LLMError as error:
+            self.secrets.scrub_exception(error)  # its causes' args name the URL, which may hold a key
+            raise
+
+    def _call(self, url: str, body: dict[str, Any], headers: dict[str, str], read: Callable[[requests.Response, CallGuard], _T]) -> _T:
         with CallGuard(self.deadline_s, current_abort_signal()) as guard:
             retry = self._retry_policy()
             attempt = 0
@@ -251,7 +258,7 @@ class Transport:
         )
 
     def json_body(self, response: requests.Response, limit: Optional[int] = None) -> Any:
-        """The whole body parsed as JSON (masked first); a body that is not JSON, or an error object, is a ``ReplyError``."""
+        """The whole body parsed as JSON, masked before and after parsing; a body that is not JSON, or an error object, is a ``ReplyError``."""
         text = self.secrets.redact(read_capped(response, limit).decode("utf-8", errors="replace"))
         try:
             data = loads_json(text)
@@ -261,7 +268,7 @@ class Transport:
         error = payload_error(data)
         if error is not None:
             raise error
-        return data
+        return self.secrets.redact_json(data)
 
 
 def _tripped(guard: CallGuard) -> bool:

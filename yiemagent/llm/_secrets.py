@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Optional
-from urllib.parse import parse_qsl, urlsplit
+from typing import Any, Optional
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 __all__ = ["MASK", "MIN_SECRET_CHARS", "Secrets", "is_credential_header"]
 
@@ -76,6 +76,58 @@ class Secrets:
                 text = text.replace(value, MASK)
         return text
 
+    def redact_json(self, value: Any) -> Any:
+        """``value`` (parsed JSON) with every credential masked in each string and key.
+
+        Masking the raw text before parsing misses a credential the server wrote with JSON
+        escapes (``\\/`` for ``/``, as PHP does, or ``\\u0073k-…``); the parsed strings hold
+        it plainly. Walks without recursion (a reply may nest as deep as the parser allows).
+        """
+        if not self._values:
+            return value
+        if isinstance(value, str):
+            return self.redact(value)
+        root = [value]
+        stack: list[tuple[Any, Any]] = [(root, 0)]
+        while stack:
+            container, key = stack.pop()
+            item = container[key]
+            if isinstance(item, str):
+                container[key] = self.redact(item)
+            elif isinstance(item, list):
+                stack.extend((item, i) for i in range(len(item)))
+            elif isinstance(item, dict):
+                if any(any(v in k for v in self._values) for k in item):
+                    item_copy = {self.redact(k): v for k, v in item.items()}
+                    item.clear()
+                    item.update(item_copy)
+                stack.extend((item, k) for k in item)
+        return root[0]
+
+    def scrub_exception(self, error: BaseException) -> None:
+        """Mask credentials in the ``args`` of ``error`` and of every exception it was caused by (in place).
+
+        A traceback prints the whole ``__cause__``/``__context__`` chain: requests'
+        ``ConnectionError`` names the URL (with a ``?key=``) in its args, and so do the
+        exceptions it wraps.
+        """
+        if not self._values:
+            return
+        seen: set[int] = set()
+        pending: list[BaseException] = [error]
+        while pending:
+            current = pending.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            pending += [a for a in current.args if isinstance(a, BaseException)]
+            pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+            if any(v in repr(current.args) for v in self._values):
+                try:
+                    current.args = tuple(a if isinstance(a, BaseException) else self.redact(a if isinstance(a, str) else repr(a)) for a in current.args)
+                except (AttributeError, TypeError):
+                    pass  # an exception type whose args cannot be set: nothing else to do
+
     def masked_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         """``headers`` with the value of each credential header replaced by ``***`` (for reprs and logs)."""
         return {
@@ -90,5 +142,10 @@ def _url_secrets(url: str) -> Iterable[str]:
         return ()
     parts = urlsplit(url)
     found = [parts.password] if parts.password else []
-    found += [value for name, value in parse_qsl(parts.query) if value and _CREDENTIAL_NAME.search(name)]
+    for pair in parts.query.split("&"):
+        name, _, value = pair.partition("=")
+        if value and _CREDENTIAL_NAME.search(unquote_plus(name)):
+            # as written, and decoded both ways: a "+" in a key is a "+" in the URL text
+            # (and in requests' messages) but a space once form-decoded
+            found += [value, unquote(value), unquote_plus(value)]
     return found
