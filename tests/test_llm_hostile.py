@@ -196,3 +196,18 @@ def test_a_key_the_server_echoes_with_json_escapes_is_masked_in_the_reply(escape
         reply = Reply(body=escape(json.dumps({"choices": [{"message": {"content": f"your key is {KEY}"}}]})).encode(), headers=JSON)
     message, _ = call(lambda url: OpenAIClient(url, "m", max_retries=0, headers={"api-key": KEY}, stream=stream), reply)
     assert message_text(message, "text") == "your key is ***"
+
+
+@pytest.mark.parametrize("cuts", [(7,), (3, 12), tuple(range(1, len(KEY)))], ids=["one-cut", "two-cuts", "every-char"])
+def test_a_key_split_across_stream_deltas_is_masked_in_the_deltas_and_the_reply(cuts):
+    """Each delta was masked alone: a key sent in pieces reached the sink and the history whole."""
+    said = f"the key: {KEY}, again {KEY}."
+    start = said.index(KEY)
+    bounds = [0, *[start + c for c in cuts], len(said)]
+    events = [{"choices": [{"delta": {"content": said[a:b]}}]} for a, b in zip(bounds, bounds[1:])]
+    events.append({"choices": [{"delta": {}, "finish_reason": "stop"}]})
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    shown = []
+    with stream_to(lambda kind, t: shown.append(t)):
+        message, _ = call(lambda url: OpenAIClient(url, "m", KEY, max_retries=0, stream=True), Reply(chunks=[body.encode()]))
+    assert "".join(shown) == message_text(message, "text") == "the key: ***, again ***."

@@ -15,15 +15,16 @@ its text is emitted at once). Anything else, such as a proxy's HTML page, is an
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any, Optional, Protocol
 
 import requests
 
-from ..messages import AssistantMessage
+from ..messages import AssistantMessage, TextContent
 from ._guard import CallGuard
 from ._http import Transport, iter_body, read_capped
-from ._secrets import Secrets
+from ._secrets import DeltaMasker, Secrets
 from ._sse import SSEError, SSEParser
 from ._wire import Emit, ReplyError, loads_json, message_text, payload_error
 
@@ -168,7 +169,9 @@ class HTTPClient:
                 f"a stream request answered with HTTP {response.status_code} and Content-Type {media_type!r}, "
                 f"not server-sent events: {self._transport.secrets.redact(snippet).strip()!r}"
             )
-        accumulator = self._accumulator(guard.emit)
+        secrets = self._transport.secrets
+        masker = DeltaMasker(secrets, guard.emit)  # a key split across two deltas is masked too
+        accumulator = self._accumulator(masker.emit)
         done = False
         for name, data in events:
             if data == "[DONE]":
@@ -183,7 +186,9 @@ class HTTPClient:
             if accumulator.add(event):
                 done = True
                 break
-        return accumulator.finish(done)
+        message = accumulator.finish(done)
+        masker.flush()
+        return _masked(message, secrets)
 
     def _sse_events(self, response: requests.Response) -> Iterator[tuple[str, str]]:
         parser = SSEParser(self.max_event_bytes)
@@ -221,3 +226,11 @@ class HTTPClient:
 
 def _media_type(response: requests.Response) -> str:
     return (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+
+
+def _masked(message: AssistantMessage, secrets: Secrets) -> AssistantMessage:
+    """``message`` with credentials masked in its joined text (a key split across stream events is whole only here)."""
+    if not secrets:
+        return message
+    content = [TextContent(secrets.redact(b.text)) if isinstance(b, TextContent) else secrets.redact_json(b) for b in message.content]
+    return dataclasses.replace(message, content=content)

@@ -20,11 +20,11 @@ protects nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 from urllib.parse import unquote, unquote_plus, urlsplit
 
-__all__ = ["MASK", "MIN_SECRET_CHARS", "Secrets", "is_credential_header"]
+__all__ = ["MASK", "MIN_SECRET_CHARS", "DeltaMasker", "Secrets", "is_credential_header"]
 
 MASK = "***"
 MIN_SECRET_CHARS = 8
@@ -128,12 +128,62 @@ class Secrets:
                 except (AttributeError, TypeError):
                     pass  # an exception type whose args cannot be set: nothing else to do
 
+    def held_suffix(self, text: str) -> int:
+        """The length of the longest end of ``text`` that begins a credential (0 if none).
+
+        A stream shows text piece by piece: a credential split across two pieces is masked
+        in neither. Holding back such an end until the next piece (``DeltaMasker``)
+        masks it whole.
+        """
+        longest = 0
+        for value in self._values:
+            tail = text[len(text) - len(value) + 1 :] if len(text) >= len(value) else text
+            start = tail.find(value[0])
+            while start != -1:  # the earliest start that begins the value is the longest end
+                if value.startswith(tail[start:]):
+                    longest = max(longest, len(tail) - start)
+                    break
+                start = tail.find(value[0], start + 1)
+        return longest
+
     def masked_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         """``headers`` with the value of each credential header replaced by ``***`` (for reprs and logs)."""
         return {
             name: MASK if name.lower() in self._header_names or value in self._all or is_credential_header(name, value) else self.redact(value)
             for name, value in headers.items()
         }
+
+
+class DeltaMasker:
+    """Masks credentials in a stream of text pieces of each kind, even one split across pieces.
+
+    ``emit(kind, text)`` passes on what cannot be the start of a credential and holds back
+    the rest; ``flush()`` passes on what is held once the stream is whole. The pieces of
+    a kind, joined, equal ``secrets.redact`` of the text joined.
+
+    Thread safety: none; one masker belongs to the thread reading one response.
+    """
+
+    def __init__(self, secrets: Secrets, emit: Callable[[str, str], None]) -> None:
+        self._secrets = secrets
+        self._emit = emit
+        self._held: dict[str, str] = {}
+
+    def emit(self, kind: str, text: str) -> None:
+        if not self._secrets._values:
+            self._emit(kind, text)
+            return
+        text = self._secrets.redact(self._held.pop(kind, "") + text)
+        keep = self._secrets.held_suffix(text)
+        if keep:
+            text, self._held[kind] = text[:-keep], text[-keep:]
+        if text:
+            self._emit(kind, text)
+
+    def flush(self) -> None:
+        held, self._held = self._held, {}
+        for kind, text in held.items():
+            self._emit(kind, text)
 
 
 def _url_secrets(url: str) -> Iterable[str]:
