@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import threading
 import traceback
 
 import pytest
 
 from localserver import LocalServer, Reply, free_port_url
-from yiemagent import LLMError
+from yiemagent import AbortSignal, LLMError
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.llm._wire import message_text
 from yiemagent.streaming import stream_to
@@ -20,6 +22,7 @@ from yiemagent.streaming import stream_to
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
 JSON = {"Content-Type": "application/json"}
 SSE = {"Content-Type": "text/event-stream"}
+WAIT = 10
 DEEP = b"[" * 100_000 + b"]" * 100_000  # deeper than the interpreter's recursion limit
 
 
@@ -211,3 +214,61 @@ def test_a_key_split_across_stream_deltas_is_masked_in_the_deltas_and_the_reply(
     with stream_to(lambda kind, t: shown.append(t)):
         message, _ = call(lambda url: OpenAIClient(url, "m", KEY, max_retries=0, stream=True), Reply(chunks=[body.encode()]))
     assert "".join(shown) == message_text(message, "text") == "the key: ***, again ***."
+
+
+class SilentTLSPeer:
+    """A TCP server that reads a client's TLS ClientHello and never answers it (no TLS at all)."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self._listener.getsockname()[1]}/v1"
+        self.hello = threading.Event()  # set once the client is inside its handshake
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        connection, _ = self._listener.accept()
+        with connection:
+            connection.recv(65536)  # the ClientHello
+            self.hello.set()
+            self._done.wait()
+
+    def close(self) -> None:
+        self._done.set()
+        self._listener.close()
+
+
+def call_in_thread(client, signal=None):
+    """Run ``client(FORMATTED)`` in a thread (inside ``stream_to`` when a signal is given); return the thread and its outcome."""
+    outcome: list = []
+
+    def run():
+        try:
+            if signal is None:
+                client(FORMATTED)
+            else:
+                with stream_to(lambda kind, text: None, signal):
+                    client(FORMATTED)
+        except BaseException as exc:  # the test inspects it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_abort_during_a_tls_handshake_the_server_never_answers_ends_the_call_at_once():
+    """TLS takes the socket's descriptor over during the handshake: shutting connection.sock down did nothing, so the call waited out `timeout`."""
+    peer = SilentTLSPeer()
+    try:
+        signal = AbortSignal()
+        thread, outcome = call_in_thread(OpenAIClient(peer.url, "m", max_retries=0, timeout=600, deadline_s=None), signal)
+        assert peer.hello.wait(WAIT)
+        signal.abort("user")
+        thread.join(WAIT)
+        assert not thread.is_alive(), "the aborted call is still in its TLS handshake"
+        assert isinstance(outcome[0], LLMError) and "aborted" in str(outcome[0])
+    finally:
+        peer.close()
+
