@@ -150,7 +150,7 @@ def load_history(path: PathLike) -> list[AgentMessage]:
         raw = handle.read()
     try:
         document = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise MessageFormatError(f"{where} is not JSON: {exc}") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise MessageFormatError(f"{where} is not a yiemagent history (no \"format\": {FORMAT!r})")
