@@ -18,6 +18,7 @@ reading one docstring needs.)
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import json
@@ -42,6 +43,8 @@ logger = logging.getLogger("yiemagent.function_tools")
 # Parameters the pipeline fills in (spec §3 execute's ``signal`` and ``onPartialResult``);
 # the model never sees them.
 PIPELINE_PARAMETERS = ("signal", "on_partial_result")
+# Defaults a call may change in place: each call that omits the argument gets its own copy.
+_MUTABLE = (list, dict, set, bytearray)
 # The function names OpenAI and Anthropic both accept.
 TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -167,8 +170,11 @@ class FunctionToolExecute:
             elif parameter.name in args:
                 known.add(parameter.name)
                 value = parameter.decode(args[parameter.name])
-            elif parameter.positional and parameter.default is not inspect.Parameter.empty:
-                value = parameter.default  # keeps the positions of later positional-only arguments
+            elif parameter.default is not inspect.Parameter.empty and (parameter.positional or isinstance(parameter.default, _MUTABLE)):
+                # a positional-only default keeps the positions of later arguments; a
+                # mutable default is copied, so that no call sees what an earlier one put
+                # in it (the schema promised the model this default, whatever ran before)
+                value = copy.deepcopy(parameter.default) if isinstance(parameter.default, _MUTABLE) else parameter.default
             else:
                 continue
             if parameter.positional:
@@ -273,6 +279,13 @@ def _plan(
     required: list[str] = []
     parameters: list[_Parameter] = []
     extra: Optional[Codec] = None
+    first = next(iter(signature.parameters.values()), None)
+    owner = getattr(fn, "__qualname__", "").rpartition(".")[0]  # "C" for C.m; "f.<locals>" for a nested function
+    if first is not None and first.name in ("self", "cls") and first.name not in hints and owner and not owner.endswith("<locals>"):
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: {_callable_name(target)} is a method taken from its class, so the model would have to send {first.name!r}; "
+            f"pass it bound (tool(instance.method)) or make it a staticmethod or classmethod"
+        )
     for p in signature.parameters.values():
         positional = p.kind is inspect.Parameter.POSITIONAL_ONLY
         if p.name in PIPELINE_PARAMETERS and p.kind is not inspect.Parameter.VAR_KEYWORD:
