@@ -17,7 +17,7 @@ import sys
 from typing import Any, Callable, Optional, TextIO
 
 from .agent import YiemAgent, abort, run_agent, shutdown, take_response
-from .console import ConsolePrinter
+from .console import ConsolePrinter, terminal_safe
 from .errors import AgentClosedError
 from .llm import AnthropicClient, OfflineLLM, OpenAIClient
 from .messages import AssistantMessage, text_of
@@ -74,10 +74,10 @@ def _make_agent(args: argparse.Namespace, llm: Any, out: TextIO, err: TextIO) ->
 def _show(response: AssistantMessage, out: TextIO, err: TextIO, printer: ConsolePrinter) -> int:
     text = text_of(response.content)
     if text and not printer.streamed(response):  # a streamed answer is on the screen already
-        out.write(text + "\n")
+        out.write((terminal_safe(text) if out.isatty() else text) + "\n")  # shown on a terminal, never obeyed
         out.flush()
     if response.stop_reason == "error":
-        err.write(f"error: {response.error_message}\n")
+        err.write(f"error: {terminal_safe(str(response.error_message))}\n")
         return 1
     return 0
 
