@@ -272,3 +272,32 @@ def test_abort_during_a_tls_handshake_the_server_never_answers_ends_the_call_at_
     finally:
         peer.close()
 
+
+
+@pytest.mark.parametrize(
+    "formatted",
+    [
+        "hello",
+        {"messages": None},
+        {"messages": ["hello"]},
+        {"messages": [{"role": "user", "content": "x"}], "temperature": float("nan")},
+        {"messages": [{"role": "user", "content": "x"}], "metadata": {"when": object()}},
+    ],
+    ids=["a-string", "messages-none", "message-a-string", "nan-option", "object-option"],
+)
+@pytest.mark.parametrize("make", [openai, anthropic], ids=["openai", "anthropic"])
+def test_a_request_that_cannot_be_built_or_encoded_is_an_llm_error_sent_to_no_one(make, formatted):
+    """AttributeError/TypeError escaped client(formatted); a NaN option became a retried 'could not connect'."""
+    with LocalServer(lambda request: Reply(body={})) as server:
+        with pytest.raises(LLMError) as info:
+            make(server.url, backoff_factor=0)(formatted)
+        assert server.requests == []
+    assert info.value.retryable is False and "could not connect" not in str(info.value)
+
+
+def test_a_lone_surrogate_in_the_history_is_sent_escaped():
+    """A model's "\\ud800" (valid JSON text, not encodable as UTF-8) must not make the conversation unsendable."""
+    formatted = {"messages": [{"role": "assistant", "content": "broken \ud800 text"}, {"role": "user", "content": "go on"}]}
+    reply, requests = call(openai, Reply(body={"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}), formatted)
+    assert reply.content[0].text == "ok"
+    assert b"\\ud800" in requests[0].body and requests[0].headers["Content-Type"] == "application/json"

@@ -137,7 +137,10 @@ class HTTPClient:
         raise NotImplementedError
 
     def __call__(self, formatted: dict[str, Any]) -> AssistantMessage:
-        body = self._body(formatted)
+        try:
+            body = self._body(formatted)
+        except Exception as exc:  # a formatted dict that is not a chat request: messages not objects, a str…
+            raise self._transport.error(f"{self._transport.provider}: no request can be built from the formatted dict: {type(exc).__name__}: {exc}") from exc
         read = self._read_stream if body.get("stream") else self._read_reply
         return self._transport.call(self.url, body, self._headers, read)
 

@@ -22,6 +22,7 @@ so that an abort or the deadline ends it.
 from __future__ import annotations
 
 import http.client
+import json
 import logging
 import math
 import threading
@@ -131,13 +132,14 @@ class Transport:
             raise
 
     def _call(self, url: str, body: dict[str, Any], headers: dict[str, str], read: Callable[[requests.Response, CallGuard], _T]) -> _T:
+        data = self._encode(body, url)
         with CallGuard(self.deadline_s, current_abort_signal()) as guard:
             retry = self._retry_policy()
             attempt = 0
             while True:
                 attempt += 1
                 try:
-                    return self._attempt(url, body, headers, read, guard)
+                    return self._attempt(url, data, headers, read, guard)
                 except LLMError as failure:
                     if not failure.retryable or guard.reason is not None or guard.emitted:
                         raise
@@ -187,7 +189,21 @@ class Transport:
         delay = error.retry_after_ms / 1000 if error.retry_after_ms is not None else retry.get_backoff_time()
         return retry, delay
 
-    def _attempt(self, url: str, body: dict[str, Any], headers: dict[str, str], read: Callable[[requests.Response, CallGuard], _T], guard: CallGuard) -> _T:
+    def _encode(self, body: dict[str, Any], url: str) -> bytes:
+        """The request body as strict JSON, once for every attempt.
+
+        A body JSON cannot carry (a NaN or infinite option, an object in a message) is
+        the caller's error, found before anything is sent: it raised ``TypeError`` from
+        inside requests, or became a retried "could not connect" ``LLMError``.
+        """
+        try:
+            # ASCII, as requests' json= writes it: a lone surrogate a model once sent ("\\ud800")
+            # goes back escaped, where UTF-8 could not encode it at all
+            return json.dumps(body, allow_nan=False).encode("ascii")
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise self.error(f"the {self.provider} request to {url} cannot be sent as JSON: {type(exc).__name__}: {exc}", url=url) from exc
+
+    def _attempt(self, url: str, data: bytes, headers: dict[str, str], read: Callable[[requests.Response, CallGuard], _T], guard: CallGuard) -> _T:
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("POST %s headers=%s", self.secrets.redact(url), self.secrets.masked_headers(headers))
         if guard.reason:  # aborted before the request went out (or between retries)
@@ -195,7 +211,7 @@ class Transport:
         remaining = guard.remaining()
         timeout = self.timeout if remaining is None else max(min(self.timeout, remaining), 0.001)
         try:
-            response = self.session.post(url, json=body, headers=headers, timeout=timeout, stream=True)
+            response = self.session.post(url, data=data, headers={"Content-Type": "application/json", **headers}, timeout=timeout, stream=True)
         except requests.Timeout as exc:
             raise self._guard_error(guard, url) if _tripped(guard) else self.error(
                 f"{self.provider} request to {url} timed out after {timeout:g} s", retryable=True, url=url
