@@ -6,10 +6,12 @@ Real bytes from a real ``http.server`` on 127.0.0.1 (tests/localserver.py); no m
 from __future__ import annotations
 
 import json
+import gc
 import math
 import socket
 import threading
 import traceback
+import weakref
 
 import pytest
 
@@ -301,3 +303,12 @@ def test_a_lone_surrogate_in_the_history_is_sent_escaped():
     reply, requests = call(openai, Reply(body={"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}), formatted)
     assert reply.content[0].text == "ok"
     assert b"\\ud800" in requests[0].body and requests[0].headers["Content-Type"] == "application/json"
+
+
+def test_the_log_filter_does_not_keep_the_keys_of_clients_that_are_gone():
+    """Every client's Secrets were kept for the life of the process: one client per request grew the list (and each log line's scan) without end."""
+    client = OpenAIClient("http://127.0.0.1:9/v1", "m", "sk-gone-0123456789")
+    secrets = weakref.ref(client._transport.secrets)
+    del client
+    gc.collect()
+    assert secrets() is None

@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Optional, TypeVar
 
@@ -324,17 +325,22 @@ def iter_body(response: requests.Response) -> Iterator[bytes]:
 
 
 class _RedactingFilter(logging.Filter):
-    """Masks credentials in urllib3's DEBUG lines (it logs request paths, which may carry a ``?key=``)."""
+    """Masks credentials in urllib3's DEBUG lines (it logs request paths, which may carry a ``?key=``).
+
+    Holds each client's ``Secrets`` weakly: a program that makes a client per request
+    (a web server) would otherwise keep every key it ever used, and scan them all for
+    each log line.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self._secrets: list[Secrets] = []
+        self._secrets: "weakref.WeakSet[Secrets]" = weakref.WeakSet()
         self._lock = threading.Lock()  # guards _secrets
 
     def add(self, secrets: Secrets) -> None:
-        with self._lock:
-            if secrets and all(s is not secrets for s in self._secrets):
-                self._secrets.append(secrets)
+        if secrets:
+            with self._lock:
+                self._secrets.add(secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
         with self._lock:
@@ -353,5 +359,5 @@ for _name in ("urllib3.connectionpool", "urllib3.connection", "urllib3.util.retr
 
 
 def install_log_filter(secrets: Secrets) -> None:
-    """Mask ``secrets`` in urllib3's log lines from now on (kept for the life of the process)."""
+    """Mask ``secrets`` in urllib3's log lines from now on, as long as something (its client) holds them."""
     _FILTER.add(secrets)
