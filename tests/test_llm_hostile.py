@@ -312,3 +312,12 @@ def test_the_log_filter_does_not_keep_the_keys_of_clients_that_are_gone():
     del client
     gc.collect()
     assert secrets() is None
+
+
+def test_a_tool_use_whose_input_came_whole_in_its_start_block_keeps_it():
+    """Without input_json_delta events the input became {}: the tool would run without the arguments the model sent."""
+    block = {"type": "tool_use", "id": "t1", "name": "delete", "input": {"path": "/tmp/x"}}
+    message, _ = streamed(anthropic_stream((0, block, [])))
+    assert message.content[0]["arguments"] == {"path": "/tmp/x"}
+    message, _ = streamed(anthropic_stream((0, {**block, "input": {}}, [{"type": "input_json_delta", "partial_json": '{"path": "/y"}'}])))
+    assert message.content[0]["arguments"] == {"path": "/y"}

@@ -132,7 +132,11 @@ class AnthropicStream:
             index = self._index(event)
             self._open.discard(index)
             if index in self._partial:
-                self._blocks[index]["input"] = _tool_input("".join(self._partial.pop(index)))
+                pieces, block = self._partial.pop(index), self._blocks[index]
+                # no input_json_delta: the input is the one the block started with (Anthropic's
+                # is {}, a proxy may send it whole there), never an invented {}
+                started = block.get("input")
+                block["input"] = _tool_input("".join(pieces)) if pieces else started if isinstance(started, dict) else _tool_input("")
         elif kind == "message_delta":
             delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
             self._stop_reason = delta.get("stop_reason") or self._stop_reason
