@@ -321,3 +321,16 @@ def test_a_tool_use_whose_input_came_whole_in_its_start_block_keeps_it():
     assert message.content[0]["arguments"] == {"path": "/tmp/x"}
     message, _ = streamed(anthropic_stream((0, {**block, "input": {}}, [{"type": "input_json_delta", "partial_json": '{"path": "/y"}'}])))
     assert message.content[0]["arguments"] == {"path": "/y"}
+
+
+def test_an_openai_stream_with_several_choices_reads_the_first_as_a_whole_reply_does():
+    """With n=2 the chunks of both choices were joined into one interleaved text (and emitted so)."""
+    events = []
+    for first, second in [("Hel", "Bon"), ("lo", "jour")]:
+        events.append({"choices": [{"index": 0, "delta": {"content": first}}, {"index": 1, "delta": {"content": second}}]})
+    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}, {"index": 1, "delta": {}, "finish_reason": "stop"}]})
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    shown = []
+    with stream_to(lambda kind, t: shown.append(t)):
+        message, _ = call(lambda url: openai(url, stream=True), Reply(chunks=[body.encode()]))
+    assert "".join(shown) == message_text(message, "text") == "Hello"

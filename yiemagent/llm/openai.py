@@ -234,7 +234,9 @@ class OpenAIStream:
                 return False
             raise ReplyError(f"a stream event's choices are not a list but {type(choices).__name__}")
         for choice in choices:
-            self._add_choice(require_object(choice, "a stream choice"))
+            choice = require_object(choice, "a stream choice")
+            if choice.get("index") in (0, None):  # as a whole reply reads choices[0]: with n > 1 the others interleave
+                self._add_choice(choice)
         return False
 
     def _add_choice(self, choice: dict[str, Any]) -> None:
