@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import select
 
 from yiemagent import AgentToolResult, LLMDeltaEvent, TextContent, ToolExecEndEvent, ToolExecStartEvent
 from yiemagent.console import ConsolePrinter
@@ -25,7 +26,10 @@ def on_a_terminal(write) -> str:
             assert stream.isatty()
             write(stream)
             stream.flush()
-        return os.read(master, 65536).decode("utf-8", errors="replace")
+        received = b""
+        while select.select([master], [], [], 0)[0]:  # all written is already in the terminal's buffer
+            received += os.read(master, 65536)
+        return received.decode("utf-8", errors="replace")
     finally:
         os.close(master)
         os.close(slave)

@@ -334,3 +334,20 @@ def test_an_openai_stream_with_several_choices_reads_the_first_as_a_whole_reply_
     with stream_to(lambda kind, t: shown.append(t)):
         message, _ = call(lambda url: openai(url, stream=True), Reply(chunks=[body.encode()]))
     assert "".join(shown) == message_text(message, "text") == "Hello"
+
+
+@pytest.mark.parametrize("make", [lambda url, key: anthropic(url).__class__("m", key, base_url=url, max_retries=2), lambda url, key: OpenAIClient(url, "m", max_retries=2, headers={"api-key": key})], ids=["anthropic-key", "header"])
+def test_a_key_read_with_its_newline_is_masked_and_the_request_is_not_retried(make):
+    """requests refuses the header and quotes it, newline escaped: the key was unmasked (only 'key\\n' was a secret) and 'could not connect' was retried."""
+    with LocalServer(lambda request: Reply(body={})) as server:
+        with pytest.raises(LLMError) as info:
+            make(server.url, KEY + "\n")(FORMATTED)
+        assert server.requests == []
+    printed = "".join(traceback.format_exception(info.value))
+    assert "ABCDEF" not in printed and "is invalid" in printed and info.value.retryable is False
+
+
+def test_a_base_url_without_a_scheme_fails_at_once_not_after_retries():
+    with pytest.raises(LLMError, match="is invalid") as info:
+        OpenAIClient("127.0.0.1:9/v1", "m", max_retries=5, backoff_factor=60, deadline_s=1)(FORMATTED)
+    assert info.value.retryable is False

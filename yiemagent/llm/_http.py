@@ -221,6 +221,8 @@ class Transport:
             if _tripped(guard):
                 raise self._guard_error(guard, url) from exc
             reason = exc.args[0] if exc.args else exc
+            if isinstance(exc, ValueError):  # InvalidURL, InvalidSchema, MissingSchema, InvalidHeader: asking again cannot help
+                raise self.error(f"the request to {self.provider} at {url} is invalid: {reason}", url=url) from exc
             raise self.error(f"could not connect to {self.provider} at {url}: {reason}", retryable=True, url=url) from exc
         with response:
             if guard.reason:  # tripped while connecting, before the socket was known

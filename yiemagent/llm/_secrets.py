@@ -52,12 +52,12 @@ class Secrets:
         values: set[str] = set()
         self._header_names: set[str] = set()
         if api_key:
-            values.add(api_key)
+            values.update({api_key, api_key.strip()})  # a key read from a file often ends in a newline
         for name, value in (headers or {}).items():
             if not isinstance(value, str) or not is_credential_header(name, value):
                 continue
             self._header_names.add(name.lower())
-            values.add(value)
+            values.update({value, value.strip()})
             scheme = _SCHEME_VALUE.match(value)
             if scheme:
                 values.add(scheme.group(1))
