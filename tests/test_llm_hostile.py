@@ -351,3 +351,14 @@ def test_a_base_url_without_a_scheme_fails_at_once_not_after_retries():
     with pytest.raises(LLMError, match="is invalid") as info:
         OpenAIClient("127.0.0.1:9/v1", "m", max_retries=5, backoff_factor=60, deadline_s=1)(FORMATTED)
     assert info.value.retryable is False
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["reply", "json-answer-to-a-stream"])
+def test_a_whole_json_reply_larger_than_max_event_bytes_is_an_llm_error(stream):
+    """A whole reply was read with no cap: an endless body filled the memory until the deadline."""
+    big = json.dumps({"choices": [{"message": {"content": "x" * 300_000}, "finish_reason": "stop"}]}).encode()
+    reply = Reply(chunks=[big[i : i + 65536] for i in range(0, len(big), 65536)], headers=JSON)
+    with pytest.raises(LLMError, match="exceeds 100000 bytes"):
+        call(lambda url: openai(url, stream=stream, max_event_bytes=100_000), reply)
+    message, _ = call(lambda url: openai(url, stream=stream, max_event_bytes=len(big)), reply)
+    assert len(message.content[0].text) == 300_000

@@ -147,7 +147,7 @@ class HTTPClient:
     def _read_reply(self, response: requests.Response, guard: CallGuard) -> AssistantMessage:
         if _media_type(response) == "text/event-stream":  # a server that streams though not asked to
             return self._read_stream(response, guard)
-        data = self._transport.json_body(response)
+        data = self._transport.json_body(response, self.max_event_bytes)  # a whole reply is one event
         try:
             return self._parse(data)
         except ReplyError:

@@ -277,8 +277,15 @@ class Transport:
         )
 
     def json_body(self, response: requests.Response, limit: Optional[int] = None) -> Any:
-        """The whole body parsed as JSON, masked before and after parsing; a body that is not JSON, or an error object, is a ``ReplyError``."""
-        text = self.secrets.redact(read_capped(response, limit).decode("utf-8", errors="replace"))
+        """The whole body parsed as JSON, masked before and after parsing; a body that is not JSON, or an error object, is a ``ReplyError``.
+
+        A body longer than ``limit`` bytes is a ``ReplyError`` saying so, read no further
+        (a server sending an endless body would otherwise fill the memory until the deadline).
+        """
+        raw = read_capped(response, limit + 1 if limit is not None else None)
+        if limit is not None and len(raw) > limit:
+            raise ReplyError(f"the reply exceeds {limit} bytes (max_event_bytes); it was not read further")
+        text = self.secrets.redact(raw.decode("utf-8", errors="replace"))
         try:
             data = loads_json(text)
         except ValueError as exc:

@@ -308,7 +308,7 @@ class OpenAIClient(HTTPClient):
         deadline_s: the longest the whole call may take, retries included (default 600;
             None: no limit). ``timeout`` bounds each connect and each read.
         headers: extra request headers (Azure's ``api-key``, OpenRouter's ``HTTP-Referer``).
-        max_event_bytes: the largest one server-sent event may be (default 16 MiB).
+        max_event_bytes: the largest one server-sent event, or one whole JSON reply, may be (default 16 MiB).
         options, backoff_factor: request defaults; the base of the exponential backoff.
 
     Thread safety: a client may serve several agents and threads at once.
