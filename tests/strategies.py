@@ -317,3 +317,12 @@ def cut(body: bytes, positions) -> list[bytes]:
 
 # Streamed replies: a list of ("text" | "thinking", fragment) in the order the model sent them.
 stream_fragments = st.lists(st.tuples(st.sampled_from(["text", "thinking"]), st.text(min_size=1, max_size=8)), max_size=8)
+
+
+# Text around credentials, cut anywhere: (the words and keys joined, the cut positions).
+def texts_with_keys(keys: list[str]) -> st.SearchStrategy[tuple[str, list[int]]]:
+    pieces = st.lists(st.sampled_from(keys) | st.text(alphabet="sk-ABC 0123./", max_size=6), max_size=8)
+    return pieces.map("".join).flatmap(lambda text: st.tuples(st.just(text), st.lists(st.integers(0, len(text)), max_size=10).map(sorted)))
+
+
+

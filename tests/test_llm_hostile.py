@@ -15,9 +15,13 @@ import weakref
 
 import pytest
 
+from hypothesis import given
+
 from localserver import LocalServer, Reply, free_port_url
+from strategies import cut, texts_with_keys
 from yiemagent import AbortSignal, LLMError
 from yiemagent.llm import AnthropicClient, OpenAIClient
+from yiemagent.llm._secrets import DeltaMasker, Secrets
 from yiemagent.llm._wire import message_text
 from yiemagent.streaming import stream_to
 
@@ -362,3 +366,17 @@ def test_a_whole_json_reply_larger_than_max_event_bytes_is_an_llm_error(stream):
         call(lambda url: openai(url, stream=stream, max_event_bytes=100_000), reply)
     message, _ = call(lambda url: openai(url, stream=stream, max_event_bytes=len(big)), reply)
     assert len(message.content[0].text) == 300_000
+
+
+@given(data=texts_with_keys(["sk-ABC0123456789", "sk-ABC01234567XY"]))
+def test_delta_masker_any_chunking_shows_no_key_and_joins_to_the_masked_text(data):
+    """Property: whatever the cuts, the pieces shown join to redact(text), and no run of shown pieces spells a key."""
+    text, cuts = data
+    secrets = Secrets("sk-ABC0123456789", {"x-api-key": "sk-ABC01234567XY"})
+    shown: list[str] = []
+    masker = DeltaMasker(secrets, lambda kind, piece: shown.append(piece))
+    for piece in cut(text.encode(), cuts):
+        masker.emit("text", piece.decode())
+    masker.flush()
+    assert "".join(shown) == secrets.redact(text)
+    assert "sk-ABC0123456789" not in "".join(shown) and "sk-ABC01234567XY" not in "".join(shown)
