@@ -323,6 +323,3 @@ stream_fragments = st.lists(st.tuples(st.sampled_from(["text", "thinking"]), st.
 def texts_with_keys(keys: list[str]) -> st.SearchStrategy[tuple[str, list[int]]]:
     pieces = st.lists(st.sampled_from(keys) | st.text(alphabet="sk-ABC 0123./", max_size=6), max_size=8)
     return pieces.map("".join).flatmap(lambda text: st.tuples(st.just(text), st.lists(st.integers(0, len(text)), max_size=10).map(sorted)))
-
-
-
