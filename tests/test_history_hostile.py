@@ -88,3 +88,22 @@ def test_a_detail_whose_repr_raises_is_stored_as_a_note_saying_so(tmp_path):
     message = ToolResultMessage(tool_call_id="c", tool_name="t", content=[], details={"x": BadRepr()}, is_error=False)
     save_history([message], tmp_path / "h.json")
     assert load_history(tmp_path / "h.json")[0].details == {"x": "<BadRepr whose repr raised RuntimeError>"}
+
+
+def test_a_history_file_that_is_not_utf8_is_a_message_format_error(tmp_path):
+    """It was read as text before the try: UnicodeDecodeError escaped load_history."""
+    path = tmp_path / "history.json"
+    path.write_bytes(b'{"format": "yiemagent-history", "version": 1, "messages": ["\xff"]}')
+    with pytest.raises(MessageFormatError, match="history.json"):
+        load_history(path)
+
+
+def test_a_session_row_whose_text_is_not_utf8_is_a_message_format_error_naming_the_row(tmp_path):
+    """sqlite3 failed to decode the TEXT while fetching: an OperationalError naming no row."""
+    path = tmp_path / "s.db"
+    with SQLiteSession(path, "s") as session:
+        session.append(UserMessage([TextContent("hi")]))
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO yiemagent_messages (session_id, body) VALUES ('s', CAST(x'ff' AS TEXT))")
+    with SQLiteSession(path, "s") as session, pytest.raises(MessageFormatError, match="row 2"):
+        session.messages()

@@ -277,7 +277,7 @@ def message_from_data(data: Any, where: str) -> AgentMessage:
         raise MessageFormatError(f"{where}: nested too deeply to read") from None
 
 
-def message_from_json(text: str, where: str) -> AgentMessage:
+def message_from_json(text: "str | bytes", where: str) -> AgentMessage:
     """Rebuild one message from ``message_to_json`` output; ``MessageFormatError`` names ``where``."""
     try:
         data = json.loads(text)
