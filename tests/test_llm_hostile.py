@@ -380,3 +380,12 @@ def test_delta_masker_any_chunking_shows_no_key_and_joins_to_the_masked_text(dat
     masker.flush()
     assert "".join(shown) == secrets.redact(text)
     assert "sk-ABC0123456789" not in "".join(shown) and "sk-ABC01234567XY" not in "".join(shown)
+
+
+@pytest.mark.parametrize("make, path", [(openai, "/openai/deployments/d/chat/completions"), (anthropic, "/openai/deployments/d/v1/messages")], ids=["openai", "anthropic"])
+def test_a_base_url_with_a_query_gets_the_path_before_the_query(make, path):
+    """Azure's base URLs carry ?api-version=…: the path was appended to the query's value."""
+    body = {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}], "content": [{"type": "text", "text": "ok"}]}
+    with LocalServer(lambda request: Reply(body=body)) as server:
+        make(f"{server.url}/openai/deployments/d/?api-version=2024-10-21")(FORMATTED)
+    assert server.requests[0].path == path and server.requests[0].query == {"api-version": ["2024-10-21"]}

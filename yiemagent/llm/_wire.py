@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Callable
 from typing import Any, Optional
+from urllib.parse import urlsplit, urlunsplit
 
 from ..messages import AssistantMessage, TextContent
 
@@ -20,6 +21,7 @@ __all__ = [
     "ReplyError",
     "content_text",
     "error_code",
+    "join_url",
     "loads_json",
     "message_text",
     "payload_error",
@@ -81,6 +83,16 @@ def loads_json(text: str) -> Any:
         return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except RecursionError:
         raise ValueError("JSON nested too deeply to read") from None
+
+
+def join_url(base_url: str, path: str) -> str:
+    """``path`` appended to the path of ``base_url``, its query kept after it.
+
+    Azure's endpoints take ``?api-version=…`` (and some gateways ``?key=…``) on the base
+    URL: appending the path to the whole text put it inside the query's value.
+    """
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
 
 
 def require_object(value: Any, what: str) -> dict[str, Any]:

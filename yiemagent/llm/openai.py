@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from ..messages import AssistantMessage, LLMUsage, TextContent
 from ._client import DEFAULT_DEADLINE_S, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
-from ._wire import Emit, ReplyError, content_text, payload_error, require_object, token_count
+from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count
 
 __all__ = ["OpenAIClient", "OpenAIStream", "build_openai_request", "parse_openai_response", "parse_openai_stream"]
 
@@ -354,7 +354,7 @@ class OpenAIClient(HTTPClient):
 
     @property
     def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        return join_url(self.base_url, "/chat/completions")
 
     def __repr__(self) -> str:
         base_url = self._transport.secrets.redact(self.base_url)
