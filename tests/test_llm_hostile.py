@@ -389,3 +389,22 @@ def test_a_base_url_with_a_query_gets_the_path_before_the_query(make, path):
     with LocalServer(lambda request: Reply(body=body)) as server:
         make(f"{server.url}/openai/deployments/d/?api-version=2024-10-21")(FORMATTED)
     assert server.requests[0].path == path and server.requests[0].query == {"api-version": ["2024-10-21"]}
+
+
+
+EMPTY_STREAM = b": keep-alive\n\ndata: [DONE]\n\n"
+
+
+def test_an_openai_stream_of_done_alone_is_a_retryable_llm_error_not_an_empty_answer():
+    """'data: [DONE]' with no chunk before it (a proxy's empty stream) became an empty reply ending the run."""
+    with pytest.raises(LLMError, match="without any choice") as info:
+        call(lambda url: openai(url, stream=True), Reply(chunks=[EMPTY_STREAM]))
+    assert info.value.retryable
+
+
+def test_an_openai_stream_of_done_alone_is_retried():
+    good = b'data: {"choices": [{"delta": {"content": "ok"}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
+    replies = [Reply(chunks=[EMPTY_STREAM]), Reply(chunks=[good])]
+    with LocalServer(lambda request: replies.pop(0)) as server:
+        message = OpenAIClient(server.url, "m", max_retries=1, backoff_factor=0, stream=True)(FORMATTED)
+    assert message.content[0].text == "ok" and len(server.requests) == 2

@@ -197,7 +197,8 @@ class OpenAIStream:
     (``choices: []``) are read for their usage. Ollama's native stream (one partial
     ``message`` per line, ``done: true`` at the end) is read too. Decision 14: a chunk
     carrying an ``error`` raises; a stream that ends with neither a ``finish_reason`` nor
-    ``[DONE]`` (nor Ollama's ``done``) is not whole and raises.
+    ``[DONE]`` (nor Ollama's ``done``) is not whole and raises; so does one that carried
+    no choice at all (``[DONE]`` alone, a proxy's empty stream).
 
     Thread safety: none; one accumulator belongs to one call.
     """
@@ -210,6 +211,7 @@ class OpenAIStream:
         self._calls: dict[Any, dict[str, Any]] = {}
         self._finish_reason: Any = None
         self._finished = False
+        self._answered = False  # a choice came: a stream of [DONE] alone carries no reply
         self._usage: Optional[LLMUsage] = None
         self._model: Any = None
 
@@ -240,6 +242,7 @@ class OpenAIStream:
         return False
 
     def _add_choice(self, choice: dict[str, Any]) -> None:
+        self._answered = True
         delta = require_object(choice.get("delta") or {}, "a stream delta")
         _check_finish(choice.get("finish_reason"))
         self._finish_reason = choice.get("finish_reason") or self._finish_reason
@@ -274,6 +277,8 @@ class OpenAIStream:
     def finish(self, done: bool = True) -> AssistantMessage:
         if not (done or self._finished or self._finish_reason):
             raise ReplyError("the stream ended before the reply was whole (no finish_reason, no [DONE]); the partial reply was dropped", retryable=True)
+        if not self._answered:
+            raise ReplyError("the stream ended without any choice: it carried no reply", retryable=True)
         text, thinking = "".join(self._text), "".join(self._thinking)
         return _assistant_message(text, thinking, list(self._calls.values()), self._finish_reason, self._usage, self._model, self.provider)
 
