@@ -1,4 +1,4 @@
-"""What a model, tool or server writes is shown on a terminal, never obeyed (review).
+"""What a model, tool or server writes is shown on a terminal, never obeyed; a session file chat cannot use is said so (review).
 
 A real pseudo-terminal (``pty``): the printer sees ``isatty()`` true, as in ``yiemagent chat``.
 """
@@ -9,8 +9,13 @@ import io
 import os
 import pty
 import select
+import sqlite3
+import subprocess
+import sys
 
-from yiemagent import AgentToolResult, LLMDeltaEvent, TextContent, ToolExecEndEvent, ToolExecStartEvent
+import pytest
+
+from yiemagent import AgentToolResult, LLMDeltaEvent, SQLiteSession, TextContent, ToolExecEndEvent, ToolExecStartEvent, UserMessage
 from yiemagent.console import ConsolePrinter
 
 CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4=\x07"  # OSC 52: set the clipboard to "rm -rf ~"
@@ -66,3 +71,20 @@ def test_the_cli_shows_a_whole_answer_on_a_terminal_without_obeying_it():
     reply = AssistantMessage([TextContent("done" + CLIPBOARD)], stop_reason="error", error_message="server said" + CLEAR)
     shown = on_a_terminal(lambda tty: _show(reply, tty, tty, ConsolePrinter(io.StringIO())))
     assert "\x1b" not in shown and "\\x1b]52" in shown and "server said\\x1b[2J" in shown
+
+
+@pytest.mark.parametrize("content", [b"not a database at all" * 300, None], ids=["not-a-database", "bad-row"])
+def test_chat_with_a_session_file_it_cannot_use_says_so_and_exits_2(tmp_path, content):
+    """A file that is not an SQLite database (or holds a bad row) ended chat with a traceback."""
+    path = tmp_path / "chat.db"
+    if content is not None:
+        path.write_bytes(content)
+    else:
+        with SQLiteSession(path, "chat") as session:
+            session.append(UserMessage([TextContent("hi")]))
+        with sqlite3.connect(path) as conn:
+            conn.execute("INSERT INTO yiemagent_messages (session_id, body) VALUES ('chat', '[1]')")
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
+    done = subprocess.run([sys.executable, "-m", "yiemagent", "chat", "--session", str(path)], input="/quit\n", capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2
+    assert f"cannot use {path} as a session" in done.stderr and "Traceback" not in done.stderr

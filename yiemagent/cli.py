@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from typing import Any, Callable, Optional, TextIO
 
 from .agent import YiemAgent, abort, run_agent, shutdown, take_response
 from .console import ConsolePrinter, terminal_safe
-from .errors import AgentClosedError
+from .errors import AgentClosedError, MessageFormatError
 from .llm import AnthropicClient, OfflineLLM, OpenAIClient
 from .messages import AssistantMessage, text_of
 from .sessions import SQLiteSession
@@ -56,8 +57,16 @@ def _open_session(args: argparse.Namespace, err: TextIO) -> Optional[SQLiteSessi
     """The ``--session`` database, if given; says how many messages it resumes."""
     if not getattr(args, "session", None):
         return None
-    session = SQLiteSession(args.session, args.session_id)
-    err.write(f"yiemagent: session {args.session_id!r} in {args.session}: {len(session.messages())} messages so far\n")
+    session: Optional[SQLiteSession] = None
+    try:
+        session = SQLiteSession(args.session, args.session_id)
+        count = len(session.messages())
+    except (sqlite3.Error, MessageFormatError, OSError, ValueError) as exc:  # not a database, a bad row, no access
+        if session is not None:
+            session.close()
+        err.write(f"yiemagent: cannot use {args.session} as a session: {type(exc).__name__}: {exc}\n")
+        raise SystemExit(2) from None
+    err.write(f"yiemagent: session {args.session_id!r} in {args.session}: {count} messages so far\n")
     return session
 
 
