@@ -15,6 +15,13 @@ text a server sends back (a server that echoes the key cannot leak it through an
 are masked. Values shorter than ``MIN_SECRET_CHARS`` are hidden in reprs but not searched
 for in text: masking every ``"abc"`` in a reply would garble it, and so short a value
 protects nothing.
+
+A server's text is masked before and after JSON parsing (``redact_json``: an echo written
+with escapes such as ``\\/`` is plain only once parsed); stream deltas go through a
+``DeltaMasker``, which holds back an end that may begin a credential, so a key split
+across two deltas is masked too; ``scrub_exception`` masks the args of every exception
+chained to an ``LLMError`` (a traceback prints them all). Each credential is searched for
+as given and stripped (a key read from a file keeps its newline).
 """
 
 from __future__ import annotations
