@@ -71,7 +71,9 @@ def tool(
       ``_type_schema``), described by ``Annotated[T, "text"]`` or else by the docstring
       (Google, NumPy or reST); a parameter with a default is not required and its
       default (when it has a JSON form) is the property's ``"default"``; a default of
-      ``None`` also admits ``null``. The object is closed (``additionalProperties:
+      ``None`` also admits ``null``; a mutable default (list, dict, set, bytearray) is
+      deep-copied for each call that omits it. ``tool(Class.method)`` (unbound, so the
+      model would have to send ``self``) is a ``ToolDefinitionError``. The object is closed (``additionalProperties:
       false``) unless the function takes ``**kwargs``, whose annotation then types
       the extra properties.
     - Parameters named ``signal`` (an ``AbortSignal``; a fresh one that never fires when
