@@ -408,3 +408,24 @@ def test_an_openai_stream_of_done_alone_is_retried():
     with LocalServer(lambda request: replies.pop(0)) as server:
         message = OpenAIClient(server.url, "m", max_retries=1, backoff_factor=0, stream=True)(FORMATTED)
     assert message.content[0].text == "ok" and len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "make, header",
+    [
+        (lambda url: AnthropicClient("m", "sk-ant-0123456789", base_url=url, max_retries=0), "x-api-key"),
+        (lambda url: OpenAIClient(url, "m", max_retries=0, headers={"api-key": "azure-0123456789"}), "api-key"),
+    ],
+    ids=["anthropic-x-api-key", "azure-api-key"],
+)
+@pytest.mark.parametrize("status", [307, 308])
+def test_a_redirect_is_not_followed_so_the_key_goes_to_no_other_host(make, header, status):
+    """requests followed a 307/308 and, though it drops Authorization for another host, sent x-api-key/api-key along."""
+    with LocalServer(lambda request: Reply(body={"content": [], "choices": [{"message": {"content": "stolen"}}]})) as other:
+        elsewhere = other.url.replace("127.0.0.1", "localhost") + "/collect"
+        with LocalServer(lambda request: Reply(status=status, body=b"", headers={"Location": elsewhere})) as server:
+            with pytest.raises(LLMError, match="not followed") as info:
+                make(server.url)(FORMATTED)
+            assert header in {name.lower() for name in server.requests[0].headers}  # the key the other host would get
+        assert other.requests == []
+    assert info.value.status == status and not info.value.retryable

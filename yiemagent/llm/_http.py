@@ -13,6 +13,8 @@ whose code is one of those statuses, and a stream that ends before its reply is 
 ``insufficient_quota``, every other 4xx and a body that is not the protocol fail at once.
 When the server asks to wait longer than ``max_retry_delay_ms``, the call fails at once
 with an ``LLMError`` stating the requested delay (spec §1 ``maxRetryDelayMs``).
+Redirects are not followed: a 3xx is an ``LLMError`` naming the new location (requests
+would send ``api-key``/``x-api-key`` along to another host).
 
 urllib3's ``Retry`` does the counting, the exponential backoff with jitter (capped at
 ``max_retry_delay_ms``) and the parsing of ``Retry-After``; the waiting is the guard's,
@@ -212,7 +214,11 @@ class Transport:
         remaining = guard.remaining()
         timeout = self.timeout if remaining is None else max(min(self.timeout, remaining), 0.001)
         try:
-            response = self.session.post(url, data=data, headers={"Content-Type": "application/json", **headers}, timeout=timeout, stream=True)
+            # redirects are not followed: requests drops Authorization on a redirect to another
+            # host but sends api-key, x-api-key and every other header along
+            response = self.session.post(
+                url, data=data, headers={"Content-Type": "application/json", **headers}, timeout=timeout, stream=True, allow_redirects=False
+            )
         except requests.Timeout as exc:
             raise self._guard_error(guard, url) if _tripped(guard) else self.error(
                 f"{self.provider} request to {url} timed out after {timeout:g} s", retryable=True, url=url
@@ -228,6 +234,14 @@ class Transport:
             if guard.reason:  # tripped while connecting, before the socket was known
                 raise self._guard_error(guard, url)
             logger.debug("HTTP %d from %s (%s)", response.status_code, self.secrets.redact(url), response.headers.get("Content-Type"))
+            if response.is_redirect:
+                location = response.headers.get("Location", "")
+                raise self.error(
+                    f"{self.provider} at {url} answered HTTP {response.status_code}, a redirect to {location!r}; redirects are not "
+                    f"followed (the credentials would go along): if that is the server, use it as base_url",
+                    status=response.status_code,
+                    url=url,
+                )
             if not 200 <= response.status_code < 300:
                 raise self._error_from_response(url, response, guard)
             try:
