@@ -429,3 +429,10 @@ def test_a_redirect_is_not_followed_so_the_key_goes_to_no_other_host(make, heade
             assert header in {name.lower() for name in server.requests[0].headers}  # the key the other host would get
         assert other.requests == []
     assert info.value.status == status and not info.value.retryable
+
+
+@pytest.mark.parametrize("block", [{"type": "thinking", "thinking": 5, "signature": "s"}, {"type": "redacted_thinking", "data": ["x"]}], ids=["thinking", "redacted"])
+def test_an_anthropic_thinking_block_holding_no_text_is_an_llm_error(block):
+    """It was kept and sent back as it was in every later request, which Anthropic refuses: the conversation could not go on."""
+    with pytest.raises(LLMError, match="not text"):
+        call(anthropic, Reply(body={"content": [block, {"type": "text", "text": "hi"}], "stop_reason": "end_turn"}))

@@ -53,6 +53,9 @@ def _message(blocks: list[Any], stop_reason: Any, usage: Optional[LLMUsage], mod
         elif kind == "tool_use":
             content.append({"type": "tool_call", "id": block.get("id", ""), "name": block.get("name", ""), "arguments": block.get("input")})
         elif kind in ("thinking", "redacted_thinking"):
+            for key in ("thinking", "signature", "data"):
+                if key in block and not isinstance(block[key], str):  # it would go back to Anthropic, refused every round
+                    raise ReplyError(f"a {kind} block whose {key!r} is {type(block[key]).__name__}, not text")
             content.append(dict(block))
     reason = _STOP_REASONS.get(stop_reason, "stop") if isinstance(stop_reason, str) else "stop"
     if any(isinstance(b, dict) and b.get("type") == "tool_call" for b in content) and reason != "length":
