@@ -432,3 +432,9 @@ wire_tool_results = st.builds(
 )
 wire_messages = wire_user_messages | wire_assistant_messages | wire_tool_results
 wire_histories = st.lists(wire_messages, max_size=12)
+
+
+# Text around credentials, cut anywhere: (the words and keys joined, the cut positions).
+def texts_with_keys(keys: list[str]) -> st.SearchStrategy[tuple[str, list[int]]]:
+    pieces = st.lists(st.sampled_from(keys) | st.text(alphabet="sk-ABC 0123./", max_size=6), max_size=8)
+    return pieces.map("".join).flatmap(lambda text: st.tuples(st.just(text), st.lists(st.integers(0, len(text)), max_size=10).map(sorted)))

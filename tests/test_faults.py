@@ -599,7 +599,9 @@ def test_a_run_whose_input_shutdown_took_makes_no_llm_round():
 
 
 def test_an_anthropic_tool_use_holding_nan_does_not_break_the_next_request():
-    """Decision 15 over real HTTP: a tool_use input with NaN is answered with an error result; every later request is strict JSON."""
+    """Decision 15 over real HTTP: a reply whose tool_use input holds NaN is not JSON, so the
+    client refuses it (decision 14: an LLMError, never a tool run with made-up arguments); the
+    run ends "error", nothing of it enters the history, and the next run's requests are strict JSON."""
     from localserver import LocalServer, Reply
 
     from yiemagent import AnthropicClient
@@ -611,16 +613,18 @@ def test_an_anthropic_tool_use_holding_nan_does_not_break_the_next_request():
             return Reply(body=body.encode(), headers={"Content-Type": "application/json"})
         return Reply(body={"content": [{"type": "text", "text": "fine"}], "stop_reason": "end_turn"})
 
+    tool = make_tool("work")
     with LocalServer(respond) as server:
         client = AnthropicClient("m", "k", base_url=server.url, max_retries=0)
-        with agent_with(client, make_tool("work")) as agent:
+        with agent_with(client, tool) as agent:
             run_agent(agent, "go")
-            assert take_response(agent, timeout=WAIT).content[0].text == "fine"
+            failed = take_response(agent, timeout=WAIT)
             run_agent(agent, "again")
             assert take_response(agent, timeout=WAIT).content[0].text == "fine"
-            result = [m for m in agent.history() if isinstance(m, ToolResultMessage)][0]
-    assert "nan" in result.content[0].text and result.is_error
-    assert len(server.requests) == 3
+            history = agent.history()
+    assert failed.stop_reason == "error" and "NaN is not JSON" in failed.error_message
+    assert [m.role for m in history] == ["user", "user", "assistant"]
+    assert len(server.requests) == 2
 
 
 def test_a_failure_inside_a_batch_still_answers_every_call():

@@ -57,23 +57,51 @@ __all__ = ["decode_value", "encode_value", "message_from_data", "message_from_js
 TAG = "$type"
 _USAGE_FIELDS = frozenset(f.name for f in fields(LLMUsage))
 _TYPES: dict[str, type[AgentMessage]] = {"user": UserMessage, "assistant": AssistantMessage, "tool": ToolResultMessage}
+MAX_DEPTH = 200  # values nested deeper are stored as a repr tag (Python's recursion limit is near 1000)
 _OPTIONAL_STR = {"api", "provider", "model", "stop_reason", "error_message"}
 
 
 def encode_value(value: Any) -> Any:
-    """A JSON-ready form of ``value`` that ``decode_value`` turns back into it (see the table above)."""
+    """A JSON-ready form of ``value`` that ``decode_value`` turns back into it (see the table above).
+
+    Total, as the module says: a container that holds itself, or one nested more than
+    ``MAX_DEPTH`` levels deep (where Python's recursion would give out), is stored as a
+    ``repr`` tag saying so, rather than making the store raise ``RecursionError``.
+    """
+    return _encode(value, 0, set())
+
+
+def _encode(value: Any, depth: int, active: set[int]) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    container = isinstance(value, (list, dict, tuple, set, frozenset))
+    if container:
+        if id(value) in active:
+            return {TAG: "repr", "value": f"<the enclosing {type(value).__name__}, which contains itself>"}
+        if depth >= MAX_DEPTH:
+            return {TAG: "repr", "value": f"<a {type(value).__name__} nested more than {MAX_DEPTH} levels deep>"}
+        active.add(id(value))
+    try:
+        return _encode_one(value, depth + 1, active)
+    finally:
+        if container:
+            active.discard(id(value))
+
+
+def _encode_one(value: Any, depth: int, active: set[int]) -> Any:
+    def encode(item: Any) -> Any:
+        return _encode(item, depth, active)
+
     if isinstance(value, list):
-        return [encode_value(v) for v in value]
+        return [encode(v) for v in value]
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value) and TAG not in value:
-            return {k: encode_value(v) for k, v in value.items()}
-        return {TAG: "map", "items": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
+            return {k: encode(v) for k, v in value.items()}
+        return {TAG: "map", "items": [[encode(k), encode(v)] for k, v in value.items()]}
     if isinstance(value, tuple):
-        return {TAG: "tuple", "items": [encode_value(v) for v in value]}
+        return {TAG: "tuple", "items": [encode(v) for v in value]}
     if isinstance(value, (set, frozenset)):
-        return {TAG: "frozenset" if isinstance(value, frozenset) else "set", "items": [encode_value(v) for v in value]}
+        return {TAG: "frozenset" if isinstance(value, frozenset) else "set", "items": [encode(v) for v in value]}
     if isinstance(value, datetime):  # before date: a datetime is a date
         return {TAG: "datetime", "value": value.isoformat()}
     if isinstance(value, (date, time)):
@@ -84,7 +112,11 @@ def encode_value(value: Any) -> Any:
         return {TAG: "content", "value": value.to_dict()}
     if isinstance(value, LLMUsage):
         return {TAG: "usage", "value": value.to_dict()}
-    return {TAG: "repr", "value": repr(value)}
+    try:
+        text = repr(value)
+    except Exception as exc:  # a repr that raises (or recurses without end) must not stop the store
+        text = f"<{type(value).__name__} whose repr raised {type(exc).__name__}>"
+    return {TAG: "repr", "value": text}
 
 
 def _decode_tagged(data: dict[str, Any]) -> Any:
@@ -188,7 +220,8 @@ def message_to_json(message: AgentMessage) -> str:
 
 def _block(raw: Any, index: int) -> Any:
     block = content_from_dict(decode_value(raw))
-    if isinstance(raw, dict) and raw.get("type") in ("text", "image") and not isinstance(block, (TextContent, ImageContent)):
+    bad_image = isinstance(block, ImageContent) and not (isinstance(block.data, str) and isinstance(block.mime_type, str))
+    if bad_image or (isinstance(raw, dict) and raw.get("type") in ("text", "image") and not isinstance(block, (TextContent, ImageContent))):
         raise MessageFormatError(f"content[{index}] is a {raw.get('type')!r} block with missing or wrong fields")
     return block
 
@@ -220,7 +253,8 @@ def message_from_data(data: Any, where: str) -> AgentMessage:
     try:
         if not isinstance(data, dict):
             raise MessageFormatError(f"is {type(data).__name__}; expected a message object")
-        cls = _TYPES.get(data.get("role"))  # type: ignore[arg-type]
+        role = data.get("role")
+        cls = _TYPES.get(role) if isinstance(role, str) else None
         if cls is None:
             raise MessageFormatError(f"has role {data.get('role')!r}; expected one of {sorted(_TYPES)}")
         known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
@@ -239,12 +273,14 @@ def message_from_data(data: Any, where: str) -> AgentMessage:
         return cls(**kwargs)
     except MessageFormatError as exc:
         raise MessageFormatError(f"{where}: {exc}") from None
+    except RecursionError:
+        raise MessageFormatError(f"{where}: nested too deeply to read") from None
 
 
-def message_from_json(text: str, where: str) -> AgentMessage:
+def message_from_json(text: "str | bytes", where: str) -> AgentMessage:
     """Rebuild one message from ``message_to_json`` output; ``MessageFormatError`` names ``where``."""
     try:
         data = json.loads(text)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise MessageFormatError(f"{where}: not JSON ({exc})") from None
     return message_from_data(data, where)

@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sqlite3
 import sys
 from typing import Any, Callable, Optional, TextIO
 
 from .agent import YiemAgent, abort, run_agent, shutdown, take_response
-from .console import ConsolePrinter
-from .errors import AgentClosedError
+from .console import ConsolePrinter, terminal_safe
+from .errors import AgentClosedError, MessageFormatError
 from .llm import AnthropicClient, OfflineLLM, OpenAIClient
 from .messages import AssistantMessage, text_of
 from .registry import register_tool
@@ -60,8 +61,16 @@ def _open_session(args: argparse.Namespace, err: TextIO) -> Optional[SQLiteSessi
     """The ``--session`` database, if given; says how many messages it resumes."""
     if not getattr(args, "session", None):
         return None
-    session = SQLiteSession(args.session, args.session_id)
-    err.write(f"yiemagent: session {args.session_id!r} in {args.session}: {len(session.messages())} messages so far\n")
+    session: Optional[SQLiteSession] = None
+    try:
+        session = SQLiteSession(args.session, args.session_id)
+        count = len(session.messages())
+    except (sqlite3.Error, MessageFormatError, OSError, ValueError) as exc:  # not a database, a bad row, no access
+        if session is not None:
+            session.close()
+        err.write(f"yiemagent: cannot use {args.session} as a session: {type(exc).__name__}: {exc}\n")
+        raise SystemExit(2) from None
+    err.write(f"yiemagent: session {args.session_id!r} in {args.session}: {count} messages so far\n")
     return session
 
 
@@ -110,10 +119,10 @@ def _with_mcp(args: argparse.Namespace, err: TextIO, body: Callable[[], int]) ->
 def _show(response: AssistantMessage, out: TextIO, err: TextIO, printer: ConsolePrinter) -> int:
     text = text_of(response.content)
     if text and not printer.streamed(response):  # a streamed answer is on the screen already
-        out.write(text + "\n")
+        out.write((terminal_safe(text) if out.isatty() else text) + "\n")  # shown on a terminal, never obeyed
         out.flush()
     if response.stop_reason == "error":
-        err.write(f"error: {response.error_message}\n")
+        err.write(f"error: {terminal_safe(str(response.error_message))}\n")
         return 1
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -19,14 +20,29 @@ from .events import (
 )
 from .messages import AssistantMessage, text_of
 
-__all__ = ["ConsolePrinter"]
+__all__ = ["ConsolePrinter", "terminal_safe"]
 
 _COLORS = {"dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36", "bold": "1"}
 
 
+# C0 controls but tab and newline, DEL, and C1 controls: a terminal obeys them (ESC starts
+# sequences that clear the screen, rewrite the title, set the clipboard (OSC 52); CR overwrites a line)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character a terminal would act on shown as ``\\xNN``.
+
+    What a model, a tool or a server wrote is shown, never obeyed: an ESC or a CR in a
+    reply cannot clear the screen, hide a line or write the user's clipboard.
+    """
+    text = text.replace("\r\n", "\n")
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
 def _short(value: Any, limit: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
-    text = " ".join(text.split())
+    text = " ".join(terminal_safe(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -102,7 +118,8 @@ class ConsolePrinter:
             self._end_open_line()
         if self._open is None and event.kind == "thinking":
             target.write(self._paint("  thinking: ", "dim"))
-        target.write(self._paint(event.text, "dim") if event.kind == "thinking" else event.text)
+        text = terminal_safe(event.text) if _is_terminal(target) else event.text  # a file or a pipe gets the text as written
+        target.write(self._paint(text, "dim") if event.kind == "thinking" else text)
         target.flush()
         self._open = None if event.text.endswith("\n") else (target, event.kind)
         if event.kind == "text":
@@ -113,22 +130,29 @@ class ConsolePrinter:
             return self._paint(f"  llm round {event.round}: thinking over {event.message_count} messages…", "dim")
         if isinstance(event, LLMCallEndEvent):
             if event.error is not None:
-                return self._paint(f"  llm round {event.round} failed after {event.duration_s:.2f}s: {event.error}", "red")
+                return self._paint(f"  llm round {event.round} failed after {event.duration_s:.2f}s: {terminal_safe(str(event.error))}", "red")
             usage = event.usage
             tokens = f", {usage.input_tokens}→{usage.output_tokens} tokens" if usage and (usage.input_tokens or usage.output_tokens) else ""
             return self._paint(f"  llm round {event.round} done in {event.duration_s:.2f}s{tokens}", "dim")
         if isinstance(event, ToolExecStartEvent):
             self._started[event.tool_call_id] = time.monotonic()
-            return "  " + self._paint(f"▸ {event.tool_name}", "cyan", "bold") + " " + _short(event.arguments)
+            return "  " + self._paint(f"▸ {_short(event.tool_name)}", "cyan", "bold") + " " + _short(event.arguments)
         if isinstance(event, ToolExecUpdateEvent):
-            return self._paint(f"    · {event.tool_name}: {_short(event.partial_result)}", "dim")
+            return self._paint(f"    · {_short(event.tool_name)}: {_short(event.partial_result)}", "dim")
         if isinstance(event, ToolExecEndEvent):
             started = self._started.pop(event.tool_call_id, None)
             elapsed = f" {time.monotonic() - started:.2f}s" if started is not None else ""
-            text = _short(text_of(event.result.content))
+            text, name = _short(text_of(event.result.content)), _short(event.tool_name)
             if event.is_error:
-                return "  " + self._paint(f"✗ {event.tool_name}{elapsed} (error)", "red", "bold") + " " + text
-            return "  " + self._paint(f"✓ {event.tool_name}{elapsed}", "green", "bold") + " " + text
+                return "  " + self._paint(f"✗ {name}{elapsed} (error)", "red", "bold") + " " + text
+            return "  " + self._paint(f"✓ {name}{elapsed}", "green", "bold") + " " + text
         if isinstance(event, AgentRunEndEvent) and event.response.stop_reason in ("error", "aborted"):
-            return self._paint(f"  run {event.run_id} ended: {event.response.stop_reason}: {event.response.error_message}", "yellow")
+            return self._paint(f"  run {event.run_id} ended: {event.response.stop_reason}: {terminal_safe(str(event.response.error_message))}", "yellow")
         return None
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False

@@ -18,6 +18,7 @@ reading one docstring needs.)
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import json
@@ -42,6 +43,8 @@ logger = logging.getLogger("yiemagent.function_tools")
 # Parameters the pipeline fills in (spec §3 execute's ``signal`` and ``onPartialResult``);
 # the model never sees them.
 PIPELINE_PARAMETERS = ("signal", "on_partial_result")
+# Defaults a call may change in place: each call that omits the argument gets its own copy.
+_MUTABLE = (list, dict, set, bytearray)
 # The function names OpenAI and Anthropic both accept.
 TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -68,7 +71,9 @@ def tool(
       ``_type_schema``), described by ``Annotated[T, "text"]`` or else by the docstring
       (Google, NumPy or reST); a parameter with a default is not required and its
       default (when it has a JSON form) is the property's ``"default"``; a default of
-      ``None`` also admits ``null``. The object is closed (``additionalProperties:
+      ``None`` also admits ``null``; a mutable default (list, dict, set, bytearray) is
+      deep-copied for each call that omits it. ``tool(Class.method)`` (unbound, so the
+      model would have to send ``self``) is a ``ToolDefinitionError``. The object is closed (``additionalProperties:
       false``) unless the function takes ``**kwargs``, whose annotation then types
       the extra properties.
     - Parameters named ``signal`` (an ``AbortSignal``; a fresh one that never fires when
@@ -167,8 +172,11 @@ class FunctionToolExecute:
             elif parameter.name in args:
                 known.add(parameter.name)
                 value = parameter.decode(args[parameter.name])
-            elif parameter.positional and parameter.default is not inspect.Parameter.empty:
-                value = parameter.default  # keeps the positions of later positional-only arguments
+            elif parameter.default is not inspect.Parameter.empty and (parameter.positional or isinstance(parameter.default, _MUTABLE)):
+                # a positional-only default keeps the positions of later arguments; a
+                # mutable default is copied, so that no call sees what an earlier one put
+                # in it (the schema promised the model this default, whatever ran before)
+                value = copy.deepcopy(parameter.default) if isinstance(parameter.default, _MUTABLE) else parameter.default
             else:
                 continue
             if parameter.positional:
@@ -273,6 +281,13 @@ def _plan(
     required: list[str] = []
     parameters: list[_Parameter] = []
     extra: Optional[Codec] = None
+    first = next(iter(signature.parameters.values()), None)
+    owner = getattr(fn, "__qualname__", "").rpartition(".")[0]  # "C" for C.m; "f.<locals>" for a nested function
+    if first is not None and first.name in ("self", "cls") and first.name not in hints and owner and not owner.endswith("<locals>"):
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: {_callable_name(target)} is a method taken from its class, so the model would have to send {first.name!r}; "
+            f"pass it bound (tool(instance.method)) or make it a staticmethod or classmethod"
+        )
     for p in signature.parameters.values():
         positional = p.kind is inspect.Parameter.POSITIONAL_ONLY
         if p.name in PIPELINE_PARAMETERS and p.kind is not inspect.Parameter.VAR_KEYWORD:

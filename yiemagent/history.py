@@ -145,11 +145,11 @@ def load_history(path: PathLike) -> list[AgentMessage]:
         OSError: the file cannot be read.
     """
     where = f"history file {str(path)!r}"
-    with open(path, encoding="utf-8") as handle:
+    with open(path, "rb") as handle:
         raw = handle.read()
     try:
-        document = json.loads(raw)
-    except ValueError as exc:
+        document = json.loads(raw)  # bytes: bad UTF-8 is a ValueError here, inside the try
+    except (ValueError, RecursionError) as exc:
         raise MessageFormatError(f"{where} is not JSON: {exc}") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise MessageFormatError(f"{where} is not a yiemagent history (no \"format\": {FORMAT!r})")

@@ -200,7 +200,9 @@ class SQLiteSession:
         """
         with self._lock:
             rows = self._connection().execute(
-                "SELECT id, body FROM yiemagent_messages WHERE session_id = ? ORDER BY id", (self.session_id,)
+                # as bytes: a body that is not UTF-8 (a corrupt row) is then the row's MessageFormatError,
+                # not an sqlite3.OperationalError from fetching it that names no row
+                "SELECT id, CAST(body AS BLOB) FROM yiemagent_messages WHERE session_id = ? ORDER BY id", (self.session_id,)
             ).fetchall()
         return [message_from_json(body, f"session {self.session_id!r} in {self.path!r}: row {row_id}") for row_id, body in rows]
 

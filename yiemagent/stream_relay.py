@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import Optional
 
 from .events import EventEmitter, LLMDeltaEvent
-from .streaming import stream_to
+from .streaming import call_unstreamed, stream_to
 from .tooling import AbortSignal
 
 __all__ = ["DeltaRelay", "relay_deltas"]
@@ -66,7 +66,9 @@ class DeltaRelay:
             if self._signal is not None and self._signal.aborted:
                 logger.debug("a %s delta of run %d round %d after the abort was dropped", kind, self._run_id, self._round)
                 return
-            self._emit(LLMDeltaEvent(self._run_id, self._round, kind, text))
+            # the sink runs outside the round's stream: a streaming LLM call it makes itself
+            # would emit into this relay and wait for ever on _lock, which this thread holds
+            call_unstreamed(self._emit, LLMDeltaEvent(self._run_id, self._round, kind, text))
 
     def close(self) -> None:
         with self._lock:

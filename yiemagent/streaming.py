@@ -27,13 +27,14 @@ import contextvars
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional, TypeVar
 
 from .tooling import AbortSignal
 
-__all__ = ["DELTA_KINDS", "StreamTarget", "current_abort_signal", "current_stream", "emit_delta", "stream_to"]
+__all__ = ["DELTA_KINDS", "StreamTarget", "call_unstreamed", "current_abort_signal", "current_stream", "emit_delta", "stream_to"]
 
 DELTA_KINDS = ("text", "thinking")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -80,3 +81,18 @@ def current_abort_signal() -> Optional[AbortSignal]:
     """The abort signal of the run whose LLM call is running in this context, if any."""
     target = _target.get()
     return target.signal if target is not None else None
+
+
+def call_unstreamed(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` outside any stream: what it emits goes nowhere, and it sees no abort signal.
+
+    For calling a sink with a delta: a sink that makes an LLM call of its own (a streaming
+    client) would otherwise emit into the very round it is being told about, re-entering
+    the relay that is calling it.
+    """
+    return contextvars.copy_context().run(_unstreamed, fn, args)
+
+
+def _unstreamed(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
+    _target.set(None)  # in the copied context only
+    return fn(*args)

@@ -9,15 +9,21 @@ apart, so ``reasoning_tokens`` stays 0 (they are inside ``output_tokens``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any, Optional
 
 from ..messages import AssistantMessage, LLMUsage, TextContent
-from ._wire import Emit, ReplyError, payload_error, require_object, token_count
+from ._wire import Emit, ReplyError, loads_json, payload_error, require_object, token_count
 
 __all__ = ["AnthropicStream", "parse_anthropic_response", "parse_anthropic_stream"]
 
+# Each delta type: the block type it belongs to and the key of its text.
+_DELTA_BLOCK = {
+    "text_delta": ("text", "text"),
+    "thinking_delta": ("thinking", "thinking"),
+    "signature_delta": ("thinking", "signature"),
+    "input_json_delta": ("tool_use", "partial_json"),
+}
 _STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_use", "refusal": "content_filter", "pause_turn": "stop"}
 
 
@@ -47,6 +53,9 @@ def _message(blocks: list[Any], stop_reason: Any, usage: Optional[LLMUsage], mod
         elif kind == "tool_use":
             content.append({"type": "tool_call", "id": block.get("id", ""), "name": block.get("name", ""), "arguments": block.get("input")})
         elif kind in ("thinking", "redacted_thinking"):
+            for key in ("thinking", "signature", "data"):
+                if key in block and not isinstance(block[key], str):  # it would go back to Anthropic, refused every round
+                    raise ReplyError(f"a {kind} block whose {key!r} is {type(block[key]).__name__}, not text")
             content.append(dict(block))
     reason = _STOP_REASONS.get(stop_reason, "stop") if isinstance(stop_reason, str) else "stop"
     if any(isinstance(b, dict) and b.get("type") == "tool_call" for b in content) and reason != "length":
@@ -76,8 +85,8 @@ def _tool_input(text: str) -> Any:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = loads_json(text)
+    except ValueError:  # not JSON, NaN, nested too deeply: the call gets an error result naming it
         return text
     return value if isinstance(value, dict) else text
 
@@ -89,8 +98,10 @@ class AnthropicStream:
     ``signature_delta`` completes a thinking block. Decision 14: an ``error`` event
     raises; a stream that ends before ``message_stop``, or with a block never stopped
     (a ``tool_use`` cut inside its input), is not whole and raises, so no tool runs
-    with arguments the model did not finish. Between two text (or two thinking) blocks
-    a ``"\n"`` delta is emitted, as ``message_text`` joins them.
+    with arguments the model did not finish; a delta whose type does not match its
+    block (text into a ``tool_use`` block), or whose text is not a string, or a block
+    started twice, is not the protocol and raises. Between two text (or two thinking)
+    blocks a ``"\n"`` delta is emitted, as ``message_text`` joins them (``_append``).
 
     Thread safety: none; one accumulator belongs to one call.
     """
@@ -100,7 +111,8 @@ class AnthropicStream:
         self._blocks: dict[int, dict[str, Any]] = {}
         self._partial: dict[int, list[str]] = {}
         self._open: set[int] = set()
-        self._emitted_kinds: set[str] = set()
+        self._emitted_kinds: set[str] = set()  # kinds with a block counted in message_text so far
+        self._joined: set[int] = set()  # indexes of the blocks counted
         self._model: Any = None
         self._stop_reason: Any = None
         self._usage_raw: dict[str, Any] = {}
@@ -123,7 +135,11 @@ class AnthropicStream:
             index = self._index(event)
             self._open.discard(index)
             if index in self._partial:
-                self._blocks[index]["input"] = _tool_input("".join(self._partial.pop(index)))
+                pieces, block = self._partial.pop(index), self._blocks[index]
+                # no input_json_delta: the input is the one the block started with (Anthropic's
+                # is {}, a proxy may send it whole there), never an invented {}
+                started = block.get("input")
+                block["input"] = _tool_input("".join(pieces)) if pieces else started if isinstance(started, dict) else _tool_input("")
         elif kind == "message_delta":
             delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
             self._stop_reason = delta.get("stop_reason") or self._stop_reason
@@ -140,35 +156,53 @@ class AnthropicStream:
         return index
 
     def _start(self, index: int, block: dict[str, Any]) -> None:
+        if index in self._blocks:
+            raise ReplyError(f"stream event 'content_block_start' starts content block {index} a second time")
         block = dict(block)
         self._blocks[index] = block
         self._open.add(index)
-        if block.get("type") == "tool_use":
+        kind = block.get("type")
+        if kind == "tool_use":
             self._partial[index] = []
-        for kind, key in (("text", "text"), ("thinking", "thinking")):
-            if block.get("type") == key:
-                self._piece(kind, block.get(key) if isinstance(block.get(key), str) else "", block_start=True)
+        elif kind in ("text", "thinking"):
+            start = block.get(kind)
+            block[kind] = ""  # a server's non-text value is dropped: a delta is added to text only
+            self._append(index, kind, start if isinstance(start, str) else "")
+            if kind == "thinking" and not isinstance(block.get("signature"), str):
+                block.pop("signature", None)
 
-    def _piece(self, kind: str, text: str, block_start: bool = False) -> None:
-        if block_start and kind in self._emitted_kinds:
-            self._emit(kind, "\n")
-        if block_start:
+    def _append(self, index: int, kind: str, text: str) -> None:
+        """Add ``text`` to block ``index`` of ``kind`` and emit it, preceded by ``"\\n"`` when the block is the kind's second or later.
+
+        A block counts as ``message_text`` counts it: a text block once it holds text (an
+        empty one is dropped from the reply), a thinking block from its start (kept even
+        when empty). So the deltas of a kind, joined, equal ``message_text``.
+        """
+        if index not in self._joined and (text or kind == "thinking"):
+            self._joined.add(index)
+            if kind in self._emitted_kinds:
+                self._emit(kind, "\n")
             self._emitted_kinds.add(kind)
+        self._blocks[index][kind] += text
         if text:
             self._emit(kind, text)
 
     def _delta(self, index: int, delta: dict[str, Any]) -> None:
         block, kind = self._blocks[index], delta.get("type")
-        if kind == "text_delta" and isinstance(delta.get("text"), str):
-            block["text"] = block.get("text", "") + delta["text"]
-            self._piece("text", delta["text"])
-        elif kind == "thinking_delta" and isinstance(delta.get("thinking"), str):
-            block["thinking"] = block.get("thinking", "") + delta["thinking"]
-            self._piece("thinking", delta["thinking"])
-        elif kind == "signature_delta" and isinstance(delta.get("signature"), str):
-            block["signature"] = (block.get("signature") or "") + delta["signature"]
-        elif kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):
-            self._partial.setdefault(index, []).append(delta["partial_json"])
+        expected = _DELTA_BLOCK.get(kind) if isinstance(kind, str) else None
+        if expected is None:
+            return  # a delta type this reader does not know (citations_delta…): ignored
+        if block.get("type") != expected[0]:
+            raise ReplyError(f"a {kind} for content block {index}, which is a {block.get('type')!r} block")
+        piece = delta.get(expected[1])
+        if not isinstance(piece, str):
+            raise ReplyError(f"a {kind} whose {expected[1]!r} is {type(piece).__name__}, not text")
+        if kind == "input_json_delta":
+            self._partial.setdefault(index, []).append(piece)
+        elif kind == "signature_delta":
+            block["signature"] = block.get("signature", "") + piece
+        else:
+            self._append(index, expected[0], piece)
 
     def finish(self, done: bool = True) -> AssistantMessage:
         cut = [self._blocks[i] for i in sorted(self._open)]

@@ -15,18 +15,18 @@ its text is emitted at once). Anything else, such as a proxy's HTML page, is an
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Iterator
 from typing import Any, Optional, Protocol
 
 import requests
 
-from ..messages import AssistantMessage
+from ..messages import AssistantMessage, TextContent
 from ._guard import CallGuard
 from ._http import Transport, iter_body, read_capped
-from ._secrets import Secrets
+from ._secrets import DeltaMasker, Secrets
 from ._sse import SSEError, SSEParser
-from ._wire import Emit, ReplyError, message_text, payload_error
+from ._wire import Emit, ReplyError, loads_json, message_text, payload_error
 
 __all__ = ["DEFAULT_DEADLINE_S", "HTTPClient", "StreamAccumulator"]
 
@@ -137,14 +137,17 @@ class HTTPClient:
         raise NotImplementedError
 
     def __call__(self, formatted: dict[str, Any]) -> AssistantMessage:
-        body = self._body(formatted)
+        try:
+            body = self._body(formatted)
+        except Exception as exc:  # a formatted dict that is not a chat request: messages not objects, a str…
+            raise self._transport.error(f"{self._transport.provider}: no request can be built from the formatted dict: {type(exc).__name__}: {exc}") from exc
         read = self._read_stream if body.get("stream") else self._read_reply
         return self._transport.call(self.url, body, self._headers, read)
 
     def _read_reply(self, response: requests.Response, guard: CallGuard) -> AssistantMessage:
         if _media_type(response) == "text/event-stream":  # a server that streams though not asked to
             return self._read_stream(response, guard)
-        data = self._transport.json_body(response)
+        data = self._transport.json_body(response, self.max_event_bytes)  # a whole reply is one event
         try:
             return self._parse(data)
         except ReplyError:
@@ -169,22 +172,26 @@ class HTTPClient:
                 f"a stream request answered with HTTP {response.status_code} and Content-Type {media_type!r}, "
                 f"not server-sent events: {self._transport.secrets.redact(snippet).strip()!r}"
             )
-        accumulator = self._accumulator(guard.emit)
+        secrets = self._transport.secrets
+        masker = DeltaMasker(secrets, guard.emit)  # a key split across two deltas is masked too
+        accumulator = self._accumulator(masker.emit)
         done = False
         for name, data in events:
             if data == "[DONE]":
                 done = True
                 break
             try:
-                event = json.loads(self._transport.secrets.redact(data))
-            except ValueError:
-                raise ReplyError(f"stream data that is not JSON: {self._transport.secrets.redact(data[:200])!r}") from None
+                event = self._transport.secrets.redact_json(loads_json(self._transport.secrets.redact(data)))
+            except ValueError as exc:
+                raise ReplyError(f"stream data that is not JSON ({exc}): {self._transport.secrets.redact(data[:200])!r}") from None
             if name == "error":
                 raise payload_error(event, forced=True)  # type: ignore[misc]
             if accumulator.add(event):
                 done = True
                 break
-        return accumulator.finish(done)
+        message = accumulator.finish(done)
+        masker.flush()
+        return _masked(message, secrets)
 
     def _sse_events(self, response: requests.Response) -> Iterator[tuple[str, str]]:
         parser = SSEParser(self.max_event_bytes)
@@ -222,3 +229,11 @@ class HTTPClient:
 
 def _media_type(response: requests.Response) -> str:
     return (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+
+
+def _masked(message: AssistantMessage, secrets: Secrets) -> AssistantMessage:
+    """``message`` with credentials masked in its joined text (a key split across stream events is whole only here)."""
+    if not secrets:
+        return message
+    content = [TextContent(secrets.redact(b.text)) if isinstance(b, TextContent) else secrets.redact_json(b) for b in message.content]
+    return dataclasses.replace(message, content=content)

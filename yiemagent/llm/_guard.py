@@ -24,6 +24,7 @@ import time
 from typing import Any, Optional
 
 from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ..streaming import current_stream, emit_delta
@@ -50,6 +51,7 @@ class CallGuard:
         self._signal = signal
         self._lock = threading.Lock()  # guards _connection, _finished and reason
         self._connection: Any = None
+        self._sockets: list[socket.socket] = []  # dups of the sockets the call opened (see attach_socket)
         self._finished = False  # the call returned: late trips are ignored
         self.reason: Optional[str] = None
         self._tripped = threading.Event()  # set once reason is; retry waits block on it
@@ -74,6 +76,9 @@ class CallGuard:
             # the call is over: its connection may go back to the pool and serve the next
             # call, so a timer or an abort firing late must not shut it down
             self._connection, self._finished = None, True
+            sockets, self._sockets = self._sockets, []
+        for duplicate in sockets:
+            duplicate.close()  # the connection keeps its own descriptor
         if self._timer is not None:
             self._timer.cancel()
         self._unregister()
@@ -92,6 +97,30 @@ class CallGuard:
         if tripped:
             _shutdown(connection)
 
+    def attach_socket(self, sock: socket.socket) -> None:
+        """A socket the call just connected; shut down at once if the guard has already tripped.
+
+        TLS wraps the socket in an ``SSLSocket`` that takes its descriptor over (the
+        plain socket is detached during the handshake), so ``connection.sock`` cannot be
+        shut down until the handshake is done: a server that accepts and never answers
+        the handshake held an aborted call for the whole per-read ``timeout``. A
+        duplicate descriptor of the same socket is kept instead (``shutdown`` acts on
+        the socket, whichever descriptor names it) and closed when the call ends.
+        """
+        try:
+            duplicate = sock.dup()
+        except OSError:
+            return
+        with self._lock:
+            kept = not self._finished
+            if kept:
+                self._sockets.append(duplicate)
+            tripped = self.reason is not None
+        if not kept:
+            duplicate.close()
+        elif tripped:
+            _shutdown_socket(duplicate)
+
     def trip(self, reason: str) -> None:
         """End the call: remember why (the first reason wins) and shut its socket down."""
         with self._lock:
@@ -99,9 +128,12 @@ class CallGuard:
                 return
             self.reason = reason
             connection = self._connection
+            sockets = list(self._sockets)
         self._tripped.set()
         if connection is not None:
             _shutdown(connection)
+        for duplicate in sockets:
+            _shutdown_socket(duplicate)
 
     def wait(self, seconds: float) -> bool:
         """Sleep ``seconds`` between retries, or less when the guard trips; return whether it tripped."""
@@ -117,10 +149,31 @@ class CallGuard:
 def _shutdown(connection: Any) -> None:
     sock = getattr(connection, "sock", None)
     if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass  # already closed or never connected
+        _shutdown_socket(sock)
+
+
+def _shutdown_socket(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed, detached by TLS, or never connected
+
+
+class _GuardedConnectionMixin:
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()  # type: ignore[misc]
+        guard = _current.get()
+        if guard is not None:
+            guard.attach_socket(sock)
+        return sock  # type: ignore[no-any-return]
+
+
+class _GuardedHTTPConnection(_GuardedConnectionMixin, HTTPConnection):
+    pass
+
+
+class _GuardedHTTPSConnection(_GuardedConnectionMixin, HTTPSConnection):
+    pass
 
 
 class _GuardedPoolMixin:
@@ -133,11 +186,11 @@ class _GuardedPoolMixin:
 
 
 class _GuardedHTTPPool(_GuardedPoolMixin, HTTPConnectionPool):
-    pass
+    ConnectionCls = _GuardedHTTPConnection
 
 
 class _GuardedHTTPSPool(_GuardedPoolMixin, HTTPSConnectionPool):
-    pass
+    ConnectionCls = _GuardedHTTPSConnection
 
 
 _POOLS = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}

@@ -13,6 +13,8 @@ whose code is one of those statuses, and a stream that ends before its reply is 
 ``insufficient_quota``, every other 4xx and a body that is not the protocol fail at once.
 When the server asks to wait longer than ``max_retry_delay_ms``, the call fails at once
 with an ``LLMError`` stating the requested delay (spec §1 ``maxRetryDelayMs``).
+Redirects are not followed: a 3xx is an ``LLMError`` naming the new location (requests
+would send ``api-key``/``x-api-key`` along to another host).
 
 urllib3's ``Retry`` does the counting, the exponential backoff with jitter (capped at
 ``max_retry_delay_ms``) and the parsing of ``Retry-After``; the waiting is the guard's,
@@ -26,6 +28,7 @@ import json
 import logging
 import math
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Optional, TypeVar
 
@@ -38,7 +41,7 @@ from ..errors import LLMError
 from ..streaming import current_abort_signal
 from ._guard import ABORTED, DEADLINE, CallGuard, GuardedAdapter
 from ._secrets import Secrets
-from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, payload_error, server_message
+from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, loads_json, payload_error, server_message
 
 __all__ = ["ERROR_BODY_BYTES", "Transport", "install_log_filter"]
 
@@ -125,13 +128,21 @@ class Transport:
             LLMError: a failure that is not retried, the deadline, an abort, a requested
                 delay above the cap, or the last failure once the retries are spent.
         """
+        try:
+            return self._call(url, body, headers, read)
+        except LLMError as error:
+            self.secrets.scrub_exception(error)  # its causes' args name the URL, which may hold a key
+            raise
+
+    def _call(self, url: str, body: dict[str, Any], headers: dict[str, str], read: Callable[[requests.Response, CallGuard], _T]) -> _T:
+        data = self._encode(body, url)
         with CallGuard(self.deadline_s, current_abort_signal()) as guard:
             retry = self._retry_policy()
             attempt = 0
             while True:
                 attempt += 1
                 try:
-                    return self._attempt(url, body, headers, read, guard)
+                    return self._attempt(url, data, headers, read, guard)
                 except LLMError as failure:
                     if not failure.retryable or guard.reason is not None or guard.emitted:
                         raise
@@ -181,7 +192,21 @@ class Transport:
         delay = error.retry_after_ms / 1000 if error.retry_after_ms is not None else retry.get_backoff_time()
         return retry, delay
 
-    def _attempt(self, url: str, body: dict[str, Any], headers: dict[str, str], read: Callable[[requests.Response, CallGuard], _T], guard: CallGuard) -> _T:
+    def _encode(self, body: dict[str, Any], url: str) -> bytes:
+        """The request body as strict JSON, once for every attempt.
+
+        A body JSON cannot carry (a NaN or infinite option, an object in a message) is
+        the caller's error, found before anything is sent: it raised ``TypeError`` from
+        inside requests, or became a retried "could not connect" ``LLMError``.
+        """
+        try:
+            # ASCII, as requests' json= writes it: a lone surrogate a model once sent ("\\ud800")
+            # goes back escaped, where UTF-8 could not encode it at all
+            return json.dumps(body, allow_nan=False).encode("ascii")
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise self.error(f"the {self.provider} request to {url} cannot be sent as JSON: {type(exc).__name__}: {exc}", url=url) from exc
+
+    def _attempt(self, url: str, data: bytes, headers: dict[str, str], read: Callable[[requests.Response, CallGuard], _T], guard: CallGuard) -> _T:
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("POST %s headers=%s", self.secrets.redact(url), self.secrets.masked_headers(headers))
         if guard.reason:  # aborted before the request went out (or between retries)
@@ -189,7 +214,11 @@ class Transport:
         remaining = guard.remaining()
         timeout = self.timeout if remaining is None else max(min(self.timeout, remaining), 0.001)
         try:
-            response = self.session.post(url, json=body, headers=headers, timeout=timeout, stream=True)
+            # redirects are not followed: requests drops Authorization on a redirect to another
+            # host but sends api-key, x-api-key and every other header along
+            response = self.session.post(
+                url, data=data, headers={"Content-Type": "application/json", **headers}, timeout=timeout, stream=True, allow_redirects=False
+            )
         except requests.Timeout as exc:
             raise self._guard_error(guard, url) if _tripped(guard) else self.error(
                 f"{self.provider} request to {url} timed out after {timeout:g} s", retryable=True, url=url
@@ -198,11 +227,21 @@ class Transport:
             if _tripped(guard):
                 raise self._guard_error(guard, url) from exc
             reason = exc.args[0] if exc.args else exc
+            if isinstance(exc, ValueError):  # InvalidURL, InvalidSchema, MissingSchema, InvalidHeader: asking again cannot help
+                raise self.error(f"the request to {self.provider} at {url} is invalid: {reason}", url=url) from exc
             raise self.error(f"could not connect to {self.provider} at {url}: {reason}", retryable=True, url=url) from exc
         with response:
             if guard.reason:  # tripped while connecting, before the socket was known
                 raise self._guard_error(guard, url)
             logger.debug("HTTP %d from %s (%s)", response.status_code, self.secrets.redact(url), response.headers.get("Content-Type"))
+            if response.is_redirect:
+                location = response.headers.get("Location", "")
+                raise self.error(
+                    f"{self.provider} at {url} answered HTTP {response.status_code}, a redirect to {location!r}; redirects are not "
+                    f"followed (the credentials would go along): if that is the server, use it as base_url",
+                    status=response.status_code,
+                    url=url,
+                )
             if not 200 <= response.status_code < 300:
                 raise self._error_from_response(url, response, guard)
             try:
@@ -237,7 +276,7 @@ class Transport:
             return self._guard_error(guard, url)
         text = self.secrets.redact(raw.decode("utf-8", errors="replace"))
         try:
-            body = json.loads(text)
+            body = loads_json(text)
         except ValueError:
             body = None
         status = response.status_code
@@ -252,17 +291,24 @@ class Transport:
         )
 
     def json_body(self, response: requests.Response, limit: Optional[int] = None) -> Any:
-        """The whole body parsed as JSON (masked first); a body that is not JSON, or an error object, is a ``ReplyError``."""
-        text = self.secrets.redact(read_capped(response, limit).decode("utf-8", errors="replace"))
+        """The whole body parsed as JSON, masked before and after parsing; a body that is not JSON, or an error object, is a ``ReplyError``.
+
+        A body longer than ``limit`` bytes is a ``ReplyError`` saying so, read no further
+        (a server sending an endless body would otherwise fill the memory until the deadline).
+        """
+        raw = read_capped(response, limit + 1 if limit is not None else None)
+        if limit is not None and len(raw) > limit:
+            raise ReplyError(f"the reply exceeds {limit} bytes (max_event_bytes); it was not read further")
+        text = self.secrets.redact(raw.decode("utf-8", errors="replace"))
         try:
-            data = json.loads(text)
-        except ValueError:
+            data = loads_json(text)
+        except ValueError as exc:
             kind = response.headers.get("Content-Type") or "no Content-Type"
-            raise ReplyError(f"HTTP {response.status_code} ({kind}) with a body that is not JSON: {text[:200].strip()!r}") from None
+            raise ReplyError(f"HTTP {response.status_code} ({kind}) with a body that is not JSON ({exc}): {text[:200].strip()!r}") from None
         error = payload_error(data)
         if error is not None:
             raise error
-        return data
+        return self.secrets.redact_json(data)
 
 
 def _tripped(guard: CallGuard) -> bool:
@@ -302,17 +348,22 @@ def iter_body(response: requests.Response) -> Iterator[bytes]:
 
 
 class _RedactingFilter(logging.Filter):
-    """Masks credentials in urllib3's DEBUG lines (it logs request paths, which may carry a ``?key=``)."""
+    """Masks credentials in urllib3's DEBUG lines (it logs request paths, which may carry a ``?key=``).
+
+    Holds each client's ``Secrets`` weakly: a program that makes a client per request
+    (a web server) would otherwise keep every key it ever used, and scan them all for
+    each log line.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self._secrets: list[Secrets] = []
+        self._secrets: "weakref.WeakSet[Secrets]" = weakref.WeakSet()
         self._lock = threading.Lock()  # guards _secrets
 
     def add(self, secrets: Secrets) -> None:
-        with self._lock:
-            if secrets and all(s is not secrets for s in self._secrets):
-                self._secrets.append(secrets)
+        if secrets:
+            with self._lock:
+                self._secrets.add(secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
         with self._lock:
@@ -331,5 +382,5 @@ for _name in ("urllib3.connectionpool", "urllib3.connection", "urllib3.util.retr
 
 
 def install_log_filter(secrets: Secrets) -> None:
-    """Mask ``secrets`` in urllib3's log lines from now on (kept for the life of the process)."""
+    """Mask ``secrets`` in urllib3's log lines from now on, as long as something (its client) holds them."""
     _FILTER.add(secrets)

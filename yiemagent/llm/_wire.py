@@ -7,9 +7,11 @@ with the server's words masked (see ``_secrets``).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from typing import Any, Optional
+from urllib.parse import urlsplit, urlunsplit
 
 from ..messages import AssistantMessage, TextContent
 
@@ -19,6 +21,8 @@ __all__ = [
     "ReplyError",
     "content_text",
     "error_code",
+    "join_url",
+    "loads_json",
     "message_text",
     "payload_error",
     "require_object",
@@ -53,6 +57,42 @@ class ReplyError(ValueError):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} does not fit a float")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads`` as the wire needs it: strict JSON, every failure a ``ValueError``.
+
+    Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400`` (a float infinity),
+    which no JSON encoder will write back: a model's tool arguments holding one would
+    make every later request of the conversation unsendable (requests refuses NaN). A
+    nesting deeper than the interpreter's recursion limit raises ``RecursionError``,
+    which is not a ``ValueError``. Both are refused here as ``ValueError``.
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
+
+
+def join_url(base_url: str, path: str) -> str:
+    """``path`` appended to the path of ``base_url``, its query kept after it.
+
+    Azure's endpoints take ``?api-version=…`` (and some gateways ``?key=…``) on the base
+    URL: appending the path to the whole text put it inside the query's value.
+    """
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
 
 
 def require_object(value: Any, what: str) -> dict[str, Any]:

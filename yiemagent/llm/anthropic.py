@@ -20,14 +20,13 @@ decision 14 for streams cut short).
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any, Optional
 
 from ..messages import AssistantMessage
 from ._anthropic_reply import AnthropicStream, parse_anthropic_response, parse_anthropic_stream
 from ._client import DEFAULT_DEADLINE_S, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
-from ._wire import Emit, content_text
+from ._wire import Emit, content_text, join_url, loads_json
 
 __all__ = ["AnthropicClient", "AnthropicStream", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
 
@@ -61,7 +60,7 @@ def _arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
     try:
-        value = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+        value = loads_json(raw) if isinstance(raw, str) and raw.strip() else {}
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
@@ -209,7 +208,7 @@ class AnthropicClient(HTTPClient):
 
     @property
     def url(self) -> str:
-        return f"{self.base_url}/v1/messages"
+        return join_url(self.base_url, "/v1/messages")
 
     def __repr__(self) -> str:
         base_url = self._transport.secrets.redact(self.base_url)

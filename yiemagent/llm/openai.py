@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from ..messages import AssistantMessage, LLMUsage, TextContent
 from ._client import DEFAULT_DEADLINE_S, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
-from ._wire import Emit, ReplyError, content_text, payload_error, require_object, token_count
+from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count
 
 __all__ = ["OpenAIClient", "OpenAIStream", "build_openai_request", "parse_openai_response", "parse_openai_stream"]
 
@@ -197,7 +197,8 @@ class OpenAIStream:
     (``choices: []``) are read for their usage. Ollama's native stream (one partial
     ``message`` per line, ``done: true`` at the end) is read too. Decision 14: a chunk
     carrying an ``error`` raises; a stream that ends with neither a ``finish_reason`` nor
-    ``[DONE]`` (nor Ollama's ``done``) is not whole and raises.
+    ``[DONE]`` (nor Ollama's ``done``) is not whole and raises; so does one that carried
+    no choice at all (``[DONE]`` alone, a proxy's empty stream).
 
     Thread safety: none; one accumulator belongs to one call.
     """
@@ -210,6 +211,7 @@ class OpenAIStream:
         self._calls: dict[Any, dict[str, Any]] = {}
         self._finish_reason: Any = None
         self._finished = False
+        self._answered = False  # a choice came: a stream of [DONE] alone carries no reply
         self._usage: Optional[LLMUsage] = None
         self._model: Any = None
 
@@ -234,10 +236,13 @@ class OpenAIStream:
                 return False
             raise ReplyError(f"a stream event's choices are not a list but {type(choices).__name__}")
         for choice in choices:
-            self._add_choice(require_object(choice, "a stream choice"))
+            choice = require_object(choice, "a stream choice")
+            if choice.get("index") in (0, None):  # as a whole reply reads choices[0]: with n > 1 the others interleave
+                self._add_choice(choice)
         return False
 
     def _add_choice(self, choice: dict[str, Any]) -> None:
+        self._answered = True
         delta = require_object(choice.get("delta") or {}, "a stream delta")
         _check_finish(choice.get("finish_reason"))
         self._finish_reason = choice.get("finish_reason") or self._finish_reason
@@ -272,6 +277,8 @@ class OpenAIStream:
     def finish(self, done: bool = True) -> AssistantMessage:
         if not (done or self._finished or self._finish_reason):
             raise ReplyError("the stream ended before the reply was whole (no finish_reason, no [DONE]); the partial reply was dropped", retryable=True)
+        if not self._answered:
+            raise ReplyError("the stream ended without any choice: it carried no reply", retryable=True)
         text, thinking = "".join(self._text), "".join(self._thinking)
         return _assistant_message(text, thinking, list(self._calls.values()), self._finish_reason, self._usage, self._model, self.provider)
 
@@ -306,7 +313,7 @@ class OpenAIClient(HTTPClient):
         deadline_s: the longest the whole call may take, retries included (default 600;
             None: no limit). ``timeout`` bounds each connect and each read.
         headers: extra request headers (Azure's ``api-key``, OpenRouter's ``HTTP-Referer``).
-        max_event_bytes: the largest one server-sent event may be (default 16 MiB).
+        max_event_bytes: the largest one server-sent event, or one whole JSON reply, may be (default 16 MiB).
         options, backoff_factor: request defaults; the base of the exponential backoff.
 
     Thread safety: a client may serve several agents and threads at once.
@@ -352,7 +359,7 @@ class OpenAIClient(HTTPClient):
 
     @property
     def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        return join_url(self.base_url, "/chat/completions")
 
     def __repr__(self) -> str:
         base_url = self._transport.secrets.redact(self.base_url)
