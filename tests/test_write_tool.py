@@ -251,6 +251,16 @@ def test_target_outside_the_tools_directory_is_refused(tmp_path):
 
 
 @pytest.mark.spec("15")
+def test_a_symbolic_link_inside_the_tools_directory_is_never_written_through(tmp_path):
+    """A link to another writeTool file in the same directory is refused: the write would replace the other file."""
+    write(tmp_path, name="otherTool", description="other")
+    os.symlink(tmp_path / "otherTool.py", tmp_path / "searchWine.py")
+    before = (tmp_path / "otherTool.py").read_text()
+    assert "is a symbolic link" in refusal(write(tmp_path, overwrite=True))
+    assert (tmp_path / "otherTool.py").read_text() == before and (tmp_path / "searchWine.py").is_symlink()
+
+
+@pytest.mark.spec("15")
 def test_write_tool_never_imports_or_runs_what_it_writes(tmp_path):
     """Code in executeCode runs only when the developer's program calls the tool."""
     marker = tmp_path / "ran"
