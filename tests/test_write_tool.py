@@ -31,7 +31,7 @@ from yiemagent import (
 )
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
-from yiemagent.tools._tool_source import MARKER, ToolSourceError, render_tool_source, verify_tool_source
+from yiemagent.tools._tool_source import MARKER, ToolSourceError, indent_body, render_tool_source, verify_tool_source
 from yiemagent.tools.write_tool import INPUT_SCHEMA, write_tool_tool
 
 WAIT = 10
@@ -313,42 +313,80 @@ def test_any_text_round_trips_through_the_generated_file(tmp_path_factory, label
     assert (tool.label, tool.description, tool.input_schema) == (label, description, schema)
 
 
+VERIFY_MESSAGES = {
+    "top level": "the generated module's top level holds more than the functions of tool 't'",
+    "lacks": "the generated module's top level lacks t_execute or t_tool",
+    "signature": "function t_execute does not have the expected plain signature ('tool_call_id', 'args', 'signal', 'on_partial_result')",
+    "label": "the label embedded in the generated module is not the one given",
+    "label literal": "the label embedded in the generated module is not a plain literal",
+    "parallel": "the parallel_tool_execute embedded in the generated module is not the one given",
+    "imports": "the generated module's imports are not the expected ones",
+    "marker": "the generated module does not start with writeTool's marker line",
+    "docstring": "the generated module does not start with its docstring",
+    "body": "the body of t_execute is not the code given",
+    "keywords": "t_tool must call AgentTool with exactly the keywords name, label, description, input_schema, execute, "
+    "prepare_arguments, validate_required_args, parallel_tool_execute, in that order",
+    "single return": "t_tool must be a single return of AgentTool(...)",
+    "execute": "t_tool's execute is not t_execute",
+    "prepare": "t_tool's prepare_arguments is not None",
+    "validate": "t_tool's validate_required_args is not None",
+    "syntax": "the generated module does not parse: line 26: invalid syntax",
+}
+
+
 @pytest.mark.spec("15")
 @pytest.mark.parametrize(
-    "old, new, fragment",
+    "old, new, problem",
     [
-        (None, "\nimport os\n", "top level holds more than"),
-        (None, "\nos_system = print('import time')\n", "top level holds more than"),
-        (None, "\ndef t_execute(tool_call_id, args, signal, on_partial_result):\n    return None\n", "top level holds more than"),
-        ("def t_execute(", "@print\ndef t_execute(", "plain signature"),
-        ("on_partial_result):", "on_partial_result=print('x')):", "plain signature"),
-        ("label='L'", "label='X'", "the label embedded"),
-        ("label='L'", "label=str(1)", "not a plain literal"),
-        ("parallel_tool_execute=False", "parallel_tool_execute=0", "the parallel_tool_execute embedded"),
-        ("from yiemagent import", "from os import", "imports are not the expected"),
-        (MARKER + "\n", "", "marker line"),
+        (None, "\nimport os\n", "top level"),
+        (None, "\nos_system = print('import time')\n", "top level"),
+        (None, "\ndef t_execute(tool_call_id, args, signal, on_partial_result):\n    return None\n", "top level"),
+        ("def t_execute(", "@print\ndef t_execute(", "signature"),
+        ("on_partial_result):", "on_partial_result=print('x')):", "signature"),
+        ("label='L'", "label='X'", "label"),
+        ("label='L'", "label=str(1)", "label literal"),
+        ("parallel_tool_execute=False", "parallel_tool_execute=0", "parallel"),
+        ("from yiemagent import", "from os import", "imports"),
+        (MARKER + "\n", "", "marker"),
         ("Review this file", "Trust this file", "docstring"),
-        ("    return None\n", "    return 1\n", "body of t_execute is not the code given"),
-        ("parallel_tool_execute=False,\n", "parallel_tool_execute=False,\n        **{'timeout_s': print('x')},\n", "exactly the keywords"),
-        ("parallel_tool_execute=False,\n", "parallel_tool_execute=False,\n        timeout_s=1,\n", "exactly the keywords"),
-        ("return AgentTool(\n", "return AgentTool(print('x'),\n", "exactly the keywords"),
-        ("        name='t',\n        label='L',\n", "        label='L',\n        name='t',\n", "exactly the keywords"),
-        ("return AgentTool(", "return print(", "single return of AgentTool"),
-        ("return AgentTool(", "print('x')\n    return AgentTool(", "single return of AgentTool"),
-        ("execute=t_execute", "execute=print", "execute is not t_execute"),
-        ("prepare_arguments=None", "prepare_arguments=print", "prepare_arguments is not None"),
-        ("validate_required_args=None", "validate_required_args=t_execute", "validate_required_args is not None"),
+        ("    return None\n", "    return 1\n", "body"),
+        ("parallel_tool_execute=False,\n", "parallel_tool_execute=False,\n        **{'timeout_s': print('x')},\n", "keywords"),
+        ("parallel_tool_execute=False,\n", "parallel_tool_execute=False,\n        timeout_s=1,\n", "keywords"),
+        ("return AgentTool(\n", "return AgentTool(print('x'),\n", "keywords"),
+        ("        name='t',\n        label='L',\n", "        label='L',\n        name='t',\n", "keywords"),
+        ("return AgentTool(", "return print(", "single return"),
+        ("return AgentTool(", "print('x')\n    return AgentTool(", "single return"),
+        ("execute=t_execute", "execute=print", "execute"),
+        ("prepare_arguments=None", "prepare_arguments=print", "prepare"),
+        ("validate_required_args=None", "validate_required_args=t_execute", "validate"),
+        ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(tool_call_id, args, signal, on_partial_result) -> print():", "signature"),
+        ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(tool_call_id, args, signal, on_partial_result, *, extra=print()):", "signature"),
+        ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(tool_call_id, args, signal, on_partial_result, *, extra):", "signature"),
+        ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(tool_call_id, /, args, signal, on_partial_result):", "signature"),
+        ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(tool_call_id, args, signal, on_partial_result, *extra):", "signature"),
+        ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(tool_call_id, args, signal, on_partial_result, **extra):", "signature"),
+        ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(tool_call_id, args, signal, on_partial_result: print()):", "signature"),
+        ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(tool_call_id, args, signal):", "signature"),
+        ("        parallel_tool_execute=False,\n    )\n", "        parallel_tool_execute=False,\n    )\n    print('x')\n", "single return"),
+        ("t_tool", "t_tool", "lacks"),  # the factory removed (see CUTS)
+        ("t_execute", "t_execute", "lacks"),  # the execute function removed
+        ("both", "both", "lacks"),  # both removed: docstring and import alone
+        (None, "\ndef (\n", "syntax"),
     ],
 )
-def test_verification_rejects_anything_but_the_expected_module(old, new, fragment):
-    """The check refuses extra top-level code, decorators, defaults, other imports, altered literals or bodies, and any other factory call."""
+def test_verification_rejects_anything_but_the_expected_module(old, new, problem):
+    """The check refuses extra or missing top-level code, any signature but the plain one, other imports, altered
+    literals or bodies, and any other factory call; the message says which (the model reads it)."""
     source = render_tool_source("t", "L", "D", {"type": "object"}, "return None", None, None, False)
     expected = {"name": "t", "label": "L", "description": "D", "input_schema": {"type": "object"}, "parallel_tool_execute": False}
     verify_tool_source(source, "t", expected, {"execute": "return None"})
-    tampered = source + new if old is None else source.replace(old, new, 1)
+    execute_at, tool_at = source.index("\n\ndef t_execute("), source.index("\n\ndef t_tool(")
+    cuts = {"t_tool": source[:tool_at] + "\n", "t_execute": source[:execute_at] + source[tool_at:], "both": source[:execute_at] + "\n"}
+    tampered = cuts[old] if old in cuts else source + new if old is None else source.replace(old, new, 1)
     assert tampered != source
-    with pytest.raises(ToolSourceError, match=fragment):
+    with pytest.raises(ToolSourceError) as raised:
         verify_tool_source(tampered, "t", expected, {"execute": "return None"})
+    assert str(raised.value) == VERIFY_MESSAGES[problem]
 
 
 @pytest.mark.spec("15")
@@ -482,3 +520,58 @@ def test_written_files_import_cleanly_and_return_what_the_body_returns(tmp_path_
     assert (tool.name, tool.label, tool.description, tool.input_schema) == (name, label, description, schema)
     assert tool.execute("c", {"marker": str(marker)}, None, lambda p: None).content[0].text == returned
     assert marker.exists()
+
+
+@pytest.mark.spec("15")
+@pytest.mark.parametrize(
+    "code, indented",
+    [
+        ("a = 1\nreturn a", "    a = 1\n    return a"),
+        ("    a = 1\n    return a", "    a = 1\n    return a"),
+        ("\ta = 1\n\treturn a", "    a = 1\n    return a"),
+        ("\n\n    if a:\n        b()\n    return a\n\n", "    if a:\n        b()\n    return a"),
+        ("    a = 1\n# a note\n    return a", "    a = 1\n    # a note\n    return a"),
+        ("   a = (1,\n  2)\n   return a", "     a = (1,\n    2)\n     return a"),
+        ("a = 1\n\n   \nreturn a", "    a = 1\n\n\n    return a"),
+        ("a = '''x\n  y\n'''\nreturn a", "    a = '''x\n  y\n'''\n    return a"),
+        ("a = 1\r\nreturn a", "    a = 1\n    return a"),
+    ],
+    ids=["flat", "indented", "tabs", "blank-ends", "comment", "odd-margins", "blank-inside", "string", "crlf"],
+)
+def test_code_is_indented_by_its_common_margin_and_strings_are_left_alone(code, indented):
+    """The file a developer reviews reads like the code given: the common margin becomes four spaces, nothing else moves."""
+    assert indent_body(code) == indented
+
+
+@pytest.mark.spec("15")
+def test_code_that_cannot_be_tokenized_is_refused_saying_why():
+    """indent_body refuses an unterminated string instead of guessing where the string ends."""
+    with pytest.raises(ToolSourceError) as raised:
+        indent_body("x = '''abc")
+    assert str(raised.value) == "cannot be read as Python tokens: ('EOF in multi-line string', (1, 4))"
+
+
+@pytest.mark.spec("15")
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("return 1\x00", "executeCode does not parse: source code string cannot contain null bytes"),
+        ("return (", "executeCode does not parse: line 1: '(' was never closed"),
+        ("  return 1\n return 2", "executeCode does not parse: line 2: unindent does not match any outer indentation level"),
+    ],
+)
+def test_code_that_does_not_parse_is_refused_with_the_parsers_words(tmp_path, code, message):
+    """The refusal quotes the parser, so the model can fix its code."""
+    assert refusal(write(tmp_path, executeCode=code)) == f"Tool 'writeTool' failed: refused: {message}. Nothing was written."
+    assert files_in(tmp_path) == []
+
+
+@pytest.mark.spec("15")
+def test_code_starting_and_schema_keys_are_kept_as_given(tmp_path):
+    """Nothing is trimmed from code but blank lines, and the schema's keys keep their order (the model sees them so)."""
+    schema = {"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "string"}}, "required": ["zeta"]}
+    code = 'X = "kept"\nreturn AgentToolResult([TextContent(X)])'
+    assert not write(tmp_path, executeCode=code, inputSchema=schema).is_error
+    tool = load(tmp_path / "searchWine.py", "written_kept").searchWine_tool()
+    assert tool.execute("c", {"zeta": "z"}, None, lambda p: None).content[0].text == "kept"
+    assert list(tool.input_schema) == ["type", "properties", "required"] and list(tool.input_schema["properties"]) == ["zeta", "alpha"]

@@ -119,14 +119,17 @@ def parse_body(field: str, code: Any) -> list[ast.stmt]:
     except UnicodeEncodeError as exc:
         raise ToolSourceError(f"{field} holds a character UTF-8 cannot encode at position {exc.start} (a lone surrogate)") from None
     code = _NEWLINES.sub("\n", code).strip("\n")
+    wrapped = 0  # lines added in front of the code, taken off the line number an error names
     try:
         try:
             body: list[ast.stmt] = ast.parse(code).body
         except IndentationError:
+            wrapped = 1
             body = ast.parse("if 1:\n" + code).body[0].body  # type: ignore[attr-defined]  # an indented body
-    except SyntaxError as exc:
-        raise ToolSourceError(f"{field} does not parse: line {exc.lineno}: {exc.msg}") from None
-    except ValueError as exc:  # a null byte (3.11 raises ValueError, 3.12 SyntaxError)
+    except SyntaxError as exc:  # a null byte too (without a line number)
+        where = f"line {exc.lineno - wrapped}: " if exc.lineno else ""
+        raise ToolSourceError(f"{field} does not parse: {where}{exc.msg}") from None
+    except ValueError as exc:  # a null byte, on versions that raise ValueError for it
         raise ToolSourceError(f"{field} does not parse: {exc}") from None
     for node in ast.walk(ast.Module(body=body, type_ignores=[])):
         if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
