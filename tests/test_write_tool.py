@@ -7,6 +7,7 @@ model's call would: a refusal is an error result the model reads, and nothing is
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 import os
 import sys
@@ -575,3 +576,111 @@ def test_code_starting_and_schema_keys_are_kept_as_given(tmp_path):
     tool = load(tmp_path / "searchWine.py", "written_kept").searchWine_tool()
     assert tool.execute("c", {"zeta": "z"}, None, lambda p: None).content[0].text == "kept"
     assert list(tool.input_schema) == ["type", "properties", "required"] and list(tool.input_schema["properties"]) == ["zeta", "alpha"]
+
+
+def refused_with(result) -> str:
+    """The reason of a refusal, without the frame every refusal shares."""
+    text = refusal(result)
+    return text.removeprefix("Tool 'writeTool' failed: refused: ").removesuffix(". Nothing was written.")
+
+
+@pytest.mark.spec("15")
+def test_success_reports_the_file_and_the_exact_next_steps(tmp_path):
+    """The result names the file, its size and the four steps the developer takes (spec §15 steps 4-6)."""
+    tools = tmp_path / "deep" / "er" / "tools"  # missing parents are made
+    result = write(tools, name="w" * 64)
+    target = tools / f"{'w' * 64}.py"
+    assert result.details == {"path": str(target), "name": "w" * 64, "bytes": target.stat().st_size, "overwrite": False}
+    name = "w" * 64
+    assert result.content[0].text == (
+        f"Wrote tool {name!r} to {target}. It is not loaded yet.\n"
+        "Next steps for the developer (spec §15 steps 4-6):\n"
+        f"  1. Review {target}: it will run with your program's permissions.\n"
+        f"  2. Import it (with {tools.parent} on sys.path): from tools.{name} import {name}_tool\n"
+        f"  3. Register it: register_tool(agent.tool_store, {name}_tool()) — or add that line to register_all_tools.\n"
+        f"  4. Restart your program (or register it in the running one); then the agent can call {name!r}."
+    )
+
+
+@pytest.mark.spec("15")
+def test_refusals_say_exactly_why(tmp_path):
+    """The model reads the reason: the schema error names the tool and the place; a surrogate deep in the schema is found."""
+    bad_schema = {"type": "object", "properties": {"q": {"type": "strnig"}}}
+    assert refused_with(write(tmp_path, inputSchema=bad_schema)) == (
+        "tool 'searchWine': input_schema is not a valid JSON Schema at properties/q/type: 'strnig' is not valid under any of the given schemas"
+    )
+    deep = {"type": "object", "properties": {"q": {"enum": ["fine", "\ud800"]}}}
+    assert refused_with(write(tmp_path, inputSchema=deep)) == "inputSchema holds a character UTF-8 cannot encode at position 0 (a lone surrogate)"
+    assert files_in(tmp_path) == []
+
+
+@pytest.mark.spec("15")
+def test_where_a_shadowed_name_is_importable_from_is_named(tmp_path, monkeypatch):
+    """A loaded module (by its top package), a module on sys.path, a namespace package, another case, a failing finder."""
+    monkeypatch.setitem(sys.modules, "zzTop.mid.leaf", type(sys)("zzTop.mid.leaf"))
+    assert refused_with(write(tmp_path, name="zzTop")).endswith("(from the loaded module 'zzTop'); a file of that name would shadow it")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "zzNamespace").mkdir(parents=True)
+    (elsewhere / "zzModule.py").write_text("")
+    (elsewhere / "ZzCased.py").write_text("")
+    (elsewhere / "ZzPackage").mkdir()
+    (elsewhere / "ZzPackage" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(elsewhere))
+    shadow = "is importable in this program (from {}); a file of that name would shadow it"
+    assert refused_with(write(tmp_path / "t", name="zzModule")) == f"name 'zzModule' {shadow.format(elsewhere / 'zzModule.py')}"
+    assert refused_with(write(tmp_path / "t", name="zzNamespace")) == f"name 'zzNamespace' {shadow.format('a namespace package on sys.path')}"
+    assert refused_with(write(tmp_path / "t", name="zzCased")) == f"name 'zzCased' {shadow.format(elsewhere / 'ZzCased')}"
+    assert refused_with(write(tmp_path / "t", name="zzPackage")) == f"name 'zzPackage' {shadow.format(elsewhere / 'ZzPackage')}"
+
+    def failing_finder(name, package=None):
+        raise ImportError("a finder failed")
+
+    monkeypatch.setattr(importlib.util, "find_spec", failing_finder)
+    assert refused_with(write(tmp_path / "t", name="zzAnything")) == f"name 'zzAnything' {shadow.format('sys.path')}"
+    assert files_in(tmp_path / "t") == []
+
+
+@pytest.mark.spec("15")
+def test_a_written_tool_importable_from_its_own_file_may_still_be_overwritten(tmp_path, monkeypatch):
+    """With the tools directory on sys.path and the tool imported by its own name, only that file is not a shadow."""
+    assert not write(tmp_path, description="first").is_error
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "searchWine", raising=False)
+    module = importlib.import_module("searchWine")
+    try:
+        assert module.searchWine_tool().description == "first"
+        replaced = write(tmp_path, description="second", overwrite=True)
+        assert not replaced.is_error and "'second'" in (tmp_path / "searchWine.py").read_text()
+    finally:
+        sys.modules.pop("searchWine", None)
+
+
+@pytest.mark.spec("15")
+@pytest.mark.parametrize("overwrite", [False, True])
+@pytest.mark.parametrize("links", [True, False])
+def test_a_file_that_appears_after_the_checks_is_never_replaced(tmp_path, monkeypatch, overwrite, links):
+    """A file created by someone else between the checks and the write (with or without hard links) stays as it is."""
+    from yiemagent.tools import write_tool as module
+
+    checked = module._check_existing
+
+    def check_then_race(target, overwrite):
+        checked(target, overwrite)
+        target.write_text("# theirs\n")
+
+    monkeypatch.setattr(module, "_check_existing", check_then_race)
+    if not links:
+        monkeypatch.setattr(os, "link", lambda *a: (_ for _ in ()).throw(PermissionError("no hard links")))
+    target = tmp_path / "searchWine.py"
+    assert refused_with(write(tmp_path, overwrite=overwrite)) == f'{target} already exists; pass "overwrite": true to replace it'
+    assert target.read_text() == "# theirs\n" and files_in(tmp_path) == ["searchWine.py"]
+
+
+@pytest.mark.spec("15")
+def test_a_directory_that_cannot_be_made_is_an_error_saying_so(tmp_path):
+    """An OSError while writing is an error result naming it, and nothing is left behind."""
+    (tmp_path / "file").write_text("")
+    result = write(tmp_path / "file" / "tools")
+    text = result.content[0].text
+    assert result.is_error and text.startswith("Tool 'writeTool' failed: could not write the file: [Errno 20] Not a directory")
+    assert text.endswith(". Nothing was written.") and files_in(tmp_path) == ["file"]

@@ -18,7 +18,8 @@ replace the user's code, shadow a module or run anything at import time):
 - the target stays inside ``tools_dir`` and is not a symbolic link;
 - an existing file is replaced only when the call says ``"overwrite": true`` (beyond the
   spec) *and* the file is one writeTool wrote: it starts with ``MARKER`` and still
-  follows the tool file contract. The user's own files are never replaced;
+  follows the tool file contract. The user's own files are never replaced, and a file
+  that appears after the checks is not replaced either (the write then must create it);
 - no text field holds a lone surrogate (it cannot be written as UTF-8, nor sent to a
   model); ``inputSchema`` is valid JSON Schema; each code field parses as a function body;
 - the generated module parses back to exactly the requested tool (see ``_tool_source``).
@@ -68,7 +69,7 @@ INPUT_SCHEMA = {
         "validateCode": {"type": "string", "description": "Optional Python body of <name>_validate_required_args(args): return None or an error string"},
         "prepareCode": {"type": "string", "description": "Optional Python body of <name>_prepare_arguments(args): return the arguments dict"},
         "parallel": {"type": "boolean", "description": "Whether the tool may run in parallel with others (default false)"},
-        "overwrite": {"type": "boolean", "description": "Replace an existing file of that name (default false)"},
+        "overwrite": {"type": "boolean", "description": "Replace a file of that name that writeTool wrote earlier (default false)"},
     },
     "required": ["name", "label", "description", "inputSchema", "executeCode"],
 }
@@ -150,10 +151,14 @@ def _check_text(field: str, value: Any) -> None:
             _check_text(field, item)
 
 
-def _check_existing(target: Path, overwrite: bool) -> None:
-    """An existing file is replaced only when asked, and only if writeTool wrote it."""
+def _check_existing(target: Path, overwrite: bool) -> bool:
+    """An existing file is replaced only when asked, and only if writeTool wrote it.
+
+    Returns True when the target exists and may be replaced; False when it does not
+    exist, and then the write must create it (a file that appears meanwhile is refused).
+    """
     if not target.exists():
-        return
+        return False
     if not overwrite:
         raise _Refused(f"{target} already exists; pass \"overwrite\": true to replace a file writeTool wrote")
     try:
@@ -162,6 +167,7 @@ def _check_existing(target: Path, overwrite: bool) -> None:
         existing = ""
     if not is_written_tool(existing, target.stem):
         raise _Refused(f"{target} exists and was not written by writeTool (or was changed since); it is never replaced")
+    return True
 
 
 def _target(tools_dir: Path, name: str) -> Path:
@@ -193,7 +199,8 @@ def _reserve(temporary: str, target: Path) -> None:
         raise _Refused(f"{target} already exists; pass \"overwrite\": true to replace it") from None
 
 
-def _write_atomically(tools_dir: Path, target: Path, source: str, overwrite: bool) -> None:
+def _write_atomically(tools_dir: Path, target: Path, source: str, replace_existing: bool) -> None:
+    """Write ``source`` to ``target`` through a temporary file: replace the file checked before, or create a new one."""
     tools_dir.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=tools_dir, prefix=f".{target.stem}.", suffix=".tmp")
     try:
@@ -202,7 +209,7 @@ def _write_atomically(tools_dir: Path, target: Path, source: str, overwrite: boo
             handle.flush()
             os.fchmod(handle.fileno(), 0o644)  # mkstemp makes 0600; a source file is readable like any other
             os.fsync(handle.fileno())
-        if not overwrite or not target.exists():
+        if not replace_existing:
             _reserve(temporary, target)
         os.replace(temporary, target)
     finally:
@@ -242,7 +249,7 @@ def write_tool_execute(
         target = _target(directory, name)
         _check_name(name, store, target)
         overwrite = bool(args.get("overwrite", False))
-        _check_existing(target, overwrite)
+        replace_existing = _check_existing(target, overwrite)
         for field in ("label", "description", "inputSchema"):
             _check_text(field, args[field])
         try:
@@ -270,7 +277,7 @@ def write_tool_execute(
             "parallel_tool_execute": parallel,
         }
         verify_tool_source(source, name, expected, code)
-        _write_atomically(directory, target, source, overwrite)
+        _write_atomically(directory, target, source, replace_existing)
     except (_Refused, ToolSourceError) as exc:
         raise ToolError(f"refused: {exc}. Nothing was written.") from None
     except OSError as exc:
