@@ -684,3 +684,14 @@ def test_a_directory_that_cannot_be_made_is_an_error_saying_so(tmp_path):
     text = result.content[0].text
     assert result.is_error and text.startswith("Tool 'writeTool' failed: could not write the file: [Errno 20] Not a directory")
     assert text.endswith(". Nothing was written.") and files_in(tmp_path) == ["file"]
+
+
+@pytest.mark.spec("15")
+def test_the_write_tool_definition_the_model_sees(tmp_path):
+    """writeTool's name, label and description are what the model reads; it is sequential and uses INPUT_SCHEMA."""
+    tool = write_tool_tool(tmp_path)
+    assert (tool.name, tool.label, tool.parallel_tool_execute, tool.input_schema) == ("writeTool", "Write Tool", False, INPUT_SCHEMA)
+    assert tool.description == (
+        "Write the Python source file of a new tool for a developer to review and register. "
+        "It does not load or run the tool. Call listTools first to avoid a name collision."
+    )
