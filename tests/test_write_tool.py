@@ -368,6 +368,7 @@ VERIFY_MESSAGES = {
         ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(tool_call_id, args, signal, on_partial_result, **extra):", "signature"),
         ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(tool_call_id, args, signal, on_partial_result: print()):", "signature"),
         ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(tool_call_id, args, signal):", "signature"),
+        ("def t_execute(tool_call_id, args, signal, on_partial_result):", "def t_execute(extra, /, tool_call_id, args, signal, on_partial_result):", "signature"),
         ("        parallel_tool_execute=False,\n    )\n", "        parallel_tool_execute=False,\n    )\n    print('x')\n", "single return"),
         ("t_tool", "t_tool", "lacks"),  # the factory removed (see CUTS)
         ("t_execute", "t_execute", "lacks"),  # the execute function removed
@@ -536,8 +537,10 @@ def test_written_files_import_cleanly_and_return_what_the_body_returns(tmp_path_
         ("a = 1\n\n   \nreturn a", "    a = 1\n\n\n    return a"),
         ("a = '''x\n  y\n'''\nreturn a", "    a = '''x\n  y\n'''\n    return a"),
         ("a = 1\r\nreturn a", "    a = 1\n    return a"),
+        ("    a = 1\n  # a note\n    return a", "    a = 1\n    # a note\n    return a"),
+        ("  # only a note", "      # only a note"),
     ],
-    ids=["flat", "indented", "tabs", "blank-ends", "comment", "odd-margins", "blank-inside", "string", "crlf"],
+    ids=["flat", "indented", "tabs", "blank-ends", "comment", "odd-margins", "blank-inside", "string", "crlf", "comment-between", "comments-only"],
 )
 def test_code_is_indented_by_its_common_margin_and_strings_are_left_alone(code, indented):
     """The file a developer reviews reads like the code given: the common margin becomes four spaces, nothing else moves."""
@@ -559,6 +562,7 @@ def test_code_that_cannot_be_tokenized_is_refused_saying_why():
         ("return 1\x00", "executeCode does not parse: source code string cannot contain null bytes"),
         ("return (", "executeCode does not parse: line 1: '(' was never closed"),
         ("  return 1\n return 2", "executeCode does not parse: line 2: unindent does not match any outer indentation level"),
+        ("# nothing but a note\n", "executeCode holds no statement (comments alone); the function must return its result"),
     ],
 )
 def test_code_that_does_not_parse_is_refused_with_the_parsers_words(tmp_path, code, message):

@@ -109,8 +109,8 @@ def parse_body(field: str, code: Any) -> list[ast.stmt]:
     """The statements of ``code`` read as a function body, as the model wrote them.
 
     Raises:
-        ToolSourceError: the code is empty, holds a character UTF-8 cannot encode (a lone
-            surrogate), does not parse, or uses ``yield``/``await``.
+        ToolSourceError: the code is empty or only comments, holds a character UTF-8
+            cannot encode (a lone surrogate), does not parse, or uses ``yield``/``await``.
     """
     if not isinstance(code, str) or not code.strip():
         raise ToolSourceError(f"{field} must be non-empty Python code")
@@ -131,6 +131,8 @@ def parse_body(field: str, code: Any) -> list[ast.stmt]:
         raise ToolSourceError(f"{field} does not parse: {where}{exc.msg}") from None
     except ValueError as exc:  # a null byte, on versions that raise ValueError for it
         raise ToolSourceError(f"{field} does not parse: {exc}") from None
+    if not body:
+        raise ToolSourceError(f"{field} holds no statement (comments alone); the function must return its result")
     for node in ast.walk(ast.Module(body=body, type_ignores=[])):
         if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
             raise ToolSourceError(f"{field} must not use yield or await: the function must return its result")
