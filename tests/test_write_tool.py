@@ -669,8 +669,9 @@ def test_a_file_that_appears_after_the_checks_is_never_replaced(tmp_path, monkey
     checked = module._check_existing
 
     def check_then_race(target, overwrite):
-        checked(target, overwrite)
+        verdict = checked(target, overwrite)
         target.write_text("# theirs\n")
+        return verdict
 
     monkeypatch.setattr(module, "_check_existing", check_then_race)
     if not links:
@@ -699,3 +700,22 @@ def test_the_write_tool_definition_the_model_sees(tmp_path):
         "Write the Python source file of a new tool for a developer to review and register. "
         "It does not load or run the tool. Call listTools first to avoid a name collision."
     )
+
+
+@pytest.mark.spec("15")
+def test_the_file_is_filled_beside_its_target_and_moved_into_place(tmp_path, monkeypatch):
+    """Atomic write: a hidden temporary file in the tools directory (same file system), then a link or rename onto the target."""
+    moves = []
+    for name in ("link", "replace"):
+        original = getattr(os, name)
+
+        def recording(src, dst, *rest, _original=original, _name=name):
+            moves.append((_name, Path(src).parent, Path(src).name, Path(dst)))
+            return _original(src, dst, *rest)
+
+        monkeypatch.setattr(os, name, recording)
+    assert not write(tmp_path).is_error
+    (_kind, directory, temporary, target), *_ = moves
+    assert directory == tmp_path and target == tmp_path / "searchWine.py"
+    assert temporary.startswith(".searchWine.") and temporary.endswith(".tmp")
+    assert files_in(tmp_path) == ["searchWine.py"]
