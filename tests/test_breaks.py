@@ -295,3 +295,12 @@ def test_the_abstract_agent_type_is_served_by_subclassing_yiem_agent(agents):
     finally:
         shutdown(agent, timeout=WAIT)
     assert not hasattr(yiemagent, "Agent") and YiemAgent.__mro__[1] is object
+
+
+@pytest.mark.spec("4")
+def test_a_store_shows_its_name_and_tool_names_in_order():
+    """repr(store) names the store and its tools in registration order, not the tool objects (logs stay short)."""
+    store = ToolStore("wine")
+    register_tool(store, make_tool("b"))
+    register_tool(store, make_tool("a"))
+    assert repr(store) == "ToolStore(name='wine', tools=['b', 'a'])"
