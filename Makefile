@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 REAL_VENV := .venv-real
 REAL_STAMP := $(REAL_VENV)/.installed
 
-.PHONY: demo test test-deep test-real bench clean
+.PHONY: demo test test-deep test-real bench mutate clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,5 +44,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench.py
 	for f in bench/bench_*.py; do [ -e "$$f" ] || continue; $(BIN)/python "$$f" || exit 1; done
 
+## mutate: mutation testing (mutmut 3) of the spec modules, one module at a time, a score each (1 worker; an hour or more)
+## MODULES="schema pipeline" limits it; docs/mutation.md lists the equivalent mutants
+mutate: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'mutmut>=3.8,<4'
+	$(BIN)/python scripts/mutate.py $(MODULES)
+
 clean:
-	rm -rf $(VENV) $(REAL_VENV) .hypothesis build *.egg-info
+	rm -rf $(VENV) $(REAL_VENV) .hypothesis build *.egg-info mutants

@@ -39,6 +39,7 @@ def weather_tool(text="Weather in Tokyo: Sunny, 22°C", **kwargs):
     return make_tool("getWeather", lambda *a: text_result(text), schema=schema, **kwargs)
 
 
+@pytest.mark.spec("5")
 @pytest.mark.spec("1")
 def test_constructor_builds_store_state_channels_and_loop_thread():
     """Spec §1 Step 2.5: built-ins registered, state built, channels 16/32/16, a named daemon loop thread."""
@@ -65,6 +66,7 @@ def test_a_given_store_keeps_its_own_tools(agents):
         shutdown(agent, timeout=WAIT)
 
 
+@pytest.mark.spec("1")
 @pytest.mark.spec("16")
 def test_spec_16_end_to_end(agents):
     """§16 as written: one tool round trip, then the final text; history user, assistant, tool, assistant."""
@@ -138,6 +140,7 @@ def test_terminated_response_reports_failed_calls(agents):
     assert response.stop_reason == "tool_use_terminated" and response.error_message == "One or more tool calls failed"
 
 
+@pytest.mark.spec("6")
 @pytest.mark.spec("10")
 def test_non_terminating_batch_loops_back_to_the_llm(agents):
     """A batch that does not terminate sends its results to the LLM again."""
@@ -240,6 +243,7 @@ def test_parallel_tool_execute_runs_the_batch_in_parallel(agents):
     assert not any(m.is_error for m in agent.history() if m.role == "tool")
 
 
+@pytest.mark.spec("6")
 @pytest.mark.spec("14")
 def test_custom_prepare_context_and_format_hooks_are_used(agents):
     """prepareContext and formatMsgForLLM overrides shape what llm_call receives."""

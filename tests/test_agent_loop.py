@@ -89,6 +89,7 @@ def test_states_of_a_simple_run():
         ]
 
 
+@pytest.mark.spec("6")
 @pytest.mark.spec("5")
 def test_message_while_busy_is_queued_then_joins_the_next_round():
     """State 4: a message sent during a run is queued and taken into the history at the run's next LLM round."""

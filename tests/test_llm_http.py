@@ -195,6 +195,7 @@ def test_request_options_pass_through_over_client_defaults():
     assert (body["temperature"], body["max_tokens"], body["tool_choice"], body["model"]) == (0.2, 10, "none", "m")
 
 
+@pytest.mark.spec("14")
 @pytest.mark.spec("16")
 def test_agent_runs_spec_16_over_http():
     """§16 end to end with OpenAIClient: the second request carries the tool result bound to its call id."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install 'yiemagent[mcp]')")
+import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from helpers import EventRecorder, make_tool, text_result  # noqa: E402
 from mcp_support import WAIT, HttpServer, time_server_command  # noqa: E402

@@ -10,7 +10,7 @@ import sys
 import pytest
 from hypothesis import given
 
-pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install 'yiemagent[mcp]')")
+import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from strategies import mcp_prefixes, mcp_tool_names  # noqa: E402
 from yiemagent.mcp._convert import agent_tool_names  # noqa: E402

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install 'yiemagent[mcp]')")
+import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from localserver import LocalServer, Reply  # noqa: E402
 from mcp_support import WAIT, HttpServer  # noqa: E402

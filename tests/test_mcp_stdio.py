@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install 'yiemagent[mcp]')")
+import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from mcp_support import alive, child_pids, raw_server_command, time_server_command  # noqa: E402
 from yiemagent import AbortSignal, TextContent, ToolError  # noqa: E402

@@ -221,6 +221,7 @@ def prepared(tool, args=None):
     return PreparedToolCall(tool, call(tool.name, args or {}), args or {})
 
 
+@pytest.mark.spec("3")
 @pytest.mark.spec("8.2")
 def test_execute_passes_id_args_signal_and_callback():
     """execute receives the call id, validated args, the signal and an on_partial_result callback."""

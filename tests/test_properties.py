@@ -72,6 +72,7 @@ def build(plan, mode, finish_order):
     return context_with(tool), calls, config
 
 
+@pytest.mark.spec("8.1")
 @pytest.mark.spec("2")
 @pytest.mark.spec("9")
 @given(plans, modes, st.permutations(range(10)))

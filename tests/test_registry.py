@@ -101,6 +101,7 @@ def test_register_all_tools_returns_the_store_dict_with_list_tools_last():
     assert list(tools)[-1] == "listTools"
 
 
+@pytest.mark.spec("15")
 @pytest.mark.spec("1")
 def test_list_tool_is_bound_to_its_store():
     """listTools lists the tools of its own store, in the §1 Step 1 format."""

@@ -1,6 +1,6 @@
 """yiemagent: the Python reference implementation of the YiemAgent tool lifecycle.
 
-Every public name of shared/spec/API.md is importable from here; docs/naming.md maps
+Every public name is importable from here and listed, with its signature, in docs/api.md; docs/naming.md maps
 each spec name to its Python name and docs/conformance.md each spec rule to its code.
 """
 
