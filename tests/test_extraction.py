@@ -122,6 +122,27 @@ def test_missing_or_empty_ids_get_a_stable_unique_synthetic_id(bad_id):
 
 
 @pytest.mark.spec("7")
+def test_synthetic_ids_of_two_replies_made_at_the_same_instant_differ_by_their_calls():
+    """Two replies with one id-less call each and the same timestamp (a fast server, a clock's resolution)
+    still get two ids: otherwise the second call's result would answer the first call too."""
+    from datetime import datetime, timezone
+
+    at = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+    first = AssistantMessage([{"type": "tool_call", "name": "getTime", "arguments": {"timezone": "UTC"}}], timestamp=at)
+    second = AssistantMessage([{"type": "tool_call", "name": "getWeather", "arguments": {"city": "Oslo"}}], timestamp=at)
+    assert extract_tool_calls(first)[1][0].id != extract_tool_calls(second)[1][0].id
+
+
+@pytest.mark.spec("7")
+def test_a_call_whose_keys_cannot_be_sorted_still_gets_a_synthetic_id():
+    """Arguments with keys of mixed types (a custom llm_call's dict) cannot be hashed as sorted JSON; the id comes from the rest."""
+    msg = AssistantMessage([{"type": "tool_call", "name": "t", "arguments": {1: "one", "two": 2}}])
+    [call] = extract_tool_calls(msg)[1]
+    assert len(call.id) == 9 and call.id.isalnum()
+    assert extract_tool_calls(msg)[1][0].id == call.id
+
+
+@pytest.mark.spec("7")
 def test_non_object_entries_are_skipped():
     """An entry of a tool_calls list that is not an object cannot be answered and is skipped."""
     msg = AssistantMessage([{"type": "tool_calls", "tool_calls": ["junk", {"id": "a", "name": "t"}]}])
