@@ -24,7 +24,7 @@ from .channels import Channel, LoopState
 from .errors import AgentClosedError
 from .events import EventEmitter
 from .messages import AgentMessage, AssistantMessage, LLMUsage
-from .pipeline import describe_error
+from ._failures import describe_error
 from .registry import ToolStore
 from .run import CONTINUE, Run, RunWorker, process_message
 from .sessions import HistoryWriter, Session

@@ -27,7 +27,7 @@ from .formatting import openai_to_user_message
 from .limits import max_rounds_response, rounds_exhausted
 from .messages import AgentMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
-from .pipeline import describe_error, user_code_errors
+from ._failures import describe_error, user_code_errors
 from .stream_relay import relay_deltas
 from .tooling import AbortSignal, AgentContext, AgentLoopConfig, AgentState, AgentToolCallBatch
 from .usage import add_usage

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol, Union
 from ._history_json import message_from_json, message_to_json
 from .errors import MessageFormatError
 from .messages import AgentMessage
-from .pipeline import user_code_errors
+from ._failures import user_code_errors
 
 if TYPE_CHECKING:
     from .tooling import AgentState
