@@ -44,11 +44,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench.py
 	for f in bench/bench_*.py; do [ -e "$$f" ] || continue; $(BIN)/python "$$f" || exit 1; done
 
-## mutate: mutation testing (mutmut 3) of the spec modules, one module at a time, a score each (1 worker; an hour or more)
-## MODULES="schema pipeline" limits it; docs/mutation.md lists the equivalent mutants
+## mutate: mutation testing (mutmut 3) of the spec modules, one module at a time, a score each (hours on 2 cores)
+## MODULES="schema pipeline" limits it, WORKERS=2 runs two mutants at once; docs/mutation.md lists the equivalent mutants
+WORKERS ?= 1
 mutate: $(STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'mutmut>=3.8,<4'
-	$(BIN)/python scripts/mutate.py $(MODULES)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'mutmut>=3.8,<4' 'pytest-timeout>=2.3'
+	$(BIN)/python scripts/mutate.py --workers $(WORKERS) $(MODULES)
 
 clean:
 	rm -rf $(VENV) $(REAL_VENV) .hypothesis build *.egg-info mutants

@@ -1,16 +1,18 @@
 """`make mutate`: mutation testing of the spec modules with mutmut 3, one module at a time.
 
 For each module (or package) named on the command line — by default the modules that
-implement the spec — it runs ``mutmut run "yiemagent.<module>.*" --max-children 1`` and
+implement the spec — it runs ``mutmut run "yiemagent.<module>.*" --max-children N`` and
 prints that module's score: the share of mutants the test suite kills (a timeout counts
 as killed: the suite noticed). Mutants docs/mutation.md lists as equivalent (a change no
 test can see, each with its reason) are left out of the adjusted score. mutmut keeps its
 results in ./mutants, so a second run retests only what changed.
 
-One worker (``--max-children 1``): the machine is shared. Each mutant reruns the tests that
-cover its function (hypothesis profile "mutate": 20 examples), so a module used by every
-test (schema, pipeline) costs 5-20 s a mutant: the whole set takes hours. Name modules to
-run a part: ``make mutate MODULES="tools/_tool_source tools/write_tool registry"``.
+One worker by default (``--workers 1``), since the machine may be shared. Each mutant reruns
+the tests that cover its function (hypothesis profile "mutate": 20 examples) until one
+fails, so a killed mutant costs a fraction of a second and a survivor of a module every
+test goes through (pipeline, run, the agent core) costs the whole suite: the whole set
+takes hours. Name modules to run a part:
+``make mutate MODULES="tools/_tool_source tools/write_tool registry" WORKERS=2``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MUTANTS = ROOT / "mutants"
 EQUIVALENTS_DOC = ROOT / "docs" / "mutation.md"
 # the stable modules first (issue 11): other branches were changing run, agent, formatting
-DEFAULT_MODULES = ["tools", "schema", "pipeline", "batch", "extraction", "registry", "run", "agent", "formatting"]
+DEFAULT_MODULES = [
+    "tools", "schema", "pipeline", "batch", "extraction", "registry", "run", "agent", "_core", "_failures", "formatting",
+]
 KILLED = {1, 3, 36, 37, -24, 24, 152, 255}  # mutmut's "killed", "timeout", "caught by type check"
 SURVIVED = {0, 5, 33}  # "survived", "no tests"
 
@@ -67,17 +71,28 @@ def score(module: str, equivalent: set[str]) -> str:
     return line + "".join(f"\n    survivor: {n}" for n in survivors if n not in equivalent)
 
 
+def pattern(module: str) -> str:
+    """mutmut's glob for one module's mutants. A package's own ``__init__`` needs care: mutmut
+    names its mutants ``yiemagent.tools.x_...`` (no ``__init__``), and ``yiemagent.tools.*``
+    would take in every module of the package too."""
+    dotted = "yiemagent." + module.replace("/", ".")
+    if dotted.endswith(".__init__"):
+        return dotted.removesuffix("__init__") + "x*"
+    return dotted + ".*"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", default=DEFAULT_MODULES, help="modules or packages under yiemagent/")
     parser.add_argument("--report-only", action="store_true", help="print the scores of the last run without running")
+    parser.add_argument("--workers", type=int, default=1, help="mutants tested at once (default 1)")
     args = parser.parse_args()
     equivalent = equivalents()
     for module in args.modules:
         if not args.report_only:
             # mutmut exits non-zero when mutants survive; the score below says how many
             subprocess.run(
-                [sys.executable, "-m", "mutmut", "run", f"yiemagent.{module.replace('/', '.')}.*", "--max-children", "1"],
+                [sys.executable, "-m", "mutmut", "run", pattern(module), "--max-children", str(args.workers)],
                 cwd=ROOT,
                 env={**os.environ, "HYPOTHESIS_PROFILE": "mutate"},
             )
