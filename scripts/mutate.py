@@ -31,7 +31,7 @@ MUTANTS = ROOT / "mutants"
 EQUIVALENTS_DOC = ROOT / "docs" / "mutation.md"
 # the stable modules first (issue 11): other branches were changing run, agent, formatting
 DEFAULT_MODULES = [
-    "tools", "schema", "pipeline", "batch", "extraction", "registry", "run", "agent", "_core", "_failures", "formatting",
+    "tools", "schema", "pipeline", "batch", "extraction", "registry", "run", "agent", "_core", "_closing", "_failures", "formatting",
 ]
 KILLED = {1, 3, 36, 37, -24, 24, 152, 255}  # mutmut's "killed", "timeout", "caught by type check"
 SURVIVED = {0, 5, 33}  # "survived", "no tests"
