@@ -19,6 +19,7 @@ from yiemagent import (
     MessageFormatError,
     TextContent,
     ToolExecEndEvent,
+    ToolExecStartEvent,
     ToolResultMessage,
     ToolStore,
     UserMessage,
@@ -193,6 +194,30 @@ def test_reply_cut_at_token_limit_does_not_run_its_tool_calls(agents):
     assert ran == []
     result = agent.history()[2]
     assert result.is_error and "cut off by the token limit" in result.content[0].text
+
+
+@pytest.mark.spec("13")
+def test_calls_cut_at_the_token_limit_still_get_their_start_and_end_events(agents):
+    """Decision 10 with decision 1: a call answered without running still has a start event
+    naming its id, tool and arguments, then an end event carrying the error result."""
+    cut = AssistantMessage(
+        [
+            {"type": "tool_call", "id": "c1", "name": "t", "arguments": {"x": 1}},
+            {"type": "tool_call", "id": "c2", "name": "u", "arguments": {"y": [2]}},
+        ],
+        stop_reason="length",
+    )
+    recorder = EventRecorder()
+    agent = agents(ScriptedLLM([cut, "ok"]), [], agent_event_sink=recorder)
+    run_agent(agent, "go")
+    take_response(agent, timeout=WAIT)
+    starts = recorder.of_type(ToolExecStartEvent)
+    assert [(e.tool_call_id, e.tool_name, e.arguments) for e in starts] == [("c1", "t", {"x": 1}), ("c2", "u", {"y": [2]})]
+    for call_id in ("c1", "c2"):
+        kinds = [type(e) for e in recorder.for_call(call_id)]
+        assert kinds == [ToolExecStartEvent, ToolExecEndEvent]
+        end = recorder.for_call(call_id)[-1]
+        assert end.is_error and "cut off by the token limit" in end.result.content[0].text
 
 
 @pytest.mark.spec("13")
