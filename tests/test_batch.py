@@ -6,11 +6,14 @@ import threading
 
 import pytest
 
-from helpers import ASSISTANT, PARALLEL, SEQUENTIAL, context_with, make_tool, text_result
+import yiemagent.batch as batch_module
+from helpers import ASSISTANT, PARALLEL, SEQUENTIAL, EventRecorder, context_with, make_tool, text_result
 from yiemagent import (
     AbortSignal,
+    AgentLoopConfig,
     AgentToolCall,
     FinalizedOutcome,
+    ToolExecEndEvent,
     execute_tool_calls,
     execute_tool_calls_parallel,
     execute_tool_calls_sequential,
@@ -123,7 +126,6 @@ def test_parallel_prepares_in_call_order_before_running():
     def before(ctx, signal):
         prepared.append((ctx.tool_call.id, threading.current_thread().name))
 
-    from yiemagent import AgentLoopConfig
 
     config = AgentLoopConfig(before_tool_call=before, tool_execution="parallel")
     tool = make_tool("p", parallel=True)
@@ -156,8 +158,7 @@ def test_abort_mid_batch_answers_every_remaining_call(mode):
     run = execute_tool_calls_sequential if mode == "sequential" else execute_tool_calls_parallel
     if mode == "parallel":
         # in parallel mode the abort must come during preparation of the second call
-        from yiemagent import AgentLoopConfig
-
+    
         config = AgentLoopConfig(before_tool_call=lambda c, s: s.abort() if c.tool_call.id == "id_1" else None)
     else:
         config = SEQUENTIAL
@@ -199,3 +200,69 @@ def test_batch_messages_are_tool_result_messages_in_call_order():
         ("id_1", "b", False, "tool"),
         ("id_2", "zzz", True, "tool"),
     ]
+
+
+@pytest.mark.spec("12")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
+def test_a_bug_inside_the_library_still_answers_the_call_and_logs_it(mode, monkeypatch, caplog):
+    """A fault injected into FINALIZE itself (the library, not user code) must not lose the
+    call: its result is an error naming the tool and the exception, the end event carries
+    it, and the log says which tool."""
+
+    def broken_finalize(*args, **kwargs):
+        raise RuntimeError("finalize is broken")
+
+    monkeypatch.setattr(batch_module, "finalize_executed_tool_call", broken_finalize)
+    recorder = EventRecorder()
+    ctx = context_with(make_tool("a", parallel=True))
+    with caplog.at_level("ERROR", logger="yiemagent.batch"):
+        batch = execute_tool_calls(ctx, ASSISTANT, calls("a"), mode, AbortSignal(), recorder)
+    [message] = batch.messages
+    assert (message.tool_call_id, message.tool_name, message.is_error) == ("id_0", "a", True)
+    assert message.content[0].text == "Internal error running tool 'a': RuntimeError: finalize is broken"
+    [end] = recorder.of_type(ToolExecEndEvent)
+    assert (end.tool_call_id, end.tool_name, end.is_error) == ("id_0", "a", True)
+    assert end.result.content[0].text == message.content[0].text
+    assert [r.getMessage() for r in caplog.records] == ["internal error while running tool 'a'"]
+    assert caplog.records[0].exc_info[1].args == ("finalize is broken",)
+
+
+@pytest.mark.spec("13")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
+def test_end_events_name_the_tool_whether_it_ran_or_ended_in_prepare(mode):
+
+    recorder = EventRecorder()
+    ctx = context_with(make_tool("a", parallel=True))
+    execute_tool_calls(ctx, ASSISTANT, calls("a", "nosuch"), mode, None, recorder)
+    ends = recorder.of_type(ToolExecEndEvent)
+    assert sorted((e.tool_call_id, e.tool_name, e.is_error) for e in ends) == [("id_0", "a", False), ("id_1", "nosuch", True)]
+
+
+@pytest.mark.spec("8")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
+def test_hooks_and_tools_get_the_batchs_assistant_message_context_and_signal(mode):
+    """Spec §14: both hooks see the assistant message and the context; the tool and the after
+    hook get the batch's signal, in either mode (the parallel path passes them on its own)."""
+
+    seen = []
+
+    def before(ctx, signal):
+        seen.append(("before", ctx.assistant_message, ctx.context, signal))
+
+    def after(ctx, signal):
+        seen.append(("after", ctx.assistant_message, ctx.context, signal))
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        seen.append(("tool", None, None, signal))
+        return text_result("ok")
+
+    signal = AbortSignal()
+    context = context_with(make_tool("a", execute, parallel=True))
+    config = AgentLoopConfig(before, after, mode.tool_execution)
+    batch = execute_tool_calls(context, ASSISTANT, calls("a"), config, signal, None)
+    assert texts(batch) == ["ok"]
+    assert [s[0] for s in seen] == ["before", "tool", "after"]
+    for stage, message, hook_context, hook_signal in seen:
+        assert hook_signal is signal, stage
+        if stage != "tool":
+            assert message is ASSISTANT and hook_context is context, stage
