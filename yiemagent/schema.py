@@ -18,7 +18,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 
-from ._safe import cap_text, preview
+from ._safe import cap_text, preview, short_repr
 from .errors import ToolSchemaError
 
 __all__ = ["check_input_schema", "compiled_validator", "validate_required_args"]
@@ -95,8 +95,15 @@ def validate_required_args(args: Any, input_schema: dict[str, Any]) -> Optional[
         return None
     # error texts echo model input: each part is capped (issue 9), the whole text by the pipeline
     lines = "; ".join(f"{field}: {cap_text(message, 300)}" for field, message in problems[:20])
-    try:
-        received = json.dumps(preview(args), ensure_ascii=False, sort_keys=True, default=repr)
-    except (TypeError, ValueError, RecursionError):
-        received = repr(args)
+    # preview() bounds the depth and turns keys into str, so only a value JSON cannot hold
+    # reaches _shown; the text is for the model to read, not to parse back
+    received = json.dumps(preview(args), ensure_ascii=False, sort_keys=True, default=_shown)
     return f"{lines}. Received arguments: {cap_text(received, 1000)}"
+
+
+def _shown(value: Any) -> str:
+    """A value JSON cannot hold, in words: its bounded repr, or its type if even repr fails."""
+    try:
+        return short_repr(value)
+    except Exception:  # a hostile __repr__ must not turn a validation error into a crash
+        return f"<{type(value).__name__} object>"
