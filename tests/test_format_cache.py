@@ -114,8 +114,10 @@ class Note(AgentMessage):
     text: str
 
 
-class SlottedNote(AgentMessage):
-    """An unknown kind with no ``__dict__``: nothing can be cached on it."""
+class SlottedNote:
+    """A stray entry with no ``__dict__`` (a hook's): nothing can be cached on it.
+
+    Not an ``AgentMessage``: every one of those has a ``__dict__``, from ``DataClassJsonMixin``."""
 
     __slots__ = ("text",)
 
@@ -440,6 +442,19 @@ def test_a_request_after_appending_looks_only_at_the_new_messages(monkeypatch):
     assert all(a is b for a, b in zip(first["messages"][1:], second["messages"][1:51]))
 
 
+def test_a_request_from_an_unchanged_history_reuses_every_wire_and_looks_at_no_message(monkeypatch):
+    """Formatting again with nothing appended (a new snapshot, or the same context twice): the record's wires, as they are."""
+    history = History(tool_use())
+    ctx = context(history)
+    first = format_msg_for_llm(ctx, None)
+    looked_at = record_calls(monkeypatch, "_wire_of")
+    again = [format_msg_for_llm(context(history), None), format_msg_for_llm(ctx, None)]
+    assert looked_at == []
+    for request in again:
+        assert request == first == reference_format(context(list(history)), None)
+        assert all(a is b for a, b in zip(first["messages"][1:], request["messages"][1:], strict=True))
+
+
 @pytest.mark.parametrize("how", ["edited", "plain list", "hook appended", "shorter"])
 def test_without_a_matching_lineage_every_message_is_looked_up(monkeypatch, how):
     """After an edit, from a plain list, from a changed snapshot, or for a shorter snapshot: each message's own cache, exactly."""
@@ -555,6 +570,7 @@ def test_unknown_message_kinds_are_left_out_cached_or_not():
     """A message kind the formatter does not know is not sent, whether or not it can hold a cache."""
     first, *_, last = tool_use()
     history = [first, Note("aside"), SlottedNote("aside"), last]
+    assert not hasattr(history[2], "__dict__")
     for _ in range(2):
         formatted = assert_same_request(history)
         assert [m["role"] for m in formatted["messages"]] == ["system", "user", "assistant"]

@@ -111,30 +111,57 @@ def test_assistant_content_is_an_empty_string_not_null_beside_tool_calls():
         ({"role": "user", "content": "hi"}, [TextContent("hi")]),
         ("plain", [TextContent("plain")]),
         ({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}, [TextContent("a"), TextContent("b")]),
+        ({"content": ["a string part", TextContent("t"), ImageContent("AAAA", "image/png")]}, [TextContent("a string part"), TextContent("t"), ImageContent("AAAA", "image/png")]),
         ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}, [ImageContent("AAAA", "image/png")]),
+        ({"content": [{"type": "image_url", "image_url": "data:image/webp;base64,AAAA"}]}, [ImageContent("AAAA", "image/webp")]),
+        ({"content": [{"type": "image_url", "image_url": {"url": "data:;base64,AAAA"}}]}, [ImageContent("AAAA", "application/octet-stream")]),
         ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}, [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]),
+        ({"content": [{"type": "image_url", "image_url": {"url": "https://x/a;base64,AAAA"}}]}, [{"type": "image_url", "image_url": {"url": "https://x/a;base64,AAAA"}}]),
+        ({"content": [{"type": "image_url", "image_url": {"url": "data:image/svg+xml,<svg/>"}}]}, [{"type": "image_url", "image_url": {"url": "data:image/svg+xml,<svg/>"}}]),
+        (
+            {"content": [
+                {"type": "image", "data": "AAAA", "mime_type": "image/jpeg"},
+                {"type": "image", "data": "BBBB", "mimeType": "image/gif"},
+                {"type": "image", "data": "CCCC"},
+            ]},
+            [ImageContent("AAAA", "image/jpeg"), ImageContent("BBBB", "image/gif"), ImageContent("CCCC", "image/png")],
+        ),
+        ({"content": [{"type": "image"}, {"type": "input_audio", "data": "AAAA"}]}, [{"type": "image"}, {"type": "input_audio", "data": "AAAA"}]),
     ],
 )
 def test_openai_to_user_message(raw, expected):
-    """OpenAiToUserMessage converts strings, text parts and data-URL images; other parts are kept as given."""
+    """OpenAiToUserMessage converts strings, text parts, our image parts (mime_type, mimeType, else image/png) and
+    base64 data-URL images (no media type: application/octet-stream); other parts, other URLs included, are kept as given."""
     assert openai_to_user_message(raw).content == expected
 
 
 @pytest.mark.spec("6")
 @pytest.mark.parametrize(
-    "raw, fragment",
+    "raw, text",
     [
-        ({"role": "system", "content": "x"}, "role 'system'"),
-        ({"role": "user"}, "no 'content'"),
-        ({"role": "user", "content": 5}, "string or a list"),
-        (42, "got int"),
-        ({"role": "user", "content": [{"type": "text"}]}, "no string 'text'"),
+        ({"role": "system", "content": "x"}, "expected a message with role 'user', got role 'system'"),
+        ({"role": "user"}, "the user message has no 'content'"),
+        ({"role": "user", "content": 5}, "a user message's content must be a string or a list of parts, got int"),
+        (42, "a user message must be a dict like {'role': 'user', 'content': ...} or a str, got int"),
+        ({"content": ["ok", 5]}, "content part 1 is int; expected a dict such as {'type': 'text', 'text': ...}"),
+        ({"role": "user", "content": ["ok", {"type": "text"}]}, "content part 1 has type 'text' but no string 'text'"),
+        (
+            {"content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA!!!!"}}]},
+            "image data URL does not hold valid base64: Only base64 data is allowed",
+        ),
+        (
+            {"content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA;base64,BBBB"}}]},
+            "image data URL does not hold valid base64: Only base64 data is allowed",
+        ),
     ],
 )
-def test_openai_to_user_message_rejects_what_it_cannot_take(raw, fragment):
-    """A message that cannot be a user message raises MessageFormatError (a ValueError) saying why."""
-    with pytest.raises(MessageFormatError, match=fragment):
+def test_openai_to_user_message_rejects_what_it_cannot_take(raw, text):
+    """A message that cannot be a user message raises MessageFormatError (a ValueError) saying why, in these words.
+
+    A data URL's data is everything after its first ";base64,", checked strictly (no character skipped)."""
+    with pytest.raises(MessageFormatError) as raised:
         openai_to_user_message(raw)
+    assert str(raised.value) == text
 
 
 @pytest.mark.spec("14")
@@ -146,3 +173,28 @@ def test_user_message_with_image_goes_as_parts():
         {"type": "text", "text": "what is this?"},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
     ]
+
+
+@pytest.mark.spec("14")
+@pytest.mark.parametrize(
+    "content, wire_content",
+    [
+        ([], ""),
+        ([TextContent("only")], "only"),
+        ([TextContent("a"), TextContent("b")], [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]),
+    ],
+)
+def test_user_message_is_one_string_only_when_it_has_at_most_one_text_block(content, wire_content):
+    """No block or one text block goes as a string; two text blocks go as two parts, neither dropped."""
+    wire = format_msg_for_llm(prepare_context(state_with([UserMessage(content)]), None), None)["messages"][1]
+    assert wire == {"role": "user", "content": wire_content}
+
+
+@pytest.mark.spec("14")
+def test_assistant_thinking_and_redacted_thinking_blocks_go_back_as_thinking_blocks():
+    """Both kinds of reasoning block ride along in "thinking_blocks", in order, for providers that need them back."""
+    thinking = {"type": "thinking", "thinking": "hmm", "signature": "sig"}
+    redacted = {"type": "redacted_thinking", "data": "opaque"}
+    reply = AssistantMessage([thinking, {"type": "other", "x": 1}, redacted, TextContent("ok")])
+    wire = format_msg_for_llm(prepare_context(state_with([reply]), None), None)["messages"][1]
+    assert wire == {"role": "assistant", "content": "ok", "thinking_blocks": [thinking, redacted]}
