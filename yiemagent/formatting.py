@@ -182,7 +182,7 @@ def _cache_of(msg: AgentMessage) -> Optional[_MessageCache]:
         cache = _MessageCache()
         try:
             object.__setattr__(msg, _CACHE_ATTR, cache)  # frozen dataclass: bypass its __setattr__
-        except AttributeError:  # a message class with __slots__ and no __dict__: not cached
+        except AttributeError:  # an entry with no __dict__ (no AgentMessage: those all have one): not cached
             return None
     return cache
 
