@@ -110,8 +110,8 @@ def test_raising_sink_is_logged_and_ignored(caplog):
 
 
 @pytest.mark.spec("13")
-def test_partial_results_after_execute_returned_are_dropped(recorder):
-    """Decision 8: a partial result reported after execute returned never reaches the sink."""
+def test_partial_results_after_execute_returned_are_dropped(recorder, caplog):
+    """Decision 8: a partial result reported after execute returned never reaches the sink; a DEBUG line says so."""
     saved = []
 
     def execute(tool_call_id, args, signal, on_partial_result):
@@ -119,5 +119,9 @@ def test_partial_results_after_execute_returned_are_dropped(recorder):
         return text_result("ok")
 
     execute_tool_calls(context_with(make_tool("t", execute)), ASSISTANT, [AgentToolCall("c", "t", {})], SEQUENTIAL, None, recorder)
-    saved[0]("too late")
+    with caplog.at_level(logging.DEBUG, logger="yiemagent.pipeline"):
+        saved[0]("too late")
     assert [type(e) for e in recorder.events] == [ToolExecStartEvent, ToolExecEndEvent]
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("yiemagent.pipeline", "DEBUG", "partial result of 'c' after its end was dropped")
+    ]

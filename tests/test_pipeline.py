@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from helpers import ASSISTANT, SCHEMA_CITY, SEQUENTIAL, context_with, make_tool, text_result
@@ -59,10 +61,35 @@ def test_unknown_tool_lists_tools_and_suggests_the_closest():
     ctx = context_with(weather, make_tool("getTime"))
     outcome = prepare_tool_call(ctx, ASSISTANT, call("getWeathr"), SEQUENTIAL, None)
     assert isinstance(outcome, ImmediateOutcome)
-    text = error_text(outcome)
-    assert "Tool 'getWeathr' not found" in text
-    assert "Available tools: getWeather, getTime" in text
-    assert "Did you mean 'getWeather'?" in text
+    assert error_text(outcome) == "Tool 'getWeathr' not found. Available tools: getWeather, getTime. Did you mean 'getWeather'?"
+
+
+LONGEST = "A" * 64  # the longest unknown name that still gets a suggestion
+
+
+@pytest.mark.spec("8.1")
+@pytest.mark.parametrize(
+    "tools, name, expected",
+    [
+        ((), "getWeather", "Tool 'getWeather' not found. Available tools: (none)."),
+        (
+            (make_tool("GETWEATHER"),),
+            "getweather",
+            "Tool 'getweather' not found. Available tools: GETWEATHER. Did you mean 'GETWEATHER'?",
+        ),
+        (
+            (make_tool(LONGEST),),
+            LONGEST.lower(),
+            f"Tool '{LONGEST.lower()}' not found. Available tools: {LONGEST}. Did you mean '{LONGEST}'?",
+        ),
+        ((make_tool(LONGEST),), LONGEST.lower() + "a", f"Tool '{LONGEST.lower()}a' not found. Available tools: {LONGEST}."),
+    ],
+    ids=["no-tools", "differs-only-in-case", "64-chars-gets-a-suggestion", "65-chars-gets-none"],
+)
+def test_unknown_tool_message_exact_text(tools, name, expected):
+    """The exact text the model reads: "(none)" with no tools; a name differing only in case is suggested
+    (difflib alone would not, its case-sensitive ratio is 0); names longer than 64 characters get no suggestion."""
+    assert error_text(prepare_tool_call(context_with(*tools), ASSISTANT, call(name), SEQUENTIAL, None)) == expected
 
 
 @pytest.mark.spec("8.1")
@@ -142,12 +169,15 @@ def test_custom_validator_replaces_the_default():
 @pytest.mark.spec("8.1")
 @pytest.mark.parametrize(
     "validator, fragment",
-    [(lambda a: 1 / 0, "validate_required_args of tool 't' raised ZeroDivisionError"), (lambda a: 42, "returned int")],
+    [
+        (lambda a: 1 / 0, "validate_required_args of tool 't' raised ZeroDivisionError: division by zero"),
+        (lambda a: 42, "validate_required_args of tool 't' returned int; expected None (valid) or an error string"),
+    ],
 )
 def test_broken_custom_validator_becomes_an_error_result(validator, fragment):
-    """A validator that raises or returns neither None nor a string yields an error result."""
+    """A validator that raises or returns neither None nor a string yields an error result saying so."""
     outcome = prepare_tool_call(context_with(make_tool("t", validate_required_args=validator)), ASSISTANT, call("t"), SEQUENTIAL, None)
-    assert fragment in error_text(outcome)
+    assert error_text(outcome) == fragment
 
 
 @pytest.mark.spec("8.1")
@@ -214,6 +244,29 @@ def test_broken_before_hook_blocks_with_an_error_result(hook, fragment):
     assert fragment in error_text(outcome) and "was not run" in error_text(outcome)
 
 
+def pipeline_log(caplog):
+    """(level, message, exception) of each record the pipeline logged."""
+    return [(r.levelname, r.getMessage(), r.exc_info and r.exc_info[1]) for r in caplog.records if r.name == "yiemagent.pipeline"]
+
+
+@pytest.mark.spec("12")
+def test_raising_hooks_are_logged_as_warnings_naming_the_tool_with_the_traceback(caplog):
+    """A before or after hook that raises is logged at WARNING with the tool's name and the exception."""
+    errors = []
+
+    def raising(ctx, signal):
+        errors.append(ZeroDivisionError("hook bug"))
+        raise errors[-1]
+
+    with caplog.at_level(logging.DEBUG, logger="yiemagent.pipeline"):
+        prepare_tool_call(context_with(weather), ASSISTANT, call(), AgentLoopConfig(before_tool_call=raising), None)
+        finalize(raising)
+    assert pipeline_log(caplog) == [
+        ("WARNING", "before_tool_call hook raised on tool 'getWeather'", errors[0]),
+        ("WARNING", "after_tool_call hook raised on tool 't'", errors[1]),
+    ]
+
+
 # --- §8.2 EXECUTE -----------------------------------------------------------------
 
 
@@ -246,6 +299,19 @@ def test_execute_that_raises_becomes_an_error_outcome():
 
     outcome = execute_prepared_tool_call(prepared(make_tool("t", execute)), None, None)
     assert error_text(outcome) == "Tool 't' failed: RuntimeError: disk on fire"
+
+
+@pytest.mark.spec("8.2")
+def test_execute_that_raises_is_logged_at_debug_with_its_exception(caplog):
+    """The DEBUG log names the tool and carries the exception, so its traceback can be seen."""
+    error = RuntimeError("disk on fire")
+
+    def execute(*a):
+        raise error
+
+    with caplog.at_level(logging.DEBUG, logger="yiemagent.pipeline"):
+        execute_prepared_tool_call(prepared(make_tool("t", execute)), None, None)
+    assert pipeline_log(caplog) == [("DEBUG", "tool 't' raised", error)]
 
 
 @pytest.mark.spec("8.2")
@@ -309,19 +375,33 @@ def test_after_hook_returning_none_keeps_the_result():
 @pytest.mark.parametrize(
     "after, fragment",
     [
-        (lambda ctx, s: 1 / 0, "after_tool_call hook raised ZeroDivisionError"),
-        (lambda ctx, s: "garbage", "returned str; expected None or a dict"),
-        (lambda ctx, s: {"terminat": True}, "unknown keys ['terminat']"),
-        (lambda ctx, s: {"content": "plain"}, "'content' must be a list of content blocks"),
-        (lambda ctx, s: {"terminate": "yes"}, "'terminate' must be a bool"),
-        (lambda ctx, s: {"usage": {"tokens": 1}}, "'usage' must be an LLMUsage"),
+        (lambda ctx, s: 1 / 0, "after_tool_call hook raised ZeroDivisionError: division by zero on tool 't'"),
+        (lambda ctx, s: "garbage", "it returned str; expected None or a dict"),
+        (lambda ctx, s: {"terminat": True}, "unknown keys ['terminat']; expected any of ['content', 'details', 'usage', 'terminate', 'is_error']"),
+        (lambda ctx, s: {"content": "plain"}, "'content' must be a list of content blocks, got 'plain'"),
+        (lambda ctx, s: {"content": [TextContent("ok"), 42]}, "'content' must be a list of content blocks, got [TextContent(text='ok', type='text'), 42]"),
+        (lambda ctx, s: {"terminate": "yes"}, "'terminate' must be a bool, got 'yes'"),
+        (lambda ctx, s: {"is_error": "yes"}, "'is_error' must be a bool, got 'yes'"),
+        (lambda ctx, s: {"usage": {"tokens": 1}}, "'usage' must be an LLMUsage or None, got dict"),
     ],
 )
 def test_broken_after_hook_becomes_an_error_result_without_leaking_output(after, fragment):
-    """A raising or garbage-returning after hook gives an error result, never the unmasked output."""
+    """A raising or garbage-returning after hook gives an error result saying why, for the original call,
+    never the unmasked output."""
     out = finalize(after)
-    assert fragment in error_text(out)
+    invalid = "after_tool_call hook returned an invalid value for tool 't': "
+    assert error_text(out) == (fragment if fragment.startswith("after_tool_call") else invalid + fragment)
+    assert out.tool_call == call("t", {})
     assert "secret=42" not in error_text(out)
+
+
+@pytest.mark.spec("14")
+@pytest.mark.parametrize("answer", [{}, {"is_error": True}])
+def test_after_hook_that_changes_no_part_of_the_result_keeps_the_result_itself(answer):
+    """A hook answer naming no part of the result (only the error flag, or nothing) passes the tool's own result object on."""
+    executed = ExecutedOutcome(text_result("x"), False)
+    out = finalize(lambda ctx, s: answer, executed)
+    assert out.result is executed.result and out.is_error is answer.get("is_error", False)
 
 
 # --- §11, §12 ---------------------------------------------------------------------

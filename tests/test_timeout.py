@@ -7,7 +7,16 @@ import threading
 import pytest
 
 from helpers import ASSISTANT, PARALLEL, SEQUENTIAL, EventRecorder, context_with, make_tool, text_result
-from yiemagent import AbortSignal, AgentToolCall, ToolExecUpdateEvent, execute_tool_calls
+from yiemagent import (
+    AbortSignal,
+    AgentToolCall,
+    ExecutedOutcome,
+    PreparedToolCall,
+    ToolExecUpdateEvent,
+    create_error_tool_result,
+    execute_prepared_tool_call,
+    execute_tool_calls,
+)
 
 WAIT = 10
 
@@ -86,3 +95,91 @@ def test_batch_abort_reaches_a_tool_with_a_timeout():
     assert stopped.wait(WAIT)
     worker.join(WAIT)
     assert not worker.is_alive()
+
+
+def timed(name, execute, timeout_s):
+    tool = make_tool(name, execute, timeout_s=timeout_s)
+    return PreparedToolCall(tool, AgentToolCall("call_1", name, {"a": 1}), {"a": 1})
+
+
+@pytest.mark.spec("8.2")
+def test_timed_tool_runs_on_its_own_named_daemon_thread_with_the_calls_id_and_args():
+    """A tool with timeout_s gets the call id and args like any tool, on a daemon thread named after it."""
+    seen = []
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        me = threading.current_thread()
+        seen.append((tool_call_id, args, me.name, me.daemon, me is threading.main_thread()))
+        return text_result("ok")
+
+    outcome = execute_prepared_tool_call(timed("clock", execute, WAIT), None, None)
+    assert outcome == ExecutedOutcome(text_result("ok"), False)
+    assert seen == [("call_1", {"a": 1}, "yiemagent-tool-clock-timed", True, False)]
+
+
+@pytest.mark.spec("8.2")
+def test_timeout_error_text_and_the_reason_its_signal_gives():
+    """The exact text the model reads, and the reason the tool's own signal carries when it fires."""
+    reasons = []
+    stopped = threading.Event()
+
+    def slow(tool_call_id, args, signal, on_partial_result):
+        if signal.wait(WAIT):
+            reasons.append(signal.reason)
+        stopped.set()
+        return text_result("finished anyway")
+
+    outcome = execute_prepared_tool_call(timed("slow", slow, 0.05), None, None)
+    assert outcome == ExecutedOutcome(
+        create_error_tool_result(
+            "Tool 'slow' timed out after 0.05 s (its timeout_s limit); it was asked to stop and its result will be ignored"
+        ),
+        True,
+    )
+    assert stopped.wait(WAIT)
+    assert reasons == ["tool 'slow' timed out after 0.05 s"]
+
+
+@pytest.mark.spec("8.2")
+def test_abort_while_a_timed_tool_ignores_it_ends_the_call_at_once_as_aborted():
+    """The run's abort ends the wait for a timed tool that does not stop: the call is an "Operation aborted" error."""
+    batch_signal = AbortSignal()
+    release = threading.Event()
+    done = threading.Event()
+
+    def stubborn(tool_call_id, args, signal, on_partial_result):
+        batch_signal.abort()  # the run is aborted while this tool runs; the tool ignores it
+        release.wait(WAIT)
+        done.set()
+        return text_result("late")
+
+    outcome = execute_prepared_tool_call(timed("stubborn", stubborn, WAIT), batch_signal, None)
+    release.set()
+    assert outcome == ExecutedOutcome(create_error_tool_result("Operation aborted"), True)
+    assert done.wait(WAIT)
+
+
+@pytest.mark.spec("8.2")
+def test_a_finished_timed_calls_signal_is_no_longer_tied_to_the_batch_signal():
+    """Once a timed call is over, the batch signal forgets that call's signal: a later abort does not reach it."""
+    kept = []
+
+    def keeps_its_signal(tool_call_id, args, signal, on_partial_result):
+        kept.append(signal)
+        return text_result("ok")
+
+    batch_signal = AbortSignal()
+    assert not execute_prepared_tool_call(timed("k", keeps_its_signal, WAIT), batch_signal, None).is_error
+    batch_signal.abort()
+    assert kept[0] is not batch_signal and not kept[0].aborted
+
+
+@pytest.mark.spec("12")
+def test_keyboard_interrupt_from_a_timed_tool_propagates_in_the_main_thread():
+    """As for a tool without timeout_s: Ctrl-C raised in the tool reaches a main-thread caller (docs/failures.md)."""
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        execute_prepared_tool_call(timed("stop", interrupted, WAIT), None, None)
