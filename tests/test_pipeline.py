@@ -377,9 +377,15 @@ def test_after_hook_returning_none_keeps_the_result():
     [
         (lambda ctx, s: 1 / 0, "after_tool_call hook raised ZeroDivisionError: division by zero on tool 't'"),
         (lambda ctx, s: "garbage", "it returned str; expected None or a dict"),
-        (lambda ctx, s: {"terminat": True}, "unknown keys ['terminat']; expected any of ['content', 'details', 'usage', 'terminate', 'is_error']"),
+        (
+            lambda ctx, s: {"terminat": True},
+            "unknown keys ['terminat']; expected any of ['content', 'details', 'usage', 'terminate', 'is_error']",
+        ),
         (lambda ctx, s: {"content": "plain"}, "'content' must be a list of content blocks, got 'plain'"),
-        (lambda ctx, s: {"content": [TextContent("ok"), 42]}, "'content' must be a list of content blocks, got [TextContent(text='ok', type='text'), 42]"),
+        (
+            lambda ctx, s: {"content": [TextContent("ok"), 42]},
+            "'content' must be a list of content blocks, got [TextContent(text='ok', type='text'), 42]",
+        ),
         (lambda ctx, s: {"terminate": "yes"}, "'terminate' must be a bool, got 'yes'"),
         (lambda ctx, s: {"is_error": "yes"}, "'is_error' must be a bool, got 'yes'"),
         (lambda ctx, s: {"usage": {"tokens": 1}}, "'usage' must be an LLMUsage or None, got dict"),
