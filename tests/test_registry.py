@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import make_tool, text_result
+from helpers import ASSISTANT, SEQUENTIAL, context_with, make_tool, text_result
 from yiemagent import (
     AgentTool,
+    AgentToolCall,
     ToolDefinitionError,
     ToolSchemaError,
     ToolStore,
     clear_tools,
+    execute_tool_calls,
     get_tools,
     list_tool,
     register_all_tools,
     register_tool,
 )
+from yiemagent.tools import builtin_tools, register_builtin_tools, resolve_builtin_names
 
 
 @pytest.mark.spec("3")
@@ -114,3 +117,64 @@ def test_list_tool_is_bound_to_its_store():
     assert "getWeather" not in text
     register_tool(a, make_tool("late"))
     assert "- late: Late — test tool late" in list_tool(a).execute("c", {}, None, lambda x: x).content[0].text
+
+
+@pytest.mark.spec("4")
+def test_a_store_is_named_default_unless_named():
+    assert ToolStore().name == "default"
+    assert ToolStore("mine").name == "mine"
+
+
+@pytest.mark.spec("4")
+def test_register_tool_refuses_what_is_not_a_store_or_not_a_tool_naming_its_type():
+    with pytest.raises(ToolDefinitionError) as info:
+        register_tool(object(), make_tool("t"))
+    assert str(info.value) == "register_tool(store, tool): store must be a ToolStore, got object"
+    with pytest.raises(ToolDefinitionError) as info:
+        register_tool(ToolStore(), {"name": "t"})
+    assert str(info.value) == "register_tool(store, tool): tool must be an AgentTool, got dict"
+
+
+def _own_get_time():
+    return make_tool("getTime", lambda *a: text_result("mine"))
+
+
+@pytest.mark.spec("4")
+def test_register_all_tools_replaces_a_tool_of_a_built_ins_name_unless_asked_to_keep_it():
+    store = ToolStore()
+    mine = register_tool(store, _own_get_time())
+    register_all_tools(store)
+    assert store.tools["getTime"] is not mine, "register_all_tools() kept the caller's getTime"
+    assert list(store.tools) == ["getTime", "getWeather", "writeTool", "listTools"], "a replaced tool keeps its place"
+
+    kept = ToolStore()
+    mine = register_tool(kept, _own_get_time())
+    register_all_tools(kept, keep_existing=True)
+    assert kept.tools["getTime"] is mine
+    assert list(kept.tools) == ["getTime", "getWeather", "writeTool", "listTools"]
+
+
+def test_register_builtin_tools_replaces_by_default():
+    store = ToolStore()
+    mine = register_tool(store, _own_get_time())
+    register_builtin_tools(store, ["getTime"])
+    assert store.tools["getTime"] is not mine
+    assert list(store.tools) == ["getTime"]
+
+
+def test_builtin_tools_are_the_three_before_list_tools_and_write_tool_knows_the_store(tmp_path):
+    """builtin_tools(store): getWeather, getTime, writeTool, the last bound to ``store`` so that
+    it refuses a name the store already holds."""
+    store = ToolStore()
+    register_tool(store, make_tool("taken"))
+    tools = builtin_tools(store)
+    assert [t.name for t in tools] == ["getWeather", "getTime", "writeTool"]
+    args = {"name": "taken", "label": "T", "description": "d", "inputSchema": {"type": "object"}, "executeCode": "return None"}
+    batch = execute_tool_calls(context_with(tools[2]), ASSISTANT, [AgentToolCall("w", "writeTool", args)], SEQUENTIAL, None, None)
+    assert batch.messages[0].is_error and "already registered" in batch.messages[0].content[0].text
+
+
+def test_builtin_tools_option_of_the_wrong_type_is_refused_naming_the_type():
+    with pytest.raises(TypeError) as info:
+        resolve_builtin_names(5)
+    assert str(info.value) == "builtin_tools must be True, False or an iterable of tool names, got int"
