@@ -18,6 +18,7 @@ from yiemagent import (
     AssistantMessage,
     ImageContent,
     LLMUsage,
+    MessageFormatError,
     TextContent,
     ToolResultMessage,
     UserMessage,
@@ -215,7 +216,7 @@ def test_input_after_a_dropped_item_is_taken_and_the_drop_is_logged_with_the_ite
     assert recorder.of_type(AgentRunStartEvent)[0].new_messages == 2
     assert [m.content[0].text for m in host.appended if isinstance(m, UserMessage)] == ["a", "b"]
     (record,) = [r for r in caplog.records if r.name == "yiemagent.run"]
-    assert record.levelname == "ERROR" and record.exc_info is not None
+    assert record.levelname == "ERROR" and record.exc_info[0] is MessageFormatError
     assert record.getMessage() == f"dropped a message put on the input channel that is not a valid user message: {bad!r}"
 
 
@@ -242,6 +243,17 @@ def test_a_terminating_batch_collects_only_the_text_of_its_results():
     assert response.stop_reason == "tool_use_terminated" and response.error_message is None
     assert [b.text for b in response.content] == ["Tool execution completed.", "a", "b"]
     assert host.state.error_message is None
+
+
+@pytest.mark.spec("10")
+def test_a_run_aborted_before_its_first_round_makes_no_llm_call_and_gives_the_abort_reason():
+    llm = StrictLLM()
+    run = Run(1)
+    run.signal.abort("stopped by the test")
+    response = process_message(BareHost(llm, ["go"]), run)
+    assert (response.stop_reason, response.error_message) == ("aborted", "stopped by the test")
+    assert [b.text for b in response.content] == ["Run aborted."]
+    assert llm.requests == []
 
 
 @pytest.mark.spec("16")
