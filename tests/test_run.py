@@ -282,3 +282,29 @@ def test_the_run_worker_is_a_named_daemon_thread_that_logs_a_failing_job_and_liv
         worker.stop()
         worker.thread.join(WAIT)
     assert not worker.thread.is_alive()
+
+
+class _UsageReadOnce(AssistantMessage):
+    """A reply whose usage raises AttributeError when first read, then reads as 5 tokens."""
+
+    reads = 0
+
+    @property
+    def usage(self):
+        type(self).reads += 1
+        if type(self).reads == 1:
+            raise AttributeError("usage not ready")
+        return LLMUsage(input_tokens=5, total_tokens=5)
+
+    @usage.setter
+    def usage(self, value):
+        pass
+
+
+@pytest.mark.spec("13")
+def test_a_reply_whose_usage_cannot_be_read_counts_no_usage_and_is_still_the_answer():
+    """The run reads a reply's usage as an absent attribute when reading it raises AttributeError: no tokens, no failure."""
+    host = BareHost(StrictLLM(_UsageReadOnce([TextContent("hi")])), ["go"])
+    response = process_message(host, Run(1))
+    assert (response.stop_reason, response.error_message, [b.text for b in response.content]) == (None, None, ["hi"])
+    assert host.usage == [LLMUsage()]
