@@ -155,3 +155,159 @@ def test_get_time_prepare_arguments_trims_and_drops_empty_zone():
     assert get_time_prepare_arguments({"timezone": "  Asia/Tokyo "}) == {"timezone": "Asia/Tokyo"}
     assert get_time_prepare_arguments({"timezone": "  "}) == {}
     assert get_time_tool().prepare_arguments is get_time_prepare_arguments
+
+
+# --- listTools: its definition, its exact text and details -------------------------------------------
+
+
+@pytest.mark.spec("15")
+def test_list_tools_definition_is_exact_and_parallel():
+    """listTools as the model sees it: name, label, description, an empty-object schema; it may run in parallel."""
+    from yiemagent.tools.list_tools import list_tools_tool
+
+    tool = list_tools_tool(ToolStore("s"))
+    assert (tool.name, tool.label) == ("listTools", "List Tools")
+    assert tool.description == (
+        "List every tool available to this agent with its label and description. "
+        "Call it to discover tools, or before writing a new tool to avoid a name collision."
+    )
+    assert tool.input_schema == {"type": "object", "properties": {}}
+    assert tool.parallel_tool_execute is True
+
+
+@pytest.mark.spec("15")
+def test_list_tools_of_an_empty_store_says_none_and_names_the_store_in_details():
+    """A store with no tools: "Available tools:" then "(none)"; details name the store and an empty list."""
+    from yiemagent.tools.list_tools import list_tools_tool
+
+    store = ToolStore("empty")
+    outcome = run(list_tools_tool(store), {})
+    assert text(outcome) == "Available tools:\n(none)" and not outcome.is_error
+    assert outcome.result.details == {"store": "empty", "tools": []}
+
+
+@pytest.mark.spec("15")
+def test_list_tools_lists_its_store_exactly_with_names_in_details():
+    """Each tool as "- name: label — description", in registration order; details list the names."""
+    from helpers import make_tool
+    from yiemagent import register_tool
+
+    store = ToolStore("mine")
+    register_tool(store, make_tool("alpha"))
+    register_all_tools(store)
+    outcome = run(store.tools["listTools"], {})
+    lines = text(outcome).split("\n")
+    assert lines[0] == "Available tools:" and lines[1] == "- alpha: Alpha — test tool alpha"
+    assert lines[-1] == (
+        "- listTools: List Tools — List every tool available to this agent with its label and description. "
+        "Call it to discover tools, or before writing a new tool to avoid a name collision."
+    )
+    assert outcome.result.details == {"store": "mine", "tools": ["alpha", "getWeather", "getTime", "writeTool", "listTools"]}
+
+
+# --- getTime: exact texts, details, offsets of every sign ----------------------------------------------
+
+
+@pytest.fixture
+def local_tz():
+    """Set the process's local time zone (TZ + tzset) for one test, and restore it after."""
+    import os
+    import time
+
+    saved = os.environ.get("TZ")
+
+    def set_tz(value: str) -> None:
+        os.environ["TZ"] = value
+        time.tzset()
+
+    yield set_tz
+    if saved is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = saved
+    time.tzset()
+
+
+def check_time(outcome, label: str, zone, tzname: str, offset: str) -> None:
+    """The text and details of a getTime result, checked against the clock read around the call."""
+    from datetime import datetime
+
+    details = outcome.result.details
+    assert not outcome.is_error and set(details) == {"iso", "timezone", "utc_offset", "unix"}
+    moment = datetime.fromisoformat(details["iso"])
+    assert details["timezone"] == zone and details["utc_offset"] == offset
+    assert details["unix"] == moment.timestamp()
+    shown = f"{moment:%Y-%m-%d %H:%M:%S}"
+    assert text(outcome) == (f"{label}: {shown} {tzname} ({offset})" if tzname else f"{label}: {shown} ({offset})")
+
+
+@pytest.mark.spec("1")
+@pytest.mark.parametrize(
+    "zone, tzname, offset",
+    [("UTC", "UTC", "UTC+00:00"), ("America/Bogota", "-05", "UTC-05:00"), ("Asia/Kolkata", "IST", "UTC+05:30"), ("Etc/GMT+1", "-01", "UTC-01:00")],
+)
+def test_get_time_in_a_zone_gives_its_exact_text_and_details(zone, tzname, offset):
+    """Zones without daylight saving: zero, negative and half-hour offsets; details agree with the text."""
+    import time
+
+    before = time.time()
+    outcome = run(get_time_tool(), {"timezone": zone})
+    after = time.time()
+    check_time(outcome, f"Current time in {zone}", zone, tzname, offset)
+    assert before <= outcome.result.details["unix"] <= after
+
+
+@pytest.mark.spec("1")
+@pytest.mark.parametrize(
+    "tz, tzname, offset",
+    [("EST5", "EST", "UTC-05:00"), ("UTC0", "UTC", "UTC+00:00"), ("<>5", "", "UTC+00:00"), ("FOO+00:00:30", "FOO", "UTC-00:01")],
+)
+def test_get_time_local_gives_the_machine_zone_exactly(local_tz, tz, tzname, offset):
+    """Local time follows the machine's zone; a zone without a name leaves no double space; an offset
+    that is not whole minutes is floored to the minute (-30 s shows as UTC-00:01)."""
+    import time
+
+    local_tz(tz)
+    before = time.time()
+    outcome = run(get_time_tool(), {})
+    after = time.time()
+    check_time(outcome, "Current local time", None, tzname, offset)
+    assert before <= outcome.result.details["unix"] <= after
+
+
+@pytest.mark.spec("1")
+def test_get_time_error_texts_are_exact():
+    """The texts the model reads for an unknown zone and a malformed one."""
+    outcome = run(get_time_tool(), {"timezone": "Mars/Olympus"})
+    assert outcome.is_error and text(outcome) == (
+        "Tool 'getTime' failed: Time zone 'Mars/Olympus' was not found in the IANA time zone database. "
+        "Use a name such as 'Asia/Tokyo', 'Europe/Paris' or 'America/New_York'"
+    )
+    outcome = run(get_time_tool(), {"timezone": "../etc/passwd"})
+    assert outcome.is_error and text(outcome) == (
+        "Tool 'getTime' failed: Time zone '../etc/passwd' is not a valid IANA time zone name (like 'Asia/Tokyo')"
+    )
+
+
+@pytest.mark.spec("1")
+def test_get_time_without_a_zone_database_says_to_install_tzdata(monkeypatch):
+    """On a machine with no IANA database any zone is "not found": the error says what to install instead."""
+    import zoneinfo
+
+    monkeypatch.setattr(zoneinfo, "available_timezones", lambda: set())
+    outcome = run(get_time_tool(), {"timezone": "Mars/Olympus"})
+    assert outcome.is_error and text(outcome) == (
+        "Tool 'getTime' failed: No IANA time zone database is installed on this machine (install the 'tzdata' package); "
+        "call getTime without a timezone for local time"
+    )
+
+
+@pytest.mark.spec("1")
+def test_get_time_definition_is_exact_and_parallel():
+    """getTime as the model sees it; it may run in parallel."""
+    from yiemagent.tools.get_time import INPUT_SCHEMA
+
+    tool = get_time_tool()
+    assert (tool.name, tool.label) == ("getTime", "Time Lookup")
+    assert tool.description == "Get the current local time, or the current time in an IANA time zone such as 'Asia/Tokyo'."
+    assert tool.input_schema is INPUT_SCHEMA and tool.parallel_tool_execute is True
