@@ -438,15 +438,47 @@ def test_get_weather_unreachable_forecast_names_the_geocoded_place(open_meteo, m
 @pytest.mark.parametrize(
     "route, reply, tail",
     [
-        ("/v1/search", Reply(body=[1, 2]), "sent an unexpected response from {url}/v1/search: the body is not a JSON object"),
-        ("/v1/search", Reply(body={"results": {"name": "Tokyo"}}), "sent an unexpected response from {url}/v1/search: a result without numeric 'latitude' and 'longitude'"),
-        ("/v1/search", Reply(body={"results": [{"name": "x", "latitude": 1}]}), "sent an unexpected response from {url}/v1/search: a result without numeric 'latitude' and 'longitude'"),
+        (
+            "/v1/search",
+            Reply(body=[1, 2]),
+            "sent an unexpected response from {url}/v1/search: the body is not a JSON object",
+        ),
+        (
+            "/v1/search",
+            Reply(body={"results": {"name": "Tokyo"}}),
+            "sent an unexpected response from {url}/v1/search: a result without numeric 'latitude' and 'longitude'",
+        ),
+        (
+            "/v1/search",
+            Reply(body={"results": [{"name": "x", "latitude": 1}]}),
+            "sent an unexpected response from {url}/v1/search: a result without numeric 'latitude' and 'longitude'",
+        ),
         ("/v1/search", Reply(body="<html>maintenance</html>"), "sent a body that is not JSON from {url}/v1/search"),
-        ("/v1/forecast", Reply(body=[FORECAST]), "sent an unexpected response from {url}/v1/forecast: no 'current' object"),
-        ("/v1/forecast", Reply(body={"current": [1]}), "sent an unexpected response from {url}/v1/forecast: no 'current' object"),
-        ("/v1/forecast", Reply(body={"current": {"temperature_2m": "warm", "weather_code": 0}}), "sent an unexpected response from {url}/v1/forecast: 'current.temperature_2m' is missing or not a number"),
-        ("/v1/forecast", Reply(body={"current": {"temperature_2m": 1, "weather_code": True}}), "sent an unexpected response from {url}/v1/forecast: 'current.weather_code' is missing or not a number"),
-        ("/v1/forecast", Reply(status=500, body={"error": True, "reason": "upstream down"}), "answered HTTP 500 from {url}/v1/forecast: upstream down"),
+        (
+            "/v1/forecast",
+            Reply(body=[FORECAST]),
+            "sent an unexpected response from {url}/v1/forecast: no 'current' object",
+        ),
+        (
+            "/v1/forecast",
+            Reply(body={"current": [1]}),
+            "sent an unexpected response from {url}/v1/forecast: no 'current' object",
+        ),
+        (
+            "/v1/forecast",
+            Reply(body={"current": {"temperature_2m": "warm", "weather_code": 0}}),
+            "sent an unexpected response from {url}/v1/forecast: 'current.temperature_2m' is missing or not a number",
+        ),
+        (
+            "/v1/forecast",
+            Reply(body={"current": {"temperature_2m": 1, "weather_code": True}}),
+            "sent an unexpected response from {url}/v1/forecast: 'current.weather_code' is missing or not a number",
+        ),
+        (
+            "/v1/forecast",
+            Reply(status=500, body={"error": True, "reason": "upstream down"}),
+            "answered HTTP 500 from {url}/v1/forecast: upstream down",
+        ),
         ("/v1/forecast", Reply(status=500, body={"error": True}), "answered HTTP 500 from {url}/v1/forecast"),
         ("/v1/forecast", Reply(status=502, body=["reason"]), "answered HTTP 502 from {url}/v1/forecast"),
         ("/v1/search", Reply(status=503, body="<html>busy</html>"), "answered HTTP 503 from {url}/v1/search"),
