@@ -9,6 +9,8 @@ import pytest
 
 from helpers import make_tool, text_result
 from yiemagent import (
+    AgentClosedError,
+    AgentRunStartEvent,
     EmptyHistoryError,
     LoopState,
     ToolStore,
@@ -215,8 +217,9 @@ def test_continue_runs_the_llm_on_the_current_history():
 def test_continue_on_an_empty_history_is_a_clear_error():
     """continue_agent with no conversation raises EmptyHistoryError."""
     with new_agent(ScriptedLLM()) as agent:
-        with pytest.raises(EmptyHistoryError, match="history is empty"):
+        with pytest.raises(EmptyHistoryError) as raised:
             continue_agent(agent)
+        assert str(raised.value) == "cannot continue: the conversation history is empty; send a message with run_agent first"
 
 
 @pytest.mark.spec("5")
@@ -288,7 +291,126 @@ def test_a_dead_loop_refuses_messages_instead_of_queueing_them_forever(caplog):
         agent._core.ring()
         agent._core._thread.join(WAIT)
         assert not agent._core._thread.is_alive() and "the agent loop failed" in caplog.text
-        with pytest.raises(AgentClosedError, match="loop thread has stopped"):
-            run_agent(agent, "anyone there?")
+        for send in (run_agent, follow_up):
+            with pytest.raises(AgentClosedError) as raised:
+                send(agent, "anyone there?")
+            assert str(raised.value) == "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
     finally:
         shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("10")
+def test_leaving_the_with_block_normally_lets_the_active_run_finish():
+    """``with agent:`` ends with shutdown alone: a run still active is not aborted, its response is delivered."""
+    llm = GatedLLM()
+    with new_agent(llm) as agent:
+        run_agent(agent, "in progress")
+        llm.wait_entered()
+        for i in range(16):  # the input channel is full now (the run takes input only at its next round)
+            run_agent(agent, f"queued {i}")
+
+        def send_then_open():
+            # blocks on the full channel until shutdown begins, then lets the LLM answer
+            with pytest.raises(AgentClosedError):
+                run_agent(agent, "blocked")
+            llm.open()
+
+        opener = threading.Thread(target=send_then_open, daemon=True)
+        opener.start()
+    opener.join(WAIT)
+    response = take_response(agent, timeout=WAIT)
+    assert (response.stop_reason, response.error_message) == (None, None)
+    assert response.content == [TextContent("saw ['in progress']")]
+
+
+@pytest.mark.spec("10")
+def test_an_exception_leaving_the_with_block_aborts_the_run_and_propagates():
+    """``with agent:`` left by an exception aborts the active run (reason "aborted by abort()"), shuts down, and re-raises it."""
+    from yiemagent.streaming import current_abort_signal
+
+    entered = threading.Event()
+
+    def llm(formatted):
+        entered.set()
+        current_abort_signal().wait(WAIT)
+        return "too late"
+
+    agent = new_agent(llm)
+    try:
+        with pytest.raises(RuntimeError, match="the caller failed"):
+            with agent:
+                run_agent(agent, "go")
+                assert entered.wait(WAIT)
+                raise RuntimeError("the caller failed")
+        assert agent.closing and not agent._core._thread.is_alive()
+        response = take_response(agent, timeout=WAIT)
+        assert (response.stop_reason, response.error_message) == ("aborted", "aborted by abort()")
+    finally:
+        shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("10")
+def test_abort_without_a_reason_names_abort_in_the_response():
+    """abort(agent) with no reason: the run ends "aborted" with error_message "aborted by abort()"."""
+    llm = GatedLLM()
+    with new_agent(llm) as agent:
+        run_agent(agent, "go")
+        llm.wait_entered()
+        assert abort(agent) is True
+        llm.open()
+        response = take_response(agent, timeout=WAIT)
+        assert (response.stop_reason, response.error_message) == ("aborted", "aborted by abort()")
+
+
+@pytest.mark.spec("10")
+def test_continue_during_a_run_is_queued_even_while_the_history_is_still_empty():
+    """continue_agent while a run is active is queued: the history may be empty at that moment (here the run's only
+    input was dropped), the check for an empty history is for an idle agent only."""
+    outcome = []
+    holder = {}
+
+    def sink(event):
+        if isinstance(event, AgentRunStartEvent) and not outcome:
+            try:
+                continue_agent(holder["agent"])
+                outcome.append(("queued", holder["agent"].history()))
+            except Exception as exc:  # the test reports it below
+                outcome.append(("raised", exc))
+
+    llm = ScriptedLLM(["continued"])
+    with YiemAgent(llm_call=llm, agent_event_sink=sink, tool_store=ToolStore("loop")) as agent:
+        holder["agent"] = agent
+        agent.input_channel.put({"role": "assistant", "content": "not a user message"})  # by hand: dropped by the run
+        first = take_response(agent, timeout=WAIT)
+        assert first.stop_reason == "error" and "dropped" in first.error_message
+        assert outcome == [("queued", [])]
+        assert take_response(agent, timeout=WAIT).content == [TextContent("continued")]
+
+
+@pytest.mark.spec("10")
+def test_continue_counts_a_follow_up_the_loop_has_taken_but_not_yet_placed():
+    """A follow-up the loop took from its channel but has not yet moved into the input (``_carry``: the input was
+    full a moment ago) is queued input: continue_agent on an otherwise empty agent is accepted, not refused as empty.
+
+    The state lasts only until the loop moves the follow-up; the test holds the loop's lock to look at it."""
+    llm = ScriptedLLM(["answered"])
+    with new_agent(llm) as agent:
+        core = agent._core
+        with core._wake:
+            core._carry.append({"role": "user", "content": "carried"})
+            continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).content == [TextContent("answered")]
+        assert [m["content"] for m in llm.requests[0]["messages"] if m["role"] == "user"] == ["carried"]
+
+
+@pytest.mark.spec("5")
+def test_wait_until_idle_honours_its_timeout():
+    """wait_until_idle(timeout) returns False when a run is still active after the timeout, True once idle."""
+    llm = GatedLLM()
+    with new_agent(llm) as agent:
+        run_agent(agent, "go")
+        llm.wait_entered()
+        assert agent.wait_until_idle(0.05) is False
+        llm.open()
+        take_response(agent, timeout=WAIT)
+        assert agent.wait_until_idle(WAIT) is True

@@ -96,15 +96,24 @@ def test_a_send_blocked_on_a_full_channel_raises_when_shutdown_begins(send, room
     assert user_texts(agent.history()) == ["first"]
 
 
-@pytest.mark.parametrize("send", [run_agent, follow_up, lambda agent, _: continue_agent(agent)], ids=["run_agent", "follow_up", "continue"])
-def test_every_send_after_shutdown_raises(send):
-    """Decision 16: after shutdown, run_agent, follow_up and continue_agent raise AgentClosedError."""
+@pytest.mark.parametrize(
+    "send, why",
+    [
+        (run_agent, "the agent has been shut down; it takes no more messages"),
+        (follow_up, "the agent has been shut down; it takes no more messages"),
+        (lambda agent, _: continue_agent(agent), "the agent has been shut down; it cannot continue"),
+    ],
+    ids=["run_agent", "follow_up", "continue"],
+)
+def test_every_send_after_shutdown_raises(send, why):
+    """Decision 16: after shutdown, run_agent, follow_up and continue_agent raise AgentClosedError saying so."""
     agent = agent_with(StrictLLM())
     run_agent(agent, "hi")
     take_response(agent, timeout=WAIT)
     shutdown(agent, timeout=WAIT)
-    with pytest.raises(AgentClosedError):
+    with pytest.raises(AgentClosedError) as raised:
         send(agent, "late")
+    assert str(raised.value) == why
 
 
 def test_take_response_returns_what_is_left_then_raises():
@@ -482,22 +491,32 @@ def test_register_tool_on_an_agent_names_the_store_argument():
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    "kwargs, text",
     [
-        ({"tool_store": {}}, r"tool_store=.*expects a ToolStore or None, got dict"),
-        ({"before_tool_call": "nope"}, r"before_tool_call=.*expects a callable or None, got str"),
-        ({"after_tool_call": 3}, r"after_tool_call=.*expects a callable or None, got int"),
-        ({"prepare_context": 3}, r"prepare_context=.*expects a callable or None, got int"),
-        ({"format_msg_for_llm": []}, r"format_msg_for_llm=.*expects a callable or None, got list"),
-        ({"llm_call": None}, r"llm_call=.*expects a callable, got NoneType"),
+        ({"tool_store": {}}, "YiemAgent(tool_store=...) expects a ToolStore or None, got dict: {}"),
+        ({"before_tool_call": "nope"}, "YiemAgent(before_tool_call=...) expects a callable or None, got str: 'nope'"),
+        ({"after_tool_call": 3}, "YiemAgent(after_tool_call=...) expects a callable or None, got int: 3"),
+        ({"prepare_context": 3}, "YiemAgent(prepare_context=...) expects a callable or None, got int: 3"),
+        ({"format_msg_for_llm": []}, "YiemAgent(format_msg_for_llm=...) expects a callable or None, got list: []"),
+        ({"agent_event_sink": 5}, "YiemAgent(agent_event_sink=...) expects a callable or None, got int: 5"),
+        ({"llm_call": None}, "YiemAgent(llm_call=...) expects a callable, got NoneType: None"),
+        ({"system_prompt": b"be brief"}, "YiemAgent(system_prompt=...) expects a str, got bytes"),
     ],
-    ids=["tool_store", "before_tool_call", "after_tool_call", "prepare_context", "format_msg_for_llm", "llm_call"],
+    ids=["tool_store", "before_tool_call", "after_tool_call", "prepare_context", "format_msg_for_llm", "agent_event_sink", "llm_call", "system_prompt"],
 )
-def test_constructor_names_the_bad_argument(kwargs, match):
-    """YiemAgent(...) with an argument of the wrong type raises TypeError naming it and what was expected."""
+def test_constructor_names_the_bad_argument(kwargs, text):
+    """YiemAgent(...) with an argument of the wrong type raises TypeError naming it, what was expected and what came."""
     args = {"llm_call": StrictLLM(), "agent_event_sink": None, **kwargs}
-    with pytest.raises(TypeError, match=match):
+    with pytest.raises(TypeError) as raised:
         YiemAgent(**args)
+    assert str(raised.value) == text
+
+
+def test_constructor_names_the_history_entry_that_is_not_a_message():
+    """messages= holding something other than an AgentMessage raises MessageFormatError naming its index and type."""
+    with pytest.raises(MessageFormatError) as raised:
+        YiemAgent(llm_call=StrictLLM(), agent_event_sink=None, messages=[UserMessage([TextContent("hi")]), {"role": "user", "content": "x"}])
+    assert str(raised.value) == "messages[1] is dict; expected an AgentMessage"
 
 
 def test_a_tool_name_with_spaces_is_refused():
