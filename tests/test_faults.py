@@ -458,23 +458,30 @@ def test_200_dropped_agents_release_their_threads():
 
 
 def test_a_dropped_agent_warns_and_its_run_is_aborted():
-    """Dropping an agent mid-run gives a ResourceWarning; its run is aborted and its threads end."""
+    """Dropping an agent mid-run gives a ResourceWarning naming it, pointing at the code that dropped it (as Python's
+    own warnings for unclosed resources do); its run is aborted from a daemon thread of its own and its threads end."""
     entered, release = threading.Event(), threading.Event()
+    aborted_in = []
 
     def slow(i, a, signal, p):
+        signal.on_abort(lambda: aborted_in.append((threading.current_thread().name, threading.current_thread().daemon)))
         entered.set()
         signal.wait(WAIT)
         release.set()
         return text_result("stopped")
 
-    agent = agent_with(StrictLLM(calls_reply(call("c1", "slow", {}))), make_tool("slow", slow))
+    agent = agent_with(StrictLLM(calls_reply(call("c1", "slow", {}))), make_tool("slow", slow), session_id="dropped")
     run_agent(agent, "go")
     assert entered.wait(WAIT)
     core = agent._core
-    with pytest.warns(ResourceWarning, match="without shutdown"):
+    with pytest.warns(ResourceWarning) as caught:
         del agent
         gc.collect()
+    [warning] = [w for w in caught if w.category is ResourceWarning]
+    assert str(warning.message) == "agent 'yiemagent-dropped' was garbage-collected without shutdown(); its threads are released"
+    assert warning.filename == __file__
     assert release.wait(WAIT), "the run's signal fired"
+    assert aborted_in == [("yiemagent-dropped-abandon", True)]
     core._thread.join(WAIT)
     core._worker.thread.join(WAIT)
     assert not core._thread.is_alive() and not core._worker.thread.is_alive()
