@@ -487,6 +487,25 @@ def test_a_dropped_agent_warns_and_its_run_is_aborted():
     assert not core._thread.is_alive() and not core._worker.thread.is_alive()
 
 
+def test_an_agent_still_open_at_interpreter_exit_gives_no_warning():
+    """At exit an agent not shut down is not reported as dropped: its daemon threads just stop (no finalizer at exit)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "from yiemagent import YiemAgent\n"
+        "from yiemagent.llm import ScriptedLLM\n"
+        "agent = YiemAgent(llm_call=ScriptedLLM(), agent_event_sink=None, session_id='open-at-exit')\n"
+        "print('made')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", script],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "made\n", "")
+
+
 # --- 7. Early, clear errors -------------------------------------------------------------
 
 
