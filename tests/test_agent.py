@@ -50,6 +50,7 @@ def test_constructor_builds_store_state_channels_and_loop_thread():
         assert agent.state.tools is agent.tool_store.tools
         assert agent.state.system_prompt == "You are helpful assistant." and agent.state.messages == []
         assert (agent.state.pending_tool_calls, agent.state.active_run, agent.state.error_message) == (set(), False, None)
+        assert agent.closing is False and agent.undelivered_responses == [] and agent.session is None
         assert (agent.input_channel.maxsize, agent.follow_up_channel.maxsize, agent.output_channel.maxsize) == (16, 32, 16)
         assert agent._core._thread.daemon and agent._core._thread.name.endswith("-loop") and agent._core._thread.is_alive()
     assert not agent._core._thread.is_alive(), "leaving the with block shuts the agent down"

@@ -414,3 +414,63 @@ def test_wait_until_idle_honours_its_timeout():
         llm.open()
         take_response(agent, timeout=WAIT)
         assert agent.wait_until_idle(WAIT) is True
+
+
+@pytest.mark.spec("5")
+def test_taking_a_response_from_a_full_output_channel_wakes_the_loop_to_deliver_the_next():
+    """A response held because the output channel was full is delivered as soon as a taker makes room, with
+    nothing else happening in the agent (the output channel rings the loop on every get)."""
+    llm = ScriptedLLM([f"r{i}" for i in range(17)])
+    with new_agent(llm) as agent:
+        core = agent._core
+        for i in range(17):
+            run_agent(agent, f"m{i}")
+            with core._wake:
+                assert core._wake.wait_for(lambda: core._run is None and agent.output_channel.qsize() + len(core._pending_output) == i + 1, WAIT)
+        with core._wake:  # the loop is asleep: the 17th response waits for room
+            assert core._wake.wait_for(lambda: agent.loop_state is LoopState.IDLE, WAIT)
+            assert agent.output_channel.full() and len(core._pending_output) == 1
+        assert [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)] == [f"r{i}" for i in range(16)]
+        assert take_response(agent, timeout=WAIT).content[0].text == "r16"
+
+
+@pytest.mark.spec("5")
+def test_a_run_shutdown_left_running_delivers_its_response_then_closes_the_output():
+    """A run still in an LLM call that ignores the abort is left running by shutdown; when it ends it delivers
+    its response itself, is no longer active, and closes the output channel: the next take raises at once."""
+    llm = GatedLLM()
+    agent = new_agent(llm)
+    run_agent(agent, "go")
+    llm.wait_entered()
+    assert shutdown(agent, timeout=0.05) == []
+    llm.open()
+    response = take_response(agent, timeout=WAIT)
+    assert (response.stop_reason, response.error_message) == ("aborted", "aborted by shutdown: the run did not finish within 0.05 s")
+    with pytest.raises(AgentClosedError) as raised:
+        take_response(agent, timeout=WAIT)
+    assert str(raised.value) == "the agent has been shut down and every response was taken"
+    assert agent.state.active_run is False and agent.undelivered_responses == []
+
+
+@pytest.mark.spec("5")
+def test_a_run_shutdown_left_running_keeps_its_response_when_the_output_channel_is_full():
+    """The response of a run that shutdown left running, finding the output channel full, is kept in
+    ``undelivered_responses`` (decision 16: nothing lost)."""
+    gated = GatedLLM()
+    llm = ScriptedLLM([*[f"r{i}" for i in range(16)], gated])
+    agent = new_agent(llm)
+    for i in range(16):
+        run_agent(agent, f"m{i}")
+        with agent._core._wake:
+            assert agent._core._wake.wait_for(lambda: agent.output_channel.qsize() == i + 1, WAIT)
+    run_agent(agent, "last")
+    gated.wait_entered()
+    assert shutdown(agent, timeout=0.05) == []
+    gated.open()
+    agent._core._worker.thread.join(WAIT)
+    assert not agent._core._worker.thread.is_alive()
+    [kept] = agent.undelivered_responses
+    assert (kept.stop_reason, kept.error_message) == ("aborted", "aborted by shutdown: the run did not finish within 0.05 s")
+    assert [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)] == [f"r{i}" for i in range(16)]
+    with pytest.raises(AgentClosedError):
+        take_response(agent, timeout=WAIT)

@@ -234,6 +234,7 @@ def test_a_gap_inside_a_session_is_mended_in_memory_only(agents, session):
     for message in stored:
         session.append(message)
     agent = agents(ScriptedLLM([]), session=session)
+    assert agent.session is session
     assert [(m.role, getattr(m, "tool_call_id", None)) for m in agent.history()] == [("user", None), ("assistant", None), ("tool", "c1"), ("user", None)]
     assert session.messages() == stored
     again = agents(ScriptedLLM([]), session=session)
