@@ -290,7 +290,9 @@ def test_a_dead_loop_refuses_messages_instead_of_queueing_them_forever(caplog):
         agent._core._next_action = broken
         agent._core.ring()
         agent._core._thread.join(WAIT)
-        assert not agent._core._thread.is_alive() and "the agent loop failed" in caplog.text
+        assert not agent._core._thread.is_alive()
+        [record] = [r for r in caplog.records if r.exc_info and r.exc_info[0] is RuntimeError]
+        assert (record.name, record.levelname, record.getMessage()) == ("yiemagent.agent", "ERROR", "the agent loop failed; the agent stops serving")
         for send in (run_agent, follow_up):
             with pytest.raises(AgentClosedError) as raised:
                 send(agent, "anyone there?")
@@ -474,3 +476,56 @@ def test_a_run_shutdown_left_running_keeps_its_response_when_the_output_channel_
     assert [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)] == [f"r{i}" for i in range(16)]
     with pytest.raises(AgentClosedError):
         take_response(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("5")
+def test_sends_blocked_on_full_channels_are_woken_when_the_loop_dies():
+    """A run_agent or follow_up blocked on a full channel when the loop thread dies (a bug, injected) raises
+    AgentClosedError saying so, instead of waiting for ever on a channel nobody reads."""
+    llm = GatedLLM()
+    agent = new_agent(llm)
+    try:
+        run_agent(agent, "go")
+        llm.wait_entered()
+        for i in range(16):
+            run_agent(agent, f"input {i}")
+        for i in range(32):  # the input is full: follow-ups stay in their channel
+            follow_up(agent, f"follow-up {i}")
+        outcomes = {}
+
+        def blocked(send):
+            try:
+                send(agent, "blocked")
+                outcomes[send.__name__] = "sent"
+            except AgentClosedError as exc:
+                outcomes[send.__name__] = str(exc)
+
+        senders = [threading.Thread(target=blocked, args=(send,), daemon=True) for send in (run_agent, follow_up)]
+        for sender in senders:
+            sender.start()
+
+        def broken():
+            raise RuntimeError("bug in the loop")
+
+        agent._core._next_action = broken
+        agent._core.ring()
+        agent._core._thread.join(WAIT)
+        for sender in senders:
+            sender.join(WAIT)
+        why = "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
+        assert outcomes == {"run_agent": why, "follow_up": why}
+    finally:
+        llm.open()
+        shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("5")
+def test_the_loop_state_history_keeps_the_last_256_states():
+    """loop_state_history is capped: the last 256 states, the oldest dropped (a long-lived agent does not grow it)."""
+    with new_agent(ScriptedLLM([f"r{i}" for i in range(70)])) as agent:
+        assert agent.loop_state_history.maxlen == 256
+        for i in range(70):  # at least four states a run: new message, processing, completed, idle
+            run_agent(agent, f"m{i}")
+            take_response(agent, timeout=WAIT)
+            assert agent.wait_until_idle(WAIT)
+        assert len(agent.loop_state_history) == 256 and agent.loop_state_history[-1] is LoopState.IDLE

@@ -123,8 +123,9 @@ def test_take_response_returns_what_is_left_then_raises():
     assert agent.wait_until_idle(WAIT)
     shutdown(agent, timeout=WAIT)
     assert take_response(agent).content[0].text == "done"
-    with pytest.raises(AgentClosedError):
+    with pytest.raises(AgentClosedError) as raised:
         take_response(agent)  # no timeout: it must not block for ever
+    assert str(raised.value) == "the agent has been shut down and every response was taken"
 
 
 def test_a_taker_already_waiting_is_woken_by_shutdown():
@@ -189,8 +190,9 @@ def test_take_response_after_the_loop_died_raises_instead_of_waiting():
         agent._core._next_action = broken
         agent._core.ring()
         agent._core._thread.join(WAIT)
-        with pytest.raises(AgentClosedError, match="loop thread has stopped"):
+        with pytest.raises(AgentClosedError) as raised:
             take_response(agent)
+        assert str(raised.value) == "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
     finally:
         shutdown(agent, timeout=WAIT)
 
