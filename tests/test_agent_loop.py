@@ -445,6 +445,7 @@ def test_a_run_shutdown_left_running_delivers_its_response_then_closes_the_outpu
     run_agent(agent, "go")
     llm.wait_entered()
     assert shutdown(agent, timeout=0.05) == []
+    assert agent.loop_state is LoopState.IDLE and list(agent.loop_state_history)[-2:] == [LoopState.PROCESSING, LoopState.IDLE]
     llm.open()
     response = take_response(agent, timeout=WAIT)
     assert (response.stop_reason, response.error_message) == ("aborted", "aborted by shutdown: the run did not finish within 0.05 s")
@@ -514,6 +515,7 @@ def test_sends_blocked_on_full_channels_are_woken_when_the_loop_dies():
             sender.join(WAIT)
         why = "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
         assert outcomes == {"run_agent": why, "follow_up": why}
+        assert agent.loop_state is LoopState.IDLE, "a stopped loop reports IDLE"
     finally:
         llm.open()
         shutdown(agent, timeout=WAIT)
@@ -529,3 +531,41 @@ def test_the_loop_state_history_keeps_the_last_256_states():
             take_response(agent, timeout=WAIT)
             assert agent.wait_until_idle(WAIT)
         assert len(agent.loop_state_history) == 256 and agent.loop_state_history[-1] is LoopState.IDLE
+
+
+@pytest.mark.spec("5")
+def test_shutdown_keeps_a_response_held_for_a_full_output_channel(caplog):
+    """shutdown with the output channel full and a response still held for it: the held response goes to
+    ``undelivered_responses`` (decision 16: nothing lost), the loop ends cleanly, the others stay takeable."""
+    llm = ScriptedLLM([f"r{i}" for i in range(17)])
+    agent = new_agent(llm)
+    core = agent._core
+    for i in range(17):
+        run_agent(agent, f"m{i}")
+        with core._wake:
+            assert core._wake.wait_for(lambda: core._run is None and agent.output_channel.qsize() + len(core._pending_output) == i + 1, WAIT)
+    assert shutdown(agent, timeout=WAIT) == []
+    assert [r.content[0].text for r in agent.undelivered_responses] == ["r16"]
+    assert not agent._core._thread.is_alive() and "the agent loop failed" not in caplog.text
+    assert [take_response(agent).content[0].text for _ in range(16)] == [f"r{i}" for i in range(16)]
+
+
+@pytest.mark.spec("5")
+def test_a_follow_up_taken_when_the_input_filled_up_is_moved_once_there_is_room():
+    """Decision 7: follow-ups are moved into the input as far as it has room; the one taken from its channel
+    when the input filled up is held by the loop and moved at the next room, so every follow-up is answered,
+    in order, and the agent becomes idle."""
+    gated = GatedLLM()
+    llm = ScriptedLLM([gated, *[f"r{i}" for i in range(10)]])
+    with new_agent(llm) as agent:
+        run_agent(agent, "go")
+        gated.wait_entered()
+        for i in range(16):
+            run_agent(agent, f"input {i}")
+        for i in range(17):  # the input is full: they wait in their channel; then 16 fit, one is held
+            follow_up(agent, f"follow-up {i}")
+        gated.open()
+        assert agent.wait_until_idle(WAIT), "a follow-up was left behind"
+        users = [m.content[0].text for m in agent.history() if m.role == "user"]
+        assert users == ["go", *[f"input {i}" for i in range(16)], *[f"follow-up {i}" for i in range(17)]]
+        assert len(llm.requests) == 4
