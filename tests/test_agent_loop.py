@@ -108,6 +108,8 @@ def test_message_while_busy_is_queued_then_joins_the_next_round():
     with new_agent(first_blocks, tool) as agent:
         run_agent(agent, "first")
         llm.wait_entered()
+        with agent._core._wake:  # state 3: the run took its input, nothing is queued
+            assert not agent._core._wake.wait_for(lambda: agent.loop_state is not LoopState.PROCESSING, 0.2), agent.loop_state
         run_agent(agent, "second")
         wait_for_state(agent, LoopState.INPUT_QUEUED)
         assert agent.loop_state is LoopState.INPUT_QUEUED
@@ -129,6 +131,7 @@ def test_follow_up_while_busy_is_moved_into_input_after_queued_input():
         wait_for_state(agent, LoopState.FOLLOW_UP_QUEUED)
         history = list(agent.loop_state_history)
         assert history.index(LoopState.FOLLOW_UP_QUEUED) > history.index(LoopState.PROCESSING)
+        assert all(isinstance(state, LoopState) for state in history), history
         llm.open()
         take_response(agent, timeout=WAIT)  # run 1 ends with one round: the two others start run 2
         llm.wait_entered()
@@ -566,6 +569,8 @@ def test_a_follow_up_taken_when_the_input_filled_up_is_moved_once_there_is_room(
             follow_up(agent, f"follow-up {i}")
         gated.open()
         assert agent.wait_until_idle(WAIT), "a follow-up was left behind"
+        assert all(isinstance(state, LoopState) for state in agent.loop_state_history)
+        assert LoopState.FOLLOW_UP_QUEUED in agent.loop_state_history
         users = [m.content[0].text for m in agent.history() if m.role == "user"]
         assert users == ["go", *[f"input {i}" for i in range(16)], *[f"follow-up {i}" for i in range(17)]]
         assert len(llm.requests) == 4
