@@ -489,6 +489,38 @@ def test_a_dropped_agent_warns_and_its_run_is_aborted():
     assert not core._thread.is_alive() and not core._worker.thread.is_alive()
 
 
+def test_a_dropped_agent_closes_its_channels_aborts_its_run_and_logs_what_it_discarded(caplog):
+    """An agent dropped mid-run with messages queued: its channels refuse more (saying why), its run ends
+    "aborted" naming the cause, and the queued messages it discarded are counted in a warning."""
+    entered = threading.Event()
+
+    def slow(i, a, signal, p):
+        entered.set()
+        signal.wait(WAIT)
+        return text_result("stopped")
+
+    agent = agent_with(StrictLLM(calls_reply(call("c1", "slow", {}))), make_tool("slow", slow), session_id="dropped-queued")
+    run_agent(agent, "go")
+    assert entered.wait(WAIT)
+    run_agent(agent, "queued 1")
+    follow_up(agent, "queued 2")
+    inputs, follow_ups, output = agent.input_channel, agent.follow_up_channel, agent.output_channel
+    with pytest.warns(ResourceWarning):
+        del agent
+        gc.collect()
+    response = output.get(timeout=WAIT)
+    assert (response.stop_reason, response.error_message) == ("aborted", "aborted: the agent was garbage-collected without shutdown")
+    for thread in threading.enumerate():
+        if thread.name == "yiemagent-dropped-queued-abandon":
+            thread.join(WAIT)
+    for channel in (inputs, follow_ups):
+        with pytest.raises(AgentClosedError) as raised:
+            channel.put({"role": "user", "content": "late"})
+        assert str(raised.value) == "the agent was garbage-collected without shutdown"
+    [record] = [r for r in caplog.records if r.name == "yiemagent.agent" and r.levelname == "WARNING"]
+    assert record.getMessage() == "an agent dropped without shutdown had 2 queued message(s); they were discarded"
+
+
 def test_an_agent_still_open_at_interpreter_exit_gives_no_warning():
     """At exit an agent not shut down is not reported as dropped: its daemon threads just stop (no finalizer at exit)."""
     import subprocess
