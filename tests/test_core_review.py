@@ -441,3 +441,31 @@ def test_no_run_starts_until_every_add_message_storing_meanwhile_is_in_the_histo
     assert take_response(agent, timeout=WAIT).content[0].text == "answer"
     assert texts(agent.history()) == ["first", "second", "go", "answer"]
     assert [m["content"] for m in llm.requests[0]["messages"] if m["role"] == "user"] == ["first", "second", "go"]
+
+
+def test_a_session_shutting_its_agent_down_as_the_run_appends_a_late_message_does_not_wait_for_itself(agents):
+    """The session is called from the run thread, also as the run ends (a message added during the last round):
+    a shutdown() made there is from inside the run, so it does not wait for the run it is part of."""
+    answer, entered, release = blocking_llm("final")
+    outcome = {}
+    holder = {}
+
+    class ShuttingSession:
+        def messages(self):
+            return []
+
+        def append(self, message):
+            if message.content and getattr(message.content[0], "text", None) == "late":
+                outcome["queued"] = shutdown(holder["agent"])
+
+        def clear(self):
+            pass
+
+    agent = agents(answer, session=ShuttingSession())
+    holder["agent"] = agent
+    run_agent(agent, "go")
+    assert entered.wait(WAIT)
+    add_message(agent, user("late"))
+    release.set()
+    assert take_response(agent, timeout=WAIT).content[0].text == "final"
+    assert outcome == {"queued": []} and agent.closing
