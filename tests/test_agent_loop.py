@@ -447,7 +447,10 @@ def test_a_run_shutdown_left_running_delivers_its_response_then_closes_the_outpu
     agent = new_agent(llm)
     run_agent(agent, "go")
     llm.wait_entered()
-    assert shutdown(agent, timeout=0.05) == []
+    closer, returned = threading.Thread(target=lambda: returned.append(shutdown(agent, timeout=0.05)), daemon=True), []
+    closer.start()
+    closer.join(WAIT / 2)  # the LLM call would hold it for WAIT: shutdown waits 2 x 0.05 s, then leaves the run
+    assert returned == [[]], "shutdown waited for a run that does not finish"
     assert agent.loop_state is LoopState.IDLE and list(agent.loop_state_history)[-2:] == [LoopState.PROCESSING, LoopState.IDLE]
     llm.open()
     response = take_response(agent, timeout=WAIT)
