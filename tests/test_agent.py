@@ -49,6 +49,8 @@ def test_constructor_builds_store_state_channels_and_loop_thread():
         assert list(agent.tool_store.tools)[-1] == "listTools"
         assert agent.state.tools is agent.tool_store.tools
         assert agent.state.system_prompt == "You are helpful assistant." and agent.state.messages == []
+        assert (agent.state.pending_tool_calls, agent.state.active_run, agent.state.error_message) == (set(), False, None)
+        assert agent.closing is False and agent.undelivered_responses == [] and agent.session is None
         assert (agent.input_channel.maxsize, agent.follow_up_channel.maxsize, agent.output_channel.maxsize) == (16, 32, 16)
         assert agent._core._thread.daemon and agent._core._thread.name.endswith("-loop") and agent._core._thread.is_alive()
     assert not agent._core._thread.is_alive(), "leaving the with block shuts the agent down"
@@ -109,10 +111,11 @@ def test_invalid_message_raises_in_the_caller_and_nothing_is_queued(agents):
 
 @pytest.mark.spec("5")
 def test_take_response_times_out():
-    """takeResponse with a timeout raises TimeoutError when nothing comes."""
+    """takeResponse with a timeout raises TimeoutError, naming the timeout, when nothing comes."""
     with YiemAgent(llm_call=ScriptedLLM(), agent_event_sink=None) as agent:
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimeoutError) as raised:
             take_response(agent, timeout=0.01)
+    assert str(raised.value) == "no response from the agent within 0.01 s"
 
 
 @pytest.mark.spec("10")
@@ -367,3 +370,64 @@ def test_an_llm_call_that_returns_an_error_message_is_treated_as_a_failure(agent
     response = take_response(agent, timeout=WAIT)
     assert response.stop_reason == "error" and response.error_message == "quota exhausted"
     assert [m.role for m in agent.history()] == ["user"]
+
+
+@pytest.mark.spec("1")
+def test_constructor_defaults_name_the_store_and_threads_after_the_session_id():
+    """Without tool_store the agent's own store is named after session_id ("agent" without one), as are its threads;
+    the options keep their documented defaults (API.md "Agent options"): sequential tools, no retry cap override."""
+    with YiemAgent(llm_call=ScriptedLLM(), agent_event_sink=None, session_id="s1") as named:
+        assert named.session_id == "s1" and named.tool_store.name == "s1"
+        assert named._core._thread.name == "yiemagent-s1-loop" and named._core._worker.thread.name == "yiemagent-s1-run"
+        assert named.parallel_tool_execute is False and named.max_retry_delay_ms is None and named.max_rounds == 50
+    with YiemAgent(llm_call=ScriptedLLM(), agent_event_sink=None) as anonymous:
+        key = hex(id(anonymous))[2:]
+        assert anonymous.session_id is None and anonymous.tool_store.name == "agent"
+        assert anonymous._core._thread.name == f"yiemagent-{key}-loop" and anonymous._core._worker.thread.name == f"yiemagent-{key}-run"
+    llm = ScriptedLLM()
+    llm.max_retry_delay_ms = 60000
+    with YiemAgent(llm_call=llm, agent_event_sink=None, max_retry_delay_ms=250) as capped:
+        assert capped.max_retry_delay_ms == 250 and llm.max_retry_delay_ms == 250
+
+
+def test_repr_shows_session_id_loop_state_and_history_length():
+    """repr(agent) names the session id, the loop state and how many messages the history holds."""
+    with YiemAgent(llm_call=ScriptedLLM(), agent_event_sink=None, session_id="s1", messages=[UserMessage([TextContent("hi")])]) as agent:
+        assert repr(agent) == "YiemAgent(session_id='s1', loop_state=IDLE, messages=1)"
+
+
+WRITABLE = ["llm_call", "agent_event_sink", "prepare_context", "format_msg_for_llm", "before_tool_call", "after_tool_call", "parallel_tool_execute"]
+READ_ONLY = [
+    "state", "tool_store", "input_channel", "follow_up_channel", "output_channel", "loop_state",
+    "loop_state_history", "undelivered_responses", "closing", "session", "max_rounds", "usage",
+]
+
+
+@pytest.mark.spec("14")
+def test_hooks_and_llm_call_may_be_replaced_and_the_next_run_uses_them(agents):
+    """The writable attributes live on the core: assigning one replaces it there, for the next run (class docstring)."""
+    from yiemagent.formatting import format_msg_for_llm, prepare_context
+
+    agent = agents(ScriptedLLM(["first"]))
+    for name in WRITABLE:
+        value = True if name == "parallel_tool_execute" else (lambda *a: None)
+        setattr(agent, name, value)
+        assert getattr(agent, name) is value and getattr(agent._core, name) is value
+    agent.parallel_tool_execute, agent.before_tool_call, agent.after_tool_call = False, None, None
+    agent.prepare_context, agent.format_msg_for_llm = prepare_context, format_msg_for_llm
+    replacement, sink = ScriptedLLM(["from the replacement"]), EventRecorder()
+    agent.llm_call, agent.agent_event_sink = replacement, sink
+    run_agent(agent, "go")
+    assert take_response(agent, timeout=WAIT).content == [TextContent("from the replacement")]
+    assert len(replacement.requests) == 1 and len(sink.of_type(AgentRunEndEvent)) == 1
+
+
+@pytest.mark.parametrize("name", READ_ONLY)
+def test_the_agents_own_parts_cannot_be_replaced(agents, name):
+    """The state, the store, the channels and the loop bookkeeping are read-only: assigning one raises AttributeError."""
+    agent = agents(ScriptedLLM())
+    before = getattr(agent, name)
+    with pytest.raises(AttributeError) as raised:
+        setattr(agent, name, object())
+    assert str(raised.value) == f"YiemAgent.{name} cannot be replaced"
+    assert getattr(agent, name) is before

@@ -9,6 +9,8 @@ import pytest
 
 from helpers import make_tool, text_result
 from yiemagent import (
+    AgentClosedError,
+    AgentRunStartEvent,
     EmptyHistoryError,
     LoopState,
     ToolStore,
@@ -106,6 +108,8 @@ def test_message_while_busy_is_queued_then_joins_the_next_round():
     with new_agent(first_blocks, tool) as agent:
         run_agent(agent, "first")
         llm.wait_entered()
+        with agent._core._wake:  # state 3: the run took its input, nothing is queued
+            assert not agent._core._wake.wait_for(lambda: agent.loop_state is not LoopState.PROCESSING, 0.2), agent.loop_state
         run_agent(agent, "second")
         wait_for_state(agent, LoopState.INPUT_QUEUED)
         assert agent.loop_state is LoopState.INPUT_QUEUED
@@ -127,6 +131,7 @@ def test_follow_up_while_busy_is_moved_into_input_after_queued_input():
         wait_for_state(agent, LoopState.FOLLOW_UP_QUEUED)
         history = list(agent.loop_state_history)
         assert history.index(LoopState.FOLLOW_UP_QUEUED) > history.index(LoopState.PROCESSING)
+        assert all(isinstance(state, LoopState) for state in history), history
         llm.open()
         take_response(agent, timeout=WAIT)  # run 1 ends with one round: the two others start run 2
         llm.wait_entered()
@@ -215,8 +220,9 @@ def test_continue_runs_the_llm_on_the_current_history():
 def test_continue_on_an_empty_history_is_a_clear_error():
     """continue_agent with no conversation raises EmptyHistoryError."""
     with new_agent(ScriptedLLM()) as agent:
-        with pytest.raises(EmptyHistoryError, match="history is empty"):
+        with pytest.raises(EmptyHistoryError) as raised:
             continue_agent(agent)
+        assert str(raised.value) == "cannot continue: the conversation history is empty; send a message with run_agent first"
 
 
 @pytest.mark.spec("5")
@@ -287,8 +293,287 @@ def test_a_dead_loop_refuses_messages_instead_of_queueing_them_forever(caplog):
         agent._core._next_action = broken
         agent._core.ring()
         agent._core._thread.join(WAIT)
-        assert not agent._core._thread.is_alive() and "the agent loop failed" in caplog.text
-        with pytest.raises(AgentClosedError, match="loop thread has stopped"):
-            run_agent(agent, "anyone there?")
+        assert not agent._core._thread.is_alive()
+        [record] = [r for r in caplog.records if r.exc_info and r.exc_info[0] is RuntimeError]
+        assert (record.name, record.levelname, record.getMessage()) == ("yiemagent.agent", "ERROR", "the agent loop failed; the agent stops serving")
+        for send in (run_agent, follow_up):
+            with pytest.raises(AgentClosedError) as raised:
+                send(agent, "anyone there?")
+            assert str(raised.value) == "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
     finally:
         shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("10")
+def test_leaving_the_with_block_normally_lets_the_active_run_finish():
+    """``with agent:`` ends with shutdown alone: a run still active is not aborted, its response is delivered."""
+    llm = GatedLLM()
+    with new_agent(llm) as agent:
+        run_agent(agent, "in progress")
+        llm.wait_entered()
+        for i in range(16):  # the input channel is full now (the run takes input only at its next round)
+            run_agent(agent, f"queued {i}")
+
+        def send_then_open():
+            # blocks on the full channel until shutdown begins, then lets the LLM answer
+            with pytest.raises(AgentClosedError):
+                run_agent(agent, "blocked")
+            llm.open()
+
+        opener = threading.Thread(target=send_then_open, daemon=True)
+        opener.start()
+    opener.join(WAIT)
+    response = take_response(agent, timeout=WAIT)
+    assert (response.stop_reason, response.error_message) == (None, None)
+    assert response.content == [TextContent("saw ['in progress']")]
+
+
+@pytest.mark.spec("10")
+def test_an_exception_leaving_the_with_block_aborts_the_run_and_propagates():
+    """``with agent:`` left by an exception aborts the active run (reason "aborted by abort()"), shuts down, and re-raises it."""
+    from yiemagent.streaming import current_abort_signal
+
+    entered = threading.Event()
+
+    def llm(formatted):
+        entered.set()
+        current_abort_signal().wait(WAIT)
+        return "too late"
+
+    agent = new_agent(llm)
+    try:
+        with pytest.raises(RuntimeError, match="the caller failed"):
+            with agent:
+                run_agent(agent, "go")
+                assert entered.wait(WAIT)
+                raise RuntimeError("the caller failed")
+        assert agent.closing and not agent._core._thread.is_alive()
+        response = take_response(agent, timeout=WAIT)
+        assert (response.stop_reason, response.error_message) == ("aborted", "aborted by abort()")
+    finally:
+        shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("10")
+def test_abort_without_a_reason_names_abort_in_the_response():
+    """abort(agent) with no reason: the run ends "aborted" with error_message "aborted by abort()"."""
+    llm = GatedLLM()
+    with new_agent(llm) as agent:
+        run_agent(agent, "go")
+        llm.wait_entered()
+        assert abort(agent) is True
+        llm.open()
+        response = take_response(agent, timeout=WAIT)
+        assert (response.stop_reason, response.error_message) == ("aborted", "aborted by abort()")
+
+
+@pytest.mark.spec("10")
+def test_continue_during_a_run_is_queued_even_while_the_history_is_still_empty():
+    """continue_agent while a run is active is queued: the history may be empty at that moment (here the run's only
+    input was dropped), the check for an empty history is for an idle agent only."""
+    outcome = []
+    holder = {}
+
+    def sink(event):
+        if isinstance(event, AgentRunStartEvent) and not outcome:
+            try:
+                continue_agent(holder["agent"])
+                outcome.append(("queued", holder["agent"].history()))
+            except Exception as exc:  # the test reports it below
+                outcome.append(("raised", exc))
+
+    llm = ScriptedLLM(["continued"])
+    with YiemAgent(llm_call=llm, agent_event_sink=sink, tool_store=ToolStore("loop")) as agent:
+        holder["agent"] = agent
+        agent.input_channel.put({"role": "assistant", "content": "not a user message"})  # by hand: dropped by the run
+        first = take_response(agent, timeout=WAIT)
+        assert first.stop_reason == "error" and "dropped" in first.error_message
+        assert outcome == [("queued", [])]
+        assert take_response(agent, timeout=WAIT).content == [TextContent("continued")]
+
+
+@pytest.mark.spec("10")
+def test_continue_counts_a_follow_up_the_loop_has_taken_but_not_yet_placed():
+    """A follow-up the loop took from its channel but has not yet moved into the input (``_carry``: the input was
+    full a moment ago) is queued input: continue_agent on an otherwise empty agent is accepted, not refused as empty.
+
+    The state lasts only until the loop moves the follow-up; the test holds the loop's lock to look at it."""
+    llm = ScriptedLLM(["answered"])
+    with new_agent(llm) as agent:
+        core = agent._core
+        with core._wake:
+            core._carry.append({"role": "user", "content": "carried"})
+            continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).content == [TextContent("answered")]
+        assert [m["content"] for m in llm.requests[0]["messages"] if m["role"] == "user"] == ["carried"]
+
+
+@pytest.mark.spec("5")
+def test_wait_until_idle_honours_its_timeout():
+    """wait_until_idle(timeout) returns False when a run is still active after the timeout, True once idle."""
+    llm = GatedLLM()
+    with new_agent(llm) as agent:
+        run_agent(agent, "go")
+        llm.wait_entered()
+        assert agent.wait_until_idle(0.05) is False
+        llm.open()
+        take_response(agent, timeout=WAIT)
+        assert agent.wait_until_idle(WAIT) is True
+
+
+@pytest.mark.spec("5")
+def test_taking_a_response_from_a_full_output_channel_wakes_the_loop_to_deliver_the_next():
+    """A response held because the output channel was full is delivered as soon as a taker makes room, with
+    nothing else happening in the agent (the output channel rings the loop on every get)."""
+    llm = ScriptedLLM([f"r{i}" for i in range(17)])
+    with new_agent(llm) as agent:
+        core = agent._core
+        for i in range(17):
+            run_agent(agent, f"m{i}")
+            with core._wake:
+                assert core._wake.wait_for(lambda: core._run is None and agent.output_channel.qsize() + len(core._pending_output) == i + 1, WAIT)
+        with core._wake:  # the loop is asleep: the 17th response waits for room
+            assert core._wake.wait_for(lambda: agent.loop_state is LoopState.IDLE, WAIT)
+            assert agent.output_channel.full() and len(core._pending_output) == 1
+        assert [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)] == [f"r{i}" for i in range(16)]
+        assert take_response(agent, timeout=WAIT).content[0].text == "r16"
+
+
+@pytest.mark.spec("5")
+def test_a_run_shutdown_left_running_delivers_its_response_then_closes_the_output():
+    """A run still in an LLM call that ignores the abort is left running by shutdown; when it ends it delivers
+    its response itself, is no longer active, and closes the output channel: the next take raises at once."""
+    llm = GatedLLM()
+    agent = new_agent(llm)
+    run_agent(agent, "go")
+    llm.wait_entered()
+    closer, returned = threading.Thread(target=lambda: returned.append(shutdown(agent, timeout=0.05)), daemon=True), []
+    closer.start()
+    closer.join(WAIT / 2)  # the LLM call would hold it for WAIT: shutdown waits 2 x 0.05 s, then leaves the run
+    assert returned == [[]], "shutdown waited for a run that does not finish"
+    assert agent.loop_state is LoopState.IDLE and list(agent.loop_state_history)[-2:] == [LoopState.PROCESSING, LoopState.IDLE]
+    llm.open()
+    response = take_response(agent, timeout=WAIT)
+    assert (response.stop_reason, response.error_message) == ("aborted", "aborted by shutdown: the run did not finish within 0.05 s")
+    with pytest.raises(AgentClosedError) as raised:
+        take_response(agent, timeout=WAIT)
+    assert str(raised.value) == "the agent has been shut down and every response was taken"
+    assert agent.state.active_run is False and agent.undelivered_responses == []
+
+
+@pytest.mark.spec("5")
+def test_a_run_shutdown_left_running_keeps_its_response_when_the_output_channel_is_full():
+    """The response of a run that shutdown left running, finding the output channel full, is kept in
+    ``undelivered_responses`` (decision 16: nothing lost)."""
+    gated = GatedLLM()
+    llm = ScriptedLLM([*[f"r{i}" for i in range(16)], gated])
+    agent = new_agent(llm)
+    for i in range(16):
+        run_agent(agent, f"m{i}")
+        with agent._core._wake:
+            assert agent._core._wake.wait_for(lambda: agent.output_channel.qsize() == i + 1, WAIT)
+    run_agent(agent, "last")
+    gated.wait_entered()
+    assert shutdown(agent, timeout=0.05) == []
+    gated.open()
+    agent._core._worker.thread.join(WAIT)
+    assert not agent._core._worker.thread.is_alive()
+    [kept] = agent.undelivered_responses
+    assert (kept.stop_reason, kept.error_message) == ("aborted", "aborted by shutdown: the run did not finish within 0.05 s")
+    assert [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)] == [f"r{i}" for i in range(16)]
+    with pytest.raises(AgentClosedError):
+        take_response(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("5")
+def test_sends_blocked_on_full_channels_are_woken_when_the_loop_dies():
+    """A run_agent or follow_up blocked on a full channel when the loop thread dies (a bug, injected) raises
+    AgentClosedError saying so, instead of waiting for ever on a channel nobody reads."""
+    llm = GatedLLM()
+    agent = new_agent(llm)
+    try:
+        run_agent(agent, "go")
+        llm.wait_entered()
+        for i in range(16):
+            run_agent(agent, f"input {i}")
+        for i in range(32):  # the input is full: follow-ups stay in their channel
+            follow_up(agent, f"follow-up {i}")
+        outcomes = {}
+
+        def blocked(send):
+            try:
+                send(agent, "blocked")
+                outcomes[send.__name__] = "sent"
+            except AgentClosedError as exc:
+                outcomes[send.__name__] = str(exc)
+
+        senders = [threading.Thread(target=blocked, args=(send,), daemon=True) for send in (run_agent, follow_up)]
+        for sender in senders:
+            sender.start()
+
+        def broken():
+            raise RuntimeError("bug in the loop")
+
+        agent._core._next_action = broken
+        agent._core.ring()
+        agent._core._thread.join(WAIT)
+        for sender in senders:
+            sender.join(WAIT)
+        why = "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
+        assert outcomes == {"run_agent": why, "follow_up": why}
+        assert agent.loop_state is LoopState.IDLE, "a stopped loop reports IDLE"
+    finally:
+        llm.open()
+        shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("5")
+def test_the_loop_state_history_keeps_the_last_256_states():
+    """loop_state_history is capped: the last 256 states, the oldest dropped (a long-lived agent does not grow it)."""
+    with new_agent(ScriptedLLM([f"r{i}" for i in range(70)])) as agent:
+        assert agent.loop_state_history.maxlen == 256
+        for i in range(70):  # at least four states a run: new message, processing, completed, idle
+            run_agent(agent, f"m{i}")
+            take_response(agent, timeout=WAIT)
+            assert agent.wait_until_idle(WAIT)
+        assert len(agent.loop_state_history) == 256 and agent.loop_state_history[-1] is LoopState.IDLE
+
+
+@pytest.mark.spec("5")
+def test_shutdown_keeps_a_response_held_for_a_full_output_channel(caplog):
+    """shutdown with the output channel full and a response still held for it: the held response goes to
+    ``undelivered_responses`` (decision 16: nothing lost), the loop ends cleanly, the others stay takeable."""
+    llm = ScriptedLLM([f"r{i}" for i in range(17)])
+    agent = new_agent(llm)
+    core = agent._core
+    for i in range(17):
+        run_agent(agent, f"m{i}")
+        with core._wake:
+            assert core._wake.wait_for(lambda: core._run is None and agent.output_channel.qsize() + len(core._pending_output) == i + 1, WAIT)
+    assert shutdown(agent, timeout=WAIT) == []
+    assert [r.content[0].text for r in agent.undelivered_responses] == ["r16"]
+    assert not agent._core._thread.is_alive() and "the agent loop failed" not in caplog.text
+    assert [take_response(agent).content[0].text for _ in range(16)] == [f"r{i}" for i in range(16)]
+
+
+@pytest.mark.spec("5")
+def test_a_follow_up_taken_when_the_input_filled_up_is_moved_once_there_is_room():
+    """Decision 7: follow-ups are moved into the input as far as it has room; the one taken from its channel
+    when the input filled up is held by the loop and moved at the next room, so every follow-up is answered,
+    in order, and the agent becomes idle."""
+    gated = GatedLLM()
+    llm = ScriptedLLM([gated, *[f"r{i}" for i in range(10)]])
+    with new_agent(llm) as agent:
+        run_agent(agent, "go")
+        gated.wait_entered()
+        for i in range(16):
+            run_agent(agent, f"input {i}")
+        for i in range(17):  # the input is full: they wait in their channel; then 16 fit, one is held
+            follow_up(agent, f"follow-up {i}")
+        gated.open()
+        assert agent.wait_until_idle(WAIT), "a follow-up was left behind"
+        assert all(isinstance(state, LoopState) for state in agent.loop_state_history)
+        assert LoopState.FOLLOW_UP_QUEUED in agent.loop_state_history
+        users = [m.content[0].text for m in agent.history() if m.role == "user"]
+        assert users == ["go", *[f"input {i}" for i in range(16)], *[f"follow-up {i}" for i in range(17)]]
+        assert len(llm.requests) == 4

@@ -6,6 +6,7 @@ Each test names the promise it checks; each failed before the fix it came with.
 
 from __future__ import annotations
 
+import queue
 import threading
 
 import pytest
@@ -360,16 +361,17 @@ def test_an_item_put_on_the_input_channel_that_raises_when_read_is_dropped_and_t
     assert texts(agent.history()) == ["again", "answer"]
 
 
-def test_a_run_that_fails_outside_its_pipeline_still_ends_and_the_agent_serves_on(agents, monkeypatch):
+def test_a_run_that_fails_outside_its_pipeline_still_ends_and_the_agent_serves_on(agents, monkeypatch, caplog):
     """A bug that escapes process_message (here injected) still ends the run with an "error" response naming
-    it, so the loop collects the run instead of waiting for it for ever."""
+    it (and logged with its traceback), so the loop collects the run instead of waiting for it for ever; the
+    next run gets the next run id."""
     import yiemagent._core as core_module
 
     real = core_module.process_message
     calls = []
 
     def broken_once(host, run):
-        calls.append(run.id)
+        calls.append((host, run.id))
         if len(calls) == 1:
             raise RuntimeError("a bug in the run")
         return real(host, run)
@@ -378,6 +380,92 @@ def test_a_run_that_fails_outside_its_pipeline_still_ends_and_the_agent_serves_o
     agent = agents(ScriptedLLM(["answer"]))
     run_agent(agent, "go")
     response = take_response(agent, timeout=WAIT)
-    assert response.stop_reason == "error" and "RuntimeError: a bug in the run" in response.error_message
+    assert (response.content, response.stop_reason, response.error_message) == ([], "error", "internal error: RuntimeError: a bug in the run")
+    [record] = [r for r in caplog.records if r.exc_info and r.exc_info[0] is RuntimeError]
+    assert (record.name, record.levelname, record.getMessage()) == ("yiemagent.agent", "ERROR", "run 1 failed outside its pipeline")
     run_agent(agent, "again")
     assert take_response(agent, timeout=WAIT).content[0].text == "answer"
+    assert [run_id for host, run_id in calls if host is agent._core][:2] == [1, 2]
+
+
+def test_a_response_that_finds_the_output_channel_full_is_kept_and_delivered_when_there_is_room(agents, monkeypatch):
+    """Someone else may fill the output channel between the loop's look and its put: the response is kept
+    (not lost, not replaced) and put again. Injected: the first put finds the channel full."""
+    agent = agents(ScriptedLLM(["answer"]))
+    real = agent.output_channel.put_internal
+    refused = []
+
+    def full_once(item):
+        if not refused:
+            refused.append(item)
+            raise queue.Full
+        real(item)
+
+    monkeypatch.setattr(agent.output_channel, "put_internal", full_once)
+    run_agent(agent, "go")
+    response = take_response(agent, timeout=WAIT)
+    assert response is refused[0] and response.content == [TextContent("answer")]
+    assert agent.wait_until_idle(WAIT) and agent.output_channel.empty()
+
+
+def test_no_run_starts_until_every_add_message_storing_meanwhile_is_in_the_history(agents):
+    """Two add_message calls on an idle agent store one after the other (the session is slow): the agent is not
+    idle, and no run starts, until both are in the history, not only the first; the run then sees both, before
+    its own input."""
+    session = HangingSession("first")
+    second_hanging, second_release = threading.Event(), threading.Event()
+    original = session.append
+
+    def append(message):
+        if getattr(message.content[0], "text", None) == "second":
+            second_hanging.set()
+            second_release.wait(STALL)
+        original(message)
+
+    session.append = append
+    llm = ScriptedLLM(["answer"])
+    agent = agents(llm, session=session)
+    first, _ = in_thread(add_message, agent, user("first"))
+    assert session.hanging.wait(WAIT)
+    second, _ = in_thread(add_message, agent, user("second"))  # waits for the first to be stored
+    with agent._core._wake:  # both calls counted as storing
+        assert agent._core._wake.wait_for(lambda: agent._core._adding == 2, WAIT)
+    session.release.set()
+    assert second_hanging.wait(WAIT)
+    first.join(WAIT)
+    assert not first.is_alive()
+    assert agent.wait_until_idle(0.05) is False, "idle while the second add_message was still storing"
+    run_agent(agent, "go")
+    second_release.set()
+    second.join(WAIT)
+    assert take_response(agent, timeout=WAIT).content[0].text == "answer"
+    assert texts(agent.history()) == ["first", "second", "go", "answer"]
+    assert [m["content"] for m in llm.requests[0]["messages"] if m["role"] == "user"] == ["first", "second", "go"]
+
+
+def test_a_session_shutting_its_agent_down_as_the_run_appends_a_late_message_does_not_wait_for_itself(agents):
+    """The session is called from the run thread, also as the run ends (a message added during the last round):
+    a shutdown() made there is from inside the run, so it does not wait for the run it is part of."""
+    answer, entered, release = blocking_llm("final")
+    outcome = {}
+    holder = {}
+
+    class ShuttingSession:
+        def messages(self):
+            return []
+
+        def append(self, message):
+            if message.content and getattr(message.content[0], "text", None) == "late":
+                outcome["queued"] = shutdown(holder["agent"])
+
+        def clear(self):
+            pass
+
+    agent = agents(answer, session=ShuttingSession())
+    holder["agent"] = agent
+    run_agent(agent, "go")
+    assert entered.wait(WAIT)
+    add_message(agent, user("late"))
+    release.set()
+    assert take_response(agent, timeout=WAIT).content[0].text == "final"
+    assert outcome == {"queued": []} and agent.closing

@@ -96,15 +96,24 @@ def test_a_send_blocked_on_a_full_channel_raises_when_shutdown_begins(send, room
     assert user_texts(agent.history()) == ["first"]
 
 
-@pytest.mark.parametrize("send", [run_agent, follow_up, lambda agent, _: continue_agent(agent)], ids=["run_agent", "follow_up", "continue"])
-def test_every_send_after_shutdown_raises(send):
-    """Decision 16: after shutdown, run_agent, follow_up and continue_agent raise AgentClosedError."""
+@pytest.mark.parametrize(
+    "send, why",
+    [
+        (run_agent, "the agent has been shut down; it takes no more messages"),
+        (follow_up, "the agent has been shut down; it takes no more messages"),
+        (lambda agent, _: continue_agent(agent), "the agent has been shut down; it cannot continue"),
+    ],
+    ids=["run_agent", "follow_up", "continue"],
+)
+def test_every_send_after_shutdown_raises(send, why):
+    """Decision 16: after shutdown, run_agent, follow_up and continue_agent raise AgentClosedError saying so."""
     agent = agent_with(StrictLLM())
     run_agent(agent, "hi")
     take_response(agent, timeout=WAIT)
     shutdown(agent, timeout=WAIT)
-    with pytest.raises(AgentClosedError):
+    with pytest.raises(AgentClosedError) as raised:
         send(agent, "late")
+    assert str(raised.value) == why
 
 
 def test_take_response_returns_what_is_left_then_raises():
@@ -114,8 +123,9 @@ def test_take_response_returns_what_is_left_then_raises():
     assert agent.wait_until_idle(WAIT)
     shutdown(agent, timeout=WAIT)
     assert take_response(agent).content[0].text == "done"
-    with pytest.raises(AgentClosedError):
+    with pytest.raises(AgentClosedError) as raised:
         take_response(agent)  # no timeout: it must not block for ever
+    assert str(raised.value) == "the agent has been shut down and every response was taken"
 
 
 def test_a_taker_already_waiting_is_woken_by_shutdown():
@@ -180,8 +190,9 @@ def test_take_response_after_the_loop_died_raises_instead_of_waiting():
         agent._core._next_action = broken
         agent._core.ring()
         agent._core._thread.join(WAIT)
-        with pytest.raises(AgentClosedError, match="loop thread has stopped"):
+        with pytest.raises(AgentClosedError) as raised:
             take_response(agent)
+        assert str(raised.value) == "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
     finally:
         shutdown(agent, timeout=WAIT)
 
@@ -449,26 +460,84 @@ def test_200_dropped_agents_release_their_threads():
 
 
 def test_a_dropped_agent_warns_and_its_run_is_aborted():
-    """Dropping an agent mid-run gives a ResourceWarning; its run is aborted and its threads end."""
+    """Dropping an agent mid-run gives a ResourceWarning naming it, pointing at the code that dropped it (as Python's
+    own warnings for unclosed resources do); its run is aborted from a daemon thread of its own and its threads end."""
     entered, release = threading.Event(), threading.Event()
+    aborted_in = []
 
     def slow(i, a, signal, p):
+        signal.on_abort(lambda: aborted_in.append((threading.current_thread().name, threading.current_thread().daemon)))
         entered.set()
         signal.wait(WAIT)
         release.set()
         return text_result("stopped")
 
-    agent = agent_with(StrictLLM(calls_reply(call("c1", "slow", {}))), make_tool("slow", slow))
+    agent = agent_with(StrictLLM(calls_reply(call("c1", "slow", {}))), make_tool("slow", slow), session_id="dropped")
     run_agent(agent, "go")
     assert entered.wait(WAIT)
     core = agent._core
-    with pytest.warns(ResourceWarning, match="without shutdown"):
+    with pytest.warns(ResourceWarning) as caught:
         del agent
         gc.collect()
+    [warning] = [w for w in caught if w.category is ResourceWarning]
+    assert str(warning.message) == "agent 'yiemagent-dropped' was garbage-collected without shutdown(); its threads are released"
+    assert warning.filename == __file__
     assert release.wait(WAIT), "the run's signal fired"
+    assert aborted_in == [("yiemagent-dropped-abandon", True)]
     core._thread.join(WAIT)
     core._worker.thread.join(WAIT)
     assert not core._thread.is_alive() and not core._worker.thread.is_alive()
+
+
+def test_a_dropped_agent_closes_its_channels_aborts_its_run_and_logs_what_it_discarded(caplog):
+    """An agent dropped mid-run with messages queued: its channels refuse more (saying why), its run ends
+    "aborted" naming the cause, and the queued messages it discarded are counted in a warning."""
+    entered = threading.Event()
+
+    def slow(i, a, signal, p):
+        entered.set()
+        signal.wait(WAIT)
+        return text_result("stopped")
+
+    agent = agent_with(StrictLLM(calls_reply(call("c1", "slow", {}))), make_tool("slow", slow), session_id="dropped-queued")
+    run_agent(agent, "go")
+    assert entered.wait(WAIT)
+    run_agent(agent, "queued 1")
+    follow_up(agent, "queued 2")
+    inputs, follow_ups, output = agent.input_channel, agent.follow_up_channel, agent.output_channel
+    with pytest.warns(ResourceWarning):
+        del agent
+        gc.collect()
+    response = output.get(timeout=WAIT)
+    assert (response.stop_reason, response.error_message) == ("aborted", "aborted: the agent was garbage-collected without shutdown")
+    for thread in threading.enumerate():
+        if thread.name == "yiemagent-dropped-queued-abandon":
+            thread.join(WAIT)
+    for channel in (inputs, follow_ups):
+        with pytest.raises(AgentClosedError) as raised:
+            channel.put({"role": "user", "content": "late"})
+        assert str(raised.value) == "the agent was garbage-collected without shutdown"
+    [record] = [r for r in caplog.records if r.name == "yiemagent.agent" and r.levelname == "WARNING"]
+    assert record.getMessage() == "an agent dropped without shutdown had 2 queued message(s); they were discarded"
+
+
+def test_an_agent_still_open_at_interpreter_exit_gives_no_warning():
+    """At exit an agent not shut down is not reported as dropped: its daemon threads just stop (no finalizer at exit)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "from yiemagent import YiemAgent\n"
+        "from yiemagent.llm import ScriptedLLM\n"
+        "agent = YiemAgent(llm_call=ScriptedLLM(), agent_event_sink=None, session_id='open-at-exit')\n"
+        "print('made')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", script],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "made\n", "")
 
 
 # --- 7. Early, clear errors -------------------------------------------------------------
@@ -482,22 +551,32 @@ def test_register_tool_on_an_agent_names_the_store_argument():
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    "kwargs, text",
     [
-        ({"tool_store": {}}, r"tool_store=.*expects a ToolStore or None, got dict"),
-        ({"before_tool_call": "nope"}, r"before_tool_call=.*expects a callable or None, got str"),
-        ({"after_tool_call": 3}, r"after_tool_call=.*expects a callable or None, got int"),
-        ({"prepare_context": 3}, r"prepare_context=.*expects a callable or None, got int"),
-        ({"format_msg_for_llm": []}, r"format_msg_for_llm=.*expects a callable or None, got list"),
-        ({"llm_call": None}, r"llm_call=.*expects a callable, got NoneType"),
+        ({"tool_store": {}}, "YiemAgent(tool_store=...) expects a ToolStore or None, got dict: {}"),
+        ({"before_tool_call": "nope"}, "YiemAgent(before_tool_call=...) expects a callable or None, got str: 'nope'"),
+        ({"after_tool_call": 3}, "YiemAgent(after_tool_call=...) expects a callable or None, got int: 3"),
+        ({"prepare_context": 3}, "YiemAgent(prepare_context=...) expects a callable or None, got int: 3"),
+        ({"format_msg_for_llm": []}, "YiemAgent(format_msg_for_llm=...) expects a callable or None, got list: []"),
+        ({"agent_event_sink": 5}, "YiemAgent(agent_event_sink=...) expects a callable or None, got int: 5"),
+        ({"llm_call": None}, "YiemAgent(llm_call=...) expects a callable, got NoneType: None"),
+        ({"system_prompt": b"be brief"}, "YiemAgent(system_prompt=...) expects a str, got bytes"),
     ],
-    ids=["tool_store", "before_tool_call", "after_tool_call", "prepare_context", "format_msg_for_llm", "llm_call"],
+    ids=["tool_store", "before_tool_call", "after_tool_call", "prepare_context", "format_msg_for_llm", "agent_event_sink", "llm_call", "system_prompt"],
 )
-def test_constructor_names_the_bad_argument(kwargs, match):
-    """YiemAgent(...) with an argument of the wrong type raises TypeError naming it and what was expected."""
+def test_constructor_names_the_bad_argument(kwargs, text):
+    """YiemAgent(...) with an argument of the wrong type raises TypeError naming it, what was expected and what came."""
     args = {"llm_call": StrictLLM(), "agent_event_sink": None, **kwargs}
-    with pytest.raises(TypeError, match=match):
+    with pytest.raises(TypeError) as raised:
         YiemAgent(**args)
+    assert str(raised.value) == text
+
+
+def test_constructor_names_the_history_entry_that_is_not_a_message():
+    """messages= holding something other than an AgentMessage raises MessageFormatError naming its index and type."""
+    with pytest.raises(MessageFormatError) as raised:
+        YiemAgent(llm_call=StrictLLM(), agent_event_sink=None, messages=[UserMessage([TextContent("hi")]), {"role": "user", "content": "x"}])
+    assert str(raised.value) == "messages[1] is dict; expected an AgentMessage"
 
 
 def test_a_tool_name_with_spaces_is_refused():

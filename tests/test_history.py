@@ -276,8 +276,9 @@ def test_add_message_refuses_what_is_not_a_message_and_a_closed_agent(agents):
     with pytest.raises(MessageFormatError, match="got dict"):
         add_message(agent, {"role": "user", "content": "x"})
     shutdown(agent, timeout=WAIT)
-    with pytest.raises(AgentClosedError):
+    with pytest.raises(AgentClosedError) as raised:
         add_message(agent, UserMessage([]))
+    assert str(raised.value) == "the agent has been shut down; it takes no more messages"
 
 
 def test_add_message_checks_the_message_before_it_enters_the_history(agents):

@@ -234,6 +234,7 @@ def test_a_gap_inside_a_session_is_mended_in_memory_only(agents, session):
     for message in stored:
         session.append(message)
     agent = agents(ScriptedLLM([]), session=session)
+    assert agent.session is session
     assert [(m.role, getattr(m, "tool_call_id", None)) for m in agent.history()] == [("user", None), ("assistant", None), ("tool", "c1"), ("user", None)]
     assert session.messages() == stored
     again = agents(ScriptedLLM([]), session=session)
@@ -244,8 +245,9 @@ def test_session_and_messages_together_are_refused(tmp_path):
     """session= with messages= raises ValueError: the history would have two sources."""
     from yiemagent import YiemAgent
 
-    with SQLiteSession(tmp_path / "s.db", "c") as s, pytest.raises(ValueError, match="session= or messages="):
+    with SQLiteSession(tmp_path / "s.db", "c") as s, pytest.raises(ValueError) as raised:
         YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=s, messages=[])
+    assert str(raised.value) == "give either session= or messages=, not both: with a session the history comes from it"
 
 
 def test_add_message_while_idle_is_stored_in_the_session(agents, session):

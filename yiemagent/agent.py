@@ -72,7 +72,8 @@ def _finalize(core: AgentCore, name: str) -> None:
     """The shell was collected: warn as Python does for unclosed resources, then release the threads."""
     if core.closing:
         return
-    warnings.warn(f"agent {name!r} was garbage-collected without shutdown(); its threads are released", ResourceWarning, stacklevel=2)
+    # stacklevel 3: the line that dropped the agent (2 would be weakref.finalize.__call__)
+    warnings.warn(f"agent {name!r} was garbage-collected without shutdown(); its threads are released", ResourceWarning, stacklevel=3)
     # on a thread of its own: a finalizer may run inside any thread, even one holding a channel's lock
     threading.Thread(target=core.abandon, name=f"{name}-abandon", daemon=True).start()
 
