@@ -37,11 +37,28 @@ KILLED = {1, 3, 36, 37, -24, 24, 152, 255}  # mutmut's "killed", "timeout", "cau
 SURVIVED = {0, 5, 33}  # "survived", "no tests"
 
 
-def equivalents() -> set[str]:
-    """Mutant names listed in docs/mutation.md (in backticks, in its table of equivalent mutants)."""
+def _names_in_section(title: str) -> set[str]:
+    """Mutant names (in backticks) in one ``## <title>`` section of docs/mutation.md."""
     if not EQUIVALENTS_DOC.is_file():
         return set()
-    return set(re.findall(r"`(yiemagent\.[\w.]+__mutmut_\d+)`", EQUIVALENTS_DOC.read_text(encoding="utf-8")))
+    text = EQUIVALENTS_DOC.read_text(encoding="utf-8")
+    start = text.find(f"## {title}")
+    if start < 0:
+        return set()
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end >= 0 else len(text)]
+    return set(re.findall(r"`(yiemagent\.[\w.ǁ]+__mutmut_\d+)`", section))
+
+
+def equivalents() -> set[str]:
+    """Survivors docs/mutation.md lists as equivalent: they behave like the original."""
+    return _names_in_section("Equivalent mutants")
+
+
+def switched_on_by_hand() -> set[str]:
+    """Survivors mutmut cannot switch on (code run at import) that docs/mutation.md lists as
+    killed when applied to the source: counted as killed, and named in the report."""
+    return _names_in_section("Mutants mutmut cannot switch on")
 
 
 def results(module: str) -> dict[str, int | None]:
@@ -55,20 +72,24 @@ def results(module: str) -> dict[str, int | None]:
     return codes
 
 
-def score(module: str, equivalent: set[str]) -> str:
+def score(module: str, equivalent: set[str], by_hand: set[str] = frozenset()) -> str:
     codes = results(module)
     counts = Counter("killed" if c in KILLED else "survived" if c in SURVIVED else "not run" if c is None else "other" for c in codes.values())
     survivors = sorted(n for n, c in codes.items() if c in SURVIVED)
+    killed_by_hand = [n for n in survivors if n in by_hand]
     judged = [n for n in survivors if n in equivalent]
+    killed = counts["killed"] + len(killed_by_hand)
     checked = counts["killed"] + counts["survived"]
-    raw = 100 * counts["killed"] / checked if checked else 0.0
-    adjusted = 100 * counts["killed"] / (checked - len(judged)) if checked - len(judged) else 0.0
+    raw = 100 * killed / checked if checked else 0.0
+    adjusted = 100 * killed / (checked - len(judged)) if checked - len(judged) else 0.0
     line = (
-        f"{module:<12} {len(codes):>4} mutants  killed {counts['killed']:>4}  survived {counts['survived']:>4}"
+        f"{module:<12} {len(codes):>4} mutants  killed {killed:>4}"
+        + (f" ({len(killed_by_hand)} applied by hand)" if killed_by_hand else "")
+        + f"  survived {counts['survived'] - len(killed_by_hand):>4}"
         f"  (equivalent {len(judged)})  not run {counts['not run']}  other {counts['other']}"
         f"  score {raw:5.1f}%  without equivalents {adjusted:5.1f}%"
     )
-    return line + "".join(f"\n    survivor: {n}" for n in survivors if n not in equivalent)
+    return line + "".join(f"\n    survivor: {n}" for n in survivors if n not in equivalent and n not in by_hand)
 
 
 def pattern(module: str) -> str:
@@ -87,7 +108,7 @@ def main() -> int:
     parser.add_argument("--report-only", action="store_true", help="print the scores of the last run without running")
     parser.add_argument("--workers", type=int, default=1, help="mutants tested at once (default 1)")
     args = parser.parse_args()
-    equivalent = equivalents()
+    equivalent, by_hand = equivalents(), switched_on_by_hand()
     for module in args.modules:
         if not args.report_only:
             # mutmut exits non-zero when mutants survive; the score below says how many
@@ -96,7 +117,7 @@ def main() -> int:
                 cwd=ROOT,
                 env={**os.environ, "HYPOTHESIS_PROFILE": "mutate"},
             )
-        print(score(module, equivalent), flush=True)
+        print(score(module, equivalent, by_hand), flush=True)
     return 0
 
 
