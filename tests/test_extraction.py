@@ -156,3 +156,74 @@ def test_arbitrary_arguments_never_raise(raw):
     _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
     assert isinstance(calls[0].arguments, dict)
     assert (calls[0].arguments_error is None) or calls[0].arguments == {}
+
+
+@pytest.mark.spec("7")
+def test_invalid_json_error_names_the_fault_and_echoes_the_arguments_cut_at_300_characters():
+    """Decision 2: the exact text the model reads for arguments that are not JSON; the echo is cut at 300 characters."""
+    raw = '{"city": "' + "T" * 291  # 301 characters
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
+    assert calls[0].arguments == {}
+    assert calls[0].arguments_error == (
+        "the arguments are not valid JSON (Unterminated string starting at at line 1 column 10); "
+        f"received {raw[:300]!r}... [1 more characters cut]. Send the arguments as one JSON object"
+    )
+    fits = raw[:300]
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=fits))
+    assert calls[0].arguments_error.endswith(f"received {fits!r}. Send the arguments as one JSON object")
+
+
+@pytest.mark.spec("7")
+def test_arguments_that_are_not_an_object_are_named_and_echoed_cut_at_300_characters():
+    """Decision 2: the exact text for JSON that is not an object, for a value of another Python type, and the 300-character cap."""
+    raw = '["' + "x" * 297 + '"]'  # 301 characters
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
+    assert calls[0].arguments_error == f"the arguments must be a JSON object, got an array: {raw[:300]!r}... [1 more characters cut]"
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw[:299] + "]"))
+    assert calls[0].arguments_error == f"the arguments must be a JSON object, got an array: {raw[:299] + ']'!r}"
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=("a",)))
+    assert calls[0].arguments_error == "the arguments must be a JSON object, got a tuple: ('a',)"
+
+
+@pytest.mark.spec("7")
+def test_arguments_nested_too_deeply_for_the_parser_get_an_exact_error():
+    """JSON nested deeper than the parser can go is an error result, with the exact text the model reads."""
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments="[" * 100_000))
+    assert calls[0].arguments == {}
+    assert calls[0].arguments_error == "the arguments are nested too deeply to be read. Send the arguments as one flatter JSON object"
+
+
+@pytest.mark.spec("7")
+def test_arguments_that_are_not_strict_json_name_the_place_under_arguments():
+    """Decision 15: a NaN inside the arguments is an error naming its place from "arguments"."""
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments={"a": [1, float("nan")]}))
+    assert calls[0].arguments == {}
+    assert calls[0].arguments_error == (
+        "arguments/a/1 is nan, which JSON cannot carry. Send the arguments as one JSON object of plain JSON values"
+    )
+
+
+@pytest.mark.spec("7")
+def test_name_and_arguments_missing_under_function_are_taken_from_the_top_of_the_call():
+    """Decision 2: a "function" object without a name or arguments falls back to the call's own keys."""
+    msg = AssistantMessage(
+        [
+            {
+                "type": "tool_calls",
+                "tool_calls": [
+                    {"id": "a", "name": "getWeather", "function": {"arguments": {"city": "Oslo"}}},
+                    {"id": "b", "arguments": {"tz": "UTC"}, "function": {"name": "getTime"}},
+                ],
+            }
+        ]
+    )
+    _, calls, _ = extract_tool_calls(msg)
+    assert [(c.name, c.arguments) for c in calls] == [("getWeather", {"city": "Oslo"}), ("getTime", {"tz": "UTC"})]
+
+
+@pytest.mark.spec("7")
+def test_an_id_of_exactly_128_characters_is_kept_and_one_longer_is_replaced():
+    """Decision 15: MAX_ID_CHARS is the longest id kept."""
+    _, calls, _ = extract_tool_calls(AssistantMessage([{"type": "tool_call", "id": "i" * 128, "name": "t"}, {"type": "tool_call", "id": "i" * 129, "name": "t"}]))
+    assert calls[0].id == "i" * 128
+    assert len(calls[1].id) == 9 and calls[1].id.isalnum()
