@@ -168,7 +168,7 @@ def test_invalid_json_error_names_the_fault_and_echoes_the_arguments_cut_at_300_
         "the arguments are not valid JSON (Unterminated string starting at at line 1 column 10); "
         f"received {raw[:300]!r}... [1 more characters cut]. Send the arguments as one JSON object"
     )
-    fits = raw[:300]
+    fits = raw[:298]  # its repr is 300 characters: not cut
     _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=fits))
     assert calls[0].arguments_error.endswith(f"received {fits!r}. Send the arguments as one JSON object")
 
@@ -179,8 +179,9 @@ def test_arguments_that_are_not_an_object_are_named_and_echoed_cut_at_300_charac
     raw = '["' + "x" * 297 + '"]'  # 301 characters
     _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
     assert calls[0].arguments_error == f"the arguments must be a JSON object, got an array: {raw[:300]!r}... [1 more characters cut]"
-    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw[:299] + "]"))
-    assert calls[0].arguments_error == f"the arguments must be a JSON object, got an array: {raw[:299] + ']'!r}"
+    fits = raw[:296] + "\"]"  # its repr is 300 characters: not cut
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=fits))
+    assert calls[0].arguments_error == f"the arguments must be a JSON object, got an array: {fits!r}"
     _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=("a",)))
     assert calls[0].arguments_error == "the arguments must be a JSON object, got a tuple: ('a',)"
 
