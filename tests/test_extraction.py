@@ -228,3 +228,69 @@ def test_an_id_of_exactly_128_characters_is_kept_and_one_longer_is_replaced():
     _, calls, _ = extract_tool_calls(AssistantMessage([{"type": "tool_call", "id": "i" * 128, "name": "t"}, {"type": "tool_call", "id": "i" * 129, "name": "t"}]))
     assert calls[0].id == "i" * 128
     assert len(calls[1].id) == 9 and calls[1].id.isalnum()
+
+
+@pytest.mark.spec("7")
+def test_repeated_ids_are_renamed_in_order_keeping_every_other_field(caplog):
+    """Decision 15: later repeats of an id become <id>_2, <id>_3 (skipping an id in use); a renamed call keeps its
+    name, arguments, type and arguments error, and each renaming is logged at debug level."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="yiemagent.extraction")
+    msg = AssistantMessage(
+        [
+            {"type": "tool_call", "id": "a", "name": "t", "arguments": {"n": 1}},
+            {"type": "tool_call", "id": "a", "name": "u", "arguments": "[1]"},
+            {"type": "tool_call", "id": "a", "name": "v", "arguments": {"n": 3}},
+            {"type": "tool_call", "id": "b", "name": "w"},
+            {"type": "tool_call", "id": "b", "name": "w"},
+            {"type": "tool_call", "id": "b_2", "name": "w"},
+        ]
+    )
+    _, calls, _ = extract_tool_calls(msg)
+    assert [(c.id, c.name, c.arguments, c.type, c.arguments_error) for c in calls] == [
+        ("a", "t", {"n": 1}, "function", None),
+        ("a_2", "u", {}, "function", "the arguments must be a JSON object, got an array: '[1]'"),
+        ("a_3", "v", {"n": 3}, "function", None),
+        ("b", "w", {}, "function", None),
+        ("b_3", "w", {}, "function", None),
+        ("b_2", "w", {}, "function", None),
+    ]
+    assert [r.getMessage() for r in caplog.records if r.name == "yiemagent.extraction"] == [
+        "tool call id 'a' repeated in one reply; the later call is renamed 'a_2'",
+        "tool call id 'a' repeated in one reply; the later call is renamed 'a_3'",
+        "tool call id 'b' repeated in one reply; the later call is renamed 'b_3'",
+    ]
+
+
+@pytest.mark.spec("7")
+def test_malformed_tool_calls_blocks_are_skipped_with_a_warning_naming_them(caplog):
+    """A tool_calls value that is not a list, or an entry that is not an object, is skipped with a warning that says
+    what it was; the blocks after it are still read."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="yiemagent.extraction")
+    msg = AssistantMessage(
+        [
+            {"type": "tool_calls", "tool_calls": "junk"},
+            {"type": "tool_calls", "tool_calls": [42, {"id": "a", "name": "t"}]},
+            {"type": "tool_call", "id": "b", "name": "u"},
+        ]
+    )
+    _, calls, _ = extract_tool_calls(msg)
+    assert [c.id for c in calls] == ["a", "b"]
+    assert [r.getMessage() for r in caplog.records if r.name == "yiemagent.extraction"] == [
+        "ignored a tool_calls block whose tool_calls is str, not a list",
+        "ignored a tool call that is int, not an object: 42",
+    ]
+
+
+@pytest.mark.spec("7")
+def test_identical_id_less_calls_in_both_formats_get_distinct_synthetic_ids():
+    """Each call of a reply has its own position, counted across both formats, so identical id-less calls
+    (in a tool_calls list and as tool_call blocks) still get distinct 9-character ids, none renamed."""
+    call = {"type": "tool_call", "name": "t", "arguments": {}}
+    msg = AssistantMessage([{"type": "tool_calls", "tool_calls": [dict(call), dict(call), dict(call)]}, dict(call), dict(call), dict(call)])
+    ids = [c.id for c in extract_tool_calls(msg)[1]]
+    assert len(set(ids)) == 6
+    assert all(len(i) == 9 and i.isalnum() for i in ids)
