@@ -165,12 +165,17 @@ def test_invalid_json_error_names_the_fault_and_echoes_the_arguments_cut_at_300_
     _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
     assert calls[0].arguments == {}
     assert calls[0].arguments_error == (
-        "the arguments are not valid JSON (Unterminated string starting at at line 1 column 10); "
+        "the arguments are not valid JSON (Unterminated string starting at line 1 column 10); "
         f"received {raw[:300]!r}... [1 more characters cut]. Send the arguments as one JSON object"
     )
     fits = raw[:298]  # its repr is 300 characters: not cut
     _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=fits))
     assert calls[0].arguments_error.endswith(f"received {fits!r}. Send the arguments as one JSON object")
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments='{"a": }'))
+    assert calls[0].arguments_error == (
+        "the arguments are not valid JSON (Expecting value at line 1 column 7); "
+        "received '{\"a\": }'. Send the arguments as one JSON object"
+    )
 
 
 @pytest.mark.spec("7")
