@@ -156,3 +156,146 @@ def test_arbitrary_arguments_never_raise(raw):
     _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
     assert isinstance(calls[0].arguments, dict)
     assert (calls[0].arguments_error is None) or calls[0].arguments == {}
+
+
+@pytest.mark.spec("7")
+def test_invalid_json_error_names_the_fault_and_echoes_the_arguments_cut_at_300_characters():
+    """Decision 2: the exact text the model reads for arguments that are not JSON; the echo is cut at 300 characters."""
+    raw = '{"city": "' + "T" * 291  # 301 characters
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
+    assert calls[0].arguments == {}
+    assert calls[0].arguments_error == (
+        "the arguments are not valid JSON (Unterminated string starting at line 1 column 10); "
+        f"received {raw[:300]!r}... [1 more characters cut]. Send the arguments as one JSON object"
+    )
+    fits = raw[:298]  # its repr is 300 characters: not cut
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=fits))
+    assert calls[0].arguments_error.endswith(f"received {fits!r}. Send the arguments as one JSON object")
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments='{"a": }'))
+    assert calls[0].arguments_error == (
+        "the arguments are not valid JSON (Expecting value at line 1 column 7); "
+        "received '{\"a\": }'. Send the arguments as one JSON object"
+    )
+
+
+@pytest.mark.spec("7")
+def test_arguments_that_are_not_an_object_are_named_and_echoed_cut_at_300_characters():
+    """Decision 2: the exact text for JSON that is not an object, for a value of another Python type, and the 300-character cap."""
+    raw = '["' + "x" * 297 + '"]'  # 301 characters
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
+    assert calls[0].arguments_error == f"the arguments must be a JSON object, got an array: {raw[:300]!r}... [1 more characters cut]"
+    fits = raw[:296] + "\"]"  # its repr is 300 characters: not cut
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=fits))
+    assert calls[0].arguments_error == f"the arguments must be a JSON object, got an array: {fits!r}"
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=("a",)))
+    assert calls[0].arguments_error == "the arguments must be a JSON object, got a tuple: ('a',)"
+
+
+@pytest.mark.spec("7")
+def test_arguments_nested_too_deeply_for_the_parser_get_an_exact_error():
+    """JSON nested deeper than the parser can go is an error result, with the exact text the model reads."""
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments="[" * 100_000))
+    assert calls[0].arguments == {}
+    assert calls[0].arguments_error == "the arguments are nested too deeply to be read. Send the arguments as one flatter JSON object"
+
+
+@pytest.mark.spec("7")
+def test_arguments_that_are_not_strict_json_name_the_place_under_arguments():
+    """Decision 15: a NaN inside the arguments is an error naming its place from "arguments"."""
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments={"a": [1, float("nan")]}))
+    assert calls[0].arguments == {}
+    assert calls[0].arguments_error == (
+        "arguments/a/1 is nan, which JSON cannot carry. Send the arguments as one JSON object of plain JSON values"
+    )
+
+
+@pytest.mark.spec("7")
+def test_name_and_arguments_missing_under_function_are_taken_from_the_top_of_the_call():
+    """Decision 2: a "function" object without a name or arguments falls back to the call's own keys."""
+    msg = AssistantMessage(
+        [
+            {
+                "type": "tool_calls",
+                "tool_calls": [
+                    {"id": "a", "name": "getWeather", "function": {"arguments": {"city": "Oslo"}}},
+                    {"id": "b", "arguments": {"tz": "UTC"}, "function": {"name": "getTime"}},
+                ],
+            }
+        ]
+    )
+    _, calls, _ = extract_tool_calls(msg)
+    assert [(c.name, c.arguments) for c in calls] == [("getWeather", {"city": "Oslo"}), ("getTime", {"tz": "UTC"})]
+
+
+@pytest.mark.spec("7")
+def test_an_id_of_exactly_128_characters_is_kept_and_one_longer_is_replaced():
+    """Decision 15: MAX_ID_CHARS is the longest id kept."""
+    _, calls, _ = extract_tool_calls(AssistantMessage([{"type": "tool_call", "id": "i" * 128, "name": "t"}, {"type": "tool_call", "id": "i" * 129, "name": "t"}]))
+    assert calls[0].id == "i" * 128
+    assert len(calls[1].id) == 9 and calls[1].id.isalnum()
+
+
+@pytest.mark.spec("7")
+def test_repeated_ids_are_renamed_in_order_keeping_every_other_field(caplog):
+    """Decision 15: later repeats of an id become <id>_2, <id>_3 (skipping an id in use); a renamed call keeps its
+    name, arguments, type and arguments error, and each renaming is logged at debug level."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="yiemagent.extraction")
+    msg = AssistantMessage(
+        [
+            {"type": "tool_call", "id": "a", "name": "t", "arguments": {"n": 1}},
+            {"type": "tool_call", "id": "a", "name": "u", "arguments": "[1]"},
+            {"type": "tool_call", "id": "a", "name": "v", "arguments": {"n": 3}},
+            {"type": "tool_call", "id": "b", "name": "w"},
+            {"type": "tool_call", "id": "b", "name": "w"},
+            {"type": "tool_call", "id": "b_2", "name": "w"},
+        ]
+    )
+    _, calls, _ = extract_tool_calls(msg)
+    assert [(c.id, c.name, c.arguments, c.type, c.arguments_error) for c in calls] == [
+        ("a", "t", {"n": 1}, "function", None),
+        ("a_2", "u", {}, "function", "the arguments must be a JSON object, got an array: '[1]'"),
+        ("a_3", "v", {"n": 3}, "function", None),
+        ("b", "w", {}, "function", None),
+        ("b_3", "w", {}, "function", None),
+        ("b_2", "w", {}, "function", None),
+    ]
+    assert [r.getMessage() for r in caplog.records if r.name == "yiemagent.extraction"] == [
+        "tool call id 'a' repeated in one reply; the later call is renamed 'a_2'",
+        "tool call id 'a' repeated in one reply; the later call is renamed 'a_3'",
+        "tool call id 'b' repeated in one reply; the later call is renamed 'b_3'",
+    ]
+
+
+@pytest.mark.spec("7")
+def test_malformed_tool_calls_blocks_are_skipped_with_a_warning_naming_them(caplog):
+    """A tool_calls value that is not a list, or an entry that is not an object, is skipped with a warning that says
+    what it was; the blocks after it are still read."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="yiemagent.extraction")
+    msg = AssistantMessage(
+        [
+            {"type": "tool_calls", "tool_calls": "junk"},
+            {"type": "tool_calls", "tool_calls": [42, {"id": "a", "name": "t"}]},
+            {"type": "tool_call", "id": "b", "name": "u"},
+        ]
+    )
+    _, calls, _ = extract_tool_calls(msg)
+    assert [c.id for c in calls] == ["a", "b"]
+    assert [r.getMessage() for r in caplog.records if r.name == "yiemagent.extraction"] == [
+        "ignored a tool_calls block whose tool_calls is str, not a list",
+        "ignored a tool call that is int, not an object: 42",
+    ]
+
+
+@pytest.mark.spec("7")
+def test_identical_id_less_calls_in_both_formats_get_distinct_synthetic_ids():
+    """Each call of a reply has its own position, counted across both formats, so identical id-less calls
+    (in a tool_calls list and as tool_call blocks) still get distinct 9-character ids, none renamed."""
+    call = {"type": "tool_call", "name": "t", "arguments": {}}
+    msg = AssistantMessage([{"type": "tool_calls", "tool_calls": [dict(call), dict(call), dict(call)]}, dict(call), dict(call), dict(call)])
+    ids = [c.id for c in extract_tool_calls(msg)[1]]
+    assert len(set(ids)) == 6
+    assert all(len(i) == 9 and i.isalnum() for i in ids)

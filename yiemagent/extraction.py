@@ -65,8 +65,9 @@ def parse_tool_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
+            reason = exc.msg.removesuffix(" at")  # "Unterminated string starting at", "Invalid control character at"
             return {}, (
-                f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+                f"the arguments are not valid JSON ({reason} at line {exc.lineno} column {exc.colno}); "
                 f"received {short_repr(raw, 300)}. Send the arguments as one JSON object"
             )
         except RecursionError:
