@@ -1,0 +1,80 @@
+"""Check named mutants against chosen tests by applying each to the source itself.
+
+``make mutate`` runs each mutant through mutmut's trampolines. Some survivors need a second
+look outside it: code that runs at import (mutmut cannot switch it on), a survivor a new test
+should now kill, a module whose test map mutmut has not rebuilt. For each name this script
+takes the mutant's diff (``mutmut show``, from the ``mutants/`` of the last ``make mutate``),
+writes the mutated text into ``yiemagent/``, runs the tests, and writes the original text
+back, whatever happened. It prints ``killed``, ``SURVIVES`` or ``not applied`` (the code
+changed since mutmut made the mutant) for each.
+
+    .venv/bin/python scripts/check_mutants.py --tests "tests/test_batch.py" yiemagent.batch.x_f__mutmut_3 ...
+
+The tests must pass on the unmutated code first, or nothing is checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def mutant_diff(name: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "mutmut", "show", name], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def mutated_text(diff: str) -> tuple[Path, str, str] | None:
+    """(file, original text, mutated text), or None when the diff's lines are not found exactly once."""
+    lines = diff.splitlines()
+    path = ROOT / next(line[4:] for line in lines if line.startswith("--- "))
+    body = [line for line in lines if line[:1] in "-+ " and not line.startswith(("--- ", "+++ "))]
+    original = path.read_text(encoding="utf-8")
+    # the whole hunk first; then only its changed lines (a hunk's context may have moved)
+    for keep in ("- ", "-"):
+        old = "\n".join(line[1:] for line in body if line[:1] in keep)
+        new = "\n".join(line[1:] for line in body if line[:1] in keep.replace("-", "+"))
+        if original.count(old) == 1:
+            return path, original, original.replace(old, new)
+    return None
+
+
+def tests_pass(tests: list[str]) -> bool:
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly", "-p", "no:cacheprovider", *tests]
+    return subprocess.run(command, cwd=ROOT, capture_output=True).returncode == 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tests", required=True, help="the pytest arguments, as one string")
+    parser.add_argument("names", nargs="+", help="mutant names, as mutmut prints them")
+    args = parser.parse_args()
+    tests = shlex.split(args.tests)
+    if not tests_pass(tests):
+        print("the tests fail on the unmutated code: nothing checked", file=sys.stderr)
+        return 2
+    survivors = 0
+    for name in args.names:
+        change = mutated_text(mutant_diff(name))
+        if change is None:
+            print(f"{name}: not applied (the code changed since mutmut made it)")
+            continue
+        path, original, mutated = change
+        path.write_text(mutated, encoding="utf-8")
+        try:
+            killed = not tests_pass(tests)
+        finally:
+            path.write_text(original, encoding="utf-8")
+        survivors += not killed
+        print(f"{name}: {'killed' if killed else 'SURVIVES'}", flush=True)
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
