@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,14 +25,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def mutant_diff(name: str) -> str:
-    return subprocess.run(
-        [sys.executable, "-m", "mutmut", "show", name], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
+def mutant_diff(name: str) -> str | None:
+    """The mutant's diff, or None when mutmut no longer has it (its function changed)."""
+    shown = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=ROOT, capture_output=True, text=True)
+    return shown.stdout if shown.returncode == 0 else None
 
 
-def mutated_text(diff: str) -> tuple[Path, str, str] | None:
+def mutated_text(diff: str | None) -> tuple[Path, str, str] | None:
     """(file, original text, mutated text), or None when the diff's lines are not found exactly once."""
+    if diff is None:
+        return None
     lines = diff.splitlines()
     path = ROOT / next(line[4:] for line in lines if line.startswith("--- "))
     body = [line for line in lines if line[:1] in "-+ " and not line.startswith(("--- ", "+++ "))]
@@ -66,6 +69,7 @@ def main() -> int:
             print(f"{name}: not applied (the code changed since mutmut made it)")
             continue
         path, original, mutated = change
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # finally below runs on kill too
         path.write_text(mutated, encoding="utf-8")
         try:
             killed = not tests_pass(tests)
