@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import threading
+import time
 import warnings
 
 import pytest
@@ -454,8 +455,9 @@ def test_200_dropped_agents_release_their_threads():
             agent = YiemAgent(llm_call=StrictLLM(), agent_event_sink=None)
             del agent
         gc.collect()
+    deadline = time.monotonic() + WAIT  # one bound for all 400 threads, not WAIT each: a broken release fails in WAIT s
     for thread in set(threading.enumerate()) - baseline:
-        thread.join(WAIT)
+        thread.join(max(0.0, deadline - time.monotonic()))
     assert set(threading.enumerate()) <= baseline
 
 
