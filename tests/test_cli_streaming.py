@@ -179,8 +179,16 @@ def start_cli():
     started: list[subprocess.Popen] = []
 
     def start(*args: str) -> tuple[subprocess.Popen, Output, Output]:
+        # SIGINT back to its default in the child: a test run started in the background by a
+        # shell ignores SIGINT, the child would inherit that, and Python then never raises
+        # KeyboardInterrupt, so Ctrl-C could not be tested
         process = subprocess.Popen(
-            [sys.executable, "-m", "yiemagent", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
+            [sys.executable, "-m", "yiemagent", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(),
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         started.append(process)
         return process, Output(process.stdout), Output(process.stderr)
