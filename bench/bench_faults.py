@@ -11,7 +11,7 @@ import tracemalloc
 from yiemagent import AgentLoopConfig, AssistantMessage, TextContent, ToolStore, execute_tool_calls, register_all_tools
 from yiemagent.formatting import prepare_context
 from yiemagent.normalize import normalize_reply
-from yiemagent.tooling import AgentState
+from yiemagent.types import AgentState
 
 
 def reply_with(name: str, arguments: dict) -> AssistantMessage:

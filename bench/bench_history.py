@@ -43,7 +43,7 @@ from yiemagent import (
     shutdown,
     take_response,
 )
-from yiemagent._history_list import History
+from yiemagent._format_cache import History
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 RESULT = AgentToolResult([TextContent("Sunny, 22 C")])

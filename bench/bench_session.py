@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import instant_llm, round_trips  # noqa: E402
 
-from yiemagent import SQLiteSession, TextContent, ToolResultMessage, UserMessage, YiemAgent, shutdown  # noqa: E402
+from yiemagent import SQLiteSession, TextContent, ToolResultMessage, UserMessage, YiemAgent, shutdown
 
 MESSAGE = UserMessage([TextContent("What's the weather in Paris and the time in Europe/Paris? " * 2)])
 RESULT = ToolResultMessage("call_1", "getWeather", [TextContent("Weather in Paris: Sunny, 22°C")], {"city": "Paris", "temperature_c": 22})

@@ -12,7 +12,7 @@ import io
 import time
 
 from yiemagent import AssistantMessage, TextContent, YiemAgent, run_agent, take_response
-from yiemagent.console import ConsolePrinter
+from yiemagent.cli.console import ConsolePrinter
 from yiemagent.streaming import emit_delta
 
 DELTAS = 20000

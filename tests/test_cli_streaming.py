@@ -22,8 +22,8 @@ import pytest
 
 from localserver import LocalServer, Reply
 from yiemagent import AssistantMessage, LLMCallEndEvent, LLMCallStartEvent, LLMDeltaEvent, TextContent
-from yiemagent.cli import _show
-from yiemagent.console import ConsolePrinter
+from yiemagent.cli.commands import _show
+from yiemagent.cli.console import ConsolePrinter
 
 WAIT = 10
 

@@ -17,7 +17,7 @@ from yiemagent import (
     run_agent,
     take_response,
 )
-from yiemagent.console import ConsolePrinter
+from yiemagent.cli.console import ConsolePrinter
 from yiemagent.streaming import current_abort_signal, emit_delta
 
 WAIT = 10

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from yiemagent import AgentToolResult, LLMDeltaEvent, SQLiteSession, TextContent, ToolExecEndEvent, ToolExecStartEvent, UserMessage
-from yiemagent.console import ConsolePrinter
+from yiemagent.cli.console import ConsolePrinter
 
 CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4=\x07"  # OSC 52: set the clipboard to "rm -rf ~"
 CLEAR = "\x1b[2J\x1b[H"
@@ -65,7 +65,7 @@ def test_a_file_or_pipe_gets_the_streamed_text_as_written():
 
 def test_the_cli_shows_a_whole_answer_on_a_terminal_without_obeying_it():
     """`yiemagent ask --no-stream` printed the reply raw; an error message too."""
-    from yiemagent.cli import _show
+    from yiemagent.cli.commands import _show
     from yiemagent.messages import AssistantMessage
 
     reply = AssistantMessage([TextContent("done" + CLIPBOARD)], stop_reason="error", error_message="server said" + CLEAR)

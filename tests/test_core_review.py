@@ -290,7 +290,7 @@ def test_a_run_does_not_start_between_add_messages_choice_and_its_append(agents,
     """add_message chose 'append now' (no run), then was preempted before storing: a run_agent meanwhile must
     not start a run that appends its input first. The added message comes first, as the caller saw it."""
     from yiemagent import AgentRunStartEvent
-    from yiemagent.sessions import HistoryWriter
+    from yiemagent.history.sessions import HistoryWriter
 
     preempted, resume = threading.Event(), threading.Event()
     original = HistoryWriter.append_stored_first
@@ -365,7 +365,7 @@ def test_a_run_that_fails_outside_its_pipeline_still_ends_and_the_agent_serves_o
     """A bug that escapes process_message (here injected) still ends the run with an "error" response naming
     it (and logged with its traceback), so the loop collects the run instead of waiting for it for ever; the
     next run gets the next run id."""
-    import yiemagent._core as core_module
+    import yiemagent.loop as core_module
 
     real = core_module.process_message
     calls = []

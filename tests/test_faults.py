@@ -618,7 +618,7 @@ class BareHost:
     def __init__(self, llm, queued, closing=False):
         from yiemagent.events import EventEmitter
         from yiemagent.formatting import format_msg_for_llm, prepare_context
-        from yiemagent.tooling import AgentLoopConfig, AgentState
+        from yiemagent.types import AgentLoopConfig, AgentState
 
         self.state = AgentState()
         self.llm_call = llm

@@ -41,8 +41,8 @@ from yiemagent import (
     take_response,
 )
 from yiemagent import formatting
-from yiemagent._history_list import APPENDING_METHODS, EDITING_METHODS, History, HistorySnapshot
-from yiemagent._frozen import FrozenDict, FrozenList, freeze
+from yiemagent._format_cache import APPENDING_METHODS, EDITING_METHODS, History, HistorySnapshot
+from yiemagent._format_cache import FrozenDict, FrozenList, freeze
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.anthropic import build_anthropic_request
 from yiemagent.llm.openai import build_openai_request

@@ -31,7 +31,7 @@ from yiemagent import (
     shutdown,
     take_response,
 )
-from yiemagent._history_json import message_from_json, message_to_json
+from yiemagent.history._json import message_from_json, message_to_json
 from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply

@@ -53,7 +53,7 @@ def test_the_run_after_any_reply_succeeds(reply):
 def test_what_a_reply_keeps_is_plain_json(reply):
     """Every block a normalised reply keeps is a content object or strict JSON (no NaN, no set, nothing deeper than 64)."""
     from yiemagent import ImageContent, TextContent
-    from yiemagent._safe import json_safe
+    from yiemagent._bounds import json_safe
 
     message = normalize_reply(reply).message
     if message is None:

@@ -25,7 +25,8 @@ from yiemagent import (
 from yiemagent.history import complete_tool_calls
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
-from yiemagent.usage import UsageMeter, add_usage
+from yiemagent.loop import UsageMeter
+from yiemagent.messages import add_usage
 
 WAIT = 10
 

@@ -8,7 +8,7 @@ import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): thes
 
 from helpers import EventRecorder, make_tool, text_result  # noqa: E402
 from mcp_support import WAIT, HttpServer, time_server_command  # noqa: E402
-from yiemagent import (  # noqa: E402
+from yiemagent import (
     ToolExecEndEvent,
     ToolExecStartEvent,
     ToolExecUpdateEvent,
@@ -20,8 +20,8 @@ from yiemagent import (  # noqa: E402
     shutdown,
     take_response,
 )
-from yiemagent.llm.scripted import ScriptedLLM, tool_call_reply  # noqa: E402
-from yiemagent.mcp import MCPClient  # noqa: E402
+from yiemagent.llm.scripted import ScriptedLLM, tool_call_reply
+from yiemagent.mcp import MCPClient
 
 
 @pytest.fixture(scope="module")

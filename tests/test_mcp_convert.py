@@ -13,8 +13,8 @@ from hypothesis import given
 import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from strategies import mcp_prefixes, mcp_tool_names  # noqa: E402
-from yiemagent.mcp._convert import agent_tool_names  # noqa: E402
-from yiemagent.mcp._secrets import Redactor, forget_sdk_logs, masked, redact_sdk_logs  # noqa: E402
+from yiemagent.mcp._convert import agent_tool_names
+from yiemagent.mcp._secrets import Redactor, forget_sdk_logs, masked, redact_sdk_logs
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

@@ -13,8 +13,8 @@ import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): thes
 from localserver import LocalServer, Reply  # noqa: E402
 from mcp_support import WAIT, HttpServer  # noqa: E402
 from mcp_http_server import PNG  # noqa: E402
-from yiemagent import AbortSignal, ImageContent, TextContent, ToolError  # noqa: E402
-from yiemagent.mcp import MCPClient, MCPConnectionError  # noqa: E402
+from yiemagent import AbortSignal, ImageContent, TextContent, ToolError
+from yiemagent.mcp import MCPClient, MCPConnectionError
 
 TOKEN = "Bearer sk-mcp-very-secret-token"
 

@@ -12,8 +12,8 @@ import pytest
 import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from mcp_support import alive, child_pids, raw_server_command, time_server_command  # noqa: E402
-from yiemagent import AbortSignal, TextContent, ToolError  # noqa: E402
-from yiemagent.mcp import MCPClient, MCPConnectionError  # noqa: E402
+from yiemagent import AbortSignal, TextContent, ToolError
+from yiemagent.mcp import MCPClient, MCPConnectionError
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,8 @@ from yiemagent import (
 )
 from yiemagent.events import AgentRunEndEvent, AgentRunStartEvent, EventEmitter, LLMCallEndEvent, LLMCallStartEvent
 from yiemagent.formatting import format_msg_for_llm, prepare_context
-from yiemagent.run import CONTINUE, Run, RunWorker, process_message
+from yiemagent.run import CONTINUE, Run, process_message
+from yiemagent._threads import RunWorker
 
 WAIT = 10
 

@@ -4,9 +4,11 @@ Every public name is importable from here and listed, with its signature, in doc
 each spec name to its Python name and docs/conformance.md each spec rule to its code.
 """
 
+from . import _moved  # noqa: F401  old import paths of modules that moved (docs/architecture.md)
 from .agent import (
     YiemAgent,
     abort,
+    add_message,
     continue_agent,
     follow_up,
     run_agent,
@@ -59,11 +61,8 @@ from .formatting import (
     openai_to_user_message,
     prepare_context,
 )
-from .history import (
-    add_message,
-    load_history,
-    save_history,
-)
+from .agent import add_message
+from .history import load_history, save_history
 from .messages import (
     AgentMessage,
     AssistantMessage,
@@ -92,7 +91,7 @@ from .registry import (
     get_tools,
     register_tool,
 )
-from .sessions import (
+from .history.sessions import (
     SQLiteSession,
 )
 from .tools import (
@@ -102,7 +101,7 @@ from .tools import (
     register_all_tools,
     write_tool_tool,
 )
-from .tooling import (
+from .types import (
     AbortSignal,
     AfterToolCallContext,
     AgentContext,

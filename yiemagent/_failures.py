@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import threading
 
-from ._safe import cap_text
+from ._bounds import cap_text
 from .errors import ToolError
 from .messages import TextContent
-from .tooling import AgentToolResult
+from .types import AgentToolResult
 
 __all__ = ["ABORTED_MESSAGE", "USER_CODE_ERRORS", "create_error_tool_result", "describe_error", "user_code_errors"]
 

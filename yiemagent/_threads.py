@@ -1,4 +1,7 @@
-"""The thread pool parallel batches run on (spec §9 "Parallel Execution").
+"""Every thread of an agent but its loop: the run worker, the tool pool, one-off daemons.
+
+Spec: §5 (``@spawn _processMessage`` is the run worker), §9 "Parallel Execution" (the pool
+parallel batches run on). The loop thread itself is the agent's (loop.py).
 
 One pool serves every batch of every agent in the process, so the threads of one batch
 are reused by the next instead of being started again (starting a thread blocks until it
@@ -9,12 +12,19 @@ flight would outnumber its threads, so no call ever waits for a free worker.
 from __future__ import annotations
 
 import contextvars
+import logging
+import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
-__all__ = ["tool_pool"]
+if TYPE_CHECKING:
+    from .types import AbortSignal
+
+__all__ = ["RunWorker", "start_daemon", "tool_pool", "wait_on_daemon"]
+
+logger = logging.getLogger("yiemagent.run")
 
 T = TypeVar("T")
 _MIN_THREADS = 8
@@ -57,3 +67,73 @@ class ElasticToolPool:
 
 
 tool_pool = ElasticToolPool()
+
+
+class RunWorker:
+    """The one thread that runs ``process_message`` (the spec's ``@spawn _processMessage``).
+
+    A long-lived daemon thread fed by a queue: starting a thread per run would cost more
+    than a whole run with a fast LLM. Daemon, so that an LLM call that never returns
+    cannot keep the interpreter alive.
+
+    Thread safety: ``submit`` and ``stop`` may be called from any thread (a ``SimpleQueue``).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[Optional[Callable[[], None]]] = queue.SimpleQueue()
+        self.thread = start_daemon(self._work, name)
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except BaseException:  # a job never raises (process_message contains everything); a bug is logged, the thread lives
+                logger.exception("a run job failed")
+
+
+def start_daemon(target: Callable[[], Any], name: str) -> threading.Thread:
+    """Start ``target`` on a named daemon thread: one that must never keep the interpreter alive."""
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def wait_on_daemon(
+    fn: Callable[[], T], name: str, timeout_s: float, signal: "AbortSignal"
+) -> tuple[bool, Optional[T], Optional[BaseException]]:
+    """Run ``fn`` on a daemon thread in the caller's context; wait until it ends, ``signal`` fires, or ``timeout_s`` passes.
+
+    Returns (finished, result, exception): when ``finished`` is False the thread is
+    abandoned — it runs on until ``fn`` returns, and what it returns is dropped. The
+    signal is seen through ``AbortSignal.on_abort``: no polling. Whatever ``fn`` raises,
+    ``BaseException`` included, is carried back, never lost in the thread.
+    """
+    outcome: dict[str, Any] = {}
+    finished = threading.Event()  # set by the thread when fn has returned or raised
+    wake = threading.Event()  # set when fn is done or the signal fired: the waiter looks again
+
+    def run() -> None:
+        try:
+            outcome["result"] = fn()
+        except BaseException as exc:  # carried back to the waiting thread
+            outcome["error"] = exc
+        finally:
+            finished.set()
+            wake.set()
+
+    context = contextvars.copy_context()  # the code sees the caller's context (shutdown knows it is inside a run)
+    unregister = signal.on_abort(wake.set)
+    try:
+        start_daemon(lambda: context.run(run), name)
+        wake.wait(timeout_s)
+    finally:
+        unregister()
+    if finished.is_set():
+        return True, outcome.get("result"), outcome.get("error")
+    return False, None, None

@@ -20,23 +20,24 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
-from ._core import AgentCore
-from ._history_list import History
+from ._threads import start_daemon
+from .loop import AgentCore
+from ._format_cache import History
 from .errors import AgentClosedError, EmptyHistoryError, MessageFormatError
 from .formatting import format_msg_for_llm as default_format_msg_for_llm
 from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
 from .history import history_from_session
-from .limits import DEFAULT_MAX_ROUNDS, check_max_rounds
+from .run import DEFAULT_MAX_ROUNDS, check_max_rounds
 from .messages import AgentMessage, AssistantMessage, LLMModel, LLMUsage
 from .normalize import normalize_message
 from .registry import ToolStore
 from .run import CONTINUE
-from .sessions import Session
-from .tooling import DEFAULT_SYSTEM_PROMPT, AgentState
+from .history.sessions import Session
+from .types import DEFAULT_SYSTEM_PROMPT, AgentState
 from .tools import register_builtin_tools, resolve_builtin_names
 
-__all__ = ["YiemAgent", "abort", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
+__all__ = ["YiemAgent", "abort", "add_message", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
 
 logger = logging.getLogger("yiemagent.agent")
 
@@ -75,7 +76,7 @@ def _finalize(core: AgentCore, name: str) -> None:
     # stacklevel 3: the line that dropped the agent (2 would be weakref.finalize.__call__)
     warnings.warn(f"agent {name!r} was garbage-collected without shutdown(); its threads are released", ResourceWarning, stacklevel=3)
     # on a thread of its own: a finalizer may run inside any thread, even one holding a channel's lock
-    threading.Thread(target=core.abandon, name=f"{name}-abandon", daemon=True).start()
+    start_daemon(core.abandon, f"{name}-abandon")
 
 
 class YiemAgent:
@@ -316,6 +317,34 @@ def continue_agent(agent: YiemAgent) -> None:
     if not queued and not core.history():
         raise EmptyHistoryError("cannot continue: the conversation history is empty; send a message with run_agent first")
     core.input_channel.put(CONTINUE)
+
+
+def add_message(agent: YiemAgent, message: AgentMessage) -> None:
+    """Append ``message`` to the agent's history without starting a run (spec §10 hand-off; docs/sessions.md).
+
+    While the agent is idle the message is appended at once (stored in the agent's session
+    first). While a run is active it joins the history at that run's next LLM round, as
+    input does; a run that ends without another round appends it when it ends, before
+    the next run can start. Either way no run is started: ``continue_agent`` asks the LLM
+    to go on, e.g. after a terminating tool handed work to an external system whose result
+    this message carries. If ``shutdown`` gives up on the run it waits for, ``shutdown``
+    returns it (decision 16).
+
+    Thread safety: callable from any thread; a run cannot start between the decision
+    "idle or not" and the append (``AgentCore.add_message``), and the session is called
+    without the agent's loop lock held. The message is checked (decision 15) in the
+    caller's thread.
+
+    Raises:
+        MessageFormatError: ``message`` is not an ``AgentMessage``, or cannot be sent to an
+            LLM again (decision 15).
+        AgentClosedError: the agent has been shut down.
+        Exception: while idle, whatever the agent's session raised storing the message
+            (e.g. ``sqlite3.OperationalError``); the message was then not added.
+    """
+    if not isinstance(message, AgentMessage):
+        raise MessageFormatError(f"add_message takes an AgentMessage (UserMessage, AssistantMessage, ToolResultMessage), got {type(message).__name__}")
+    agent._core.add_message(normalize_message(message))  # decision 15: checked in the caller's thread
 
 
 def abort(agent: YiemAgent, reason: str = "aborted by abort()") -> bool:

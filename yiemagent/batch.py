@@ -23,7 +23,7 @@ from .pipeline import (
     prepare_tool_call,
     user_code_errors,
 )
-from .tooling import (
+from .types import (
     AbortSignal,
     AgentContext,
     AgentLoopConfig,

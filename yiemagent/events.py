@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .messages import AssistantMessage, LLMUsage
-from .tooling import AgentToolResult
+from .types import AgentToolResult
 
 __all__ = [
     "AgentRunEndEvent",

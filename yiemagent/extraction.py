@@ -29,9 +29,9 @@ import json
 import logging
 from typing import Any, Optional
 
-from ._safe import NotJSONError, clean_str, json_safe, short_repr
+from ._bounds import NotJSONError, clean_str, json_safe, short_repr
 from .messages import AssistantMessage
-from .tooling import AgentToolCall
+from .types import AgentToolCall
 
 __all__ = ["extract_tool_calls", "parse_tool_arguments"]
 

@@ -19,12 +19,12 @@ import binascii
 import json
 from typing import Any, NamedTuple, Optional
 
-from ._frozen import FrozenDict, freeze
-from ._history_list import HistorySnapshot
+from ._format_cache import FrozenDict, freeze
+from ._format_cache import HistorySnapshot
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, ImageContent, TextContent, ToolResultMessage, UserMessage, text_of
-from .tooling import AgentContext, AgentState, AgentTool
+from .types import AgentContext, AgentState, AgentTool
 
 __all__ = [
     "assistant_message_to_openai",

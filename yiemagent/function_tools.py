@@ -31,10 +31,10 @@ from typing import Any, Optional
 import docstring_parser
 import jsonschema
 
-from ._type_schema import NO_DEFAULT, Codec, InexpressibleType, codec_for, json_default, to_json_value, type_name
+from ._function_schema import NO_DEFAULT, Codec, InexpressibleType, codec_for, json_default, to_json_value, type_name
 from .errors import ToolDefinitionError, ToolError
 from .messages import MessageContent, TextContent
-from .tooling import AbortSignal, AgentTool, AgentToolResult
+from .types import AbortSignal, AgentTool, AgentToolResult
 
 __all__ = ["FunctionToolExecute", "PIPELINE_PARAMETERS", "TOOL_NAME_PATTERN", "to_tool_result", "tool"]
 

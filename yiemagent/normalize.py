@@ -27,11 +27,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple, Optional
 
-from ._safe import NotJSONError, clean_str, json_safe, plain, short_repr
+from ._bounds import NotJSONError, clean_str, json_safe, plain, short_repr
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, ImageContent, LLMUsage, MessageContent, TextContent, ToolResultMessage, UserMessage
-from .tooling import AgentToolCall
+from .types import AgentToolCall
 
 __all__ = ["CheckedReply", "normalize_content", "normalize_message", "normalize_reply", "normalize_tool_result"]
 

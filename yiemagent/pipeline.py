@@ -8,7 +8,6 @@ from; nothing raises out of the pipeline (spec §8.1 "Key design principle", §1
 
 from __future__ import annotations
 
-import contextvars
 import difflib
 import logging
 import threading
@@ -16,13 +15,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Optional
 
+from ._threads import wait_on_daemon
 from ._failures import ABORTED_MESSAGE, USER_CODE_ERRORS, create_error_tool_result, describe_error, user_code_errors
-from ._safe import short_repr
+from ._bounds import short_repr
 from .errors import ToolArgumentsError
 from .events import EventEmitter, ToolExecUpdateEvent, as_emitter
 from .messages import LLMUsage, MessageContent, TextContent, ToolResultMessage
 from .schema import validate_required_args
-from .tooling import (
+from .types import (
     AbortSignal,
     AfterToolCallContext,
     AgentContext,
@@ -233,37 +233,25 @@ def _execute_with_timeout(
 
     Returns (result, exception, why_abandoned): ``why_abandoned`` is None when ``execute``
     returned or raised, else "timeout" or "aborted". On timeout the call's own signal
-    fires, so a cooperative tool stops; on abort (the run's signal, seen through
-    ``AbortSignal.on_abort``, no polling) the wait ends at once, so a run ends promptly
-    even when the tool ignores its signal. A tool that ignores its signal cannot be
-    killed: its thread is abandoned — it runs on until ``execute`` returns, its result and
-    any later partial result are dropped, and, being a daemon thread, it does not keep
-    the interpreter alive (docs/failures.md).
+    fires, so a cooperative tool stops; on abort (the run's signal) the wait ends at once,
+    so a run ends promptly even when the tool ignores its signal. A tool that ignores its
+    signal cannot be killed: its thread is abandoned — it runs on until ``execute``
+    returns, its result and any later partial result are dropped, and, being a daemon
+    thread, it does not keep the interpreter alive (docs/failures.md).
     """
     call_signal = signal.child() if signal is not None else AbortSignal()
-    outcome: dict[str, Any] = {}
-    finished = threading.Event()  # set by the tool thread when execute has returned or raised
-    wake = threading.Event()  # set when execute is done or the run is aborted: the waiter looks again
-
-    def run() -> None:
-        try:
-            outcome["result"] = prep.tool.execute(prep.tool_call.id, prep.args, call_signal, reporter)
-        except BaseException as exc:  # carried back to the waiting thread, never lost
-            outcome["error"] = exc
-        finally:
-            finished.set()
-            wake.set()
-
-    context = contextvars.copy_context()  # the tool sees the run's context (shutdown knows it is inside)
-    thread = threading.Thread(target=context.run, args=(run,), name=f"yiemagent-tool-{prep.tool.name}-timed", daemon=True)
-    unregister = call_signal.on_abort(wake.set)
-    thread.start()
-    wake.wait(timeout_s)
-    unregister()
-    if signal is not None:
-        signal.release(call_signal)
-    if finished.is_set():
-        return outcome.get("result"), outcome.get("error"), None
+    try:
+        finished, result, error = wait_on_daemon(
+            lambda: prep.tool.execute(prep.tool_call.id, prep.args, call_signal, reporter),
+            f"yiemagent-tool-{prep.tool.name}-timed",
+            timeout_s,
+            call_signal,
+        )
+    finally:
+        if signal is not None:
+            signal.release(call_signal)
+    if finished:
+        return result, error, None
     reporter.close()
     if call_signal.aborted:
         return None, None, "aborted"

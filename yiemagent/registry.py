@@ -14,10 +14,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from ._safe import NotJSONError, json_safe
+from ._bounds import NotJSONError, json_safe
 from .errors import ToolDefinitionError, ToolSchemaError
 from .schema import check_input_schema
-from .tooling import AgentTool
+from .types import AgentTool
 
 __all__ = ["ToolStore", "clear_tools", "get_tools", "register_tool"]
 

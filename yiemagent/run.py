@@ -13,8 +13,6 @@ and a run reaches its agent only through ``RunHost``.
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -24,15 +22,23 @@ from .batch import answer_tool_calls_with_error, execute_tool_calls
 from .events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
-from .limits import max_rounds_response, rounds_exhausted
 from .messages import AgentMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
 from ._failures import describe_error, user_code_errors
-from .stream_relay import relay_deltas
-from .tooling import AbortSignal, AgentContext, AgentLoopConfig, AgentState, AgentToolCallBatch
-from .usage import add_usage
+from .streaming import relay_deltas
+from .types import AbortSignal, AgentContext, AgentLoopConfig, AgentState, AgentToolCallBatch
+from .messages import add_usage
 
-__all__ = ["CONTINUE", "Run", "RunHost", "RunWorker", "process_message"]
+__all__ = [
+    "CONTINUE",
+    "DEFAULT_MAX_ROUNDS",
+    "Run",
+    "RunHost",
+    "check_max_rounds",
+    "max_rounds_response",
+    "process_message",
+    "rounds_exhausted",
+]
 
 logger = logging.getLogger("yiemagent.run")
 
@@ -115,6 +121,51 @@ class Run:
     rounds: int = 0
     took_first_input: bool = False  # until then, queued input is what this run is about to take
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (API.md "Usage")
+
+
+# --- the cap on LLM rounds (decision 12) ---------------------------------------------
+# Beyond the spec, whose loop (§6) goes round for as long as the model calls tools: a model that
+# keeps calling tools must not run up cost without end. The run checks the cap at the top of each
+# round, after the previous round's tool results are in the history, so a run stopped by it leaves
+# every tool call answered and the history valid to send again; ``continue_agent`` goes on from
+# there with a fresh allowance of rounds.
+
+DEFAULT_MAX_ROUNDS = 50
+"""Decision 12; pydantic-ai's default request limit is also 50."""
+
+
+def check_max_rounds(value: Any) -> Optional[int]:
+    """``value`` if it is a valid ``max_rounds``: None (no limit) or an int of at least 1.
+
+    Raises:
+        TypeError: not an int (a bool is refused too: ``max_rounds=True`` is a slip).
+        ValueError: an int below 1 — a run must be allowed one round to do anything.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_rounds must be an int or None, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"max_rounds must be at least 1 (or None for no limit), got {value}")
+    return value
+
+
+def rounds_exhausted(rounds_done: int, max_rounds: Optional[int]) -> bool:
+    """True when a run that has done ``rounds_done`` LLM rounds may not start another."""
+    return max_rounds is not None and rounds_done >= max_rounds
+
+
+def max_rounds_response(max_rounds: int) -> AssistantMessage:
+    """The response of a run stopped by its cap: stop_reason "max_rounds", the limit named.
+
+    Made by the agent, so (like "aborted" and "error") it is not added to the history.
+    """
+    why = (
+        f"the run reached max_rounds={max_rounds} LLM rounds and was stopped; "
+        "every tool call has its result; call continue_agent to go on"
+    )
+    logger.warning("run stopped: %s", why)
+    return AssistantMessage([TextContent(f"Stopped after {max_rounds} LLM rounds (max_rounds).")], stop_reason="max_rounds", error_message=why)
 
 
 def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optional[str], bool]:
@@ -310,32 +361,3 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     host.record_usage(run.usage)
     host.emit(AgentRunEndEvent(run.id, response, run.rounds, time.perf_counter() - started, run.usage))
     return response
-
-
-class RunWorker:
-    """The one thread that runs ``process_message`` (the spec's ``@spawn _processMessage``).
-
-    A long-lived daemon thread fed by a queue: starting a thread per run would cost more
-    than a whole run with a fast LLM. Daemon, so that an LLM call that never returns
-    cannot keep the interpreter alive.
-
-    Thread safety: ``submit`` and ``stop`` may be called from any thread (a ``SimpleQueue``).
-    """
-
-    def __init__(self, name: str) -> None:
-        self._jobs: queue.SimpleQueue[Optional[Callable[[], None]]] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._work, name=name, daemon=True)
-        self.thread.start()
-
-    def submit(self, job: Callable[[], None]) -> None:
-        self._jobs.put(job)
-
-    def stop(self) -> None:
-        self._jobs.put(None)
-
-    def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            try:
-                job()
-            except BaseException:  # a job never raises (process_message contains everything); a bug is logged, the thread lives
-                logger.exception("a run job failed")

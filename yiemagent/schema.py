@@ -18,7 +18,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 
-from ._safe import cap_text, preview, short_repr
+from ._bounds import cap_text, preview, short_repr
 from .errors import ToolSchemaError
 
 __all__ = ["check_input_schema", "compiled_validator", "validate_required_args"]

@@ -1,6 +1,6 @@
-"""How a streaming ``llm_call`` hands deltas to the agent, and learns of an abort.
+"""Streaming: how a streaming ``llm_call`` hands deltas to the agent, and how the agent relays them.
 
-Beyond the spec (API.md "Streaming"). ``llm_call(formatted) -> AssistantMessage`` stays
+Beyond the spec (docs/streaming.md). ``llm_call(formatted) -> AssistantMessage`` stays
 the one interface between the agent and an LLM; streaming adds a side channel, held in a
 ``contextvars.ContextVar`` for the duration of one call:
 
@@ -19,19 +19,53 @@ the ``AssistantMessage`` the call returns (decision 14: a tool call runs only fr
 Thread safety: the variable is per thread (each thread starts with an empty context),
 so two agents streaming at once never see each other's target. ``emit_delta`` may be
 called from any thread that holds the context; the agent's emitter serialises the sink.
+
+The agent's side: the run wraps each ``llm_call`` in ``relay_deltas(...)``, which opens
+the side channel (``stream_to``) with a ``DeltaRelay`` as its target. The relay turns each
+``emit_delta(kind, text)`` of the client into ``LLMDeltaEvent(run_id, round, kind, text)``
+and hands it to the agent's ``EventEmitter``, so that:
+
+- the deltas of a round come after its ``LLMCallStartEvent`` (emitted before the block)
+  and before its ``LLMCallEndEvent`` (emitted after it): the relay is closed when
+  ``llm_call`` returns or raises, and a delta sent later — by a thread the client left
+  running — is dropped, as a partial result after ``execute`` returned is (decision 8);
+- a delta sent after the run's abort signal fired is dropped too: the user asked the run
+  to stop, and the reply will not be kept (the run ends "aborted");
+- the sink is never called from two threads at once (decision 8), even when a client
+  emits from a thread of its own that carries the call's context: the emitter's lock
+  serialises every call into the sink.
+
+Deltas are for the user's eyes only. What enters the history, and the only thing a tool
+call is ever run from, is the complete ``AssistantMessage`` that ``llm_call`` returns
+(decision 14).
 """
 
 from __future__ import annotations
 
 import contextvars
+import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
-from .tooling import AbortSignal
+from .events import EventEmitter, LLMDeltaEvent
+from .types import AbortSignal
 
-__all__ = ["DELTA_KINDS", "StreamTarget", "call_unstreamed", "current_abort_signal", "current_stream", "emit_delta", "stream_to"]
+__all__ = [
+    "DELTA_KINDS",
+    "DeltaRelay",
+    "StreamTarget",
+    "call_unstreamed",
+    "current_abort_signal",
+    "current_stream",
+    "emit_delta",
+    "relay_deltas",
+    "stream_to",
+]
+
+logger = logging.getLogger("yiemagent.stream")
 
 DELTA_KINDS = ("text", "thinking")
 _T = TypeVar("_T")
@@ -96,3 +130,54 @@ def call_unstreamed(fn: Callable[..., _T], *args: Any) -> _T:
 def _unstreamed(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
     _target.set(None)  # in the copied context only
     return fn(*args)
+
+
+# --- the agent's side: one round's deltas become LLMDeltaEvents ----------------------
+
+
+class DeltaRelay:
+    """The ``on_delta(kind, text)`` of one LLM round: emits an ``LLMDeltaEvent`` per delta.
+
+    ``StreamTarget.emit`` has already refused unknown kinds and skipped empty text.
+
+    Thread safety: called from the thread running ``llm_call`` or any thread carrying its
+    context; ``_lock`` guards ``_open``, so a delta racing ``close()`` is either delivered
+    before the close returns or dropped — never after the round's end event.
+    """
+
+    __slots__ = ("_emit", "_run_id", "_round", "_signal", "_lock", "_open")
+
+    def __init__(self, emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> None:
+        self._emit = emit
+        self._run_id = run_id
+        self._round = round
+        self._signal = signal
+        self._lock = threading.Lock()  # guards _open
+        self._open = True
+
+    def __call__(self, kind: str, text: str) -> None:
+        with self._lock:
+            if not self._open:
+                logger.debug("a %s delta of run %d round %d after llm_call returned was dropped", kind, self._run_id, self._round)
+                return
+            if self._signal is not None and self._signal.aborted:
+                logger.debug("a %s delta of run %d round %d after the abort was dropped", kind, self._run_id, self._round)
+                return
+            # the sink runs outside the round's stream: a streaming LLM call it makes itself
+            # would emit into this relay and wait for ever on _lock, which this thread holds
+            call_unstreamed(self._emit, LLMDeltaEvent(self._run_id, self._round, kind, text))
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+
+
+@contextmanager
+def relay_deltas(emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> Iterator[DeltaRelay]:
+    """Around one ``llm_call``: its deltas reach ``emit`` until the block ends; the client sees ``signal``."""
+    relay = DeltaRelay(emit, run_id, round, signal)
+    try:
+        with stream_to(relay, signal):
+            yield relay
+    finally:
+        relay.close()

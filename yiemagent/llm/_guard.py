@@ -28,7 +28,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ..streaming import current_stream, emit_delta
-from ..tooling import AbortSignal
+from ..types import AbortSignal
 
 __all__ = ["ABORTED", "DEADLINE", "CallGuard", "GuardedAdapter"]
 

@@ -27,6 +27,6 @@ except _metadata.PackageNotFoundError:
 if not _sdk_version.split(".")[0].isdigit() or int(_sdk_version.split(".")[0]) < 2:
     raise ImportError(f"{_HINT} (found mcp {_sdk_version})")
 
-from .client import MCPClient, MCPConnectionError  # noqa: E402  (after the check, for its message)
+from .client import MCPClient, MCPConnectionError
 
 __all__ = ["MCPClient", "MCPConnectionError"]

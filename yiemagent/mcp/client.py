@@ -20,7 +20,7 @@ from typing import Any, Optional
 from ..errors import ToolError, ToolSchemaError, YiemAgentError
 from ..messages import TextContent
 from ..schema import check_input_schema
-from ..tooling import AbortSignal, AgentTool, AgentToolResult
+from ..types import AbortSignal, AgentTool, AgentToolResult
 from ._convert import agent_tool_names, content_blocks, error_text, tool_label
 from ._secrets import Redactor, forget_sdk_logs, masked, redact_sdk_logs
 from ._session import CLOSE_GRACE_S, Connection, NotConnectedError, Transport, http_transport, start_loop, stdio_transport

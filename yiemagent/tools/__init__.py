@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Callable, Union
 
 from ..registry import ToolStore, register_tool
-from ..tooling import AgentTool
+from ..types import AgentTool
 from .get_time import get_time_tool
 from .get_weather import get_weather_tool
 from .list_tools import list_tools_tool

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from ..messages import TextContent
 from ..errors import ToolError
-from ..tooling import AbortSignal, AgentTool, AgentToolResult
+from ..types import AbortSignal, AgentTool, AgentToolResult
 
 __all__ = ["get_time_execute", "get_time_prepare_arguments", "get_time_tool"]
 

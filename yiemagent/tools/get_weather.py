@@ -22,7 +22,7 @@ import requests
 from ..messages import TextContent
 from ..errors import ToolError
 from ..pipeline import ABORTED_MESSAGE
-from ..tooling import AbortSignal, AgentTool, AgentToolResult
+from ..types import AbortSignal, AgentTool, AgentToolResult
 
 __all__ = ["WMO_WEATHER_CODES", "get_weather_execute", "get_weather_tool"]
 

@@ -9,7 +9,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..messages import TextContent
-from ..tooling import AbortSignal, AgentTool, AgentToolResult
+from ..types import AbortSignal, AgentTool, AgentToolResult
 
 if TYPE_CHECKING:
     from ..registry import ToolStore

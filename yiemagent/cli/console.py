@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any, Optional, TextIO
 
-from .events import (
+from ..events import (
     AgentRunEndEvent,
     LLMCallEndEvent,
     LLMCallStartEvent,
@@ -18,7 +18,7 @@ from .events import (
     ToolExecStartEvent,
     ToolExecUpdateEvent,
 )
-from .messages import AssistantMessage, text_of
+from ..messages import AssistantMessage, text_of
 
 __all__ = ["ConsolePrinter", "terminal_safe"]
 

@@ -20,13 +20,13 @@ import sqlite3
 import sys
 from typing import Any, Callable, Optional, TextIO
 
-from .agent import YiemAgent, abort, run_agent, shutdown, take_response
+from ..agent import YiemAgent, abort, run_agent, shutdown, take_response
 from .console import ConsolePrinter, terminal_safe
-from .errors import AgentClosedError, MessageFormatError
-from .llm import AnthropicClient, OfflineLLM, OpenAIClient
-from .messages import AssistantMessage, text_of
-from .registry import register_tool
-from .sessions import SQLiteSession
+from ..errors import AgentClosedError, MessageFormatError
+from ..llm import AnthropicClient, OfflineLLM, OpenAIClient
+from ..messages import AssistantMessage, text_of
+from ..registry import register_tool
+from ..history.sessions import SQLiteSession
 
 __all__ = ["build_llm", "main"]
 
@@ -93,7 +93,7 @@ def _with_mcp(args: argparse.Namespace, err: TextIO, body: Callable[[], int]) ->
     if not args.mcp:
         return body()
     try:
-        from .mcp import MCPClient, MCPConnectionError
+        from ..mcp import MCPClient, MCPConnectionError
     except ImportError as exc:
         err.write(f"error: --mcp: {exc}\n")
         return 2

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ._history_list import History
+from ._format_cache import History
 from .errors import ToolDefinitionError
 from .messages import AgentMessage, AssistantMessage, LLMModel, LLMUsage, ToolResultMessage
 

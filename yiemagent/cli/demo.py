@@ -12,13 +12,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-from .agent import YiemAgent, run_agent, shutdown, take_response
+from ..agent import YiemAgent, run_agent, shutdown, take_response
 from .console import ConsolePrinter
-from .errors import ToolError
-from .llm import OfflineLLM
-from .messages import TextContent, text_of
-from .registry import register_tool
-from .tooling import AbortSignal, AgentTool, AgentToolResult
+from ..errors import ToolError
+from ..llm import OfflineLLM
+from ..messages import TextContent, text_of
+from ..registry import register_tool
+from ..types import AbortSignal, AgentTool, AgentToolResult
 
 __all__ = ["run_demo", "save_note_tool"]
 

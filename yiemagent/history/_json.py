@@ -39,8 +39,8 @@ from dataclasses import MISSING, fields
 from datetime import date, datetime, time
 from typing import Any, Callable
 
-from .errors import MessageFormatError
-from .messages import (
+from ..errors import MessageFormatError
+from ..messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,

@@ -14,13 +14,13 @@ import sqlite3
 import threading
 from typing import TYPE_CHECKING, Any, Optional, Protocol, Union
 
-from ._history_json import message_from_json, message_to_json
-from .errors import MessageFormatError
-from .messages import AgentMessage
-from ._failures import user_code_errors
+from ._json import message_from_json, message_to_json
+from ..errors import MessageFormatError
+from ..messages import AgentMessage
+from .._failures import user_code_errors
 
 if TYPE_CHECKING:
-    from .tooling import AgentState
+    from ..types import AgentState
 
 __all__ = ["HistoryWriter", "SQLiteSession", "Session"]
 

@@ -12,6 +12,7 @@ narrow interface through which a run reaches its agent.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import threading
@@ -19,17 +20,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Optional, Union
 
-from ._closing import Closing, current_core
 from .channels import Channel, LoopState
 from .errors import AgentClosedError
 from .events import EventEmitter
-from .messages import AgentMessage, AssistantMessage, LLMUsage
+from .messages import AgentMessage, AssistantMessage, LLMUsage, UsageMeter
 from ._failures import describe_error
 from .registry import ToolStore
-from .run import Run, RunWorker, process_message
-from .sessions import HistoryWriter, Session
-from .tooling import AgentLoopConfig, AgentState
-from .usage import UsageMeter
+from .run import CONTINUE, Run, process_message
+from ._threads import RunWorker
+from .history.sessions import HistoryWriter, Session
+from .types import AgentLoopConfig, AgentState
 
 __all__ = ["AgentCore", "current_core"]
 
@@ -38,9 +38,14 @@ logger = logging.getLogger("yiemagent.agent")
 _EXIT = "exit"
 _NO_MORE_RESPONSES = "the agent has been shut down and every response was taken"
 
+current_core: contextvars.ContextVar[Optional["AgentCore"]] = contextvars.ContextVar("yiemagent_current_core", default=None)
+"""The core whose run the current code is part of: set in the run thread and copied into
+every tool thread, so that ``shutdown`` called from a tool, a hook or the event sink knows
+it must not wait for the run it is part of."""
 
 
-class AgentCore(Closing):
+
+class AgentCore:
     """An agent's state, channels and threads; the host of its runs (``run.RunHost``).
 
     Thread safety:
@@ -368,3 +373,65 @@ class AgentCore(Closing):
 
         with self._wake:
             return self._wake.wait_for(idle, timeout)
+
+    # --- closing (decision 16) -------------------------------------------------------
+
+    def close(self, why: str) -> Optional[list[Any]]:
+        """Start shutting down without waiting; return what was queued, or None if already closing.
+
+        Atomic with respect to every send: the input channels are closed (a send blocked
+        on a full channel wakes and raises ``AgentClosedError``) and emptied under
+        ``_wake``, which the loop holds while it moves follow-ups, so every message that
+        was accepted is either already in the history or in the list returned here.
+        """
+        with self._wake:
+            if self._closing:
+                return None
+            self._closing = True
+            self.input_channel.close(why)
+            self.follow_up_channel.close(why)
+            queued = [m for m in self.input_channel.drain() if m is not CONTINUE]
+            queued.extend(self._carry)
+            self._carry.clear()
+            queued.extend(self.follow_up_channel.drain())
+            self._wake.notify_all()
+        return queued
+
+    def abort(self, reason: str) -> bool:
+        """Fire the active run's signal; False if no run is active."""
+        with self._wake:
+            run = self._run
+        if run is None:
+            return False
+        run.signal.abort(reason)
+        return True
+
+    def is_own_thread(self) -> bool:
+        """True when called from this agent's loop or run thread, or from code its run called (a tool, a hook, the sink)."""
+        current = threading.current_thread()
+        return current_core.get() is self or current is self._thread or current is self._worker.thread
+
+    def join(self, timeout: Optional[float]) -> list[AgentMessage]:
+        """Wait for the loop thread: ``timeout``, then abort the run and wait ``timeout`` more, then leave it.
+
+        Returns (and takes out) the messages ``add_message`` queued for a run left running,
+        which may never reach another round: ``shutdown`` returns them (decision 16).
+        """
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.abort(f"aborted by shutdown: the run did not finish within {timeout} s")
+            self._thread.join(timeout)
+        if not self._thread.is_alive():
+            return []
+        with self._wake:
+            self._force_exit = True
+            self._wake.notify_all()
+        self._thread.join()
+        return self.take_added()
+
+    def abandon(self) -> None:
+        """The shell was garbage-collected without ``shutdown``: close, abort the run, let the threads end."""
+        queued = self.close("the agent was garbage-collected without shutdown")
+        self.abort("aborted: the agent was garbage-collected without shutdown")
+        if queued:
+            logger.warning("an agent dropped without shutdown had %d queued message(s); they were discarded", len(queued))

@@ -1,7 +1,6 @@
-"""The conversation history beyond the run: adding to it, saving it, loading it, mending it.
+"""The conversation history beyond the run: saving it, loading it, mending it.
 
-API.md "History and sessions". ``add_message`` appends without starting a run;
-``save_history`` / ``load_history`` keep a history in one versioned JSON document;
+docs/sessions.md. ``save_history`` / ``load_history`` keep a history in one versioned JSON document;
 ``complete_tool_calls`` answers the tool calls a crash left without a result, so a stored
 history is always valid to send (decision 15).
 
@@ -9,7 +8,7 @@ The document (version 1)::
 
     {"format": "yiemagent-history", "version": 1, "messages": [<message>, ...]}
 
-Each message is in the form ``_history_json`` describes: the fields of ``to_dict()``,
+Each message is in the form ``history._json`` describes: the fields of ``to_dict()``,
 with datetimes, bytes, tuples, sets and non-string keys inside ``details`` kept as
 tagged objects (docs/sessions.md has the table).
 """
@@ -24,21 +23,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-from ._history_json import message_from_data, message_to_data
-from .errors import MessageFormatError
-from .extraction import extract_tool_calls
-from .messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage
-from .normalize import normalize_message
+from ._json import message_from_data, message_to_data
+from ..errors import MessageFormatError
+from ..extraction import extract_tool_calls
+from ..messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage
+from ..normalize import normalize_message
 
 if TYPE_CHECKING:
-    from .agent import YiemAgent
     from .sessions import Session
 
 __all__ = [
     "FORMAT",
     "LOST_RESULT_MESSAGE",
     "VERSION",
-    "add_message",
     "complete_tool_calls",
     "history_from_session",
     "load_history",
@@ -56,34 +53,6 @@ LOST_RESULT_MESSAGE = (
 )
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-def add_message(agent: "YiemAgent", message: AgentMessage) -> None:
-    """Append ``message`` to the agent's history without starting a run (API.md; spec §10 hand-off).
-
-    While the agent is idle the message is appended at once (stored in the agent's session
-    first). While a run is active it joins the history at that run's next LLM round, as
-    input does; a run that ends without another round appends it when it ends, before
-    the next run can start. Either way no run is started: ``continue_agent`` asks the LLM
-    to go on, e.g. after a terminating tool handed work to an external system whose result
-    this message carries. If ``shutdown`` gives up on the run it waits for, ``shutdown``
-    returns it (decision 16).
-
-    Thread safety: callable from any thread; a run cannot start between the decision
-    "idle or not" and the append (``AgentCore.add_message``), and the session is called
-    without the agent's loop lock held. The message is checked (decision 15) in the
-    caller's thread.
-
-    Raises:
-        MessageFormatError: ``message`` is not an ``AgentMessage``, or cannot be sent to an
-            LLM again (decision 15).
-        AgentClosedError: the agent has been shut down.
-        Exception: while idle, whatever the agent's session raised storing the message
-            (e.g. ``sqlite3.OperationalError``); the message was then not added.
-    """
-    if not isinstance(message, AgentMessage):
-        raise MessageFormatError(f"add_message takes an AgentMessage (UserMessage, AssistantMessage, ToolResultMessage), got {type(message).__name__}")
-    agent._core.add_message(normalize_message(message))  # decision 15: checked in the caller's thread
 
 
 def save_history(messages: Iterable[AgentMessage], path: PathLike) -> None:

@@ -1,4 +1,19 @@
-"""The agent's history list, and the snapshot of it one LLM round sees (issue 12, docs/performance.md).
+"""The formatting cache: what lets a round reuse the previous request's wire dicts (docs/performance.md).
+
+Spec: §14 formatMsgForLLM converts the whole conversation every round; the cache makes
+that cost grow with what is new, not with the length of the history, and stays exact.
+Two parts:
+
+1. Read-only dicts and lists, the cached wire form of a message. ``format_msg_for_llm``
+   hands the same wire dict of a message to every request that holds the message. If a
+   caller could change it in place, the next request would carry the change; so those
+   dicts, and the lists and dicts inside them, are read-only. They are real ``dict`` and
+   ``list`` subclasses: ``json``, ``requests``, ``==`` and ``isinstance`` treat them as the
+   plain containers they equal. Every way of copying one gives a plain, editable
+   container: ``dict(d)``, ``{**d}``, ``d.copy()``, ``list(l)``, ``l[:]``, ``copy.copy``,
+   ``copy.deepcopy``, ``pickle``. Immutable once built; may be shared between threads.
+
+2. The agent's history list, and the snapshot of it one LLM round sees.
 
 ``format_msg_for_llm`` reuses the previous request's wire dicts when the new request's
 messages begin with the previous request's very same message objects. Checking that by
@@ -41,9 +56,73 @@ lineage with changed items.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, NoReturn, Optional
 
-__all__ = ["History", "HistorySnapshot", "Lineage"]
+__all__ = ["FrozenDict", "FrozenList", "History", "HistorySnapshot", "Lineage", "freeze"]
+
+# --- 1. read-only wire dicts --------------------------------------------------------
+
+_READ_ONLY = (
+    "a message dict made by format_msg_for_llm is read-only: it is cached and shared by every "
+    "request that holds the message (docs/performance.md). Build a new one instead, e.g. "
+    "{**message, 'content': ...}, or edit copy.deepcopy(formatted)"
+)
+
+
+def _read_only(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError(_READ_ONLY)
+
+
+class FrozenDict(dict):  # type: ignore[type-arg]
+    """A ``dict`` that refuses every change; its copies are plain dicts."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __copy__(self) -> dict[Any, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
+        return {copy.deepcopy(k, memo): copy.deepcopy(v, memo) for k, v in self.items()}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+
+class FrozenList(list):  # type: ignore[type-arg]
+    """A ``list`` that refuses every change; its copies are plain lists."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+    append = clear = extend = insert = pop = remove = reverse = sort = _read_only
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return [copy.deepcopy(v, memo) for v in self]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+
+def freeze(value: Any) -> Any:
+    """A read-only deep copy of a JSON-like value: dicts and lists inside tuples too.
+
+    Tuples stay tuples and other objects stay as they are, so the copy equals the value
+    (``==``) and serialises to the same JSON.
+    """
+    if isinstance(value, dict):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return FrozenList([freeze(v) for v in value])
+    if isinstance(value, tuple):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+# --- 2. the history and its snapshots ------------------------------------------------
 
 # Every list method that changes the list in place besides append / extend / __iadd__
 # (which only add at the end). tests/test_format_cache.py checks this against dir(list).
