@@ -21,7 +21,7 @@ from .batch import (
     execute_tool_calls_sequential,
     should_terminate,
 )
-from .channels import (
+from .loop import (
     LoopState,
 )
 from .errors import (

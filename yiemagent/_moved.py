@@ -29,6 +29,7 @@ MOVED = {
     "yiemagent.stream_relay": "yiemagent.streaming",
     "yiemagent.limits": "yiemagent.run",
     "yiemagent.usage": "yiemagent.messages",
+    "yiemagent.channels": "yiemagent.loop",
 }
 """Old module name -> the module that holds its names now."""
 

@@ -242,7 +242,7 @@ def _as_user_input(agent: YiemAgent, message: Any) -> Any:
     """Check a message in the caller's thread and return what goes on the channel (decision 15)."""
     if agent.closing:
         raise AgentClosedError(_CLOSED)
-    if agent._core._loop_exited:
+    if agent._core.loop_exited:
         raise AgentClosedError("the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages")
     if isinstance(message, str):
         return {"role": "user", "content": message}
@@ -312,9 +312,7 @@ def continue_agent(agent: YiemAgent) -> None:
     core = agent._core
     if core.closing:
         raise AgentClosedError("the agent has been shut down; it cannot continue")
-    with core._wake:
-        queued = core._run is not None or bool(core._carry) or not (core.input_channel.empty() and core.follow_up_channel.empty())
-    if not queued and not core.history():
+    if not core.busy() and not core.history():
         raise EmptyHistoryError("cannot continue: the conversation history is empty; send a message with run_agent first")
     core.input_channel.put(CONTINUE)
 
