@@ -11,7 +11,7 @@ REAL_STAMP := $(REAL_VENV)/.installed
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# the mcp extra and a real MCP server (mcp-server-time) for tests/test_mcp_*.py
+	# the mcp extra and a real MCP server (mcp-server-time) for tests/mcp/
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,mcp]' 'mcp-server-time==2026.10.19'
 	touch $@
 
@@ -37,7 +37,7 @@ $(REAL_STAMP):
 
 ## test-real: the agent against a real model on a real OpenAI-compatible server (tests marked `real`)
 test-real: $(STAMP) $(REAL_STAMP)
-	YIEMAGENT_REAL_PYTHON=$(abspath $(REAL_VENV))/bin/python $(BIN)/python -m pytest -m real tests/test_real_server.py
+	YIEMAGENT_REAL_PYTHON=$(abspath $(REAL_VENV))/bin/python $(BIN)/python -m pytest -m real tests/llm/test_real_server.py
 
 ## bench: the performance figures the issues ask for, on this machine
 bench: $(STAMP)

@@ -125,7 +125,7 @@ def freeze(value: Any) -> Any:
 # --- 2. the history and its snapshots ------------------------------------------------
 
 # Every list method that changes the list in place besides append / extend / __iadd__
-# (which only add at the end). tests/test_format_cache.py checks this against dir(list).
+# (which only add at the end). tests/extras/test_format_cache.py checks this against dir(list).
 EDITING_METHODS = ("__init__", "__setitem__", "__delitem__", "__imul__", "insert", "pop", "remove", "clear", "sort", "reverse")
 APPENDING_METHODS = ("append", "extend", "__iadd__")
 

@@ -1,0 +1,304 @@
+"""History beyond a run (issue 13): save_history / load_history, add_message, mending unanswered tool calls."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import date, datetime, time, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import strategies
+from helpers import WAIT, blocking_tool, make_tool, text_result
+from yiemagent import (
+    AgentClosedError,
+    AssistantMessage,
+    ImageContent,
+    LLMUsage,
+    MessageFormatError,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+    add_message,
+    continue_agent,
+    format_msg_for_llm,
+    load_history,
+    prepare_context,
+    run_agent,
+    save_history,
+    shutdown,
+    take_response,
+)
+from yiemagent.history._json import message_from_json, message_to_json
+from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+
+STAMP = datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=timezone(timedelta(hours=2)))
+
+
+def every_kind() -> list:
+    """One message of each type, with images, raw tool-call blocks and details beyond JSON."""
+    return [
+        UserMessage([TextContent("hi"), ImageContent("aGk=", "image/png")], STAMP),
+        tool_call_reply(("c1", "book", {"when": "tomorrow"})),
+        AssistantMessage([{"type": "tool_call", "id": "c2", "name": "x", "arguments": {"a": [1, 2]}}], usage=LLMUsage(3, 4, 1, 0, 7, 2)),
+        ToolResultMessage(
+            "c1",
+            "book",
+            [TextContent("booked")],
+            {"at": STAMP, "day": date(2024, 5, 2), "slot": time(9, 30), "raw": b"\x00\xff", "pair": (1, "a"), "tags": {"x"}, "by_id": {7: "seven"}, "$type": "kept"},
+            LLMUsage(1, 1),
+            ["newTool"],
+            True,
+            STAMP,
+        ),
+    ]
+
+
+@pytest.mark.spec("19")
+def test_every_message_kind_round_trips_through_a_file(tmp_path):
+    """Timestamps (with their offset), images, raw tool-call blocks and details holding datetimes, bytes, tuples, sets and int keys come back equal."""
+    path = tmp_path / "history.json"
+    messages = every_kind()
+    save_history(messages, path)
+    back = load_history(path)
+    assert back == messages
+    assert back[3].details["at"].utcoffset() == timedelta(hours=2) and isinstance(back[3].details["pair"], tuple)
+    assert isinstance(back[0].content[1], ImageContent)
+
+
+@given(strategies.stored_messages)
+def test_any_message_round_trips_through_its_json_form(message):
+    """Property: whatever a message holds, the JSON form save_history and SQLiteSession write brings it back equal."""
+    text = message_to_json(message)
+    assert message_from_json(text, "here") == message
+    assert json.loads(text)["role"] == message.role  # plain JSON, readable by anything
+
+
+def test_the_document_is_versioned_json(tmp_path):
+    """The file is one JSON document naming its format and version; timestamps are ISO 8601 strings."""
+    path = tmp_path / "h.json"
+    save_history(every_kind()[:1], path)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    assert document["format"] == "yiemagent-history" and document["version"] == 1
+    assert document["messages"][0]["timestamp"] == "2024-05-01T12:30:15.123456+02:00"
+
+
+def test_an_object_beyond_the_table_is_kept_as_its_repr(tmp_path):
+    """A detail no tag covers is stored as its repr, so saving never fails whatever a tool returned."""
+
+    class Opaque:
+        def __repr__(self) -> str:
+            return "<Opaque 1>"
+
+    path = tmp_path / "h.json"
+    save_history([ToolResultMessage("c", "t", [], {"thing": Opaque()})], path)
+    assert load_history(path)[0].details == {"thing": "<Opaque 1>"}
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    """Atomic: when the final rename fails, the target is as it was and no temporary file is left."""
+    target = tmp_path / "h.json"
+    target.mkdir()  # os.replace of a file onto a directory fails
+    with pytest.raises(OSError):
+        save_history(every_kind(), target)
+    assert list(tmp_path.iterdir()) == [target] and target.is_dir()
+
+
+def test_saving_replaces_the_whole_file(tmp_path):
+    """A second save replaces the first document: a shorter history leaves nothing of the longer one."""
+    path = tmp_path / "h.json"
+    save_history(every_kind(), path)
+    save_history(every_kind()[:1], path)
+    assert load_history(path) == every_kind()[:1]  # the first message's timestamp is fixed (STAMP)
+    assert [p.name for p in tmp_path.iterdir()] == ["h.json"]
+
+
+def test_saving_a_non_message_names_it_and_writes_nothing(tmp_path):
+    """An entry that is not an AgentMessage raises MessageFormatError naming its index; no file appears."""
+    with pytest.raises(MessageFormatError, match=r"messages\[1\] is dict"):
+        save_history([UserMessage([]), {"role": "user"}], tmp_path / "h.json")
+    assert not (tmp_path / "h.json").exists()
+
+
+def _document(*messages) -> str:
+    return json.dumps({"format": "yiemagent-history", "version": 1, "messages": list(messages)})
+
+
+GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": "2024-01-01T00:00:00+00:00"}
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("{not json", r"is not JSON"),
+        (json.dumps({"messages": []}), r"is not a yiemagent history"),
+        (json.dumps({"format": "yiemagent-history", "version": 99, "messages": []}), r"has version 99"),
+        (json.dumps({"format": "yiemagent-history", "version": 1, "messages": {}}), r"'messages' is dict"),
+        (_document(GOOD, "text"), r"messages\[1\]: is str"),
+        (_document(GOOD, {**GOOD, "role": "system"}), r"messages\[1\]: has role 'system'"),
+        (_document({**GOOD, "content": "hi"}), r"messages\[0\]: 'content' must be list"),
+        (_document(GOOD, {"role": "tool", "tool_name": "t", "content": []}), r"messages\[1\]: has no 'tool_call_id'"),
+        (_document({**GOOD, "timestamp": "yesterday"}), r"messages\[0\]: a 'timestamp' value that is not ISO 8601"),
+        (_document({**GOOD, "colour": "red"}), r"messages\[0\]: has unknown fields \['colour'\]"),
+        (_document({**GOOD, "content": [{"type": "text"}]}), r"messages\[0\]: content\[0\] is a 'text' block"),
+        (_document({"role": "assistant", "content": [], "usage": {"input_tokens": "3"}}), r"messages\[0\]: 'usage.input_tokens' must be int"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "teapot"}}), r"unknown tagged value 'teapot'"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "is_error": "no"}), r"'is_error' must be bool"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "bytes", "base64": "%%"}}), r"'bytes' value without valid base64"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "map", "items": [[1]]}}), r"'map' value whose 'items' is not a list of \[key, value\] pairs"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "map", "items": [[[1], 2]]}}), r"cannot be hashed"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "date", "value": "soon"}}), r"'date' value that is not ISO 8601"),
+    ],
+)
+def test_a_bad_file_raises_message_format_error_naming_the_entry(tmp_path, text, expected):
+    """load_history rejects each kind of bad file with MessageFormatError naming the file and the entry."""
+    path = tmp_path / "bad.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(MessageFormatError, match=expected) as caught:
+        load_history(path)
+    assert "bad.json" in str(caught.value)
+
+
+# --- mending tool calls without results ---------------------------------------------
+
+
+def test_complete_tool_calls_answers_each_missing_call_after_the_batch():
+    """Calls without a result get an error result after the batch's own results, in call order; answered calls are untouched."""
+    reply = tool_call_reply(("a", "t", {}), ("b", "t", {}), ("c", "u", {}))
+    history = [UserMessage([TextContent("go")]), reply, ToolResultMessage("b", "t", [TextContent("ok")])]
+    mended, added = complete_tool_calls(history)
+    assert [(m.role, getattr(m, "tool_call_id", None)) for m in mended] == [("user", None), ("assistant", None), ("tool", "b"), ("tool", "a"), ("tool", "c")]
+    assert [i for i, _ in added] == [3, 4] and all(m.is_error and m.content[0].text == LOST_RESULT_MESSAGE for _, m in added)
+    assert added[1][1].tool_name == "u" and added[0][1].timestamp == reply.timestamp
+
+
+def test_complete_tool_calls_leaves_a_whole_history_alone():
+    """A history where every call has its result comes back unchanged, with nothing added."""
+    kinds = every_kind()
+    history = kinds[:2] + [ToolResultMessage("c1", "book", [])] + kinds[2:3] + [ToolResultMessage("c2", "x", [])]
+    assert complete_tool_calls(history) == (history, [])
+
+
+# --- add_message ----------------------------------------------------------------------
+
+
+def test_add_message_while_idle_appends_without_starting_a_run(agents):
+    """Idle: the message is in the history at once and no LLM round runs."""
+    llm = ScriptedLLM([])
+    agent = agents(llm)
+    note = UserMessage([TextContent("for the record")])
+    add_message(agent, note)
+    assert agent.history() == [note]
+    assert agent.wait_until_idle(WAIT) and llm.requests == [] and agent.output_channel.empty()
+
+
+@pytest.mark.spec("10")
+def test_hand_off_result_added_later_then_continue(agents):
+    """Spec §10 hand-off: a terminating tool hands off, the external result comes in with add_message, continue_agent answers from it."""
+    hand_off = make_tool("escalate", lambda *a: text_result("Handed to a human agent, ticket 7", terminate=True))
+    llm = ScriptedLLM([tool_call_reply(("c1", "escalate", {})), "Your refund is approved."])
+    agent = agents(llm, [hand_off])
+    run_agent(agent, "refund order 42")
+    assert take_response(agent, timeout=WAIT).stop_reason == "tool_use_terminated"
+    add_message(agent, UserMessage([TextContent("[ticket 7] refund approved")]))
+    continue_agent(agent)
+    assert take_response(agent, timeout=WAIT).content[0].text == "Your refund is approved."
+    sent = llm.requests[1]["messages"]
+    assert sent[-1] == {"role": "user", "content": "[ticket 7] refund approved"} and sent[-2]["role"] == "tool"
+
+
+def test_add_message_during_a_run_joins_at_its_next_round(agents):
+    """Active run: the message is not in the history until the run's next LLM round, which sees it after the tool results."""
+    slow, in_tool, release = blocking_tool("slow", WAIT)
+    llm = ScriptedLLM([tool_call_reply(("c1", "slow", {})), "final"])
+    agent = agents(llm, [slow])
+    run_agent(agent, "go")
+    assert in_tool.wait(WAIT)
+    add_message(agent, UserMessage([TextContent("meanwhile")]))
+    assert [m.role for m in agent.history()] == ["user", "assistant"]
+    release.set()
+    assert take_response(agent, timeout=WAIT).content[0].text == "final"
+    assert [m["role"] for m in llm.requests[1]["messages"]][-3:] == ["assistant", "tool", "user"]
+    assert llm.requests[1]["messages"][-1]["content"] == "meanwhile"
+
+
+def test_add_message_during_the_last_round_is_appended_when_the_run_ends(agents):
+    """A message added while the run's final LLM call is in flight is appended after the reply, before the agent is idle, and starts no run."""
+    in_llm, release = threading.Event(), threading.Event()
+
+    def answer(formatted):
+        in_llm.set()
+        release.wait(WAIT)
+        return AssistantMessage([TextContent("final")], stop_reason="stop")
+
+    llm = ScriptedLLM([answer])
+    agent = agents(llm)
+    run_agent(agent, "go")
+    assert in_llm.wait(WAIT)
+    note = UserMessage([TextContent("late")])
+    add_message(agent, note)
+    release.set()
+    assert take_response(agent, timeout=WAIT).content[0].text == "final"
+    assert agent.wait_until_idle(WAIT)
+    assert [m.role for m in agent.history()] == ["user", "assistant", "user"] and agent.history()[-1] is note
+    assert len(llm.requests) == 1
+
+
+def test_add_message_from_many_threads_loses_nothing(agents):
+    """Thread-safe: messages added from eight threads at once are all in the history."""
+    agent = agents(ScriptedLLM([]))
+    barrier = threading.Barrier(8)
+
+    def add(n):
+        barrier.wait(WAIT)
+        for i in range(25):
+            add_message(agent, UserMessage([TextContent(f"{n}-{i}")]))
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    texts = [m.content[0].text for m in agent.history()]
+    assert sorted(texts) == sorted(f"{n}-{i}" for n in range(8) for i in range(25))
+    for n in range(8):  # each thread's messages in the order it added them
+        assert [t for t in texts if t.startswith(f"{n}-")] == [f"{n}-{i}" for i in range(25)]
+
+
+def test_add_message_refuses_what_is_not_a_message_and_a_closed_agent(agents):
+    """A dict raises MessageFormatError; after shutdown add_message raises AgentClosedError."""
+    agent = agents(ScriptedLLM([]))
+    with pytest.raises(MessageFormatError, match="got dict"):
+        add_message(agent, {"role": "user", "content": "x"})
+    shutdown(agent, timeout=WAIT)
+    with pytest.raises(AgentClosedError) as raised:
+        add_message(agent, UserMessage([]))
+    assert str(raised.value) == "the agent has been shut down; it takes no more messages"
+
+
+def test_add_message_checks_the_message_before_it_enters_the_history(agents):
+    """Decision 15: add_message refuses a message that cannot be sent again, and a str content becomes a text block."""
+    agent = agents(ScriptedLLM([]))
+    with pytest.raises(MessageFormatError, match="must be a str"):
+        add_message(agent, UserMessage([TextContent(42)]))
+    add_message(agent, UserMessage("handed back"))
+    assert agent.history() == [UserMessage([TextContent("handed back")], timestamp=agent.history()[0].timestamp)]
+
+
+def test_a_saved_agent_history_starts_a_new_agent(agents, tmp_path):
+    """save_history(agent.history()) then YiemAgent(messages=load_history(...)): the next LLM round sees the whole conversation."""
+    first = agents(ScriptedLLM([tool_call_reply(("c1", "echo", {"x": 1})), "one"]), [make_tool("echo")])
+    run_agent(first, "hello")
+    take_response(first, timeout=WAIT)
+    save_history(first.history(), tmp_path / "h.json")
+    llm = ScriptedLLM(["two"])
+    second = agents(llm, [make_tool("echo")], messages=load_history(tmp_path / "h.json"))
+    run_agent(second, "again")
+    take_response(second, timeout=WAIT)
+    earlier = format_msg_for_llm(prepare_context(first.state, None), None)["messages"]
+    assert llm.requests[0]["messages"][:-1] == earlier
+    assert [m["role"] for m in earlier] == ["system", "user", "assistant", "tool", "assistant"]
