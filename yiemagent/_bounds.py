@@ -1,4 +1,4 @@
-"""Bounds on what a model or a tool can make the agent keep or repeat (decision 15, issue 9).
+"""Bounds on what a model or a tool can make the agent keep or repeat (decision 15, docs/failures.md).
 
 ``json_safe`` checks that a value is plain JSON that every server and ``json.dumps``
 (strict: no NaN) accept, within a nesting depth; ``clean_str`` replaces lone surrogates,

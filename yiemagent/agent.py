@@ -93,7 +93,7 @@ class YiemAgent:
     overrides the cap of an ``llm_call`` that has one: its ``max_retry_delay_ms`` attribute
     is set (``OpenAIClient``, ``AnthropicClient``).
 
-    Issue 13 options (API.md "Agent options"): ``max_rounds`` caps the LLM rounds of one
+    Options beyond the spec (docs/api.md "Agent options"): ``max_rounds`` caps the LLM rounds of one
     run (decision 12; None for no limit); ``builtin_tools`` is True, False or the names
     of the built-ins to register; ``session`` is where the history lives: the agent
     starts from ``session.messages()`` (tool calls a crash left unanswered get error
@@ -116,7 +116,7 @@ class YiemAgent:
         replace or edit ``state.messages`` directly only while the agent is idle
         (``wait_until_idle``). ``state.messages`` is a ``History`` (a list that counts
         its edits, so the formatter knows when it may reuse the previous request's wire
-        dicts, issue 12); editing it in place keeps that, e.g. ``state.messages[:] =
+        dicts, docs/performance.md); editing it in place keeps that, e.g. ``state.messages[:] =
         load_history(path)``. A list assigned to ``state.messages`` is used as it is (it
         stays the caller's list): every round is then formatted from each message's
         own cache, exactly, at about 0.12 µs per message (docs/performance.md). The event sink is called from the run thread and tool
@@ -181,7 +181,7 @@ class YiemAgent:
         builtin_names = resolve_builtin_names(builtin_tools)
         if session is not None and messages is not None:
             raise ValueError("give either session= or messages=, not both: with a session the history comes from it")
-        history = History()  # counts its edits: the formatter's shortcut (issue 12, _history_list)
+        history = History()  # counts its edits: the formatter's shortcut (docs/performance.md)
         for index, message in enumerate(history_from_session(session) if session is not None else messages or []):
             if not isinstance(message, AgentMessage):
                 raise MessageFormatError(f"messages[{index}] is {type(message).__name__}; expected an AgentMessage")
@@ -352,7 +352,7 @@ def abort(agent: YiemAgent, reason: str = "aborted by abort()") -> bool:
     A tool with ``timeout_s`` that ignores its signal is abandoned at once (its thread runs
     on; its result is dropped), so the run ends promptly. An LLM call in flight sees the
     signal through ``current_abort_signal()`` (a streaming client closes its connection);
-    whatever it returns after the abort is dropped, never kept in the history (issue 14).
+    whatever it returns after the abort is dropped, never kept in the history (docs/streaming.md).
     """
     return agent._core.abort(reason)
 

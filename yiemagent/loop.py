@@ -236,7 +236,7 @@ class AgentCore:
         self.emit = EventEmitter(agent_event_sink)
         self.max_rounds = max_rounds
         self.session = session
-        self._writer = HistoryWriter(state, session)  # where messages enter the history (issue 13)
+        self._writer = HistoryWriter(state, session)  # where messages enter the history (docs/sessions.md)
         self._history_lock = self._writer.lock  # guards state.messages (and orders session appends)
         self._usage = UsageMeter()  # summed at the end of each run
 
@@ -471,24 +471,24 @@ class AgentCore:
     def append(self, message: AgentMessage) -> None:
         """Add one message to the history (the run checked it can be sent again, decision 15).
 
-        Memory first, then the session (issue 13); never raises: a store that failed is
+        Memory first, then the session (docs/sessions.md); never raises: a store that failed is
         reported by ``take_session_failure`` before the next LLM round.
         """
         self._writer.append(message)
 
     def take_added(self) -> list[AgentMessage]:
-        """The messages ``add_message`` queued during the run, in order (issue 13)."""
+        """The messages ``add_message`` queued during the run, in order."""
         with self._wake:
             added = list(self._added)
             self._added.clear()
         return added
 
     def take_session_failure(self) -> Optional[str]:
-        """Why the session could not store a message since the last call, or None (issue 13)."""
+        """Why the session could not store a message since the last call, or None (docs/failures.md)."""
         return self._writer.take_failure()
 
     def record_usage(self, usage: LLMUsage) -> None:
-        """Add one run's usage to the agent's total (API.md "Usage")."""
+        """Add one run's usage to the agent's total (decision 13)."""
         self._usage.add(usage)
 
     @property
