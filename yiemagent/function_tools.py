@@ -24,13 +24,15 @@ import inspect
 import json
 import logging
 import re
+import types
 import typing
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import docstring_parser
 import jsonschema
 
+from ._defaults import fresh_default
 from ._type_schema import NO_DEFAULT, Codec, InexpressibleType, codec_for, json_default, to_json_value, type_name
 from .errors import ToolDefinitionError, ToolError
 from .messages import MessageContent, TextContent
@@ -40,9 +42,24 @@ __all__ = ["FunctionToolExecute", "PIPELINE_PARAMETERS", "TOOL_NAME_PATTERN", "t
 
 logger = logging.getLogger("yiemagent.function_tools")
 
-# Parameters the pipeline fills in (spec §3 execute's ``signal`` and ``onPartialResult``);
-# the model never sees them.
-PIPELINE_PARAMETERS = ("signal", "on_partial_result")
+
+
+class _Injected(NamedTuple):
+    """A parameter the pipeline fills in: what a call passes, and the type of that value (for the annotation check)."""
+
+    fill: Callable[[Optional[AbortSignal], Callable[[Any], None]], Any]  # (signal, on_partial_result) -> value
+    kind: type
+
+
+# The parameters the pipeline fills in (spec §3 execute's ``signal`` and ``onPartialResult``),
+# by name: the one table of them. A name here is left out of the schema, filled in on each
+# call, and never taken from the model, also through **kwargs (docs/conformance.md, "Tools
+# from functions").
+_INJECTED: dict[str, _Injected] = {
+    "signal": _Injected(lambda signal, on_partial_result: signal if signal is not None else AbortSignal(), AbortSignal),
+    "on_partial_result": _Injected(lambda signal, on_partial_result: on_partial_result, types.FunctionType),
+}
+PIPELINE_PARAMETERS = tuple(_INJECTED)
 # Defaults a call may change in place: each call that omits the argument gets its own copy.
 _MUTABLE = (list, dict, set, bytearray)
 # The function names OpenAI and Anthropic both accept.
@@ -78,7 +95,11 @@ def tool(
       the extra properties.
     - Parameters named ``signal`` (an ``AbortSignal``; a fresh one that never fires when
       the caller gave none) and ``on_partial_result`` are passed in by the pipeline and
-      left out of the schema; so are the keywords a ``functools.partial`` has bound.
+      left out of the schema; so are the keywords a ``functools.partial`` has bound. The
+      model can never set them: an argument with such a name (or a bound method's
+      ``self``) is an error result naming it, also when ``**kwargs`` would take it (the
+      schema's ``propertyNames`` excludes them); annotating ``signal`` or
+      ``on_partial_result`` with a type that value never has is a ``ToolDefinitionError``.
     - The function receives its arguments as the types it declared; what it returns
       becomes the result (``to_tool_result``); what it raises becomes an error result
       through the pipeline, as for any tool (spec §8.2).
@@ -126,16 +147,17 @@ def tool(
 class _Parameter:
     """One parameter of the function: how it is passed and how its JSON value is decoded.
 
-    ``decode`` is None for ``signal`` and ``on_partial_result``, which the pipeline fills in.
+    ``inject`` is set (and ``decode`` None) for a parameter the pipeline fills in (``_INJECTED``).
     """
 
-    __slots__ = ("name", "positional", "default", "decode")
+    __slots__ = ("name", "positional", "default", "decode", "inject")
 
-    def __init__(self, name: str, positional: bool, default: Any, decode: Optional[Callable[[Any], Any]]) -> None:
+    def __init__(self, name: str, positional: bool, default: Any, decode: Optional[Callable[[Any], Any]], inject: Optional[_Injected] = None) -> None:
         self.name = name
         self.positional = positional  # positional-only: passed by position
         self.default = default  # inspect.Parameter.empty when required
         self.decode = decode
+        self.inject = inject
 
 
 class FunctionToolExecute:
@@ -146,32 +168,42 @@ class FunctionToolExecute:
     its return value with ``to_tool_result``. ``fn`` (also ``__wrapped__``) is the
     original function, for calling it directly.
 
+    An argument named like a parameter the model does not fill (``reserved``: the
+    pipeline's, those a ``functools.partial`` or a bound method has bound) is refused
+    with a ``ToolError`` naming it, also when ``**kwargs`` would take it: the model never
+    sets what the pipeline or the tool's definition passes.
+
     Thread safety: immutable after construction; may run in several threads at once
     (parallel batches), as safely as ``fn`` itself.
     """
 
-    __slots__ = ("fn", "tool_name", "_parameters", "_extra")
+    __slots__ = ("fn", "tool_name", "_parameters", "_names", "_extra", "_reserved")
 
-    def __init__(self, fn: Callable[..., Any], tool_name: str, parameters: list[_Parameter], extra: Optional[Codec]) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], tool_name: str, parameters: list[_Parameter], extra: Optional[Codec], reserved: frozenset[str] = frozenset()
+    ) -> None:
         self.fn = fn
         self.tool_name = tool_name
         self._parameters = parameters  # in the signature's order
+        self._names = frozenset(p.name for p in parameters if p.inject is None)  # what the model may send
         self._extra = extra  # the **kwargs codec, or None when the function takes none
+        self._reserved = reserved | frozenset(_INJECTED)  # never the model's, whatever the signature
 
     @property
     def __wrapped__(self) -> Callable[..., Any]:
         return self.fn
 
     def __call__(self, tool_call_id: str, args: dict[str, Any], signal: Optional[AbortSignal], on_partial_result: Callable[[Any], None]) -> AgentToolResult:
+        unknown = [k for k in args if k not in self._names]
+        if unknown:
+            self._refuse(sorted(unknown))
         positional: list[Any] = []
         keywords: dict[str, Any] = {}
-        known = set()
         for parameter in self._parameters:
-            if parameter.decode is None:  # filled in by the pipeline
-                value = on_partial_result if parameter.name == "on_partial_result" else signal if signal is not None else AbortSignal()
+            if parameter.inject is not None:  # filled in by the pipeline
+                value = parameter.inject.fill(signal, on_partial_result)
             elif parameter.name in args:
-                known.add(parameter.name)
-                value = parameter.decode(args[parameter.name])
+                value = parameter.decode(args[parameter.name])  # type: ignore[misc]
             elif parameter.default is not inspect.Parameter.empty and (parameter.positional or isinstance(parameter.default, _MUTABLE)):
                 # a positional-only default keeps the positions of later arguments; a
                 # mutable default is copied, so that no call sees what an earlier one put
@@ -183,12 +215,20 @@ class FunctionToolExecute:
                 positional.append(value)
             else:
                 keywords[parameter.name] = value
-        unknown = sorted(k for k in args if k not in known)
-        if unknown and self._extra is None:
-            raise ToolError(f"Tool {self.tool_name!r} takes no argument(s) {', '.join(map(repr, unknown))}")
-        for key in unknown:
+        for key in unknown:  # only with **kwargs: _refuse raised otherwise
             keywords[key] = self._extra.decode(args[key])  # type: ignore[union-attr]
         return to_tool_result(self.fn(*positional, **keywords))
+
+    def _refuse(self, unknown: list[str]) -> None:
+        """Raise ``ToolError`` for arguments the function has no parameter for, or that are not the model's to send."""
+        reserved = [k for k in unknown if k in self._reserved]
+        if reserved:
+            raise ToolError(
+                f"Tool {self.tool_name!r}: {', '.join(map(repr, reserved))} cannot be sent as argument(s): "
+                "passed in by the pipeline or fixed by the tool's definition; leave it out"
+            )
+        if self._extra is None:
+            raise ToolError(f"Tool {self.tool_name!r} takes no argument(s) {', '.join(map(repr, unknown))}")
 
     def __repr__(self) -> str:
         return f"FunctionToolExecute({_callable_name(self.fn)})"
@@ -290,8 +330,15 @@ def _plan(
         )
     for p in signature.parameters.values():
         positional = p.kind is inspect.Parameter.POSITIONAL_ONLY
-        if p.name in PIPELINE_PARAMETERS and p.kind is not inspect.Parameter.VAR_KEYWORD:
-            parameters.append(_Parameter(p.name, positional, p.default, None))
+        if p.name in _INJECTED and p.kind is not inspect.Parameter.VAR_KEYWORD:
+            injected = _INJECTED[p.name]
+            if p.name in hints and not _admits(hints[p.name], injected.kind):
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: parameter {p.name!r} is filled in by the pipeline (with {'an' if p.name == 'signal' else 'a'} "
+                    f"{injected.kind.__name__ if p.name == 'signal' else 'callback'}), but it is annotated {type_name(hints[p.name])}; "
+                    "rename the parameter if the model should send it"
+                )
+            parameters.append(_Parameter(p.name, positional, p.default, None, injected))
             continue
         if p.name in bound:
             continue  # a keyword bound by functools.partial: configuration, not the model's
@@ -315,9 +362,46 @@ def _plan(
         properties[p.name] = schema
         parameters.append(_Parameter(p.name, positional, p.default, codec.decode))
     schema = {"type": "object", "properties": properties, "additionalProperties": extra.schema if extra is not None else False}
+    reserved = (_own_parameter_names(target) | bound | set(_INJECTED)) - set(properties)
+    if extra is not None:
+        # **kwargs takes any other name: the schema says which ones are not the model's,
+        # so that the pipeline's validation refuses them before the function runs
+        schema["propertyNames"] = {"not": {"enum": sorted(reserved)}}
     if required:
         schema["required"] = required
-    return FunctionToolExecute(fn, tool_name, parameters, extra), schema
+    return FunctionToolExecute(fn, tool_name, parameters, extra, frozenset(reserved)), schema
+
+
+def _own_parameter_names(target: Any) -> set[str]:
+    """The named parameters of the function itself, also those a bound method (``self``) or a
+    callable instance's ``__call__`` hides from its signature; empty when it cannot be read."""
+    inner = target.__func__ if inspect.ismethod(target) else target
+    if not (inspect.isroutine(inner) or inspect.isclass(inner)):
+        inner = type(inner).__call__
+    try:
+        parameters = inspect.signature(inner).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in parameters if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
+
+
+def _admits(annotation: Any, kind: type) -> bool:
+    """Whether ``annotation`` admits a value of class ``kind``: False only for a plain
+    contradiction (``signal: str``); a typing form this cannot judge is admitted."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = annotation.__origin__
+    origin = typing.get_origin(annotation)
+    if annotation is Any or origin is typing.Literal or annotation is None or annotation is type(None):
+        return annotation is Any
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_admits(arg, kind) for arg in typing.get_args(annotation))
+    annotation = origin if origin is not None else annotation
+    if not isinstance(annotation, type):
+        return True
+    try:
+        return issubclass(kind, annotation)
+    except TypeError:  # a Protocol that is not runtime-checkable, and kin
+        return True
 
 
 def _admit_null(codec: Codec) -> Codec:
