@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from yiemagent import ToolDefinitionError, tool
+from yiemagent import ToolDefinitionError, ToolError, tool
 
 
 def run(made, args):
@@ -44,3 +44,15 @@ def test_a_nested_function_whose_first_parameter_is_named_self_is_still_a_tool()
         return relay
 
     assert run(tool(outer()), {"self": "me"}) == "me"
+
+
+def test_a_direct_call_missing_a_required_positional_argument_is_a_tool_error_not_a_shifted_call():
+    """execute({"b": 5}) on f(a, b=2, /) passed 5 as a (the later argument moved into the gap); now it names the missing argument."""
+
+    def f(a: int, b: int = 2, /) -> str:
+        return f"{a} {b}"
+
+    made = tool(f)
+    with pytest.raises(ToolError, match="missing required argument 'a'"):
+        run(made, {"b": 5})
+    assert run(made, {"a": 1}) == "1 2"

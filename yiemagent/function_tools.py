@@ -18,21 +18,19 @@ reading one docstring needs.)
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import json
 import logging
 import re
-import types
 import typing
 from collections.abc import Callable
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 import docstring_parser
 import jsonschema
 
-from ._defaults import fresh_default
+from ._parameter_fill import INJECTED, PIPELINE_PARAMETERS, Injected, admits, fresh_default
 from ._type_schema import NO_DEFAULT, Codec, InexpressibleType, codec_for, json_default, to_json_value, type_name
 from .errors import ToolDefinitionError, ToolError
 from .messages import MessageContent, TextContent
@@ -42,26 +40,6 @@ __all__ = ["FunctionToolExecute", "PIPELINE_PARAMETERS", "TOOL_NAME_PATTERN", "t
 
 logger = logging.getLogger("yiemagent.function_tools")
 
-
-
-class _Injected(NamedTuple):
-    """A parameter the pipeline fills in: what a call passes, and the type of that value (for the annotation check)."""
-
-    fill: Callable[[Optional[AbortSignal], Callable[[Any], None]], Any]  # (signal, on_partial_result) -> value
-    kind: type
-
-
-# The parameters the pipeline fills in (spec §3 execute's ``signal`` and ``onPartialResult``),
-# by name: the one table of them. A name here is left out of the schema, filled in on each
-# call, and never taken from the model, also through **kwargs (docs/conformance.md, "Tools
-# from functions").
-_INJECTED: dict[str, _Injected] = {
-    "signal": _Injected(lambda signal, on_partial_result: signal if signal is not None else AbortSignal(), AbortSignal),
-    "on_partial_result": _Injected(lambda signal, on_partial_result: on_partial_result, types.FunctionType),
-}
-PIPELINE_PARAMETERS = tuple(_INJECTED)
-# Defaults a call may change in place: each call that omits the argument gets its own copy.
-_MUTABLE = (list, dict, set, bytearray)
 # The function names OpenAI and Anthropic both accept.
 TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -88,11 +66,13 @@ def tool(
       ``_type_schema``), described by ``Annotated[T, "text"]`` or else by the docstring
       (Google, NumPy or reST); a parameter with a default is not required and its
       default (when it has a JSON form) is the property's ``"default"``; a default of
-      ``None`` also admits ``null``; a mutable default (list, dict, set, bytearray) is
-      deep-copied for each call that omits it. ``tool(Class.method)`` (unbound, so the
-      model would have to send ``self``) is a ``ToolDefinitionError``. The object is closed (``additionalProperties:
-      false``) unless the function takes ``**kwargs``, whose annotation then types
-      the extra properties.
+      ``None`` also admits ``null``; a default a call could change (a list, a dataclass,
+      a tuple holding a list, any object with state) is deep-copied for each call that
+      omits it, an immutable one passed as it is (``_parameter_fill``).
+      ``tool(Class.method)`` (unbound, so the model would have to send ``self``) is a
+      ``ToolDefinitionError``. The object is closed (``additionalProperties: false``)
+      unless the function takes ``**kwargs``, whose annotation then types the extra
+      properties.
     - Parameters named ``signal`` (an ``AbortSignal``; a fresh one that never fires when
       the caller gave none) and ``on_partial_result`` are passed in by the pipeline and
       left out of the schema; so are the keywords a ``functools.partial`` has bound. The
@@ -112,7 +92,8 @@ def tool(
     Raises:
         ToolDefinitionError: at decoration — a parameter type JSON Schema cannot express
             (the message names the parameter and the type), an ``async def`` function, a
-            ``*args`` parameter, an invalid name, annotations that cannot be resolved.
+            ``*args`` parameter, an invalid name, annotations that cannot be resolved, a
+            default that cannot be copied (a generator, a lock), naming the parameter.
     """
     if fn is None:
         return functools.partial(tool, name=name, label=label, description=description, parallel=parallel, timeout_s=timeout_s)
@@ -147,17 +128,30 @@ def tool(
 class _Parameter:
     """One parameter of the function: how it is passed and how its JSON value is decoded.
 
-    ``inject`` is set (and ``decode`` None) for a parameter the pipeline fills in (``_INJECTED``).
+    ``inject`` is set (and ``decode`` None) for a parameter the pipeline fills in
+    (``INJECTED``). ``omitted`` gives the value of an argument the model left out: a fresh
+    copy of a default that a call could change (``_parameter_fill.fresh_default``), the default
+    itself for a positional-only parameter (to keep later ones in their places); None
+    lets Python fill in an immutable default, or marks a required parameter (``required``).
     """
 
-    __slots__ = ("name", "positional", "default", "decode", "inject")
+    __slots__ = ("name", "positional", "required", "decode", "inject", "omitted")
 
-    def __init__(self, name: str, positional: bool, default: Any, decode: Optional[Callable[[Any], Any]], inject: Optional[_Injected] = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        positional: bool,
+        required: bool,
+        decode: Optional[Callable[[Any], Any]],
+        inject: Optional[Injected] = None,
+        omitted: Optional[Callable[[], Any]] = None,
+    ) -> None:
         self.name = name
         self.positional = positional  # positional-only: passed by position
-        self.default = default  # inspect.Parameter.empty when required
+        self.required = required
         self.decode = decode
         self.inject = inject
+        self.omitted = omitted
 
 
 class FunctionToolExecute:
@@ -187,7 +181,7 @@ class FunctionToolExecute:
         self._parameters = parameters  # in the signature's order
         self._names = frozenset(p.name for p in parameters if p.inject is None)  # what the model may send
         self._extra = extra  # the **kwargs codec, or None when the function takes none
-        self._reserved = reserved | frozenset(_INJECTED)  # never the model's, whatever the signature
+        self._reserved = reserved | frozenset(INJECTED)  # never the model's, whatever the signature
 
     @property
     def __wrapped__(self) -> Callable[..., Any]:
@@ -204,13 +198,14 @@ class FunctionToolExecute:
                 value = parameter.inject.fill(signal, on_partial_result)
             elif parameter.name in args:
                 value = parameter.decode(args[parameter.name])  # type: ignore[misc]
-            elif parameter.default is not inspect.Parameter.empty and (parameter.positional or isinstance(parameter.default, _MUTABLE)):
-                # a positional-only default keeps the positions of later arguments; a
-                # mutable default is copied, so that no call sees what an earlier one put
-                # in it (the schema promised the model this default, whatever ran before)
-                value = copy.deepcopy(parameter.default) if isinstance(parameter.default, _MUTABLE) else parameter.default
+            elif parameter.omitted is not None:
+                # a default a call could change is copied, so that no call sees what an
+                # earlier one did to it (the schema promised the model this default)
+                value = parameter.omitted()
+            elif parameter.required:  # the pipeline's validation stops this; a direct caller may not
+                raise ToolError(f"Tool {self.tool_name!r}: missing required argument {parameter.name!r}")
             else:
-                continue
+                continue  # an immutable default: Python passes it
             if parameter.positional:
                 positional.append(value)
             else:
@@ -330,15 +325,14 @@ def _plan(
         )
     for p in signature.parameters.values():
         positional = p.kind is inspect.Parameter.POSITIONAL_ONLY
-        if p.name in _INJECTED and p.kind is not inspect.Parameter.VAR_KEYWORD:
-            injected = _INJECTED[p.name]
-            if p.name in hints and not _admits(hints[p.name], injected.kind):
+        if p.name in INJECTED and p.kind is not inspect.Parameter.VAR_KEYWORD:
+            injected = INJECTED[p.name]
+            if p.name in hints and not admits(hints[p.name], injected.kind):
                 raise ToolDefinitionError(
-                    f"tool {tool_name!r}: parameter {p.name!r} is filled in by the pipeline (with {'an' if p.name == 'signal' else 'a'} "
-                    f"{injected.kind.__name__ if p.name == 'signal' else 'callback'}), but it is annotated {type_name(hints[p.name])}; "
-                    "rename the parameter if the model should send it"
+                    f"tool {tool_name!r}: parameter {p.name!r} is filled in by the pipeline (with {injected.what}), but it is "
+                    f"annotated {type_name(hints[p.name])}; rename the parameter if the model should send it"
                 )
-            parameters.append(_Parameter(p.name, positional, p.default, None, injected))
+            parameters.append(_Parameter(p.name, positional, False, None, injected))
             continue
         if p.name in bound:
             continue  # a keyword bound by functools.partial: configuration, not the model's
@@ -360,9 +354,10 @@ def _plan(
             if encoded is not NO_DEFAULT:  # a default with no JSON form (a sentinel object) is left out
                 schema["default"] = encoded
         properties[p.name] = schema
-        parameters.append(_Parameter(p.name, positional, p.default, codec.decode))
+        omitted = None if p.default is inspect.Parameter.empty else _omitted(tool_name, p.name, p.default, positional)
+        parameters.append(_Parameter(p.name, positional, p.default is inspect.Parameter.empty, codec.decode, omitted=omitted))
     schema = {"type": "object", "properties": properties, "additionalProperties": extra.schema if extra is not None else False}
-    reserved = (_own_parameter_names(target) | bound | set(_INJECTED)) - set(properties)
+    reserved = (_own_parameter_names(target) | bound | set(INJECTED)) - set(properties)
     if extra is not None:
         # **kwargs takes any other name: the schema says which ones are not the model's,
         # so that the pipeline's validation refuses them before the function runs
@@ -370,6 +365,22 @@ def _plan(
     if required:
         schema["required"] = required
     return FunctionToolExecute(fn, tool_name, parameters, extra, frozenset(reserved)), schema
+
+
+def _omitted(tool_name: str, parameter: str, default: Any, positional: bool) -> Optional[Callable[[], Any]]:
+    """How a call that leaves ``parameter`` out gets its default (see ``_Parameter.omitted``)."""
+    try:
+        fresh = fresh_default(default)
+    except Exception as exc:  # deepcopy raises whatever the object's reduction raises
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: the default of parameter {parameter!r} ({type(default).__name__}) cannot be copied "
+            f"({type(exc).__name__}: {exc}); each call that leaves the argument out gets a fresh copy of it, so that no call "
+            "sees what an earlier one did to it. Use an immutable default (None, a number, a string, a tuple) and build "
+            "the value in the function, or bind it with functools.partial (not the model's, and not copied)"
+        ) from exc
+    if fresh is None and positional:
+        return lambda: default
+    return fresh
 
 
 def _own_parameter_names(target: Any) -> set[str]:
@@ -383,25 +394,6 @@ def _own_parameter_names(target: Any) -> set[str]:
     except (TypeError, ValueError):
         return set()
     return {p.name for p in parameters if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
-
-
-def _admits(annotation: Any, kind: type) -> bool:
-    """Whether ``annotation`` admits a value of class ``kind``: False only for a plain
-    contradiction (``signal: str``); a typing form this cannot judge is admitted."""
-    while typing.get_origin(annotation) is typing.Annotated:
-        annotation = annotation.__origin__
-    origin = typing.get_origin(annotation)
-    if annotation is Any or origin is typing.Literal or annotation is None or annotation is type(None):
-        return annotation is Any
-    if origin is typing.Union or origin is types.UnionType:
-        return any(_admits(arg, kind) for arg in typing.get_args(annotation))
-    annotation = origin if origin is not None else annotation
-    if not isinstance(annotation, type):
-        return True
-    try:
-        return issubclass(kind, annotation)
-    except TypeError:  # a Protocol that is not runtime-checkable, and kin
-        return True
 
 
 def _admit_null(codec: Codec) -> Codec:
