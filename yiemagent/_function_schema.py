@@ -14,7 +14,7 @@ annotation                                schema
 ========================================  ==============================================
 ``str`` / ``int`` / ``float`` / ``bool``  ``string`` / ``integer`` / ``number`` / ``boolean``
 ``None``                                  ``null``
-``Any``, ``object``, no annotation        ``{}`` (any JSON value, passed as it is)
+``Any``, ``object``, no annotation        ``{}`` (any JSON value, in containers of its own)
 ``list[T]``, ``Sequence[T]``              ``array`` of T
 ``tuple[A, B]`` / ``tuple[T, ...]``       ``array`` with ``prefixItems`` / of T
 ``set[T]``, ``frozenset[T]``              ``array`` with ``uniqueItems`` (T hashable)
@@ -104,6 +104,16 @@ def type_name(tp: Any) -> str:
 
 
 def _identity(value: Any) -> Any:
+    return value
+
+
+def _fresh_json(value: Any) -> Any:
+    """A JSON value in containers of its own: an ``Any`` argument is never the tool call's own
+    object, which the history holds (a function that changed it would change the model's message)."""
+    if isinstance(value, dict):
+        return {k: _fresh_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fresh_json(v) for v in value]
     return value
 
 
@@ -282,7 +292,7 @@ def _compile(tp: Any, stack: tuple[Any, ...]) -> Codec:
     if origin is not None and origin in _TYPEDDICT_MARKERS:  # TypedDict markers; required is read from the class
         return _compile(args[0], stack)
     if tp is Any or tp is object:
-        return Codec({}, _identity, False)
+        return Codec({}, _fresh_json, False)
     if tp is None or tp is _NONE_TYPE:
         return Codec({"type": "null"}, _identity)
     if tp is bool:

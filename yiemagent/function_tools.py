@@ -18,7 +18,6 @@ reading one docstring needs.)
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import json
@@ -31,6 +30,7 @@ from typing import Any, Optional
 import docstring_parser
 import jsonschema
 
+from ._parameter_fill import INJECTED, PIPELINE_PARAMETERS, Injected, admits, fresh_default
 from ._function_schema import NO_DEFAULT, Codec, InexpressibleType, codec_for, json_default, to_json_value, type_name
 from .errors import ToolDefinitionError, ToolError
 from .messages import MessageContent, TextContent
@@ -40,11 +40,6 @@ __all__ = ["FunctionToolExecute", "PIPELINE_PARAMETERS", "TOOL_NAME_PATTERN", "t
 
 logger = logging.getLogger("yiemagent.function_tools")
 
-# Parameters the pipeline fills in (spec §3 execute's ``signal`` and ``onPartialResult``);
-# the model never sees them.
-PIPELINE_PARAMETERS = ("signal", "on_partial_result")
-# Defaults a call may change in place: each call that omits the argument gets its own copy.
-_MUTABLE = (list, dict, set, bytearray)
 # The function names OpenAI and Anthropic both accept.
 TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -71,14 +66,20 @@ def tool(
       ``_type_schema``), described by ``Annotated[T, "text"]`` or else by the docstring
       (Google, NumPy or reST); a parameter with a default is not required and its
       default (when it has a JSON form) is the property's ``"default"``; a default of
-      ``None`` also admits ``null``; a mutable default (list, dict, set, bytearray) is
-      deep-copied for each call that omits it. ``tool(Class.method)`` (unbound, so the
-      model would have to send ``self``) is a ``ToolDefinitionError``. The object is closed (``additionalProperties:
-      false``) unless the function takes ``**kwargs``, whose annotation then types
-      the extra properties.
+      ``None`` also admits ``null``; a default a call could change (a list, a dataclass,
+      a tuple holding a list, any object with state) is deep-copied for each call that
+      omits it, an immutable one passed as it is (``_parameter_fill``).
+      ``tool(Class.method)`` (unbound, so the model would have to send ``self``) is a
+      ``ToolDefinitionError``. The object is closed (``additionalProperties: false``)
+      unless the function takes ``**kwargs``, whose annotation then types the extra
+      properties.
     - Parameters named ``signal`` (an ``AbortSignal``; a fresh one that never fires when
       the caller gave none) and ``on_partial_result`` are passed in by the pipeline and
-      left out of the schema; so are the keywords a ``functools.partial`` has bound.
+      left out of the schema; so are the keywords a ``functools.partial`` has bound. The
+      model can never set them: an argument with such a name (or a bound method's
+      ``self``) is an error result naming it, also when ``**kwargs`` would take it (the
+      schema's ``propertyNames`` excludes them); annotating ``signal`` or
+      ``on_partial_result`` with a type that value never has is a ``ToolDefinitionError``.
     - The function receives its arguments as the types it declared; what it returns
       becomes the result (``to_tool_result``); what it raises becomes an error result
       through the pipeline, as for any tool (spec §8.2).
@@ -91,7 +92,8 @@ def tool(
     Raises:
         ToolDefinitionError: at decoration — a parameter type JSON Schema cannot express
             (the message names the parameter and the type), an ``async def`` function, a
-            ``*args`` parameter, an invalid name, annotations that cannot be resolved.
+            ``*args`` parameter, an invalid name, annotations that cannot be resolved, a
+            default that cannot be copied (a generator, a lock), naming the parameter.
     """
     if fn is None:
         return functools.partial(tool, name=name, label=label, description=description, parallel=parallel, timeout_s=timeout_s)
@@ -126,16 +128,30 @@ def tool(
 class _Parameter:
     """One parameter of the function: how it is passed and how its JSON value is decoded.
 
-    ``decode`` is None for ``signal`` and ``on_partial_result``, which the pipeline fills in.
+    ``inject`` is set (and ``decode`` None) for a parameter the pipeline fills in
+    (``INJECTED``). ``omitted`` gives the value of an argument the model left out: a fresh
+    copy of a default that a call could change (``_parameter_fill.fresh_default``), the default
+    itself for a positional-only parameter (to keep later ones in their places); None
+    lets Python fill in an immutable default, or marks a required parameter (``required``).
     """
 
-    __slots__ = ("name", "positional", "default", "decode")
+    __slots__ = ("name", "positional", "required", "decode", "inject", "omitted")
 
-    def __init__(self, name: str, positional: bool, default: Any, decode: Optional[Callable[[Any], Any]]) -> None:
+    def __init__(
+        self,
+        name: str,
+        positional: bool,
+        required: bool,
+        decode: Optional[Callable[[Any], Any]],
+        inject: Optional[Injected] = None,
+        omitted: Optional[Callable[[], Any]] = None,
+    ) -> None:
         self.name = name
         self.positional = positional  # positional-only: passed by position
-        self.default = default  # inspect.Parameter.empty when required
+        self.required = required
         self.decode = decode
+        self.inject = inject
+        self.omitted = omitted
 
 
 class FunctionToolExecute:
@@ -146,49 +162,68 @@ class FunctionToolExecute:
     its return value with ``to_tool_result``. ``fn`` (also ``__wrapped__``) is the
     original function, for calling it directly.
 
+    An argument named like a parameter the model does not fill (``reserved``: the
+    pipeline's, those a ``functools.partial`` or a bound method has bound) is refused
+    with a ``ToolError`` naming it, also when ``**kwargs`` would take it: the model never
+    sets what the pipeline or the tool's definition passes.
+
     Thread safety: immutable after construction; may run in several threads at once
     (parallel batches), as safely as ``fn`` itself.
     """
 
-    __slots__ = ("fn", "tool_name", "_parameters", "_extra")
+    __slots__ = ("fn", "tool_name", "_parameters", "_names", "_extra", "_reserved")
 
-    def __init__(self, fn: Callable[..., Any], tool_name: str, parameters: list[_Parameter], extra: Optional[Codec]) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], tool_name: str, parameters: list[_Parameter], extra: Optional[Codec], reserved: frozenset[str] = frozenset()
+    ) -> None:
         self.fn = fn
         self.tool_name = tool_name
         self._parameters = parameters  # in the signature's order
+        self._names = frozenset(p.name for p in parameters if p.inject is None)  # what the model may send
         self._extra = extra  # the **kwargs codec, or None when the function takes none
+        self._reserved = reserved | frozenset(INJECTED)  # never the model's, whatever the signature
 
     @property
     def __wrapped__(self) -> Callable[..., Any]:
         return self.fn
 
     def __call__(self, tool_call_id: str, args: dict[str, Any], signal: Optional[AbortSignal], on_partial_result: Callable[[Any], None]) -> AgentToolResult:
+        unknown = [k for k in args if k not in self._names]
+        if unknown:
+            self._refuse(sorted(unknown))
         positional: list[Any] = []
         keywords: dict[str, Any] = {}
-        known = set()
         for parameter in self._parameters:
-            if parameter.decode is None:  # filled in by the pipeline
-                value = on_partial_result if parameter.name == "on_partial_result" else signal if signal is not None else AbortSignal()
+            if parameter.inject is not None:  # filled in by the pipeline
+                value = parameter.inject.fill(signal, on_partial_result)
             elif parameter.name in args:
-                known.add(parameter.name)
-                value = parameter.decode(args[parameter.name])
-            elif parameter.default is not inspect.Parameter.empty and (parameter.positional or isinstance(parameter.default, _MUTABLE)):
-                # a positional-only default keeps the positions of later arguments; a
-                # mutable default is copied, so that no call sees what an earlier one put
-                # in it (the schema promised the model this default, whatever ran before)
-                value = copy.deepcopy(parameter.default) if isinstance(parameter.default, _MUTABLE) else parameter.default
+                value = parameter.decode(args[parameter.name])  # type: ignore[misc]
+            elif parameter.omitted is not None:
+                # a default a call could change is copied, so that no call sees what an
+                # earlier one did to it (the schema promised the model this default)
+                value = parameter.omitted()
+            elif parameter.required:  # the pipeline's validation stops this; a direct caller may not
+                raise ToolError(f"Tool {self.tool_name!r}: missing required argument {parameter.name!r}")
             else:
-                continue
+                continue  # an immutable default: Python passes it
             if parameter.positional:
                 positional.append(value)
             else:
                 keywords[parameter.name] = value
-        unknown = sorted(k for k in args if k not in known)
-        if unknown and self._extra is None:
-            raise ToolError(f"Tool {self.tool_name!r} takes no argument(s) {', '.join(map(repr, unknown))}")
-        for key in unknown:
+        for key in unknown:  # only with **kwargs: _refuse raised otherwise
             keywords[key] = self._extra.decode(args[key])  # type: ignore[union-attr]
         return to_tool_result(self.fn(*positional, **keywords))
+
+    def _refuse(self, unknown: list[str]) -> None:
+        """Raise ``ToolError`` for arguments the function has no parameter for, or that are not the model's to send."""
+        reserved = [k for k in unknown if k in self._reserved]
+        if reserved:
+            raise ToolError(
+                f"Tool {self.tool_name!r}: {', '.join(map(repr, reserved))} cannot be sent as argument(s): "
+                "passed in by the pipeline or fixed by the tool's definition; leave it out"
+            )
+        if self._extra is None:
+            raise ToolError(f"Tool {self.tool_name!r} takes no argument(s) {', '.join(map(repr, unknown))}")
 
     def __repr__(self) -> str:
         return f"FunctionToolExecute({_callable_name(self.fn)})"
@@ -290,8 +325,14 @@ def _plan(
         )
     for p in signature.parameters.values():
         positional = p.kind is inspect.Parameter.POSITIONAL_ONLY
-        if p.name in PIPELINE_PARAMETERS and p.kind is not inspect.Parameter.VAR_KEYWORD:
-            parameters.append(_Parameter(p.name, positional, p.default, None))
+        if p.name in INJECTED and p.kind is not inspect.Parameter.VAR_KEYWORD:
+            injected = INJECTED[p.name]
+            if p.name in hints and not admits(hints[p.name], injected.kind):
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: parameter {p.name!r} is filled in by the pipeline (with {injected.what}), but it is "
+                    f"annotated {type_name(hints[p.name])}; rename the parameter if the model should send it"
+                )
+            parameters.append(_Parameter(p.name, positional, False, None, injected))
             continue
         if p.name in bound:
             continue  # a keyword bound by functools.partial: configuration, not the model's
@@ -313,11 +354,46 @@ def _plan(
             if encoded is not NO_DEFAULT:  # a default with no JSON form (a sentinel object) is left out
                 schema["default"] = encoded
         properties[p.name] = schema
-        parameters.append(_Parameter(p.name, positional, p.default, codec.decode))
+        omitted = None if p.default is inspect.Parameter.empty else _omitted(tool_name, p.name, p.default, positional)
+        parameters.append(_Parameter(p.name, positional, p.default is inspect.Parameter.empty, codec.decode, omitted=omitted))
     schema = {"type": "object", "properties": properties, "additionalProperties": extra.schema if extra is not None else False}
+    reserved = (_own_parameter_names(target) | bound | set(INJECTED)) - set(properties)
+    if extra is not None:
+        # **kwargs takes any other name: the schema says which ones are not the model's,
+        # so that the pipeline's validation refuses them before the function runs
+        schema["propertyNames"] = {"not": {"enum": sorted(reserved)}}
     if required:
         schema["required"] = required
-    return FunctionToolExecute(fn, tool_name, parameters, extra), schema
+    return FunctionToolExecute(fn, tool_name, parameters, extra, frozenset(reserved)), schema
+
+
+def _omitted(tool_name: str, parameter: str, default: Any, positional: bool) -> Optional[Callable[[], Any]]:
+    """How a call that leaves ``parameter`` out gets its default (see ``_Parameter.omitted``)."""
+    try:
+        fresh = fresh_default(default)
+    except Exception as exc:  # deepcopy raises whatever the object's reduction raises
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: the default of parameter {parameter!r} ({type(default).__name__}) cannot be copied "
+            f"({type(exc).__name__}: {exc}); each call that leaves the argument out gets a fresh copy of it, so that no call "
+            "sees what an earlier one did to it. Use an immutable default (None, a number, a string, a tuple) and build "
+            "the value in the function, or bind it with functools.partial (not the model's, and not copied)"
+        ) from exc
+    if fresh is None and positional:
+        return lambda: default
+    return fresh
+
+
+def _own_parameter_names(target: Any) -> set[str]:
+    """The named parameters of the function itself, also those a bound method (``self``) or a
+    callable instance's ``__call__`` hides from its signature; empty when it cannot be read."""
+    inner = target.__func__ if inspect.ismethod(target) else target
+    if not (inspect.isroutine(inner) or inspect.isclass(inner)):
+        inner = type(inner).__call__
+    try:
+        parameters = inspect.signature(inner).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in parameters if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
 
 
 def _admit_null(codec: Codec) -> Codec:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
-from yiemagent import ToolDefinitionError, tool
+from yiemagent import ToolDefinitionError, ToolError, tool
 
 
 def run(made, args):
@@ -44,3 +47,39 @@ def test_a_nested_function_whose_first_parameter_is_named_self_is_still_a_tool()
         return relay
 
     assert run(tool(outer()), {"self": "me"}) == "me"
+
+
+def test_a_direct_call_missing_a_required_positional_argument_is_a_tool_error_not_a_shifted_call():
+    """execute({"b": 5}) on f(a, b=2, /) passed 5 as a (the later argument moved into the gap); now it names the missing argument."""
+
+    def f(a: int, b: int = 2, /) -> str:
+        return f"{a} {b}"
+
+    made = tool(f)
+    with pytest.raises(ToolError, match="missing required argument 'a'"):
+        run(made, {"b": 5})
+    assert run(made, {"a": 1}) == "1 2"
+
+
+def test_a_function_that_changes_its_arguments_does_not_change_the_models_message():
+    """An Any (or **kwargs, or dict[str, Any]) argument was the history's own tool-call object: the function's change was sent back as the model's arguments."""
+    from yiemagent import YiemAgent, register_tool, run_agent, take_response
+    from yiemagent.llm import ScriptedLLM
+    from yiemagent.llm.scripted import tool_call_reply
+
+    @tool
+    def note(data: Any, table: dict[str, Any], **extra: Any) -> str:
+        data["added"] = {1, 2}  # not even JSON
+        table["rows"].append("added")
+        extra["more"].clear()
+        return "ok"
+
+    sent = {"data": {"a": [1]}, "table": {"rows": ["r1"]}, "more": {"k": "v"}}
+    llm = ScriptedLLM([tool_call_reply(("c1", "note", sent)), "done"])
+    with YiemAgent(llm_call=llm, agent_event_sink=None, builtin_tools=False) as agent:
+        register_tool(agent.tool_store, note)
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=30).content[0].text == "done"
+        history = agent.history()
+    assert history[1].content[0]["tool_calls"][0]["function"]["arguments"] == sent
+    assert json.loads(llm.requests[1]["messages"][2]["tool_calls"][0]["function"]["arguments"]) == sent
