@@ -11,7 +11,7 @@ import pytest
 import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from localserver import LocalServer, Reply  # noqa: E402
-from mcp_support import WAIT, HttpServer  # noqa: E402
+from mcp_support import WAIT, HttpServer, raw_server_command  # noqa: E402
 from mcp_http_server import PNG  # noqa: E402
 from yiemagent import AbortSignal, ImageContent, TextContent, ToolError  # noqa: E402
 from yiemagent.mcp import MCPClient, MCPConnectionError  # noqa: E402
@@ -114,6 +114,22 @@ def test_headers_are_sent_and_masked_in_errors_logs_and_repr(client, caplog):
     assert str(caught.value) == "Error executing tool leak: token rejected: ***"
     assert "sk-mcp-very-secret-token" not in caplog.text
     assert "sk-mcp-very-secret-token" not in repr(client) and "'Authorization': '***'" in repr(client)
+
+
+def test_a_tool_that_is_not_valid_mcp_is_left_out_over_http_too(caplog):
+    """Over streamable HTTP as over stdio, a tool whose inputSchema is a list is left out with a warning; the rest work."""
+    raw = HttpServer(raw_server_command("listschema", http=True))
+    try:
+        with caplog.at_level(logging.WARNING, logger="yiemagent.mcp"):
+            with MCPClient.http(raw.url, name="odd") as odd:
+                tools = odd.tools()
+                assert [t.name for t in tools] == ["odd_ping"]
+                assert tools[0].execute("c9", {}, AbortSignal(), None).content == [TextContent("pong")]
+    finally:
+        raw.close()
+    left_out = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert left_out[0] == "MCP server 'odd': tool 'listed' left out: it is not valid MCP (at inputSchema: Input should be a valid dictionary or instance of InputSchema)"
+    assert len(left_out) == 4
 
 
 def test_a_slow_call_times_out_and_the_server_cancels_it(server):

@@ -90,7 +90,7 @@ class MCPClient:
         self._lock = threading.Lock()  # guards _closed and _calls
         self._closed = False
         self._calls: set[concurrent.futures.Future[Any]] = set()
-        self._conn = Connection(transport, label, self.timeout_s)
+        self._conn = Connection(transport, label, self.timeout_s, redact)
         redact_sdk_logs(redact)
         self._portal, self._thread = start_loop(f"yiemagent-mcp-{label}")
         try:
