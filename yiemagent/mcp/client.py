@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable
 from typing import Any, Optional
 
+from .._secrets import Secrets, install_log_filter, remove_log_filter
 from ..errors import ToolError, ToolSchemaError, YiemAgentError
 from ..messages import TextContent
 from ..schema import check_input_schema
 from ..tooling import AbortSignal, AgentTool, AgentToolResult
 from ._convert import agent_tool_names, content_blocks, error_text, tool_label
-from ._secrets import Redactor, forget_sdk_logs, masked, redact_sdk_logs
 from ._session import CLOSE_GRACE_S, Connection, NotConnectedError, Transport, http_transport, start_loop, stdio_transport
 
 __all__ = ["MCPClient", "MCPConnectionError"]
@@ -47,6 +47,11 @@ def _leaf(exc: BaseException) -> BaseException:
     while getattr(exc, "exceptions", None):
         exc = exc.exceptions[0]  # type: ignore[attr-defined]
     return exc
+
+
+def _masked(secrets: Secrets, mapping: Optional[dict[str, str]]) -> Optional[dict[str, str]]:
+    """``mapping`` (headers, env) for a repr: every value ``***``; None stays None."""
+    return None if mapping is None else secrets.masked_headers(mapping)
 
 
 def _errlog() -> Any:
@@ -77,7 +82,7 @@ class MCPClient:
     ``yiemagent-mcp-<label>``, which only the portal touches.
     """
 
-    def __init__(self, transport: Transport, *, label: str, name: Optional[str], timeout_s: float, redact: Redactor, shown: str) -> None:
+    def __init__(self, transport: Transport, *, label: str, name: Optional[str], timeout_s: float, secrets: Secrets, shown: str) -> None:
         """Connect; use ``MCPClient.stdio`` or ``MCPClient.http`` rather than this."""
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
             raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
@@ -85,13 +90,14 @@ class MCPClient:
             raise ValueError(f"name must be a non-empty string or None, got {name!r}")
         self.name = name
         self.timeout_s = float(timeout_s)
-        self._redact = redact
+        self._secrets = secrets  # held here: the log filter holds it weakly
+        self._redact = secrets.redact
         self._shown = shown
         self._lock = threading.Lock()  # guards _closed and _calls
         self._closed = False
         self._calls: set[concurrent.futures.Future[Any]] = set()
-        self._conn = Connection(transport, label, self.timeout_s, redact)
-        redact_sdk_logs(redact)
+        self._conn = Connection(transport, label, self.timeout_s, self._redact)
+        install_log_filter(secrets)
         self._portal, self._thread = start_loop(f"yiemagent-mcp-{label}")
         try:
             self._run, _ = self._portal.start_task(self._conn.run, name=f"mcp-connection-{label}")
@@ -127,9 +133,9 @@ class MCPClient:
         if isinstance(command, str) or not command or not all(isinstance(part, str) for part in command):
             raise ValueError(f"command must be a non-empty list of strings, e.g. ['mcp-server-time'], got {command!r}")
         label = name or command[0].rsplit("/", 1)[-1]
-        redact = Redactor(env)
-        shown = f"command={command!r}, env={masked(env)!r}"
-        return cls(stdio_transport(list(command), env, cwd, _errlog()), label=label, name=name, timeout_s=timeout_s, redact=redact, shown=shown)
+        secrets = Secrets(values=env)
+        shown = f"command={command!r}, env={_masked(secrets, env)!r}"
+        return cls(stdio_transport(list(command), env, cwd, _errlog()), label=label, name=name, timeout_s=timeout_s, secrets=secrets, shown=shown)
 
     @classmethod
     def http(
@@ -154,9 +160,9 @@ class MCPClient:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http:// or https:// URL, got {url!r}")
         label = name or "http"
-        redact = Redactor(headers)
-        shown = f"url={url!r}, headers={masked(headers)!r}"
-        return cls(http_transport(url, dict(headers or {}), float(timeout_s)), label=label, name=name, timeout_s=timeout_s, redact=redact, shown=shown)
+        secrets = Secrets(url=url, values=headers)
+        shown = f"url={secrets.redact(url)!r}, headers={_masked(secrets, headers)!r}"
+        return cls(http_transport(url, dict(headers or {}), float(timeout_s)), label=label, name=name, timeout_s=timeout_s, secrets=secrets, shown=shown)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -379,4 +385,4 @@ class MCPClient:
         self._thread.join(timeout=5)
         if self._thread.is_alive():
             logger.error("MCP event loop thread %r did not end; abandoning it (a daemon thread)", self._thread.name)
-        forget_sdk_logs(self._redact)
+        remove_log_filter(self._secrets)
