@@ -9,7 +9,7 @@
 - ``hang``: ``tools/call`` is never answered.
 - ``exit``: ``tools/call`` makes the process exit at once (a crash mid-call).
 - ``stubborn``: ignores SIGTERM and the end of its stdin; only SIGKILL stops it.
-- ``silent``: never answers ``initialize``.
+- ``silent``: never answers ``initialize`` (it says ``GOT initialize (pid N)`` on stderr).
 - ``badschema``: lists a tool whose inputSchema is not JSON Schema beside a good one.
 - ``paged``: lists its tools on two pages: ``ping``; then ``titled`` (with a title),
   ``structured_only`` (structured content, empty content), ``quiet_error`` (an error
@@ -85,6 +85,9 @@ def answer(request: dict, send=write_line) -> None:
     method, rid = request.get("method"), request.get("id")
     if method == "initialize":
         if MODE == "silent":
+            import os
+            sys.stderr.write(f"GOT initialize (pid {os.getpid()})\n")
+            sys.stderr.flush()
             return
         send({"jsonrpc": "2.0", "id": rid, "result": {
             "protocolVersion": request["params"]["protocolVersion"],

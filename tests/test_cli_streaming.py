@@ -38,9 +38,14 @@ class Gate:
 
 @dataclass
 class UntilClosed:
-    """In a script: wait (up to WAIT s) for the client to close the connection; ``closed`` says if it did."""
+    """In a script: wait (up to ``within`` s) for the client to close the connection; ``closed`` says if it did.
 
+    ``decided`` is set once ``closed`` is known.
+    """
+
+    within: float = WAIT
     closed: Optional[bool] = None
+    decided: threading.Event = field(default_factory=threading.Event)
 
 
 Item = Union[dict, str, Gate, UntilClosed]
@@ -77,11 +82,12 @@ class SSEServer:
                         if isinstance(item, Gate):
                             item.opened_in_time = item.opened.wait(WAIT)
                         elif isinstance(item, UntilClosed):
-                            self.connection.settimeout(WAIT)
+                            self.connection.settimeout(item.within)
                             try:
                                 item.closed = self.connection.recv(1) == b""
                             except OSError:  # a timeout: the client kept the connection open
                                 item.closed = False
+                            item.decided.set()
                         else:
                             self._chunk(f"data: {json.dumps(item)}\n\n" if isinstance(item, dict) else item)
                     self.wfile.write(b"0\r\n\r\n")
@@ -266,6 +272,23 @@ def test_ctrl_c_during_a_streamed_answer_closes_the_connection_and_keeps_the_par
     assert until_closed.closed, "the client kept reading after the abort"
     assert "Run aborted." in out.rest() and "Fine." in out.rest() and "lo, world." not in out.rest()
     assert [m["role"] for m in server.bodies[1]["messages"]] == ["system", "user", "user"]
+
+
+def test_ctrl_c_during_a_streamed_ask_aborts_at_once_and_exits_130_with_one_line(start_cli):
+    """ask: Ctrl-C while the answer streams closes the connection at once (not after shutdown's 5 s wait), and the
+    CLI exits with 130 and one line on stderr, no traceback; the partial answer's line is ended."""
+    until_closed = UntilClosed(within=4.0)  # under shutdown's 5 s: the connection closes in time only by an abort at once
+    with SSEServer(openai_script("Hel", until_closed, "lo, world.")) as server:
+        process, out, err = start_cli("--quiet", "--base-url", f"{server.url}/v1", "--model", "tiny", "ask", "hi")
+        assert out.wait_for("Hel"), err.text
+        process.send_signal(signal.SIGINT)
+        status = process.wait(WAIT * 3)
+        assert until_closed.decided.wait(WAIT)
+    assert until_closed.closed, "the connection stayed open after Ctrl-C"
+    assert status == 130, err.rest()
+    lines = err.rest().splitlines()
+    assert lines[0].startswith("yiemagent: OpenAI-compatible server at") and lines[1:] == ["yiemagent: aborted with Ctrl-C"], lines
+    assert out.rest() == "Hel\n"
 
 
 def test_an_answer_already_streamed_is_not_printed_again():

@@ -70,6 +70,8 @@ class ClientCore:
             self._run, _ = self._portal.start_task(self._conn.run, name=f"mcp-connection-{label}")
         except BaseException as exc:
             self._stop_loop()
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):  # Ctrl-C while connecting is the caller's, not a failure
+                raise
             raise self.connection_error(f"could not connect to MCP server {label!r}", exc) from None
         self._run.add_done_callback(self._connection_ended)
 
