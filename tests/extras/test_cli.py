@@ -12,14 +12,9 @@ import pytest
 from localserver import LocalServer, Reply
 from yiemagent import AssistantMessage, TextContent, YiemAgent, run_agent, take_response
 from yiemagent.llm import OfflineLLM
+from cli_support import cli
 from helpers import WAIT
 
-
-
-def cli(*args: str, stdin: str = "", env: dict | None = None) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "YIEMAGENT_MODEL", "ANTHROPIC_API_KEY")}
-    clean.update({"PYTHONIOENCODING": "utf-8", "YIEMAGENT_GEOCODING_URL": "http://127.0.0.1:9", **(env or {})})
-    return subprocess.run([sys.executable, "-m", "yiemagent", *args], input=stdin, capture_output=True, text=True, timeout=120, env=clean)
 
 
 @pytest.mark.spec("14")

@@ -24,6 +24,7 @@ from localserver import LocalServer, Reply
 from yiemagent import AssistantMessage, LLMCallEndEvent, LLMCallStartEvent, LLMDeltaEvent, TextContent
 from yiemagent.cli.commands import _show
 from yiemagent.cli.console import ConsolePrinter
+from cli_support import Output, cli, start_cli  # noqa: F401  (start_cli: a fixture)
 from helpers import WAIT
 
 
@@ -38,9 +39,14 @@ class Gate:
 
 @dataclass
 class UntilClosed:
-    """In a script: wait (up to WAIT s) for the client to close the connection; ``closed`` says if it did."""
+    """In a script: wait (up to ``within`` s) for the client to close the connection; ``closed`` says if it did.
 
+    ``decided`` is set once ``closed`` is known.
+    """
+
+    within: float = WAIT
     closed: Optional[bool] = None
+    decided: threading.Event = field(default_factory=threading.Event)
 
 
 Item = Union[dict, str, Gate, UntilClosed]
@@ -77,11 +83,12 @@ class SSEServer:
                         if isinstance(item, Gate):
                             item.opened_in_time = item.opened.wait(WAIT)
                         elif isinstance(item, UntilClosed):
-                            self.connection.settimeout(WAIT)
+                            self.connection.settimeout(item.within)
                             try:
                                 item.closed = self.connection.recv(1) == b""
                             except OSError:  # a timeout: the client kept the connection open
                                 item.closed = False
+                            item.decided.set()
                         else:
                             self._chunk(f"data: {json.dumps(item)}\n\n" if isinstance(item, dict) else item)
                     self.wfile.write(b"0\r\n\r\n")
@@ -138,68 +145,6 @@ def anthropic_script(*pieces: str) -> list[Item]:
         event("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 3}),
         event("message_stop"),
     ]
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "YIEMAGENT_MODEL", "ANTHROPIC_API_KEY")}
-    return {**env, "PYTHONIOENCODING": "utf-8"}
-
-
-def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "yiemagent", *args], input=stdin, capture_output=True, text=True, timeout=120, env=_env())
-
-
-class Output:
-    """Reads a pipe of a running process as it is written; ``wait_for(text)`` blocks until it appears."""
-
-    def __init__(self, pipe: Any) -> None:
-        self.text = ""
-        self._changed = threading.Condition()  # guards text
-        self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
-        self._thread.start()
-
-    def _read(self, pipe: Any) -> None:
-        while chunk := os.read(pipe.fileno(), 4096):
-            with self._changed:
-                self.text += chunk.decode("utf-8", "replace")
-                self._changed.notify_all()
-
-    def wait_for(self, text: str, timeout: float = WAIT) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: text in self.text, timeout)
-
-    def rest(self) -> str:
-        self._thread.join(WAIT)
-        return self.text
-
-
-@pytest.fixture
-def start_cli():
-    """Starts the CLI as a running process; a process the test left running is killed afterwards."""
-    started: list[subprocess.Popen] = []
-
-    def start(*args: str) -> tuple[subprocess.Popen, Output, Output]:
-        # SIGINT back to its default in the child: a test run started in the background by a
-        # shell ignores SIGINT, the child would inherit that, and Python then never raises
-        # KeyboardInterrupt, so Ctrl-C could not be tested
-        process = subprocess.Popen(
-            [sys.executable, "-m", "yiemagent", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=_env(),
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
-        started.append(process)
-        return process, Output(process.stdout), Output(process.stderr)
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(WAIT)
-        for pipe in (process.stdin, process.stdout, process.stderr):
-            pipe.close()
 
 
 @pytest.mark.spec("14")
@@ -266,6 +211,23 @@ def test_ctrl_c_during_a_streamed_answer_closes_the_connection_and_keeps_the_par
     assert until_closed.closed, "the client kept reading after the abort"
     assert "Run aborted." in out.rest() and "Fine." in out.rest() and "lo, world." not in out.rest()
     assert [m["role"] for m in server.bodies[1]["messages"]] == ["system", "user", "user"]
+
+
+def test_ctrl_c_during_a_streamed_ask_aborts_at_once_and_exits_130_with_one_line(start_cli):
+    """ask: Ctrl-C while the answer streams closes the connection at once (not after shutdown's 5 s wait), and the
+    CLI exits with 130 and one line on stderr, no traceback; the partial answer's line is ended."""
+    until_closed = UntilClosed(within=4.0)  # under shutdown's 5 s: the connection closes in time only by an abort at once
+    with SSEServer(openai_script("Hel", until_closed, "lo, world.")) as server:
+        process, out, err = start_cli("--quiet", "--base-url", f"{server.url}/v1", "--model", "tiny", "ask", "hi")
+        assert out.wait_for("Hel"), err.text
+        process.send_signal(signal.SIGINT)
+        status = process.wait(WAIT * 3)
+        assert until_closed.decided.wait(WAIT)
+    assert until_closed.closed, "the connection stayed open after Ctrl-C"
+    assert status == 130, err.rest()
+    lines = err.rest().splitlines()
+    assert lines[0].startswith("yiemagent: OpenAI-compatible server at") and lines[1:] == ["yiemagent: aborted with Ctrl-C"], lines
+    assert out.rest() == "Hel\n"
 
 
 def test_an_answer_already_streamed_is_not_printed_again():

@@ -19,8 +19,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
-from helpers import WAIT, EventRecorder, make_tool, text_result
-from test_agent_stateful import planner  # a user message ending in an even digit asks for two tool calls
+from helpers import WAIT, EventRecorder, make_tool, planner, text_result
 from yiemagent import (
     AgentClosedError,
     AssistantMessage,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from helpers import WAIT, make_tool, text_result
+from helpers import WAIT, make_tool, planner, text_result
 from yiemagent import (
     AssistantMessage,
     LoopState,
@@ -28,16 +28,6 @@ from yiemagent import (
     take_response,
 )
 
-
-
-def planner(formatted):
-    """A deterministic LLM: a user message ending in an even digit asks for tools; anything else gets text."""
-    last = formatted["messages"][-1]
-    if last["role"] == "user" and last["content"][-1:] in "02468":
-        n = last["content"]
-        calls = [{"id": f"{n}-{i}", "function": {"name": "echo", "arguments": {"i": i}}} for i in range(2)]
-        return AssistantMessage([{"type": "tool_calls", "tool_calls": calls}], stop_reason="tool_use")
-    return AssistantMessage([TextContent(f"reply to {last['role']}")], stop_reason="stop")
 
 
 def drain_until_idle(agent, responses):

@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from helpers import ROOT, WAIT, StrictLLM, call, calls_reply, check_wire, make_agent, make_tool, text_result
+from helpers import ROOT, WAIT, BareHost, StrictLLM, call, calls_reply, check_wire, make_agent, make_tool, text_result
 from yiemagent import (
     AgentClosedError,
     AgentTool,
@@ -602,53 +602,6 @@ def test_a_tool_is_still_an_agent_tool_after_the_checks():
 
 
 # --- The run's narrow interface -----------------------------------------------------
-
-
-class BareHost:
-    """The smallest RunHost: a run needs nothing else of its agent."""
-
-    def __init__(self, llm, queued, closing=False):
-        from yiemagent.events import EventEmitter
-        from yiemagent.formatting import format_msg_for_llm, prepare_context
-        from yiemagent.types import AgentLoopConfig, AgentState
-
-        self.state = AgentState()
-        self.llm_call = llm
-        self.prepare_context = prepare_context
-        self.format_msg_for_llm = format_msg_for_llm
-        self.emit = EventEmitter(None)
-        self.closing = closing
-        self._queued = list(queued)
-        self.appended = []
-        self._config = AgentLoopConfig()
-        self.max_rounds = None
-        self.usage = []
-
-    def loop_config(self):
-        return self._config
-
-    def take_input(self):
-        taken, self._queued = self._queued, []
-        return taken
-
-    def append(self, message):
-        self.appended.append(message)
-        self.state.messages.append(message)
-
-    def history(self):
-        return list(self.state.messages)
-
-    def ring(self):
-        pass
-
-    def take_added(self):
-        return []
-
-    def take_session_failure(self):
-        return None
-
-    def record_usage(self, usage):
-        self.usage.append(usage)
 
 
 def test_a_run_needs_only_its_run_host():

@@ -21,7 +21,7 @@ from localserver import LocalServer, Reply, free_port_url
 from strategies import cut, texts_with_keys
 from yiemagent import AbortSignal, LLMError
 from yiemagent.llm import AnthropicClient, OpenAIClient
-from yiemagent.llm._secrets import DeltaMasker, Secrets
+from yiemagent._secrets import DeltaMasker, Secrets
 from yiemagent.llm._wire import message_text
 from yiemagent.streaming import stream_to
 from helpers import WAIT

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import pytest
 
@@ -10,7 +12,7 @@ from helpers import EventRecorder
 from localserver import LocalServer, Reply
 from yiemagent import LLMError, YiemAgent, run_agent, take_response
 from yiemagent.llm import AnthropicClient, OpenAIClient
-from yiemagent.llm._secrets import Secrets, is_credential_header
+from yiemagent._secrets import Secrets, install_log_filter, is_credential_header, remove_log_filter
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
 AZURE_KEY = "azure-0123456789abcdef0123"
@@ -94,7 +96,7 @@ def test_which_headers_are_credentials():
 
 
 def test_short_values_are_hidden_in_reprs_but_not_searched_in_text():
-    """A credential shorter than 8 characters is masked in header reprs but not replaced inside ordinary text."""
+    """A credential shorter than 6 characters (MIN_SECRET_CHARS) is masked in header reprs but not replaced inside ordinary text."""
     secrets = Secrets(None, {"api-key": "abc"})
     assert secrets.masked_headers({"api-key": "abc"}) == {"api-key": "***"}
     assert secrets.redact("abcdef") == "abcdef"
@@ -106,3 +108,51 @@ def test_bearer_token_is_masked_without_its_scheme_too():
     secrets = Secrets(None, {"Authorization": f"Bearer {TOKEN}"})
     assert secrets.redact(f"invalid token {TOKEN}.") == "invalid token ***."
     assert secrets.redact(f"Authorization: Bearer {TOKEN}") == "Authorization: ***"
+
+
+CHAINED_FACTORY = """
+import logging
+previous = logging.getLogRecordFactory()
+def tagged(*args, **kwargs):
+    record = previous(*args, **kwargs)
+    record.tag = "kept"
+    return record
+logging.setLogRecordFactory(tagged)
+from yiemagent._secrets import Secrets, install_log_filter
+secrets = Secrets("sk-chained-0123456789")
+install_log_filter(secrets)
+seen = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        seen.append((record.name, record.getMessage(), record.tag))
+logging.root.addHandler(Keep())
+for name in ("urllib3.made.later", "httpcore.http11", "someone.else"):
+    logging.getLogger(name).warning("key %s", "sk-chained-0123456789")
+print(seen)
+"""
+
+
+def test_the_log_masking_keeps_the_record_factory_it_replaced_and_masks_only_its_loggers():
+    """The one masking filter is a record factory calling the one before it; it masks records of its loggers, made
+    at any time, and leaves other loggers' records alone."""
+    out = subprocess.run([sys.executable, "-c", CHAINED_FACTORY], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.strip() == str(
+        [
+            ("urllib3.made.later", "key ***", "kept"),
+            ("httpcore.http11", "key ***", "kept"),
+            ("someone.else", "key sk-chained-0123456789", "kept"),
+        ]
+    )
+
+
+def test_a_record_whose_arguments_do_not_fit_its_format_is_masked_too(caplog):
+    """A log call with too few arguments for its format cannot be formatted; the handler would print the args raw, so
+    the masking writes them out itself, masked."""
+    secrets = Secrets("sk-misfit-0123456789")
+    install_log_filter(secrets)
+    try:
+        with caplog.at_level(logging.WARNING, logger="urllib3"):
+            logging.getLogger("urllib3.misfit").warning("key %s and %s", "sk-misfit-0123456789")
+    finally:
+        remove_log_filter(secrets)
+    assert caplog.records[0].getMessage() == "key %s and %s (log arguments: ('***',))"

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import signal
 
 import pytest
 
 import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from localserver import LocalServer, Reply  # noqa: E402
-from mcp_support import raw_server_command, time_server_command  # noqa: E402
-from test_cli import cli  # noqa: E402
+from mcp_support import WAIT, alive, raw_server_command, time_server_command  # noqa: E402
+from cli_support import cli, start_cli  # noqa: E402,F401  (start_cli: a fixture)
 
 TIME_SERVER = shlex.join(time_server_command())
 
@@ -57,3 +59,16 @@ def test_two_servers_with_the_same_tool_name_warn():
     assert result.returncode == 0, result.stderr
     assert "warning: the MCP tool 'ping' replaces a tool of the same name" in result.stderr
     assert result.stdout.count("ping: ping") == 1
+
+
+def test_ctrl_c_while_an_mcp_server_starts_exits_130_with_one_line_and_stops_the_server(start_cli):
+    """Ctrl-C while --mcp waits for a server's initialize: no traceback and no "could not connect" error, one line,
+    status 130, and the server process is stopped."""
+    process, out, err = start_cli("--mcp", shlex.join(raw_server_command("silent")), "ask", "hi")
+    assert err.wait_for("GOT initialize"), err.text
+    server_pid = int(re.search(r"GOT initialize \(pid (\d+)\)", err.text).group(1))
+    process.send_signal(signal.SIGINT)
+    assert process.wait(WAIT) == 130, err.rest()
+    assert err.rest().splitlines()[-1] == "yiemagent: interrupted with Ctrl-C"
+    assert "Traceback" not in err.rest() and "could not connect" not in err.rest()
+    assert not alive(server_pid)

@@ -14,7 +14,7 @@ import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): thes
 
 from strategies import mcp_prefixes, mcp_tool_names  # noqa: E402
 from yiemagent.mcp._convert import agent_tool_names
-from yiemagent.mcp._secrets import Redactor, forget_sdk_logs, masked, redact_sdk_logs
+from yiemagent._secrets import Secrets, install_log_filter, remove_log_filter
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -44,22 +44,25 @@ def test_long_names_are_cut_and_stay_apart():
     assert len(mapping) == 2 and all(len(name) == 64 for name in mapping)
 
 
-def test_the_redactor_hides_values_and_bearer_tokens_but_not_short_words():
-    """Header values and the token of a 'Bearer <token>' value become ***; values under 6 characters stay."""
-    redact = Redactor({"Authorization": "Bearer tok-123456"}, {"DEBUG": "1", "KEY": "abcdefgh"})
-    assert redact("sent Bearer tok-123456, echoed tok-123456, key abcdefgh, level 1") == "sent ***, echoed ***, key ***, level 1"
-    assert not Redactor(None, {"X": "1"})
-    assert masked({"Authorization": "Bearer x"}) == {"Authorization": "***"} and masked(None) is None
+def test_mcp_secrets_hide_values_and_bearer_tokens_but_not_short_words():
+    """Header and env values and the token of a 'Bearer <token>' value become ***; values under 6 characters stay."""
+    secrets = Secrets(values={"Authorization": "Bearer tok-123456", "DEBUG": "1", "KEY": "abcdef"})
+    assert secrets.redact("sent Bearer tok-123456, echoed tok-123456, key abcdef, level 1") == "sent ***, echoed ***, key ***, level 1"
+    assert Secrets(values={"X": "12345"}).redact("12345") == "12345"
+    assert Secrets(values={"Authorization": "Bearer x", "DEBUG": "1"}).masked_headers({"Authorization": "Bearer x", "DEBUG": "1"}) == {
+        "Authorization": "***",
+        "DEBUG": "***",
+    }
 
 
 def test_sdk_log_records_are_redacted_while_a_client_is_open(caplog):
     """A secret in a log record of the SDK's loggers is replaced while registered, and shown again after."""
-    redactor = Redactor({"Authorization": "Bearer sdk-secret-42"})
+    secrets = Secrets(values={"Authorization": "Bearer sdk-secret-42"})
     sdk_logger = logging.getLogger("mcp.client.streamable_http")
     with caplog.at_level(logging.DEBUG, logger="mcp"):
-        redact_sdk_logs(redactor)
+        install_log_filter(secrets)
         sdk_logger.debug("SSE message: %s", "token Bearer sdk-secret-42")
-        forget_sdk_logs(redactor)
+        remove_log_filter(secrets)
         sdk_logger.debug("after close: %s", "sdk-secret-42")
     assert [r.getMessage() for r in caplog.records] == ["SSE message: token ***", "after close: sdk-secret-42"]
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 
 import pytest
@@ -11,8 +15,7 @@ import pytest
 import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from localserver import LocalServer, Reply  # noqa: E402
-from helpers import WAIT  # noqa: E402
-from mcp_support import HttpServer  # noqa: E402
+from mcp_support import HERE, WAIT, HttpServer, raw_server_command  # noqa: E402
 from mcp_http_server import PNG  # noqa: E402
 from yiemagent import AbortSignal, ImageContent, TextContent, ToolError
 from yiemagent.mcp import MCPClient, MCPConnectionError
@@ -115,6 +118,58 @@ def test_headers_are_sent_and_masked_in_errors_logs_and_repr(client, caplog):
     assert str(caught.value) == "Error executing tool leak: token rejected: ***"
     assert "sk-mcp-very-secret-token" not in caplog.text
     assert "sk-mcp-very-secret-token" not in repr(client) and "'Authorization': '***'" in repr(client)
+
+
+def test_a_tool_that_is_not_valid_mcp_is_left_out_over_http_too(caplog):
+    """Over streamable HTTP as over stdio, a tool whose inputSchema is a list is left out with a warning; the rest work."""
+    raw = HttpServer(raw_server_command("listschema", http=True))
+    try:
+        with caplog.at_level(logging.WARNING, logger="yiemagent.mcp"):
+            with MCPClient.http(raw.url, name="odd") as odd:
+                tools = odd.tools()
+                assert [t.name for t in tools] == ["odd_ping"]
+                assert tools[0].execute("c9", {}, AbortSignal(), None).content == [TextContent("pong")]
+    finally:
+        raw.close()
+    left_out = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert left_out[0] == "MCP server 'odd': tool 'listed' left out: it is not valid MCP (at inputSchema: Input should be a valid dictionary or instance of InputSchema)"
+    assert len(left_out) == 4
+
+
+def test_a_logger_made_after_the_client_has_its_records_masked(client, caplog):
+    """A logger of the SDK or its HTTP stack that first appears after the client was made: its records are masked too."""
+    made_later = [logging.getLogger(f"{root}.made-after-the-client-{id(caplog)}") for root in ("httpcore2", "httpx2", "mcp")]
+    with caplog.at_level(logging.DEBUG):
+        for logger in made_later:
+            logger.debug("response headers: %s", [(b"x-echo-authorization", TOKEN.encode())])
+    assert len(caplog.records) == 3
+    for record in caplog.records:
+        assert "sk-mcp-very-secret-token" not in record.getMessage() and "***" in record.getMessage()
+
+
+FIRST_CLIENT = """
+import logging, sys
+sys.path.insert(0, {tests!r})
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(name)s %(message)s")
+from yiemagent.mcp import MCPClient
+assert "httpcore2.http11" not in logging.root.manager.loggerDict, "the test needs a logger that appears after the client"
+with MCPClient.http({url!r}, headers={{"Authorization": {token!r}}}) as client:
+    client.call_tool("echo", {{"text": "hi"}})
+print("httpcore2.http11" in logging.root.manager.loggerDict)
+"""
+
+
+def test_the_first_client_of_a_process_masks_the_token_the_server_echoes_in_httpcore_debug_lines(server):
+    """In a fresh process httpcore2's http11 logger appears during the first connection, after the client was made:
+    the Authorization header the server echoes in a response header is masked in its DEBUG lines."""
+    code = textwrap.dedent(FIRST_CLIENT).format(tests=str(HERE), url=server.url, token=TOKEN)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "True"
+    echoed = [line for line in run.stderr.splitlines() if line.startswith("httpcore2.http11") and "x-echo-authorization" in line]
+    assert echoed, "httpcore2 logged the response headers"
+    assert all("b'***'" in line for line in echoed)
+    assert "sk-mcp-very-secret-token" not in run.stderr
 
 
 def test_a_slow_call_times_out_and_the_server_cancels_it(server):

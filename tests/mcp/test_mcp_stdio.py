@@ -218,6 +218,30 @@ def test_a_tool_whose_schema_is_not_json_schema_is_left_out(caplog):
     assert any("'broken' left out" in r.getMessage() for r in caplog.records)
 
 
+LEFT_OUT = [
+    "MCP server 'odd': tool 'listed' left out: it is not valid MCP (at inputSchema: Input should be a valid dictionary or instance of InputSchema)",
+    "MCP server 'odd': tool 'stringy' left out: it is not valid MCP (at inputSchema: Input should be a valid dictionary or instance of InputSchema)",
+    "MCP server 'odd': tool 'untyped' left out: it is not valid MCP (at inputSchema.type: Field required)",
+    "MCP server 'odd': tool #5 of the page (it has no name) left out: it is not valid MCP (at name: Field required)",
+]
+
+
+def test_a_tool_that_is_not_valid_mcp_is_left_out_and_the_others_are_listed(caplog):
+    """A tool whose inputSchema is a list (or a string, or no name) is left out with a warning naming server and tool; the rest work."""
+    with caplog.at_level(logging.WARNING, logger="yiemagent.mcp"):
+        with MCPClient.stdio(raw_server_command("listschema"), name="odd") as client:
+            tools = client.tools()
+            assert [t.name for t in tools] == ["odd_ping"]
+            assert tools[0].execute("c9", {}, AbortSignal(), None).content == [TextContent("pong")]
+    assert [r.getMessage() for r in caplog.records if r.name == "yiemagent.mcp"] == LEFT_OUT
+
+
+def test_a_call_before_any_listing_works_beside_a_tool_that_is_not_valid_mcp():
+    """The SDK lists the tools by itself before checking a first call's result: that listing drops the bad tool too."""
+    with MCPClient.stdio(raw_server_command("listschema"), name="first") as client:
+        assert client.call_tool("ping", {}).content == [TextContent("pong")]
+
+
 def test_env_values_are_masked_in_the_repr():
     """env values are secrets: the repr shows their names only."""
     with MCPClient.stdio(raw_server_command("plain"), env={"TIME_API_TOKEN": "tok-0123456789"}, name="env") as client:

@@ -10,8 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import WAIT, EventRecorder, StrictLLM, call, calls_reply, make_tool, text_result
-from test_faults import BareHost
+from helpers import WAIT, BareHost, EventRecorder, StrictLLM, call, calls_reply, make_tool, text_result
 from yiemagent import (
     AgentLoopConfig,
     AgentToolResult,

@@ -6,6 +6,9 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from yiemagent.events import EventEmitter
+from yiemagent.formatting import format_msg_for_llm, prepare_context
+from yiemagent.types import AgentState
 from yiemagent import (
     AgentContext,
     AgentLoopConfig,
@@ -199,3 +202,56 @@ def calls_reply(*calls: Any) -> AssistantMessage:
 
 def call(call_id: Any, name: Any, arguments: Any) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+class BareHost:
+    """The smallest RunHost: a run needs nothing else of its agent."""
+
+    def __init__(self, llm, queued, closing=False):
+        self.state = AgentState()
+        self.llm_call = llm
+        self.prepare_context = prepare_context
+        self.format_msg_for_llm = format_msg_for_llm
+        self.emit = EventEmitter(None)
+        self.closing = closing
+        self._queued = list(queued)
+        self.appended = []
+        self._config = AgentLoopConfig()
+        self.max_rounds = None
+        self.usage = []
+
+    def loop_config(self):
+        return self._config
+
+    def take_input(self):
+        taken, self._queued = self._queued, []
+        return taken
+
+    def append(self, message):
+        self.appended.append(message)
+        self.state.messages.append(message)
+
+    def history(self):
+        return list(self.state.messages)
+
+    def ring(self):
+        pass
+
+    def take_added(self):
+        return []
+
+    def take_session_failure(self):
+        return None
+
+    def record_usage(self, usage):
+        self.usage.append(usage)
+
+
+def planner(formatted):
+    """A deterministic LLM: a user message ending in an even digit asks for tools; anything else gets text."""
+    last = formatted["messages"][-1]
+    if last["role"] == "user" and last["content"][-1:] in "02468":
+        n = last["content"]
+        calls = [{"id": f"{n}-{i}", "function": {"name": "echo", "arguments": {"i": i}}} for i in range(2)]
+        return AssistantMessage([{"type": "tool_calls", "tool_calls": calls}], stop_reason="tool_use")
+    return AssistantMessage([TextContent(f"reply to {last['role']}")], stop_reason="stop")

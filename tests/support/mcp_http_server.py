@@ -3,7 +3,7 @@
 Run as ``python tests/support/mcp_http_server.py``: it serves streamable HTTP on 127.0.0.1 at
 a free port and prints ``PORT <n>`` on stdout, then one line per event the tests wait
 on (``STARTED slow``, ``CANCELLED slow``), so a test can latch on them instead of
-sleeping.
+sleeping. Every response echoes the request's Authorization header (``x-echo-authorization``).
 """
 
 from __future__ import annotations
@@ -118,11 +118,30 @@ def cancellations() -> int:
     return cancelled
 
 
+def echo_authorization(app):
+    """The app, answering each request with the Authorization it carried in ``x-echo-authorization``, as some gateways do.
+
+    The client's HTTP stack logs response headers at DEBUG: a test can see whether the echo is masked.
+    """
+
+    async def wrapped(scope, receive, send):
+        sent = dict(scope.get("headers") or []).get(b"authorization") if scope["type"] == "http" else None
+
+        async def send_with_echo(message):
+            if sent is not None and message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (b"x-echo-authorization", sent)]}
+            await send(message)
+
+        await app(scope, receive, send_with_echo)
+
+    return wrapped
+
+
 def main() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
-    app = server.streamable_http_app()
+    app = echo_authorization(server.streamable_http_app())
     config = uvicorn.Config(app, log_level="warning")
     say(f"PORT {sock.getsockname()[1]}")
     anyio.run(uvicorn.Server(config).serve, [sock])

@@ -27,17 +27,20 @@ def time_server_command() -> list[str]:
     return [program, "--local-timezone", "UTC"]
 
 
-def raw_server_command(mode: str) -> list[str]:
-    """The hand-written misbehaving stdio server in ``mode`` (see tests/support/mcp_raw_server.py)."""
-    return [sys.executable, str(HERE / "mcp_raw_server.py"), mode]
+def raw_server_command(mode: str, *, http: bool = False) -> list[str]:
+    """The hand-written misbehaving server in ``mode``, over stdio or HTTP (see tests/support/mcp_raw_server.py)."""
+    return [sys.executable, str(HERE / "mcp_raw_server.py"), mode, *(["--http"] if http else [])]
 
 
 class HttpServer:
-    """tests/support/mcp_http_server.py in a subprocess, serving streamable HTTP on 127.0.0.1."""
+    """tests/support/mcp_http_server.py (or ``command``) in a subprocess, serving streamable HTTP on 127.0.0.1.
 
-    def __init__(self) -> None:
+    ``command`` must print ``PORT <n>`` as its first line, as both servers in tests/ do.
+    """
+
+    def __init__(self, command: Optional[list[str]] = None) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(HERE / "mcp_http_server.py")],
+            command or [sys.executable, str(HERE / "mcp_http_server.py")],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,

@@ -24,7 +24,7 @@ import requests
 from ..messages import AssistantMessage, TextContent
 from ._guard import CallGuard
 from ._http import Transport, iter_body, read_capped
-from ._secrets import DeltaMasker, Secrets
+from .._secrets import DeltaMasker, Secrets
 from ._sse import SSEError, SSEParser
 from ._wire import Emit, ReplyError, loads_json, message_text, payload_error
 

@@ -28,7 +28,6 @@ import json
 import logging
 import math
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Optional, TypeVar
 
@@ -40,7 +39,7 @@ from urllib3.util.retry import Retry
 from ..errors import LLMError
 from ..streaming import current_abort_signal
 from ._guard import ABORTED, DEADLINE, CallGuard, GuardedAdapter
-from ._secrets import Secrets
+from .._secrets import Secrets, install_log_filter
 from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, loads_json, payload_error, server_message
 
 __all__ = ["ERROR_BODY_BYTES", "Transport", "install_log_filter"]
@@ -345,42 +344,3 @@ def iter_body(response: requests.Response) -> Iterator[bytes]:
         if not piece:
             return
         yield piece
-
-
-class _RedactingFilter(logging.Filter):
-    """Masks credentials in urllib3's DEBUG lines (it logs request paths, which may carry a ``?key=``).
-
-    Holds each client's ``Secrets`` weakly: a program that makes a client per request
-    (a web server) would otherwise keep every key it ever used, and scan them all for
-    each log line.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._secrets: "weakref.WeakSet[Secrets]" = weakref.WeakSet()
-        self._lock = threading.Lock()  # guards _secrets
-
-    def add(self, secrets: Secrets) -> None:
-        if secrets:
-            with self._lock:
-                self._secrets.add(secrets)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        with self._lock:
-            active = list(self._secrets)
-        if active:
-            message = record.getMessage()
-            for secrets in active:
-                message = secrets.redact(message)
-            record.msg, record.args = message, ()
-        return True
-
-
-_FILTER = _RedactingFilter()
-for _name in ("urllib3.connectionpool", "urllib3.connection", "urllib3.util.retry", "urllib3.response"):
-    logging.getLogger(_name).addFilter(_FILTER)
-
-
-def install_log_filter(secrets: Secrets) -> None:
-    """Mask ``secrets`` in urllib3's log lines from now on, as long as something (its client) holds them."""
-    _FILTER.add(secrets)
