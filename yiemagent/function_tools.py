@@ -31,7 +31,7 @@ import docstring_parser
 import jsonschema
 
 from ._parameter_fill import INJECTED, PIPELINE_PARAMETERS, Injected, admits, fresh_default
-from ._function_schema import NO_DEFAULT, Codec, InexpressibleType, codec_for, json_default, to_json_value, type_name
+from ._codecs import NO_DEFAULT, Codec, InexpressibleType, codec_for, json_default, to_json_value, type_name
 from .errors import ToolDefinitionError, ToolError
 from .messages import MessageContent, TextContent
 from .types import AbortSignal, AgentTool, AgentToolResult

@@ -1,7 +1,7 @@
-"""Python type hints -> JSON Schema, and JSON values -> the Python types a function declared.
+"""A codec per Python type: the JSON Schema the model sees, and JSON values -> that type.
 
-Beyond the spec: the machinery under ``tool()`` (API.md "Second push", "Tools from plain
-Python functions"). Each annotation compiles once, at decoration, into a ``Codec``: the
+Beyond the spec: the one place that turns types into JSON Schema and JSON into values,
+under ``tool()`` (README "Tools from functions"). Each annotation compiles once, at decoration, into a ``Codec``: the
 JSON Schema the model sees and a ``decode`` function that turns a JSON value that passed
 that schema into the declared Python type (a dataclass parameter receives a dataclass,
 an Enum parameter the member, a tuple a tuple, a set a set). Only the standard library's
