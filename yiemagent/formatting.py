@@ -3,8 +3,10 @@
 ``format_msg_for_llm`` makes the dict every ``llm_call`` receives: ``{"messages": [...],
 "tools": [...]}`` in OpenAI's chat-completions format (decision 5). The HTTP clients of
 ``yiemagent.llm`` take this dict and nothing else, so only ``llm_call`` changes between
-providers. Two keys beyond OpenAI's ride on ``tool`` messages for clients that need
-them: ``name`` (the tool's name) and ``is_error``; the OpenAI client does not send them.
+providers. Keys beyond OpenAI's ride along for clients that need them: ``name`` (the
+tool's name) and ``is_error`` on ``tool`` messages; ``thinking_blocks`` and
+``content_blocks`` on ``assistant`` messages (docs/streaming.md "Server tools"). The
+OpenAI client does not send them.
 
 A message's wire dict is made once and remembered (issue 12): messages are values, so
 their wire form cannot change; and the latest request's wires are remembered on the
@@ -17,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from itertools import islice
 from typing import Any, NamedTuple, Optional
 
 from ._format_cache import FrozenDict, freeze
@@ -74,6 +77,32 @@ def user_message_to_openai(msg: UserMessage) -> dict[str, Any]:
     return {"role": "user", "content": parts}
 
 
+_MODELLED_BLOCKS = ("thinking", "redacted_thinking", "tool_call", "tool_calls")
+
+
+def _content_blocks(content: list[Any], calls: list[dict[str, Any]]) -> list[Any]:
+    """The whole content in order, for a client that sends blocks back in their place (docs/streaming.md "Server tools").
+
+    A ``TextContent`` becomes ``{"type": "text", "text"}``; each tool-call block becomes its
+    calls' entries of ``tool_calls`` (the same dicts, canonical ids); every other dict (a
+    thinking block, an Anthropic server tool's block, a text with citations) is as it is.
+    """
+    entries = iter(calls)
+    blocks: list[Any] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            blocks.append({"type": "text", "text": block.text})
+        elif isinstance(block, dict) and block.get("type") == "tool_call":
+            blocks.extend(islice(entries, 1))
+        elif isinstance(block, dict) and block.get("type") == "tool_calls":
+            listed = block.get("tool_calls")
+            blocks.extend(islice(entries, sum(isinstance(e, dict) for e in listed) if isinstance(listed, list) else 0))
+        elif isinstance(block, dict):
+            blocks.append(block)
+    blocks.extend(entries)  # none left when the content and its extraction agree
+    return blocks
+
+
 def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
     """An assistant message with its tool calls, arguments re-serialised as valid JSON (decision 9).
 
@@ -82,6 +111,10 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
     several servers reject a history holding invalid JSON, and the call's error result
     already tells the model what was wrong. ``content`` is "" rather than null beside
     tool calls: OpenAI accepts both, some servers (llama.cpp) fail on null.
+
+    A message holding a block beyond text, thinking and tool calls (an Anthropic server
+    tool's, a text with citations) also gets ``content_blocks``: its whole content in
+    order (``_content_blocks``), which the Anthropic client sends back block for block.
     """
     _, calls, _ = extract_tool_calls(msg)
     wire: dict[str, Any] = {"role": "assistant", "content": text_of(msg.content)}
@@ -97,6 +130,8 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
             }
             for call in calls
         ]
+    if any(isinstance(b, dict) and b.get("type") not in _MODELLED_BLOCKS for b in msg.content):
+        wire["content_blocks"] = _content_blocks(msg.content, wire.get("tool_calls", []))
     return wire
 
 

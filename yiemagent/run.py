@@ -276,10 +276,11 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
 
 
 def _rounds(host: RunHost, run: Run) -> AssistantMessage:
+    paused = False  # the last reply was a turn the server paused (stop_reason "pause_turn")
     while True:
         if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
             return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
-        if run.rounds:
+        if run.rounds and not paused:  # a paused turn goes back as the last message: input joins after it is done
             _take_input(host, with_input=not host.closing)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
             return _aborted_response(run)
@@ -296,6 +297,10 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
         host.append(reply)
 
+        # beyond the spec: a paused turn (Anthropic's server tools) is sent again to go on, a round like any (docs/streaming.md)
+        paused = reply.stop_reason == "pause_turn" and not tool_calls
+        if paused:
+            continue
         if not tool_calls:  # step 5 (the calls were extracted by normalize_reply)
             return reply  # no tool calls: this is the final response
         if reply.stop_reason == "length":  # decision 10: a cut-off call is never run

@@ -8,6 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+import server_tool_fixtures
 from localserver import LocalServer, Reply
 from yiemagent import (
     AgentContext,
@@ -104,7 +105,9 @@ ISSUE_10 = {
     "mistral-magistral-stream-thinking.sse",
     "openrouter-stream-midstream-error.sse",
 }
-KNOWN = {*ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
+# Anthropic server-tool replies; their tests are in test_llm_server_tools*.py (docs/streaming.md "Server tools").
+SERVER_TOOLS = {*server_tool_fixtures.STREAMS, *server_tool_fixtures.REPLIES, *server_tool_fixtures.REQUESTS, "anthropic-stream-tool-search-answer.jsonl"}
+KNOWN = {*SERVER_TOOLS, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
 
 
 def check(message: AssistantMessage, expected) -> None:

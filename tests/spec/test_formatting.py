@@ -197,4 +197,6 @@ def test_assistant_thinking_and_redacted_thinking_blocks_go_back_as_thinking_blo
     redacted = {"type": "redacted_thinking", "data": "opaque"}
     reply = AssistantMessage([thinking, {"type": "other", "x": 1}, redacted, TextContent("ok")])
     wire = format_msg_for_llm(prepare_context(state_with([reply]), None), None)["messages"][1]
-    assert wire == {"role": "assistant", "content": "ok", "thinking_blocks": [thinking, redacted]}
+    assert wire["thinking_blocks"] == [thinking, redacted] and wire["content"] == "ok"
+    # the block of no known kind puts the whole content, in order, in content_blocks too (docs/streaming.md "Server tools")
+    assert wire["content_blocks"] == [thinking, {"type": "other", "x": 1}, redacted, {"type": "text", "text": "ok"}]

@@ -1,10 +1,11 @@
 """The plain reference formatter: ``format_msg_for_llm`` as it was before issue 12, copied verbatim
-(plus issue 10's ``thinking_blocks``, the one change to the wire format since).
+(plus issue 10's ``thinking_blocks`` and the ``content_blocks`` of Anthropic's server
+tools, docs/streaming.md, the changes to the wire format since).
 
 No cache, nothing shared: every call builds every dict afresh from the messages. The
 tests of the cached fast path (tests/extras/test_format_cache.py) compare it with this, byte
 for byte, over arbitrary histories. Only the names changed (``reference_format``); the
-library's ``extract_tool_calls`` and ``text_of`` are used as they are, so that a change
+library's ``extract_tool_calls``, ``text_of`` and ``_content_blocks`` are used as they are, so that a change
 there moves both sides alike.
 """
 
@@ -14,6 +15,7 @@ import json
 from typing import Any
 
 from yiemagent import AgentContext, AgentTool, AssistantMessage, ImageContent, TextContent, ToolResultMessage, UserMessage, extract_tool_calls
+from yiemagent.formatting import _content_blocks
 from yiemagent.messages import AgentMessage, text_of
 
 
@@ -59,6 +61,8 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
             }
             for call in calls
         ]
+    if any(isinstance(b, dict) and b.get("type") not in ("thinking", "redacted_thinking", "tool_call", "tool_calls") for b in msg.content):
+        wire["content_blocks"] = _content_blocks(msg.content, wire.get("tool_calls", []))  # server tools: the content in order
     return wire
 
 

@@ -221,7 +221,8 @@ def message_to_json(message: AgentMessage) -> str:
 def _block(raw: Any, index: int) -> Any:
     block = content_from_dict(decode_value(raw))
     bad_image = isinstance(block, ImageContent) and not (isinstance(block.data, str) and isinstance(block.mime_type, str))
-    if bad_image or (isinstance(raw, dict) and raw.get("type") in ("text", "image") and not isinstance(block, (TextContent, ImageContent))):
+    cited_text = isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)  # a text with more (citations)
+    if bad_image or (isinstance(raw, dict) and raw.get("type") in ("text", "image") and not isinstance(block, (TextContent, ImageContent)) and not cited_text):
         raise MessageFormatError(f"content[{index}] is a {raw.get('type')!r} block with missing or wrong fields")
     return block
 

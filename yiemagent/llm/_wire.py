@@ -190,10 +190,16 @@ def content_text(content: Any, separator: str = "") -> str:
 def message_text(message: AssistantMessage, kind: str) -> str:
     """A reply's text of one kind: its ``"text"`` blocks, or its ``"thinking"`` blocks, joined by newlines.
 
-    A streaming client's deltas of that kind, joined, equal this (API.md "Streaming").
+    Text blocks are ``TextContent`` and the dict form a block takes when it carries more
+    than text (an Anthropic text with its ``citations``). A streaming client's deltas of
+    that kind, joined, equal this (docs/streaming.md).
     """
     if kind == "text":
-        return "\n".join(b.text for b in message.content if isinstance(b, TextContent))
+        return "\n".join(
+            b.text if isinstance(b, TextContent) else b["text"]
+            for b in message.content
+            if isinstance(b, TextContent) or (isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+        )
     return "\n".join(
         b["thinking"] for b in message.content if isinstance(b, dict) and b.get("type") == "thinking" and isinstance(b.get("thinking"), str)
     )
