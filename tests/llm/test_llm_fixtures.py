@@ -25,15 +25,10 @@ from yiemagent import (
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.llm.anthropic import build_anthropic_request
 from yiemagent.llm.openai import build_openai_request, parse_openai_stream
-from helpers import FIXTURES
+from helpers import FIXTURES, openai_request_validator
 
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
-
-
-def openai_request_validator():
-    doc = json.loads((FIXTURES / "openai-chat-completions.schema.json").read_text())
-    return jsonschema.Draft202012Validator({"$ref": "#/$defs/CreateChatCompletionRequest", "$defs": doc["$defs"]})
 
 
 def load(name: str):

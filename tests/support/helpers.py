@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any, Callable, Optional
+
+import jsonschema
 
 from yiemagent.events import EventEmitter
 from yiemagent.formatting import format_msg_for_llm, prepare_context
@@ -25,6 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 """The repository."""
 FIXTURES = ROOT / "tests" / "fixtures"
 """Real wire data recorded from LLM servers (tests/fixtures/README.md)."""
+
+
+def openai_request_validator() -> jsonschema.Draft202012Validator:
+    """A validator of chat-completions requests, from OpenAI's own schema (tests/fixtures)."""
+    doc = json.loads((FIXTURES / "openai-chat-completions.schema.json").read_text())
+    return jsonschema.Draft202012Validator({"$ref": "#/$defs/CreateChatCompletionRequest", "$defs": doc["$defs"]})
+
+
 WAIT = 20
 """Seconds any single blocking wait in a test may take before the test fails; never reached when things work."""
 

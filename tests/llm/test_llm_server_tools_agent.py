@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from helpers import EventRecorder, make_tool, text_result
+from helpers import WAIT, EventRecorder, make_tool, text_result
 from localserver import LocalServer, Reply
 from server_tool_fixtures import SSE, chunked, load, server_blocks, sse_bytes, streamed_blocks
 from yiemagent import (
@@ -28,7 +28,6 @@ from yiemagent import (
 )
 from yiemagent.llm import AnthropicClient
 
-WAIT = 10
 PAUSED, CONTINUED = "anthropic-stream-pause-turn.sse", "anthropic-stream-pause-turn-continued.sse"
 
 

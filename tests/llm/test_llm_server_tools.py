@@ -10,9 +10,9 @@ import json
 
 import pytest
 
+from helpers import openai_request_validator
 from localserver import LocalServer, Reply
 from server_tool_fixtures import REPLIES, SSE, STREAMS, chunked, load, server_blocks, sse_bytes, streamed_blocks
-from test_llm_fixtures import openai_request_validator
 from yiemagent import (
     AgentContext,
     AssistantMessage,

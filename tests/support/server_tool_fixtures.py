@@ -8,10 +8,10 @@ compare the library's message with it. docs/streaming.md "Server tools".
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+from helpers import FIXTURES
+
 SSE = {"Content-Type": "text/event-stream"}
 CLIENT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
 
