@@ -35,6 +35,7 @@ from yiemagent._history_json import message_from_json, message_to_json
 from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.normalize import normalize_message
 
 WAIT = 10
 STAMP = datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=timezone(timedelta(hours=2)))
@@ -73,9 +74,9 @@ def test_every_message_kind_round_trips_through_a_file(tmp_path):
 
 @given(strategies.stored_messages)
 def test_any_message_round_trips_through_its_json_form(message):
-    """Property: whatever a message holds, the JSON form save_history and SQLiteSession write brings it back equal."""
+    """Property: the JSON form save_history and SQLiteSession write brings back the message as an agent would hold it (normalize_message), whatever it holds."""
     text = message_to_json(message)
-    assert message_from_json(text, "here") == message
+    assert message_from_json(text, "here") == normalize_message(message)
     assert json.loads(text)["role"] == message.role  # plain JSON, readable by anything
 
 
@@ -118,6 +119,19 @@ def test_saving_replaces_the_whole_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["h.json"]
 
 
+def test_saving_a_message_no_agent_would_take_names_it_and_writes_nothing(tmp_path):
+    """A UserMessage whose content holds an int would not load again: save_history refuses it, naming the entry and the block."""
+    with pytest.raises(MessageFormatError, match=r"messages\[1\]: UserMessage content\[1\] is int"):
+        save_history([UserMessage([]), UserMessage([TextContent("a"), 5])], tmp_path / "h.json")
+    assert not (tmp_path / "h.json").exists()
+
+
+def test_a_str_block_is_saved_as_a_text_block(tmp_path):
+    """A UserMessage holding a bare str is saved as the agent would hold it, one text block, so it loads again."""
+    save_history([UserMessage(["hi"], STAMP)], tmp_path / "h.json")
+    assert load_history(tmp_path / "h.json") == [UserMessage([TextContent("hi")], STAMP)]
+
+
 def test_saving_a_non_message_names_it_and_writes_nothing(tmp_path):
     """An entry that is not an AgentMessage raises MessageFormatError naming its index; no file appears."""
     with pytest.raises(MessageFormatError, match=r"messages\[1\] is dict"):
@@ -153,6 +167,11 @@ GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp"
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "map", "items": [[1]]}}), r"'map' value whose 'items' is not a list of \[key, value\] pairs"),
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "map", "items": [[[1], 2]]}}), r"cannot be hashed"),
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "date", "value": "soon"}}), r"'date' value that is not ISO 8601"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "int", "hex": "0xzz"}}), r"'int' value that is not hex"),
+        (_document({**GOOD, "content": ["hi", 5, {"type": "weird"}]}), r"messages\[0\]: content\[0\] is str 'hi'; expected a content block"),
+        (_document(GOOD, {**GOOD, "content": [{"type": "text", "text": "a"}, 5]}), r"messages\[1\]: content\[1\] is int 5; expected a content block"),
+        (_document({"role": "assistant", "content": [[1]]}), r"messages\[0\]: content\[0\] is list"),
+        (_document({**GOOD, "content": [{"type": "weird", "v": float("nan")}]}), r"messages\[0\]: UserMessage content\[0\]/v is nan"),
     ],
 )
 def test_a_bad_file_raises_message_format_error_naming_the_entry(tmp_path, text, expected):

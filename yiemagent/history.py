@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-from ._history_json import message_from_data, message_to_data
+from ._history_json import message_from_data, message_to_data, utf8_json
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage
@@ -93,26 +93,31 @@ def save_history(messages: Iterable[AgentMessage], path: PathLike) -> None:
     then replaces ``path`` in one ``os.replace``: a reader (or a crash) sees the old
     file or the new one, never half of one.
 
+    Whatever a message's ``details`` holds is written (docs/sessions.md, "The JSON form").
+
     Raises:
-        MessageFormatError: an entry is not an ``AgentMessage`` (named by its index);
-            nothing is written.
+        MessageFormatError: an entry is not an ``AgentMessage``, or is one no agent would
+            take (decision 15), so it would not load again; named by its index. Nothing
+            is written.
         OSError: the file could not be written; ``path`` is left as it was.
     """
     entries = []
     for index, message in enumerate(messages):
         if not isinstance(message, AgentMessage):
             raise MessageFormatError(f"messages[{index}] is {type(message).__name__}; expected an AgentMessage")
-        entries.append(message_to_data(message))
-    text = json.dumps({"format": FORMAT, "version": VERSION, "messages": entries}, ensure_ascii=False, indent=1)
-    _write_atomically(Path(path), text)
+        try:
+            entries.append(message_to_data(message))
+        except MessageFormatError as exc:
+            raise MessageFormatError(f"messages[{index}]: {exc}") from None
+    _write_atomically(Path(path), utf8_json({"format": FORMAT, "version": VERSION, "messages": entries}, indent=1))
 
 
-def _write_atomically(target: Path, text: str) -> None:
+def _write_atomically(target: Path, data: bytes) -> None:
     directory = target.parent if str(target.parent) else Path(".")
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, target)

@@ -159,6 +159,10 @@ class SQLiteSession:
     ) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+        try:
+            session_id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"session_id must be text UTF-8 can encode, got {session_id!r} (a lone surrogate)") from None
         if synchronous.upper() not in _SYNCHRONOUS:
             raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}")
         self.path = os.fspath(path)
@@ -209,15 +213,20 @@ class SQLiteSession:
     def append(self, message: AgentMessage) -> None:
         """Store ``message`` after the session's last one; committed when this returns.
 
+        Whatever ``details`` holds is stored (docs/sessions.md, "The JSON form").
+
         Raises:
-            MessageFormatError: ``message`` is not an ``AgentMessage``.
+            MessageFormatError: ``message`` is not an ``AgentMessage``, or no agent would
+                take it (``normalize_message``, decision 15): it would not load again.
             sqlite3.Error: the database refused the write (full disk, locked past ``timeout``).
         """
         if not isinstance(message, AgentMessage):
             raise MessageFormatError(f"a session stores AgentMessages, got {type(message).__name__}")
-        body = message_to_json(message)
+        body = message_to_json(message)  # UTF-8 bytes, stored as TEXT: any str the message holds can be stored
         with self._lock:
-            self._connection().execute("INSERT INTO yiemagent_messages (session_id, body) VALUES (?, ?)", (self.session_id, body))
+            self._connection().execute(
+                "INSERT INTO yiemagent_messages (session_id, body) VALUES (?, CAST(? AS TEXT))", (self.session_id, body)
+            )
 
     def clear(self) -> None:
         """Delete every message of this session (other sessions in the file are untouched)."""
