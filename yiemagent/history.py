@@ -20,9 +20,9 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from ._history_json import message_from_data, message_to_data, utf8_json
 from .errors import MessageFormatError
@@ -40,6 +40,7 @@ __all__ = [
     "VERSION",
     "add_message",
     "complete_tool_calls",
+    "each_message",
     "history_from_session",
     "load_history",
     "save_history",
@@ -56,6 +57,7 @@ LOST_RESULT_MESSAGE = (
 )
 
 PathLike = Union[str, "os.PathLike[str]"]
+T = TypeVar("T")
 
 
 def add_message(agent: "YiemAgent", message: AgentMessage) -> None:
@@ -86,6 +88,24 @@ def add_message(agent: "YiemAgent", message: AgentMessage) -> None:
     agent._core.add_message(normalize_message(message))  # decision 15: checked in the caller's thread
 
 
+def each_message(messages: Iterable[Any], convert: Callable[[AgentMessage], T]) -> list[T]:
+    """``convert(message)`` for each of ``messages``, in order (``save_history``, ``YiemAgent(messages=)``).
+
+    Raises:
+        MessageFormatError: an entry is not an ``AgentMessage``, or ``convert`` refused it;
+            the message names its index (``messages[3]: ...``).
+    """
+    out = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, AgentMessage):
+            raise MessageFormatError(f"messages[{index}] is {type(message).__name__}; expected an AgentMessage")
+        try:
+            out.append(convert(message))
+        except MessageFormatError as exc:
+            raise MessageFormatError(f"messages[{index}]: {exc}") from None
+    return out
+
+
 def save_history(messages: Iterable[AgentMessage], path: PathLike) -> None:
     """Write ``messages`` to ``path`` as one versioned JSON document, atomically.
 
@@ -101,14 +121,7 @@ def save_history(messages: Iterable[AgentMessage], path: PathLike) -> None:
             is written.
         OSError: the file could not be written; ``path`` is left as it was.
     """
-    entries = []
-    for index, message in enumerate(messages):
-        if not isinstance(message, AgentMessage):
-            raise MessageFormatError(f"messages[{index}] is {type(message).__name__}; expected an AgentMessage")
-        try:
-            entries.append(message_to_data(message))
-        except MessageFormatError as exc:
-            raise MessageFormatError(f"messages[{index}]: {exc}") from None
+    entries = each_message(messages, message_to_data)
     _write_atomically(Path(path), utf8_json({"format": FORMAT, "version": VERSION, "messages": entries}, indent=1))
 
 
