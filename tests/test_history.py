@@ -42,11 +42,10 @@ STAMP = datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=timezone(timedelta(hours
 
 
 def every_kind() -> list:
-    """One message of each type, with images, raw tool-call blocks and details beyond JSON."""
+    """A conversation with one message of each type, images, raw tool-call blocks of both forms and details beyond JSON."""
     return [
         UserMessage([TextContent("hi"), ImageContent("aGk=", "image/png")], STAMP),
         tool_call_reply(("c1", "book", {"when": "tomorrow"})),
-        AssistantMessage([{"type": "tool_call", "id": "c2", "name": "x", "arguments": {"a": [1, 2]}}], usage=LLMUsage(3, 4, 1, 0, 7, 2)),
         ToolResultMessage(
             "c1",
             "book",
@@ -57,6 +56,8 @@ def every_kind() -> list:
             True,
             STAMP,
         ),
+        AssistantMessage([{"type": "tool_call", "id": "c2", "name": "x", "arguments": {"a": [1, 2]}}], usage=LLMUsage(3, 4, 1, 0, 7, 2)),
+        ToolResultMessage("c2", "x", [TextContent("done")], timestamp=STAMP),
     ]
 
 
@@ -68,15 +69,15 @@ def test_every_message_kind_round_trips_through_a_file(tmp_path):
     save_history(messages, path)
     back = load_history(path)
     assert back == messages
-    assert back[3].details["at"].utcoffset() == timedelta(hours=2) and isinstance(back[3].details["pair"], tuple)
+    assert back[2].details["at"].utcoffset() == timedelta(hours=2) and isinstance(back[2].details["pair"], tuple)
     assert isinstance(back[0].content[1], ImageContent)
 
 
 @given(strategies.stored_messages)
 def test_any_message_round_trips_through_its_json_form(message):
-    """Property: the JSON form save_history and SQLiteSession write brings back the message as an agent would hold it (normalize_message), whatever it holds."""
+    """Property: whatever a message holds, the JSON form save_history and SQLiteSession write brings it back equal (a UserMessage as an agent holds it, normalize_message)."""
     text = message_to_json(message)
-    assert message_from_json(text, "here") == normalize_message(message)
+    assert message_from_json(text, "here") == (normalize_message(message) if isinstance(message, UserMessage) else message)
     assert json.loads(text)["role"] == message.role  # plain JSON, readable by anything
 
 
@@ -97,8 +98,8 @@ def test_an_object_beyond_the_table_is_kept_as_its_repr(tmp_path):
             return "<Opaque 1>"
 
     path = tmp_path / "h.json"
-    save_history([ToolResultMessage("c", "t", [], {"thing": Opaque()})], path)
-    assert load_history(path)[0].details == {"thing": "<Opaque 1>"}
+    save_history([tool_call_reply(("c", "t", {})), ToolResultMessage("c", "t", [], {"thing": Opaque()})], path)
+    assert load_history(path)[1].details == {"thing": "<Opaque 1>"}
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
@@ -190,17 +191,77 @@ def test_complete_tool_calls_answers_each_missing_call_after_the_batch():
     """Calls without a result get an error result after the batch's own results, in call order; answered calls are untouched."""
     reply = tool_call_reply(("a", "t", {}), ("b", "t", {}), ("c", "u", {}))
     history = [UserMessage([TextContent("go")]), reply, ToolResultMessage("b", "t", [TextContent("ok")])]
-    mended, added = complete_tool_calls(history)
+    mended, added, moved, dropped = complete_tool_calls(history)
     assert [(m.role, getattr(m, "tool_call_id", None)) for m in mended] == [("user", None), ("assistant", None), ("tool", "b"), ("tool", "a"), ("tool", "c")]
     assert [i for i, _ in added] == [3, 4] and all(m.is_error and m.content[0].text == LOST_RESULT_MESSAGE for _, m in added)
-    assert added[1][1].tool_name == "u" and added[0][1].timestamp == reply.timestamp
+    assert added[1][1].tool_name == "u" and added[0][1].timestamp == reply.timestamp and moved == dropped == []
 
 
-def test_complete_tool_calls_leaves_a_whole_history_alone():
-    """A history where every call has its result comes back unchanged, with nothing added."""
-    kinds = every_kind()
-    history = kinds[:2] + [ToolResultMessage("c1", "book", [])] + kinds[2:3] + [ToolResultMessage("c2", "x", [])]
-    assert complete_tool_calls(history) == (history, [])
+def test_complete_tool_calls_leaves_a_whole_history_alone(caplog):
+    """A history where every call has its result comes back unchanged, with nothing added, moved or dropped, and no warning."""
+    history = every_kind()
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        assert complete_tool_calls(history) == (history, [], [], [])
+    assert caplog.records == []
+
+
+def test_orphan_and_duplicate_results_are_dropped_with_a_warning_naming_where(caplog):
+    """A result that answers no call of its batch, one after a user message, a second result for one call: left out, the first result kept, and a warning says so."""
+    first = ToolResultMessage("a", "t", [TextContent("first")])
+    history = [
+        ToolResultMessage("z", "t", [TextContent("before any call")]),
+        tool_call_reply(("a", "t", {})),
+        first,
+        ToolResultMessage("a", "t", [TextContent("second")]),
+        ToolResultMessage("x", "t", [TextContent("no such call")]),
+        UserMessage([TextContent("next")]),
+        ToolResultMessage("y", "t", [TextContent("after a user message")]),
+    ]
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        mended, added, moved, dropped = complete_tool_calls(history, "here")
+    assert mended == [history[1], first, history[5]] and added == moved == []
+    assert [(i, why) for i, _, why in dropped] == [(0, "orphan"), (3, "duplicate"), (4, "orphan"), (6, "orphan")]
+    assert caplog.records[0].levelname == "WARNING" and caplog.records[0].getMessage().startswith("here: mended to be valid to send")
+    assert "3 result(s) without a call in their batch left out ('z', 'x', 'y')" in caplog.text
+    assert "1 result(s) answering a call already answered left out ('a')" in caplog.text
+
+
+def test_a_result_found_later_is_moved_after_its_call_but_never_past_a_call_of_the_same_id():
+    """A result another writer's messages pushed away from its call moves back; one beyond a later call of the same id belongs to that call."""
+    own = ToolResultMessage("a", "t", [TextContent("a's result")])
+    reused = tool_call_reply(("r", "t", {}))
+    history = [
+        tool_call_reply(("a", "t", {})),
+        UserMessage([TextContent("another writer")]),
+        tool_call_reply(("b", "t", {})),
+        own,
+        ToolResultMessage("b", "t", [TextContent("b's result")]),
+        tool_call_reply(("r", "t", {})),
+        UserMessage([TextContent("between")]),
+        reused,
+        ToolResultMessage("r", "t", [TextContent("the later r's result")]),
+    ]
+    mended, added, moved, dropped = complete_tool_calls(history)
+    assert [getattr(m, "tool_call_id", None) or m.role for m in mended] == ["assistant", "a", "user", "assistant", "b", "assistant", "r", "user", "assistant", "r"]
+    assert mended[1] is own and moved == [(3, 1)] and dropped == []
+    assert [(i, r.tool_call_id, r.is_error) for i, r in added] == [(6, "r", True)] and mended[9] is history[8]
+
+
+def test_mending_is_idempotent():
+    """Mending a mended history changes nothing."""
+    history = [tool_call_reply(("a", "t", {}), ("b", "t", {})), UserMessage([]), ToolResultMessage("a", "t", []), ToolResultMessage("a", "t", [])]
+    once = complete_tool_calls(history).messages
+    assert complete_tool_calls(once) == (once, [], [], [])
+
+
+def test_load_history_sends_a_mended_history_with_a_warning_naming_the_file(tmp_path, caplog):
+    """A file holding an orphan result and an unanswered call loads valid to send, and the warning names the file."""
+    path = tmp_path / "h.json"
+    save_history([ToolResultMessage("x", "t", []), tool_call_reply(("a", "t", {}))], path)
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        loaded = load_history(path)
+    assert [(m.role, getattr(m, "tool_call_id", None), getattr(m, "is_error", None)) for m in loaded] == [("assistant", None, None), ("tool", "a", True)]
+    assert f"history file {str(path)!r}: mended to be valid to send" in caplog.text
 
 
 # --- add_message ----------------------------------------------------------------------

@@ -64,6 +64,11 @@ def test_a_hostile_session_row_is_a_message_format_error_naming_the_row(tmp_path
         session.messages()
 
 
+def answered(result: ToolResultMessage) -> list:
+    """``result`` after the call it answers: a tool result alone is an orphan, left out on load (decision 17)."""
+    return [tool_call_reply((result.tool_call_id, result.tool_name, {})), result]
+
+
 def self_containing() -> dict:
     details: dict = {"name": "loop", "items": []}
     details["items"].append(details)
@@ -81,11 +86,11 @@ def deeply_nested(depth: int = 5000) -> list:
 def test_a_message_whose_details_json_cannot_hold_is_still_stored(tmp_path, details):
     """encode_value recursed without end: save_history raised RecursionError and the session could not store the message."""
     message = ToolResultMessage(tool_call_id="c", tool_name="t", content=[TextContent("ok")], details=details, is_error=False)
-    save_history([message], tmp_path / "h.json")
+    save_history(answered(message), tmp_path / "h.json")
     with SQLiteSession(tmp_path / "s.db", "s") as session:
         session.append(message)
         stored = session.messages()[0]
-    loaded = load_history(tmp_path / "h.json")[0]
+    loaded = load_history(tmp_path / "h.json")[1]
     assert loaded.content == stored.content == [TextContent("ok")]
     assert "contains itself" in json.dumps(loaded.details) or "levels deep" in json.dumps(loaded.details)
     assert loaded.details == stored.details
@@ -98,8 +103,8 @@ class BadRepr:
 
 def test_a_detail_whose_repr_raises_is_stored_as_a_note_saying_so(tmp_path):
     message = ToolResultMessage(tool_call_id="c", tool_name="t", content=[], details={"x": BadRepr()}, is_error=False)
-    save_history([message], tmp_path / "h.json")
-    assert load_history(tmp_path / "h.json")[0].details == {"x": "<BadRepr whose repr raised RuntimeError>"}
+    save_history(answered(message), tmp_path / "h.json")
+    assert load_history(tmp_path / "h.json")[1].details == {"x": "<BadRepr whose repr raised RuntimeError>"}
 
 
 def test_a_history_file_that_is_not_utf8_is_a_message_format_error(tmp_path):
@@ -152,10 +157,10 @@ def test_any_details_are_stored_and_come_back_exactly(store, details):
     """Property: details with lone surrogates, ints past 4,300 digits and keys of any type never make save_history or SQLiteSession.append raise, and load back exactly."""
     where, session = store
     message = ToolResultMessage("c", "t", [TextContent("ok")], details, is_error=False)
-    save_history([message], where / "h.json")
+    save_history(answered(message), where / "h.json")
     session.clear()
     session.append(message)
-    for loaded in (load_history(where / "h.json")[0], session.messages()[0]):
+    for loaded in (load_history(where / "h.json")[1], session.messages()[0]):
         assert loaded == message and exact(loaded.details) == exact(details)
 
 
@@ -171,21 +176,21 @@ HOSTILE_DETAILS = {
 def test_details_json_cannot_write_are_stored_by_both_stores(tmp_path, details):
     """save_history raised UnicodeEncodeError or ValueError; SQLiteSession.append the same: both store and load them back."""
     message = ToolResultMessage("c", "t", [TextContent("ok")], details, is_error=False)
-    save_history([message], tmp_path / "h.json")
+    save_history(answered(message), tmp_path / "h.json")
     with SQLiteSession(tmp_path / "s.db", "s") as session:
         session.append(message)
         assert exact(session.messages()[0].details) == exact(details)
-    assert exact(load_history(tmp_path / "h.json")[0].details) == exact(details)
+    assert exact(load_history(tmp_path / "h.json")[1].details) == exact(details)
 
 
 def test_a_document_is_utf8_and_ascii_only_when_it_holds_a_lone_surrogate(tmp_path):
     """Non-ASCII text is written as UTF-8; only a document holding a lone surrogate is escaped to ASCII (and reads back the same)."""
     plain, odd = tmp_path / "plain.json", tmp_path / "odd.json"
     save_history([UserMessage([TextContent("naïve ✓")])], plain)
-    save_history([ToolResultMessage("c", "t", [TextContent("naïve")], {"s": "\ud800"})], odd)
+    save_history(answered(ToolResultMessage("c", "t", [TextContent("naïve")], {"s": "\ud800"})), odd)
     assert "naïve ✓" in plain.read_text(encoding="utf-8")
     assert odd.read_bytes().isascii() and b"\\ud800" in odd.read_bytes()
-    assert load_history(odd)[0].details == {"s": "\ud800"} and load_history(odd)[0].content == [TextContent("naïve")]
+    assert load_history(odd)[1].details == {"s": "\ud800"} and load_history(odd)[1].content == [TextContent("naïve")]
 
 
 def test_a_detail_whose_own_methods_raise_is_stored_as_its_repr(tmp_path):
@@ -199,8 +204,8 @@ def test_a_detail_whose_own_methods_raise_is_stored_as_its_repr(tmp_path):
             return "BadZone()"
 
     details = {"when": datetime(2024, 1, 1, tzinfo=BadZone()), "block": TextContent(5)}
-    save_history([ToolResultMessage("c", "t", [], details)], tmp_path / "h.json")
-    back = load_history(tmp_path / "h.json")[0].details
+    save_history(answered(ToolResultMessage("c", "t", [], details)), tmp_path / "h.json")
+    back = load_history(tmp_path / "h.json")[1].details
     assert back == {"when": repr(details["when"]), "block": repr(details["block"])}
 
 
@@ -215,16 +220,16 @@ OTHER_FORMS = {
 @pytest.mark.parametrize("value, back", OTHER_FORMS.values(), ids=OTHER_FORMS.keys())
 def test_the_values_docs_list_come_back_in_their_base_form(tmp_path, value, back):
     """docs/sessions.md's table of values that come back in another form: each comes back as it says."""
-    save_history([ToolResultMessage("c", "t", [], {"v": value})], tmp_path / "h.json")
-    assert exact(load_history(tmp_path / "h.json")[0].details["v"]) == exact(back)
+    save_history(answered(ToolResultMessage("c", "t", [], {"v": value})), tmp_path / "h.json")
+    assert exact(load_history(tmp_path / "h.json")[1].details["v"]) == exact(back)
 
 
 def test_a_usage_whose_counts_are_not_ints_is_stored_as_none_with_a_warning(tmp_path, caplog):
     """A tool's LLMUsage(1.5) was written as is and the file then refused to load ('usage.input_tokens' must be int)."""
     message = ToolResultMessage("c", "t", [TextContent("ok")], {}, LLMUsage(1.5))
     with caplog.at_level("WARNING", logger="yiemagent.history"):
-        save_history([message], tmp_path / "h.json")
-    assert load_history(tmp_path / "h.json")[0].usage is None
+        save_history(answered(message), tmp_path / "h.json")
+    assert load_history(tmp_path / "h.json")[1].usage is None
     assert "counts that are not ints" in caplog.text
 
 

@@ -27,7 +27,9 @@ from yiemagent import (
     YiemAgent,
     add_message,
     continue_agent,
+    load_history,
     run_agent,
+    save_history,
     shutdown,
     take_response,
 )
@@ -529,6 +531,100 @@ def test_a_process_killed_while_holding_a_session_leaves_no_stale_hold(tmp_path)
     with held(db, "held"):
         pass
     assert list((tmp_path / "s.db-locks").iterdir()) == []
+
+
+# --- whatever a session holds, what loads is valid to send (decision 17) --------------------
+
+
+class Unheld:
+    """A session of one's own without acquire/release, over a shared SQLiteSession: agents share it, as all did before holds."""
+
+    def __init__(self, inner: SQLiteSession) -> None:
+        self.inner = inner
+
+    def messages(self):
+        return self.inner.messages()
+
+    def append(self, message):
+        self.inner.append(message)
+
+    def clear(self):
+        self.inner.clear()
+
+
+def assert_valid_to_send(history):
+    """Each assistant message's calls are answered right after it, once each, and no tool result stands anywhere else."""
+    index = 0
+    while index < len(history):
+        message = history[index]
+        index += 1
+        assert message.role != "tool", f"a tool result at {index - 1} answers no call of its batch"
+        if message.role != "assistant":
+            continue
+        calls = {c["id"] for b in message.content if isinstance(b, dict) for c in b.get("tool_calls", [])}
+        answers = []
+        while index < len(history) and history[index].role == "tool":
+            answers.append(history[index].tool_call_id)
+            index += 1
+        assert sorted(answers) == sorted(calls)
+
+
+def interleave_two_agents(agents, db, ids):
+    """Two agents on one unheld session id, forced to interleave: both users stored, then both replies, both results, both answers."""
+    shared = Unheld(SQLiteSession(db, "shared"))
+    in_llm, in_tool, in_final = threading.Barrier(2), threading.Barrier(2), threading.Barrier(2)
+
+    def work(tool_call_id, args, signal, on_partial_result):
+        in_tool.wait(WAIT)
+        return text_result(f"result for {args['who']}")
+
+    made = []
+    for who, call_id in zip("AB", ids):
+        def first_round(formatted, who=who, call_id=call_id):
+            in_llm.wait(WAIT)
+            return tool_call_reply((call_id, "work", {"who": who}))
+
+        def final_round(formatted, who=who):
+            in_final.wait(WAIT)
+            return AssistantMessage([TextContent(f"{who} is done")], stop_reason="stop")
+
+        made.append(agents(ScriptedLLM([first_round, final_round]), [make_tool("work", work)], session=shared))
+    for who, agent in zip("AB", made):
+        run_agent(agent, f"task {who}")
+    for agent in made:
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        shutdown(agent, timeout=WAIT)
+    return shared.inner.messages()
+
+
+@pytest.mark.parametrize("ids", [("a1", "b1"), ("c1", "c1")], ids=["own-ids", "same-id"])
+def test_a_history_two_agents_interleaved_loads_valid_to_send(agents, tmp_path, caplog, ids):
+    """Rows two agents interleaved the old way (calls answered out of order, a duplicate when the ids collide): an agent on the session and load_history both repair them, with a warning, and the next request is valid."""
+    db = tmp_path / "s.db"
+    stored = interleave_two_agents(agents, db, ids)
+    assert [m.role for m in stored] == ["user", "user", "assistant", "assistant", "tool", "tool", "assistant", "assistant"]
+    with pytest.raises(AssertionError):
+        assert_valid_to_send(stored)  # as stored, every provider rejects it
+    llm = ScriptedLLM(["I see both tasks"])
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        third = agents(llm, [make_tool("work")], session=SQLiteSession(db, "shared"))
+    assert_valid_to_send(third.history())
+    assert f"session SQLiteSession({str(db)!r}, 'shared'): mended to be valid to send" in caplog.text
+    results = sorted(m.content[0].text for m in third.history() if m.role == "tool")
+    if ids[0] != ids[1]:  # each result is kept, moved after its own call
+        assert results == ["result for A", "result for B"]
+    else:  # one call's result is ambiguous: the first is kept for the later call, the other call is answered as lost
+        assert LOST_RESULT_MESSAGE in results and "answering a call already answered left out" in caplog.text
+    save_history(stored, tmp_path / "h.json")
+    assert load_history(tmp_path / "h.json") == third.history()
+    continue_agent(third)
+    assert take_response(third, timeout=WAIT).content[0].text == "I see both tasks"
+    sent = llm.requests[0]["messages"]
+    for i, wire in enumerate(sent):
+        if wire.get("tool_calls"):
+            answers = [m["tool_call_id"] for m in sent[i + 1 : i + 1 + len(wire["tool_calls"])]]
+            assert answers == [c["id"] for c in wire["tool_calls"]]
+    assert sum(1 for m in sent if m["role"] == "tool") == sum(len(m.get("tool_calls", [])) for m in sent)
 
 
 # --- the command line ---------------------------------------------------------------------

@@ -248,17 +248,15 @@ def _usage(value: Any) -> LLMUsage:
 def message_to_data(message: AgentMessage) -> dict[str, Any]:
     """The JSON-ready dict of one message (the module docstring says the form).
 
-    The message is first checked as the agent checks what enters its history
-    (``normalize_message``, decision 15), so what is stored is what ``message_from_data``
-    reads back: a str content becomes a text block, and a message no agent would take
-    is refused here rather than stored unreadable. A message from an agent's history
-    comes out of that check unchanged.
+    The message is first made what ``message_from_data`` reads back (``_as_an_agent_holds``):
+    a str content becomes a text block, and a message no agent would take is refused here
+    rather than stored unreadable. A message from an agent's history is stored as it is.
 
     Raises:
         MessageFormatError: the message cannot be sent to an LLM (e.g. a UserMessage whose
             content holds an int); the text names the field.
     """
-    message = normalize_message(message)
+    message = _as_an_agent_holds(message)
     data: dict[str, Any] = {"role": message.role}  # type: ignore[attr-defined]
     for f in fields(message):  # type: ignore[arg-type]
         value = getattr(message, f.name)
@@ -275,6 +273,32 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
         else:
             data[f.name] = encode_value(value)
     return data
+
+
+def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
+    """``message`` checked as the agent checks what enters its history (``normalize_message``, decision 15).
+
+    A ``UserMessage`` always goes through the check: it is the one that may be refused
+    (``MessageFormatError`` naming the block). Any other message only when a glance shows
+    it needs it (a block that is neither content nor an object, a usage that is not an
+    ``LLMUsage``, a field of the wrong type): the check only mends those, and it costs
+    more than the rest of storing or loading a reply, which the agent checks anyway.
+    """
+    if isinstance(message, UserMessage):
+        return normalize_message(message)
+    content = message.content  # type: ignore[attr-defined]
+    usage = message.usage  # type: ignore[attr-defined]
+    if (
+        not isinstance(content, list)
+        or not all(isinstance(b, (MessageContent, dict)) for b in content)
+        or (usage is not None and not isinstance(usage, LLMUsage))
+        or (
+            isinstance(message, AssistantMessage)
+            and (not isinstance(message.timestamp, datetime) or any(not isinstance(getattr(message, n), (str, type(None))) for n in _OPTIONAL_STR))
+        )
+    ):
+        return normalize_message(message)
+    return message
 
 
 def utf8_json(data: Any, **options: Any) -> bytes:
@@ -350,9 +374,9 @@ def message_from_data(data: Any, where: str) -> AgentMessage:
                     raise MessageFormatError(f"has no {name!r}")
                 continue
             kwargs[name] = _field(name, data[name])
-        # checked as the agent checks what enters its history (decision 15), so that what
-        # loads can be sent again and a bad block is named here, with the file or row
-        return normalize_message(cls(**kwargs))
+        # checked as the agent checks what enters its history (decision 15), so that a bad
+        # block is named here, with the file or row, not later by YiemAgent(messages=)
+        return _as_an_agent_holds(cls(**kwargs))
     except MessageFormatError as exc:
         raise MessageFormatError(f"{where}: {exc}") from None
     except RecursionError:
