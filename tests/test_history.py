@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 from datetime import date, datetime, time, timedelta, timezone
 
@@ -383,3 +387,90 @@ def test_a_saved_agent_history_starts_a_new_agent(agents, tmp_path):
     earlier = format_msg_for_llm(prepare_context(first.state, None), None)["messages"]
     assert llm.requests[0]["messages"][:-1] == earlier
     assert [m["role"] for m in earlier] == ["system", "user", "assistant", "tool", "assistant"]
+
+
+# --- temporaries a killed save leaves (docs/sessions.md "The JSON form") ---------------------
+
+SAVER = """
+import os, sys
+from yiemagent import TextContent, UserMessage, save_history
+real, calls = os.fsync, []
+
+def stuck(fd):   # the first fsync is the temporary's: stop there, the document half written
+    calls.append(fd)
+    if len(calls) == 1:
+        print("ready", flush=True)
+        sys.stdin.readline()
+    real(fd)
+
+os.fsync = stuck
+save_history([UserMessage([TextContent("from the child")])], sys.argv[1])
+"""
+
+
+def saver_in_the_middle(path):
+    """A child process stopped inside save_history(path), its temporary written and locked."""
+    child = subprocess.Popen([sys.executable, "-c", SAVER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready", child.stderr.read()
+    return child
+
+
+def temporaries(directory, name="h.json"):
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith(f".{name}.") and p.name.endswith(".tmp"))
+
+
+def age(path, seconds=60):
+    """Make ``path`` look ``seconds`` old, as a temporary found a while after its saver stopped is."""
+    when = path.stat().st_mtime - seconds
+    os.utime(path, (when, when))
+
+
+def test_the_next_save_removes_the_temporary_a_killed_save_left_and_only_that_files(tmp_path):
+    """A save SIGKILLed mid-write leaves .h.json.*.tmp: the next save of h.json removes it, and leaves other files' temporaries."""
+    path = tmp_path / "h.json"
+    child = saver_in_the_middle(path)
+    child.kill()
+    assert child.wait(timeout=WAIT) == -signal.SIGKILL
+    child.stdout.close(), child.stdin.close(), child.stderr.close()
+    [left] = temporaries(tmp_path)
+    age(tmp_path / left)
+    others = [tmp_path / ".h.json.bak.abcdefgh.tmp", tmp_path / ".other.json.abcdefgh.tmp", tmp_path / ".h.json.notes.tmp"]
+    for other in others:
+        other.write_bytes(b"{")
+        age(other)
+    history = every_kind()
+    save_history(history, path)
+    assert temporaries(tmp_path) == [".h.json.bak.abcdefgh.tmp", ".h.json.notes.tmp"] and all(o.exists() for o in others)
+    assert load_history(path) == history
+
+
+def test_a_save_in_progress_keeps_its_temporary_while_another_save_cleans(tmp_path):
+    """A live saver's temporary, however old it looks, is locked: another save leaves it, and the live save then completes."""
+    path = tmp_path / "h.json"
+    child = saver_in_the_middle(path)
+    try:
+        [live] = temporaries(tmp_path)
+        age(tmp_path / live)
+        save_history(every_kind(), path)
+        assert temporaries(tmp_path) == [live]
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.wait(timeout=WAIT) == 0, child.stderr.read()
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stdout.close(), child.stderr.close()
+    assert temporaries(tmp_path) == [] and load_history(path)[0].content == [TextContent("from the child")]
+
+
+def test_an_unlocked_temporary_younger_than_the_grace_is_left(tmp_path):
+    """A temporary a moment old may be a save between creating and locking it: left until it is STALE_AFTER_S old."""
+    from yiemagent._locked_files import STALE_AFTER_S
+
+    fresh = tmp_path / ".h.json.abcdefgh.tmp"
+    fresh.write_bytes(b"{")
+    save_history([], tmp_path / "h.json")
+    assert temporaries(tmp_path) == [fresh.name]
+    age(fresh, STALE_AFTER_S + 1)
+    save_history([], tmp_path / "h.json")
+    assert temporaries(tmp_path) == []

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union
 
 from ._history_json import message_from_data, message_to_data, utf8_json
+from ._locked_files import write_atomically
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage
@@ -116,7 +116,8 @@ def save_history(messages: Iterable[AgentMessage], path: PathLike) -> None:
 
     The document goes to a temporary file in the same directory, is flushed and fsynced,
     then replaces ``path`` in one ``os.replace``: a reader (or a crash) sees the old
-    file or the new one, never half of one.
+    file or the new one, never half of one. Temporaries that saves of ``path`` killed
+    mid-write left are removed first (``_locked_files.write_atomically``).
 
     Whatever a message's ``details`` holds is written (docs/sessions.md, "The JSON form").
 
@@ -127,36 +128,7 @@ def save_history(messages: Iterable[AgentMessage], path: PathLike) -> None:
         OSError: the file could not be written; ``path`` is left as it was.
     """
     entries = each_message(messages, message_to_data)
-    _write_atomically(Path(path), utf8_json({"format": FORMAT, "version": VERSION, "messages": entries}, indent=1))
-
-
-def _write_atomically(target: Path, data: bytes) -> None:
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (POSIX); a platform without directory fds skips it."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    write_atomically(Path(path), utf8_json({"format": FORMAT, "version": VERSION, "messages": entries}, indent=1))
 
 
 def load_history(path: PathLike) -> list[AgentMessage]:

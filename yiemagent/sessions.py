@@ -14,8 +14,6 @@ once, and the hold dies with its process.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import logging
 import os
@@ -24,6 +22,7 @@ import threading
 from typing import IO, TYPE_CHECKING, Any, Optional, Protocol, Union
 
 from ._history_json import message_from_json, message_to_json
+from ._locked_files import release_hold, take_hold
 from .errors import AgentClosedError, MessageFormatError, SessionInUseError
 from .messages import AgentMessage
 from ._failures import user_code_errors
@@ -353,47 +352,18 @@ class SQLiteSession:
     def _lock_hold_file(self) -> IO[bytes]:
         directory = os.path.realpath(self.path) + "-locks"
         os.makedirs(directory, exist_ok=True)
-        name = os.path.join(directory, hashlib.sha256(self.session_id.encode("utf-8")).hexdigest()[:32] + ".lock")
-        while True:
-            handle = open(name, "a+b")  # created if absent, never truncated by opening
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                holder = _holder_of(handle)
-                handle.close()
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise
-                raise SessionInUseError(
-                    f"session {self.session_id!r} in {self.path!r} is held by another agent{holder}: one agent holds a session at a time"
-                ) from None
-            # A holder removes the file before it unlocks it, so a file we opened before that
-            # removal is locked by nobody yet guards nothing: lock the file the name leads to now.
-            try:
-                current = os.path.samestat(os.fstat(handle.fileno()), os.stat(name))
-            except FileNotFoundError:
-                current = False
-            if current:
-                break
-            handle.close()
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n".encode("ascii"))
-        handle.flush()
+        handle, holder = take_hold(os.path.join(directory, hashlib.sha256(self.session_id.encode("utf-8")).hexdigest()[:32] + ".lock"))
+        if handle is None:
+            by = f" (process {holder})" if holder else ""
+            raise SessionInUseError(f"session {self.session_id!r} in {self.path!r} is held by another agent{by}: one agent holds a session at a time")
         return handle
 
     def release(self) -> None:
         """End the hold ``acquire`` took: the lock file is removed, then unlocked. Does nothing when not held."""
         with self._lock:
             hold, self._hold = self._hold, None
-            if hold is None or hold is True:
-                return
-            assert not isinstance(hold, bool)
-            try:
-                os.unlink(hold.name)  # while locked: no other holder can have made a file of that name
-            except FileNotFoundError:
-                pass
-            finally:
-                hold.close()  # unlocks
+            if hold is not None and hold is not True:
+                release_hold(hold)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """End the hold, if any, and close the connection; further calls raise ``ValueError``. Calling it again does nothing."""
@@ -412,12 +382,3 @@ class SQLiteSession:
     def __repr__(self) -> str:
         return f"SQLiteSession({self.path!r}, {self.session_id!r})"
 
-
-def _holder_of(handle: IO[bytes]) -> str:
-    """`` (process N)`` from a lock file its holder wrote, or "" (a holder that has not written yet)."""
-    try:
-        handle.seek(0)
-        text = handle.read(32).decode("ascii", "replace").strip()
-    except OSError:
-        return ""
-    return f" (process {text})" if text.isdigit() else ""
