@@ -1,4 +1,4 @@
-"""History beyond a run (issue 13): save_history / load_history, add_message, mending unanswered tool calls."""
+"""History beyond a run: save_history / load_history, add_message, mending tool results (docs/sessions.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SQLiteSession and YiemAgent(session=...) (issue 13): order, isolation, crash safety with real processes, the CLI."""
+"""SQLiteSession and YiemAgent(session=...): order, isolation, crash safety with real processes, one agent per session, repair on load, the CLI."""
 
 from __future__ import annotations
 

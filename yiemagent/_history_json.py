@@ -1,7 +1,7 @@
 """The JSON form of one message, shared by ``save_history``/``load_history`` and ``SQLiteSession``.
 
-A message's own fields take the form ``to_dict()`` gives them (API.md "Content and
-messages"): ``role``, content blocks as ``{"type": "text", "text": ...}`` /
+A message's own fields take the form ``to_dict()`` gives them (spec §19 "Message Types";
+docs/sessions.md "The JSON form"): ``role``, content blocks as ``{"type": "text", "text": ...}`` /
 ``{"type": "image", "data": ..., "mime_type": ...}``, ``timestamp`` an ISO 8601 string
 with its offset, ``usage`` a dict of counts. Values of free form — ``details``, the raw
 tool-call blocks of spec §7 — go through ``encode_value``, which keeps what plain JSON

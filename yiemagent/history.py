@@ -1,6 +1,6 @@
 """The conversation history beyond the run: adding to it, saving it, loading it, mending it.
 
-API.md "History and sessions". ``add_message`` appends without starting a run;
+Beyond the spec (docs/sessions.md). ``add_message`` appends without starting a run;
 ``save_history`` / ``load_history`` keep a history in one versioned JSON document;
 ``complete_tool_calls`` mends what a crash or two writers left (calls without a result,
 results out of place, orphaned or doubled), so whatever was stored loads valid to send
@@ -66,7 +66,7 @@ T = TypeVar("T")
 
 
 def add_message(agent: "YiemAgent", message: AgentMessage) -> None:
-    """Append ``message`` to the agent's history without starting a run (API.md; spec §10 hand-off).
+    """Append ``message`` to the agent's history without starting a run (docs/sessions.md; spec §10 hand-off).
 
     While the agent is idle the message is appended at once (stored in the agent's session
     first). While a run is active it joins the history at that run's next LLM round, as

@@ -48,7 +48,7 @@ _PRIVATE_DATABASES = ("", ":memory:")  # a database only its own connection sees
 
 
 class Session(Protocol):
-    """What ``YiemAgent(session=...)`` needs of a session (API.md "History and sessions").
+    """What ``YiemAgent(session=...)`` needs of a session (docs/sessions.md).
 
     ``append`` is called for each message as it enters the history, from the agent's run
     thread or the thread calling ``add_message``; a session used by one agent is called
@@ -208,7 +208,7 @@ class HistoryWriter:
 class SQLiteSession:
     """A session stored in an SQLite database: one row per message, in order.
 
-    Beyond the spec; API.md "History and sessions". Uses the standard library's
+    Beyond the spec (docs/sessions.md). Uses the standard library's
     ``sqlite3`` in WAL mode. The table ``yiemagent_messages`` holds ``(id, session_id,
     body)``: ``id`` is SQLite's rowid, which grows with each insert, so a session's rows
     read in ``id`` order are its messages in the order they were appended; ``body`` is the
@@ -289,7 +289,10 @@ class SQLiteSession:
         return self._conn
 
     def messages(self) -> list[AgentMessage]:
-        """Every message of this session, in the order appended.
+        """Every message of this session, in the order appended, as stored.
+
+        Not mended (decision 17): an agent started on the session, and
+        ``history.complete_tool_calls``, make the history valid to send (docs/sessions.md).
 
         Raises:
             MessageFormatError: a stored row is not a message; names the session and the row.
