@@ -4,7 +4,6 @@ Every public name is importable from here and listed, with its signature, in doc
 each spec name to its Python name and docs/conformance.md each spec rule to its code.
 """
 
-from . import _moved  # noqa: F401  old import paths of modules that moved (docs/architecture.md)
 from .agent import (
     YiemAgent,
     abort,
@@ -29,6 +28,7 @@ from .errors import (
     EmptyHistoryError,
     LLMError,
     MessageFormatError,
+    SessionInUseError,
     ToolArgumentsError,
     ToolDefinitionError,
     ToolError,
@@ -155,6 +155,7 @@ __all__ = [
     "OpenAIClient",
     "PreparedToolCall",
     "SQLiteSession",
+    "SessionInUseError",
     "TextContent",
     "ToolArgumentsError",
     "ToolDefinitionError",

@@ -27,13 +27,13 @@ from .errors import AgentClosedError, EmptyHistoryError, MessageFormatError
 from .formatting import format_msg_for_llm as default_format_msg_for_llm
 from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
-from .history import history_from_session
+from .history import each_message, history_from_session
 from .run import DEFAULT_MAX_ROUNDS, check_max_rounds
 from .messages import AgentMessage, AssistantMessage, LLMModel, LLMUsage
 from .normalize import normalize_message
 from .registry import ToolStore
 from .run import CONTINUE
-from .history.sessions import Session
+from .history.sessions import Session, hold_session, release_session
 from .types import DEFAULT_SYSTEM_PROMPT, AgentState
 from .tools import register_builtin_tools, resolve_builtin_names
 
@@ -181,36 +181,37 @@ class YiemAgent:
         builtin_names = resolve_builtin_names(builtin_tools)
         if session is not None and messages is not None:
             raise ValueError("give either session= or messages=, not both: with a session the history comes from it")
-        history = History()  # counts its edits: the formatter's shortcut (docs/performance.md)
-        for index, message in enumerate(history_from_session(session) if session is not None else messages or []):
-            if not isinstance(message, AgentMessage):
-                raise MessageFormatError(f"messages[{index}] is {type(message).__name__}; expected an AgentMessage")
-            try:
-                history.append(normalize_message(message))
-            except MessageFormatError as exc:
-                raise MessageFormatError(f"messages[{index}]: {exc}") from None
-        self.session_id = session_id
-        self.max_retry_delay_ms = max_retry_delay_ms
-        if max_retry_delay_ms is not None and hasattr(llm_call, "max_retry_delay_ms"):
-            llm_call.max_retry_delay_ms = max_retry_delay_ms  # type: ignore[attr-defined]
+        if session is not None:
+            hold_session(session)  # decision 17: one agent holds a session at a time (SessionInUseError); before reading it
+        try:
+            history = History()  # counts its edits: the formatter's shortcut (docs/performance.md)
+            history.extend(each_message(history_from_session(session) if session is not None else messages or [], normalize_message))
+            self.session_id = session_id
+            self.max_retry_delay_ms = max_retry_delay_ms
+            if max_retry_delay_ms is not None and hasattr(llm_call, "max_retry_delay_ms"):
+                llm_call.max_retry_delay_ms = max_retry_delay_ms  # type: ignore[attr-defined]
 
-        store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
-        register_builtin_tools(store, builtin_names, keep_existing=tool_store is not None)
-        name = f"yiemagent-{session_id or hex(id(self))[2:]}"
-        self._core = AgentCore(
-            name=name,
-            llm_call=llm_call,
-            agent_event_sink=agent_event_sink,
-            state=AgentState(system_prompt, model, store.tools, history, set(), False, None),
-            tool_store=store,
-            prepare_context=prepare_context or default_prepare_context,
-            format_msg_for_llm=format_msg_for_llm or default_format_msg_for_llm,
-            before_tool_call=before_tool_call,
-            after_tool_call=after_tool_call,
-            parallel_tool_execute=parallel_tool_execute,
-            max_rounds=max_rounds,
-            session=session,
-        )
+            store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
+            register_builtin_tools(store, builtin_names, keep_existing=tool_store is not None)
+            name = f"yiemagent-{session_id or hex(id(self))[2:]}"
+            self._core = AgentCore(
+                name=name,
+                llm_call=llm_call,
+                agent_event_sink=agent_event_sink,
+                state=AgentState(system_prompt, model, store.tools, history, set(), False, None),
+                tool_store=store,
+                prepare_context=prepare_context or default_prepare_context,
+                format_msg_for_llm=format_msg_for_llm or default_format_msg_for_llm,
+                before_tool_call=before_tool_call,
+                after_tool_call=after_tool_call,
+                parallel_tool_execute=parallel_tool_execute,
+                max_rounds=max_rounds,
+                session=session,
+            )
+        except BaseException:
+            if session is not None:
+                release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
+            raise
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
 

@@ -329,9 +329,12 @@ class AgentCore:
                 self.follow_up_channel.close(why)
                 if self._run is None:  # else the run delivers its response, then closes the output
                     self.output_channel.close(_NO_MORE_RESPONSES if self._closing else why)
+                stored_last = self._run is None or self._run_done  # no run will store another message
                 self._set_state(LoopState.IDLE)
                 self._wake.notify_all()
             self._worker.stop()
+            if stored_last:
+                self._writer.release()  # decision 17: the session's hold ends with the agent (docs/sessions.md)
 
     def _start_run(self) -> None:
         """State 2: a message is waiting and no run is active — start one (spec ``@spawn _processMessage``)."""
@@ -377,6 +380,7 @@ class AgentCore:
         except queue.Full:
             self.undelivered_responses.append(response)
         self.output_channel.close(_NO_MORE_RESPONSES)
+        self._writer.release()  # decision 17: the loop has gone, and this run stored the agent's last message
 
     def _collect_run(self) -> None:
         """State 6: the run finished — queue its response for the output channel and reset."""

@@ -1,4 +1,4 @@
-"""SQLiteSession and YiemAgent(session=...) (issue 13): order, isolation, crash safety with real processes, the CLI."""
+"""SQLiteSession and YiemAgent(session=...): order, isolation, crash safety with real processes, one agent per session, repair on load, the CLI."""
 
 from __future__ import annotations
 
@@ -19,13 +19,18 @@ from yiemagent import (
     AssistantMessage,
     LLMUsage,
     MessageFormatError,
+    SessionInUseError,
     SQLiteSession,
     TextContent,
     ToolResultMessage,
     UserMessage,
+    YiemAgent,
     add_message,
     continue_agent,
+    load_history,
     run_agent,
+    save_history,
+    shutdown,
     take_response,
 )
 from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
@@ -216,6 +221,7 @@ def test_an_agent_starts_from_the_session_and_goes_on_storing(agents, tmp_path):
     first = agents(ScriptedLLM(["one"]), session=SQLiteSession(db, "c"))
     run_agent(first, "hello")
     take_response(first, timeout=WAIT)
+    shutdown(first, timeout=WAIT)  # one agent holds a session at a time (decision 17)
     llm = ScriptedLLM(["two"])
     second = agents(llm, session=SQLiteSession(db, "c"))
     assert second.history() == first.history()
@@ -235,6 +241,7 @@ def test_a_gap_inside_a_session_is_mended_in_memory_only(agents, session):
     assert agent.session is session
     assert [(m.role, getattr(m, "tool_call_id", None)) for m in agent.history()] == [("user", None), ("assistant", None), ("tool", "c1"), ("user", None)]
     assert session.messages() == stored
+    shutdown(agent, timeout=WAIT)
     again = agents(ScriptedLLM([]), session=session)
     assert again.history() == agent.history()
 
@@ -355,6 +362,269 @@ def test_a_process_killed_mid_batch_leaves_a_session_a_new_agent_continues_from(
     assert calls == ["c0", "c1", "c2", "c3"] and [m["tool_call_id"] for m in sent if m["role"] == "tool"] == calls
 
 
+# --- one agent holds a session at a time (decision 17) -------------------------------------
+
+
+def held(db, session_id="s", llm=None):
+    """An agent holding ``session_id`` in ``db`` (no tools)."""
+    return YiemAgent(llm_call=llm or ScriptedLLM([]), agent_event_sink=None, session=SQLiteSession(db, session_id), builtin_tools=False)
+
+
+def test_a_second_agent_on_a_held_session_id_is_refused_at_once(tmp_path):
+    """Another SQLiteSession on the same file and id, in the same process: SessionInUseError naming the session and the holder; another id in the file is free."""
+    db = tmp_path / "s.db"
+    with held(db, "s"):
+        with pytest.raises(SessionInUseError, match=rf"session 's' in '.*s\.db' is held by another agent \(process {os.getpid()}\)"):
+            held(db, "s")
+        with held(db, "other") as other:
+            assert other.history() == []
+
+
+def test_one_session_object_cannot_serve_two_agents(tmp_path):
+    """The same SQLiteSession given to a second live agent: SessionInUseError, and the first agent keeps its hold."""
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        first = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+        with pytest.raises(SessionInUseError, match="already held by an agent using this SQLiteSession"):
+            YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+        with pytest.raises(SessionInUseError):
+            held(tmp_path / "s.db", "s")
+        shutdown(first, timeout=WAIT)
+
+
+def test_after_shutdown_the_next_agent_takes_the_session_at_once_and_no_lock_file_is_left(tmp_path):
+    """shutdown ends the hold: a new agent on the id starts at once, and the lock file is gone."""
+    db = tmp_path / "s.db"
+    first = held(db, llm=ScriptedLLM(["one"]))
+    run_agent(first, "hi")
+    take_response(first, timeout=WAIT)
+    shutdown(first, timeout=WAIT)
+    with held(db) as second:
+        assert [m.role for m in second.history()] == ["user", "assistant"]
+        assert len(list((tmp_path / "s.db-locks").iterdir())) == 1
+    assert list((tmp_path / "s.db-locks").iterdir()) == []
+
+
+def test_a_dropped_agent_gives_its_session_back_when_collected(tmp_path):
+    """An agent dropped without shutdown releases its hold as its threads end (after its ResourceWarning)."""
+    import gc
+
+    session = SQLiteSession(tmp_path / "s.db", "s")  # kept: its lock file is closed by the agent's release, not by collecting it
+    agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+    loop = agent._core._thread
+    with pytest.warns(ResourceWarning, match="without shutdown"):
+        del agent
+        gc.collect()
+    loop.join(WAIT)
+    with held(tmp_path / "s.db"):
+        pass
+    session.close()
+
+
+def test_a_run_shutdown_left_running_keeps_the_hold_until_it_has_stored_its_last_message(tmp_path):
+    """shutdown gave up on a run whose llm_call ignores the abort: the id stays held (no second writer), and is free once the run ended."""
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(formatted):
+        entered.set()
+        release.wait(WAIT)
+        return AssistantMessage([TextContent("late")])
+
+    db = tmp_path / "s.db"
+    agent = held(db, llm=ScriptedLLM([stuck]))
+    run_agent(agent, "go")
+    assert entered.wait(WAIT)
+    shutdown(agent, timeout=0.05)
+    with pytest.raises(SessionInUseError):
+        held(db)
+    release.set()
+    agent._core._worker.thread.join(WAIT)
+    with held(db) as after, SQLiteSession(db, "s") as raw:
+        assert after.history() == raw.messages()
+
+
+class HeldRecorder(FailingSession):
+    """A session of one's own with acquire/release (docs/sessions.md): records the calls."""
+
+    def __init__(self, stored=()):
+        super().__init__(room=100)
+        self.stored, self.calls = list(stored), []
+
+    def acquire(self):
+        self.calls.append("acquire")
+
+    def release(self):
+        self.calls.append("release")
+
+
+def test_a_session_of_ones_own_is_acquired_before_it_is_read_and_released_once_at_shutdown():
+    """A custom session with acquire/release: acquire in the constructor before messages(), release once after shutdown."""
+    session = HeldRecorder()
+    reads = session.messages
+    session.messages = lambda: (session.calls.append("messages"), reads())[1]
+    agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+    assert session.calls == ["acquire", "messages"]
+    shutdown(agent, timeout=WAIT)
+    shutdown(agent, timeout=WAIT)
+    assert session.calls == ["acquire", "messages", "release"]
+
+
+def test_a_constructor_that_fails_after_the_hold_gives_the_session_back():
+    """A session holding something that is not a message: the constructor raises MessageFormatError and releases the hold it took."""
+    session = HeldRecorder(stored=["not a message"])
+    with pytest.raises(MessageFormatError, match=r"messages\[0\] is str"):
+        YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+    assert session.calls == ["acquire", "release"]
+
+
+def test_a_store_in_progress_at_shutdown_is_finished_before_the_hold_ends():
+    """shutdown returns while an idle add_message hangs in the session; the hold ends only after that store returned."""
+    session = HeldRecorder()
+    hanging, go_on = threading.Event(), threading.Event()
+    store = session.append
+
+    def slow_append(message):
+        hanging.set()
+        go_on.wait(WAIT)
+        store(message)
+        session.calls.append("stored")
+
+    session.append = slow_append
+    agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+    adder = threading.Thread(target=add_message, args=(agent, user("note")), daemon=True)
+    adder.start()
+    assert hanging.wait(WAIT)
+    shutdown(agent, timeout=0.05)
+    assert session.calls == ["acquire"]
+    go_on.set()
+    adder.join(WAIT)
+    assert session.calls == ["acquire", "stored", "release"] and [m.content[0].text for m in session.stored] == ["note"]
+
+
+HOLDER = """
+import sys, threading
+from yiemagent import SQLiteSession, YiemAgent
+from yiemagent.llm import ScriptedLLM
+agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=SQLiteSession(sys.argv[1], "held"))
+print("ready", flush=True)
+threading.Event().wait()
+"""
+
+
+def test_a_process_killed_while_holding_a_session_leaves_no_stale_hold(tmp_path):
+    """A real child process holds the id: an agent here is refused, naming the child; after SIGKILL a new agent takes the id at once."""
+    db = str(tmp_path / "s.db")
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready", child.stderr.read()
+        with pytest.raises(SessionInUseError, match=rf"held by another agent \(process {child.pid}\)"):
+            held(db, "held")
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=WAIT) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stdout.close()
+        child.stderr.close()
+    assert len(list((tmp_path / "s.db-locks").iterdir())) == 1  # the dead holder's file is left, unlocked
+    with held(db, "held"):
+        pass
+    assert list((tmp_path / "s.db-locks").iterdir()) == []
+
+
+# --- whatever a session holds, what loads is valid to send (decision 17) --------------------
+
+
+class Unheld:
+    """A session of one's own without acquire/release, over a shared SQLiteSession: agents share it, as all did before holds."""
+
+    def __init__(self, inner: SQLiteSession) -> None:
+        self.inner = inner
+
+    def messages(self):
+        return self.inner.messages()
+
+    def append(self, message):
+        self.inner.append(message)
+
+    def clear(self):
+        self.inner.clear()
+
+
+def assert_valid_to_send(history):
+    """Each assistant message's calls are answered right after it, once each, and no tool result stands anywhere else."""
+    index = 0
+    while index < len(history):
+        message = history[index]
+        index += 1
+        assert message.role != "tool", f"a tool result at {index - 1} answers no call of its batch"
+        if message.role != "assistant":
+            continue
+        calls = {c["id"] for b in message.content if isinstance(b, dict) for c in b.get("tool_calls", [])}
+        answers = []
+        while index < len(history) and history[index].role == "tool":
+            answers.append(history[index].tool_call_id)
+            index += 1
+        assert sorted(answers) == sorted(calls)
+
+
+def interleave_two_agents(agents, db, ids):
+    """Two agents on one unheld session id, forced to interleave: both users stored, then both replies, both results, both answers."""
+    shared = Unheld(SQLiteSession(db, "shared"))
+    in_llm, in_tool, in_final = threading.Barrier(2), threading.Barrier(2), threading.Barrier(2)
+
+    def work(tool_call_id, args, signal, on_partial_result):
+        in_tool.wait(WAIT)
+        return text_result(f"result for {args['who']}")
+
+    made = []
+    for who, call_id in zip("AB", ids):
+        def first_round(formatted, who=who, call_id=call_id):
+            in_llm.wait(WAIT)
+            return tool_call_reply((call_id, "work", {"who": who}))
+
+        def final_round(formatted, who=who):
+            in_final.wait(WAIT)
+            return AssistantMessage([TextContent(f"{who} is done")], stop_reason="stop")
+
+        made.append(agents(ScriptedLLM([first_round, final_round]), [make_tool("work", work)], session=shared))
+    for who, agent in zip("AB", made):
+        run_agent(agent, f"task {who}")
+    for agent in made:
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        shutdown(agent, timeout=WAIT)
+    return shared.inner.messages()
+
+
+@pytest.mark.parametrize("ids", [("a1", "b1"), ("c1", "c1")], ids=["own-ids", "same-id"])
+def test_a_history_two_agents_interleaved_loads_valid_to_send(agents, tmp_path, caplog, ids):
+    """Rows two agents interleaved the old way (calls answered out of order, a duplicate when the ids collide): an agent on the session and load_history both repair them, with a warning, and the next request is valid."""
+    db = tmp_path / "s.db"
+    stored = interleave_two_agents(agents, db, ids)
+    assert [m.role for m in stored] == ["user", "user", "assistant", "assistant", "tool", "tool", "assistant", "assistant"]
+    with pytest.raises(AssertionError):
+        assert_valid_to_send(stored)  # as stored, every provider rejects it
+    llm = ScriptedLLM(["I see both tasks"])
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        third = agents(llm, [make_tool("work")], session=SQLiteSession(db, "shared"))
+    assert_valid_to_send(third.history())
+    assert f"session SQLiteSession({str(db)!r}, 'shared'): mended to be valid to send" in caplog.text
+    results = sorted(m.content[0].text for m in third.history() if m.role == "tool")
+    if ids[0] != ids[1]:  # each result is kept, moved after its own call
+        assert results == ["result for A", "result for B"]
+    else:  # one call's result is ambiguous: the first is kept for the later call, the other call is answered as lost
+        assert LOST_RESULT_MESSAGE in results and "answering a call already answered left out" in caplog.text
+    save_history(stored, tmp_path / "h.json")
+    assert load_history(tmp_path / "h.json") == third.history()
+    continue_agent(third)
+    assert take_response(third, timeout=WAIT).content[0].text == "I see both tasks"
+    sent = llm.requests[0]["messages"]
+    for i, wire in enumerate(sent):
+        if wire.get("tool_calls"):
+            answers = [m["tool_call_id"] for m in sent[i + 1 : i + 1 + len(wire["tool_calls"])]]
+            assert answers == [c["id"] for c in wire["tool_calls"]]
+    assert sum(1 for m in sent if m["role"] == "tool") == sum(len(m.get("tool_calls", [])) for m in sent)
+
+
 # --- the command line ---------------------------------------------------------------------
 
 
@@ -393,3 +663,26 @@ def test_ask_with_session_ids_keeps_conversations_apart(tmp_path):
     assert again.returncode == 0 and "session 'two'" in again.stderr and "0 messages so far" in again.stderr
     with SQLiteSession(db, "one") as one:
         assert [m.role for m in one.messages()] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_a_second_chat_on_a_held_session_id_ends_with_one_line_saying_how_to_pick_another(tmp_path):
+    """Two `yiemagent chat` on the default --session-id: the second exits non-zero with one line naming the id and --session-id, no traceback."""
+    db = str(tmp_path / "chat.db")
+    clean = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "YIEMAGENT_MODEL", "ANTHROPIC_API_KEY")}
+    first = subprocess.Popen(
+        [sys.executable, "-m", "yiemagent", "-q", "chat", "--session", db],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean, cwd=ROOT,
+    )
+    try:
+        assert first.stdout.read(5) == b"you> "  # the prompt: the agent exists, the id is held
+        second = cli("-q", "chat", "--session", db, stdin="hello\n")
+        first.stdin.close()
+        assert first.wait(timeout=WAIT * 3) == 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+        first.stdout.close()
+    lines = second.stderr.strip().splitlines()
+    assert second.returncode == 2 and "Traceback" not in second.stderr and second.stdout == ""
+    assert lines[-1].startswith("yiemagent: session 'chat' in ") and lines[-1].endswith("pick another conversation with --session-id NAME")
+    assert f"(process {first.pid})" in lines[-1]

@@ -293,6 +293,38 @@ rich_tool_result_messages = st.builds(
 )
 stored_messages = messages | rich_tool_result_messages
 
+# Details that plain JSON cannot write as they are (docs/sessions.md "The JSON form"): strs
+# with lone surrogates (as values and as keys), ints past Python's 4,300-digit int-to-str
+# limit, keys that are not strs. NaN is left out: it is stored, but NaN != NaN.
+any_strs = st.text(st.characters(blacklist_categories=()), max_size=6) | st.sampled_from(["\ud800", "a\udfffb", "\udc80\ud800", "$type"])
+huge_ints = st.builds(lambda digits, sign, low: sign * (10**digits + low), st.integers(4300, 5000), st.sampled_from([1, -1]), st.integers())
+any_ints = st.integers() | huge_ints
+any_keys = st.one_of(
+    any_strs,
+    any_ints,
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.tuples(any_strs, any_ints),
+    st.frozensets(any_strs | any_ints, max_size=2),
+    any_datetimes,
+    st.binary(max_size=4),
+)
+any_details = st.dictionaries(
+    any_keys,
+    st.recursive(
+        st.none() | st.booleans() | any_ints | st.floats(allow_nan=False) | any_strs | st.binary(max_size=6) | any_datetimes | st.dates() | st.times(),
+        lambda children: st.one_of(
+            st.lists(children, max_size=3),
+            st.tuples(children, children),
+            st.sets(any_strs | any_ints, max_size=3),
+            st.dictionaries(any_keys, children, max_size=3),
+        ),
+        max_leaves=8,
+    ),
+    max_size=4,
+)
+
 # --- server-sent events (issue 10): events, their wire form, and ways to cut bytes into chunks ---
 
 # Text of one SSE line: any character but CR and LF (U+0085, U+2028, U+2029 and NUL included).

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional, TextIO
 
 from ..agent import YiemAgent, abort, run_agent, shutdown, take_response
 from .console import ConsolePrinter, terminal_safe
-from ..errors import AgentClosedError, MessageFormatError
+from ..errors import AgentClosedError, MessageFormatError, SessionInUseError
 from ..llm import AnthropicClient, OfflineLLM, OpenAIClient
 from ..messages import AssistantMessage, text_of
 from ..registry import register_tool
@@ -80,9 +80,15 @@ def _make_agent(args: argparse.Namespace, llm: Any, out: TextIO, err: TextIO) ->
     # --quiet hides rounds and tool calls, not the answer: a streamed answer is still shown as it comes
     printer = ConsolePrinter(err, answer=out, progress=not args.quiet)
     session = _open_session(args, err)
-    agent = YiemAgent(
-        llm_call=llm, agent_event_sink=printer, system_prompt=args.system, parallel_tool_execute=args.parallel, session=session
-    )
+    try:
+        agent = YiemAgent(
+            llm_call=llm, agent_event_sink=printer, system_prompt=args.system, parallel_tool_execute=args.parallel, session=session
+        )
+    except SessionInUseError as exc:  # decision 17: another yiemagent is in this conversation (docs/sessions.md)
+        assert session is not None
+        session.close()
+        err.write(f"yiemagent: {exc}; pick another conversation with --session-id NAME\n")
+        raise SystemExit(2) from None
     for tool in getattr(args, "mcp_tools", ()):
         if tool.name in agent.tool_store.tools:
             err.write(f"yiemagent: warning: the MCP tool {tool.name!r} replaces a tool of the same name\n")
