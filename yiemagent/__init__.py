@@ -29,6 +29,7 @@ from .errors import (
     EmptyHistoryError,
     LLMError,
     MessageFormatError,
+    SessionInUseError,
     ToolArgumentsError,
     ToolDefinitionError,
     ToolError,
@@ -94,6 +95,7 @@ from .registry import (
 from .history.sessions import (
     SQLiteSession,
 )
+from .history.postgres import PostgresSession  # psycopg is imported when one is made: no extra needed to import
 from .tools import (
     get_time_tool,
     get_weather_tool,
@@ -153,8 +155,10 @@ __all__ = [
     "MessageFormatError",
     "OfflineLLM",
     "OpenAIClient",
+    "PostgresSession",
     "PreparedToolCall",
     "SQLiteSession",
+    "SessionInUseError",
     "TextContent",
     "ToolArgumentsError",
     "ToolDefinitionError",
