@@ -15,6 +15,7 @@ Run a worker (two threads):  celery -A app worker --pool threads --concurrency 2
 from __future__ import annotations
 
 import os
+import time
 
 import psycopg
 from celery import Celery
@@ -66,7 +67,9 @@ def _prepare(**_: object) -> None:
 )
 def run_turn(self, conversation_id: str, turn_id: str, text: str) -> dict:
     """One turn of a conversation; running it again is safe (service.run_turn)."""
+    started = time.perf_counter()
     llm = OpenAIClient(os.environ["OPENAI_BASE_URL"], os.environ.get("YIEMAGENT_MODEL", "fake"), os.environ.get("OPENAI_API_KEY"), timeout=60.0)
     result = service.run_turn(os.environ["YIEMAGENT_DSN"], conversation_id, turn_id, text, llm_call=llm, tools=[lookup])
     result["worker_pid"] = os.getpid()
+    result["seconds"] = time.perf_counter() - started
     return result

@@ -29,6 +29,7 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--prefix", default=f"conv-{uuid.uuid4().hex[:8]}", help="conversation ids are PREFIX-N")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for one reply")
+    parser.add_argument("--poll", type=float, default=0.25, help="seconds between two looks for a reply (the result backend is a database: each look is a query)")
     args = parser.parse_args()
     app.backend.ResultSession().close()  # create the result tables once, before the threads ask for results
     results: list[dict] = []
@@ -40,7 +41,7 @@ def main() -> int:
         for turn in range(1, args.turns + 1):
             turn_id = f"{conversation_id}/turn-{turn}"
             try:
-                result = run_turn.apply_async((conversation_id, turn_id, question(n, turn)), task_id=turn_id).get(timeout=args.timeout, interval=0.05)
+                result = run_turn.apply_async((conversation_id, turn_id, question(n, turn)), task_id=turn_id).get(timeout=args.timeout, interval=args.poll)
             except Exception as exc:  # noqa: BLE001  reported in the summary
                 with lock:
                     failures.append(f"{turn_id}: {type(exc).__name__}: {exc}")

@@ -52,6 +52,7 @@ class FakeLLM(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: FakeLLM
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # else the body waits for the ACK of the headers: 40 ms of delayed ACK per reply
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  quiet
         pass

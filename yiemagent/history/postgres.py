@@ -156,11 +156,16 @@ class PostgresSession:
     def _setup(self) -> None:
         conn = self._conn
         assert conn is not None
-        # the server's side of the keepalives (the client's are in the connect call), and the statement bound
-        conn.execute(f"SET tcp_keepalives_idle = {KEEPALIVE_IDLE_S}")
-        conn.execute(f"SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_S}")
-        conn.execute(f"SET tcp_keepalives_count = {KEEPALIVE_COUNT}")
-        conn.execute(f"SET statement_timeout = {int(self.timeout * 1000)}")
+        # the server's side of the keepalives (the client's are in the connect call), and the statement bound: one round trip
+        conn.execute(
+            f"SET tcp_keepalives_idle = {KEEPALIVE_IDLE_S}; SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_S};"
+            f" SET tcp_keepalives_count = {KEEPALIVE_COUNT}; SET statement_timeout = {int(self.timeout * 1000)}"
+        )
+        tables = "ARRAY['yiemagent_schema', 'yiemagent_sessions', 'yiemagent_messages']"
+        present = conn.execute(f"SELECT bool_and(to_regclass(t) IS NOT NULL) FROM unnest({tables}) AS t").fetchone()[0]
+        if present:  # the common case: no DDL, no setup lock
+            self._check_version([row[0] for row in conn.execute("SELECT version FROM yiemagent_schema")])
+            return
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _SETUP_KEY))
             for statement in _SCHEMA:
@@ -168,8 +173,12 @@ class PostgresSession:
             versions = [row[0] for row in conn.execute("SELECT version FROM yiemagent_schema")]
             if not versions:
                 conn.execute("INSERT INTO yiemagent_schema (version) VALUES (%s)", (_SCHEMA_VERSION,))
-            elif versions != [_SCHEMA_VERSION]:
-                raise MessageFormatError(f"PostgreSQL database {self.where} has schema version {versions}; this yiemagent reads {_SCHEMA_VERSION}")
+            else:
+                self._check_version(versions)
+
+    def _check_version(self, versions: list[int]) -> None:
+        if versions != [_SCHEMA_VERSION]:
+            raise MessageFormatError(f"PostgreSQL database {self.where} has schema version {versions}; this yiemagent reads {_SCHEMA_VERSION}")
 
     def _connection(self) -> "psycopg.Connection[Any]":
         if self._conn is None:
