@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from servers import PostgresServer, RedisServer
+from servers import PostgresServer, RedisServer, die_with_parent
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "celery_service"
 sys.path.insert(0, str(EXAMPLE))
@@ -39,6 +39,7 @@ class Worker:
             [sys.executable, "-m", "celery", "-A", "app", "worker", "--pool", "threads", "--concurrency", str(threads),
              "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"],
             cwd=EXAMPLE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGKILL),
         )
         threading.Thread(target=self._read, name=f"log-{name}", daemon=True).start()
 
@@ -115,6 +116,7 @@ class Cluster:
         return subprocess.Popen(
             [sys.executable, str(EXAMPLE / "client.py"), "--conversations", str(conversations), "--turns", str(turns), "--prefix", prefix],
             cwd=EXAMPLE, env=self.env, stdout=subprocess.PIPE, stderr=open(self.workdir / f"client-{prefix}.log", "wb"), text=True,
+            preexec_fn=die_with_parent(signal.SIGKILL),
         )
 
     @staticmethod

@@ -8,11 +8,14 @@ override both. Each server gets a data directory in a fresh temporary directory 
 port, listens on 127.0.0.1 only, and runs as an unprivileged user (``nobody``) when the
 tests run as root (PostgreSQL refuses root). Leaving the ``with`` block stops the server
 (SIGINT, then SIGKILL after 20 s) and removes the directory, whatever happened inside.
-Readiness is the server's own log line, read by a thread: no polling.
+Readiness is the server's own log line, read by a thread: no polling. Should the test
+process itself be killed (SIGKILL leaves no ``finally``), each server is told by the
+kernel (``die_with_parent``) and shuts down too.
 """
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import importlib.util
 import os
@@ -33,6 +36,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def die_with_parent(sig: int):
+    """A ``preexec_fn``: the child gets ``sig`` when the thread that started it dies, SIGKILL included (Linux ``PR_SET_PDEATHSIG``).
+
+    Python sets the child's user before it calls ``preexec_fn``, so the setting survives
+    the change of user (which would clear it) and the ``exec``.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def arm() -> None:
+        libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+    return arm
 
 
 def _package_dir(name: str) -> Optional[Path]:
@@ -108,7 +125,8 @@ class _Server:
 
     def _start(self, argv: list[str]) -> None:
         self.process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir, start_new_session=True, **self._run_as()
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir, start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGINT), **self._run_as(),
         )
         threading.Thread(target=self._read_log, name=f"{self.name}-log", daemon=True).start()
         if not self.ready.wait(START_TIMEOUT):
