@@ -94,6 +94,7 @@ from .registry import (
 from .history.sessions import (
     SQLiteSession,
 )
+from .history.postgres import PostgresSession  # psycopg is imported when one is made: no extra needed to import
 from .tools import (
     get_time_tool,
     get_weather_tool,
@@ -153,6 +154,7 @@ __all__ = [
     "MessageFormatError",
     "OfflineLLM",
     "OpenAIClient",
+    "PostgresSession",
     "PreparedToolCall",
     "SQLiteSession",
     "SessionInUseError",

@@ -1,4 +1,8 @@
-"""SQLiteSession and YiemAgent(session=...): order, isolation, crash safety with real processes, one agent per session, repair on load, the CLI."""
+"""Sessions and YiemAgent(session=...): order, isolation, crash safety with real processes, one agent per session, repair on load, the CLI.
+
+A test taking ``backend`` (or ``session``) runs against SQLiteSession and PostgresSession
+(tests/support/session_backends.py): one contract, docs/sessions.md and docs/scale.md.
+"""
 
 from __future__ import annotations
 
@@ -36,20 +40,15 @@ from yiemagent import (
 from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
+from session_backends import backend, postgres_server, session  # noqa: F401  fixtures: each backend in turn
 
-
-
-@pytest.fixture
-def session(tmp_path):
-    with SQLiteSession(tmp_path / "s.db", "main") as s:
-        yield s
 
 
 def user(text: str) -> UserMessage:
     return UserMessage([TextContent(text)])
 
 
-# --- SQLiteSession on its own -----------------------------------------------------------
+# --- a session on its own ------------------------------------------------------------
 
 
 def test_messages_come_back_in_the_order_appended(session):
@@ -60,18 +59,20 @@ def test_messages_come_back_in_the_order_appended(session):
     assert session.messages() == stored
 
 
-def test_the_database_is_in_wal_mode_with_one_row_per_message(session):
+def test_the_database_is_in_wal_mode_with_one_row_per_message(tmp_path):
     """WAL journal mode; each message is one row of the session."""
+    session = SQLiteSession(tmp_path / "s.db", "main")
     session.append(user("a"))
     session.append(user("b"))
+    session.close()
     with sqlite3.connect(session.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT COUNT(*) FROM yiemagent_messages WHERE session_id = 'main'").fetchone()[0] == 2
 
 
-def test_sessions_sharing_a_file_are_isolated_and_clear_touches_one(tmp_path):
-    """Two session ids in one file: each sees its own messages; clear() empties only its own."""
-    with SQLiteSession(tmp_path / "s.db", "a") as a, SQLiteSession(tmp_path / "s.db", "b") as b:
+def test_sessions_sharing_a_file_are_isolated_and_clear_touches_one(backend):
+    """Two session ids in one file (one database): each sees its own messages; clear() empties only its own."""
+    with backend.open("a") as a, backend.open("b") as b:
         a.append(user("a1"))
         b.append(user("b1"))
         a.append(user("a2"))
@@ -80,21 +81,20 @@ def test_sessions_sharing_a_file_are_isolated_and_clear_touches_one(tmp_path):
         assert a.messages() == [] and [m.content[0].text for m in b.messages()] == ["b1"]
 
 
-def test_a_stored_message_survives_reopening(tmp_path):
-    """What one SQLiteSession appended, a new one on the same file reads."""
+def test_a_stored_message_survives_reopening(backend):
+    """What one session appended, a new one on the same file (database) reads."""
     kept = user("kept")
-    with SQLiteSession(tmp_path / "s.db", "x") as first:
+    with backend.open("x") as first:
         first.append(kept)
-    with SQLiteSession(tmp_path / "s.db", "x") as second:
+    with backend.open("x") as second:
         assert second.messages() == [kept]
 
 
-def test_a_bad_row_raises_message_format_error_naming_the_session_and_row(session):
+def test_a_bad_row_raises_message_format_error_naming_the_session_and_row(backend, session):
     """A row that is not a message: MessageFormatError naming the session and the row."""
     session.append(user("fine"))
-    with sqlite3.connect(session.path) as conn:
-        conn.execute("INSERT INTO yiemagent_messages (session_id, body) VALUES ('main', '{\"role\": \"robot\"}')")
-    with pytest.raises(MessageFormatError, match=r"session 'main' in .*s\.db': row 2: has role 'robot'"):
+    backend.insert_raw("main", '{"role": "robot"}')
+    with pytest.raises(MessageFormatError, match=rf"session 'main' in {backend.where}: row 2: has role 'robot'"):
         session.messages()
 
 
@@ -153,8 +153,8 @@ def test_threads_appending_to_one_session_lose_nothing(session):
 
 APPENDER = """
 import sys, time
-from yiemagent import SQLiteSession, TextContent, UserMessage
-session = SQLiteSession(sys.argv[1], sys.argv[2])
+from yiemagent import PostgresSession, SQLiteSession, TextContent, UserMessage
+session = {"sqlite": SQLiteSession, "postgres": PostgresSession}[sys.argv[4]](sys.argv[1], sys.argv[2])
 print("ready", flush=True)
 sys.stdin.readline()
 started = time.monotonic()   # CLOCK_MONOTONIC: one clock for every process on the machine
@@ -164,12 +164,12 @@ print(started, time.monotonic(), flush=True)
 """
 
 
-def test_two_processes_appending_to_two_sessions_in_one_file_lose_nothing(tmp_path):
-    """Two real processes append 150 messages each, at the same time, to two sessions of one file: all there, in order."""
-    db = str(tmp_path / "shared.db")
-    SQLiteSession(db, "setup").close()  # the file and its table exist before the race starts
+def test_two_processes_appending_to_two_sessions_in_one_file_lose_nothing(backend):
+    """Two real processes append 150 messages each, at the same time, to two sessions of one file (database): all there, in order."""
+    db = backend.target
+    backend.open("setup").close()  # the file and its table exist before the race starts
     procs = [
-        subprocess.Popen([sys.executable, "-c", APPENDER, db, name, "150"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen([sys.executable, "-c", APPENDER, db, name, "150", backend.name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for name in ("p1", "p2")
     ]
     try:
@@ -184,7 +184,7 @@ def test_two_processes_appending_to_two_sessions_in_one_file_lose_nothing(tmp_pa
             if p.poll() is None:
                 p.kill()
     for name in ("p1", "p2"):
-        with SQLiteSession(db, name) as s:
+        with backend.open(name) as s:
             assert [m.content[0].text for m in s.messages()] == [f"{name}-{i}" for i in range(150)]
     (start1, end1), (start2, end2) = windows  # the writers really competed: each began before the other was done
     assert start1 < end2 and start2 < end1
@@ -193,10 +193,9 @@ def test_two_processes_appending_to_two_sessions_in_one_file_lose_nothing(tmp_pa
 # --- the agent with a session -------------------------------------------------------------
 
 
-def test_each_message_is_stored_before_the_next_llm_round_sees_it(agents, tmp_path):
-    """At each LLM call, another connection to the file already reads every message that call is sent."""
-    db = tmp_path / "s.db"
-    reader = SQLiteSession(db, "main")
+def test_each_message_is_stored_before_the_next_llm_round_sees_it(agents, backend):
+    """At each LLM call, another connection to the file (database) already reads every message that call is sent."""
+    reader = backend.open("main")
     seen = []
 
     def looking(reply):
@@ -207,7 +206,7 @@ def test_each_message_is_stored_before_the_next_llm_round_sees_it(agents, tmp_pa
         return answer
 
     llm = ScriptedLLM([looking(tool_call_reply(("c1", "echo", {}), ("c2", "echo", {}))), looking(AssistantMessage([TextContent("ok")]))])
-    agent = agents(llm, [make_tool("echo")], session=SQLiteSession(db, "main"))
+    agent = agents(llm, [make_tool("echo")], session=backend.open("main"))
     run_agent(agent, "go")
     take_response(agent, timeout=WAIT)
     assert seen == [(["user"], ["system", "user"]), (["user", "assistant", "tool", "tool"], ["system", "user", "assistant", "tool", "tool"])]
@@ -215,20 +214,20 @@ def test_each_message_is_stored_before_the_next_llm_round_sees_it(agents, tmp_pa
     reader.close()
 
 
-def test_an_agent_starts_from_the_session_and_goes_on_storing(agents, tmp_path):
+def test_an_agent_starts_from_the_session_and_goes_on_storing(agents, backend):
     """A new agent on a used session sends the stored conversation, then stores its own messages after it."""
-    db = tmp_path / "s.db"
-    first = agents(ScriptedLLM(["one"]), session=SQLiteSession(db, "c"))
+    first = agents(ScriptedLLM(["one"]), session=backend.open("c"))
     run_agent(first, "hello")
     take_response(first, timeout=WAIT)
     shutdown(first, timeout=WAIT)  # one agent holds a session at a time (decision 17)
     llm = ScriptedLLM(["two"])
-    second = agents(llm, session=SQLiteSession(db, "c"))
+    shutdown(first, timeout=WAIT)  # one agent holds a session at a time (decision 17)
+    second = agents(llm, session=backend.open("c"))
     assert second.history() == first.history()
     run_agent(second, "again")
     take_response(second, timeout=WAIT)
     assert [(m["role"], m["content"]) for m in llm.requests[0]["messages"][1:]] == [("user", "hello"), ("assistant", "one"), ("user", "again")]
-    with SQLiteSession(db, "c") as s:
+    with backend.open("c") as s:
         assert [m.role for m in s.messages()] == ["user", "assistant", "user", "assistant"]
 
 
@@ -305,7 +304,7 @@ def test_add_message_while_idle_raises_what_the_session_raised_and_adds_nothing(
 
 CRASHER = """
 import sys, threading
-from yiemagent import AgentTool, AgentToolResult, SQLiteSession, TextContent, YiemAgent, register_tool, run_agent, take_response
+from yiemagent import AgentTool, AgentToolResult, PostgresSession, SQLiteSession, TextContent, YiemAgent, register_tool, run_agent, take_response
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
 
@@ -320,7 +319,8 @@ llm = ScriptedLLM([
     tool_call_reply(("c0", "quick", {})), "first answer",
     tool_call_reply(("c1", "quick", {}), ("c2", "block", {}), ("c3", "quick", {})),
 ])
-agent = YiemAgent(llm_call=llm, agent_event_sink=None, session=SQLiteSession(sys.argv[1], "crash"), builtin_tools=False)
+Session = {"sqlite": SQLiteSession, "postgres": PostgresSession}[sys.argv[2]]
+agent = YiemAgent(llm_call=llm, agent_event_sink=None, session=Session(sys.argv[1], "crash"), builtin_tools=False)
 for name, fn in (("quick", quick), ("block", block)):
     register_tool(agent.tool_store, AgentTool(name, name, name, {"type": "object"}, fn))
 run_agent(agent, "first")
@@ -330,10 +330,10 @@ threading.Event().wait()
 """
 
 
-def test_a_process_killed_mid_batch_leaves_a_session_a_new_agent_continues_from(agents, tmp_path):
+def test_a_process_killed_mid_batch_leaves_a_session_a_new_agent_continues_from(agents, backend):
     """SIGKILL inside a tool: a new agent starts from every stored message, the batch's calls answered with error results (stored too), and the history is valid to send."""
-    db = str(tmp_path / "crash.db")
-    child = subprocess.Popen([sys.executable, "-c", CRASHER, db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    db = backend.target
+    child = subprocess.Popen([sys.executable, "-c", CRASHER, db, backend.name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killer = threading.Timer(60, child.kill)  # a child that never gets ready must not hang the suite
     killer.start()
     try:
@@ -344,16 +344,16 @@ def test_a_process_killed_mid_batch_leaves_a_session_a_new_agent_continues_from(
         killer.cancel()
         child.stdout.close()
         child.stderr.close()
-    with SQLiteSession(db, "crash") as raw:
+    with backend.open("crash") as raw:
         stored = raw.messages()
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant", "user", "assistant"]  # the batch's results were not stored
 
     llm = ScriptedLLM(["recovered"])
-    agent = agents(llm, [make_tool("quick"), make_tool("block")], session=SQLiteSession(db, "crash"))
+    agent = agents(llm, [make_tool("quick"), make_tool("block")], session=backend.open("crash"))
     history = agent.history()
     assert history[:6] == stored
     assert [(m.tool_call_id, m.is_error, m.content[0].text) for m in history[6:]] == [(c, True, LOST_RESULT_MESSAGE) for c in ("c1", "c2", "c3")]
-    with SQLiteSession(db, "crash") as raw:
+    with backend.open("crash") as raw:
         assert raw.messages() == history  # the mended results are stored: the session is whole again
     continue_agent(agent)
     assert take_response(agent, timeout=WAIT).content[0].text == "recovered"
