@@ -18,13 +18,13 @@ import threading
 from pathlib import Path
 from typing import Optional
 
+from helpers import ROOT
 from servers import PostgresServer, RedisServer, die_with_parent
 
 EXAMPLE = ROOT / "examples" / "celery_service"
 sys.path.insert(0, str(EXAMPLE))
 
 from fake_llm import FakeLLM  # noqa: E402
-from helpers import ROOT
 
 READY_TIMEOUT = 90
 
