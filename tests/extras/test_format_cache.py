@@ -41,6 +41,7 @@ from yiemagent import (
     take_response,
 )
 from yiemagent import formatting
+import yiemagent._format_cache as format_cache
 from yiemagent._format_cache import APPENDING_METHODS, EDITING_METHODS, History, HistorySnapshot
 from yiemagent._format_cache import FrozenDict, FrozenList, freeze
 from yiemagent.llm import ScriptedLLM
@@ -369,10 +370,10 @@ def test_a_snapshot_changed_while_it_is_formatted_leaves_no_record(monkeypatch):
 
     monkeypatch.setattr(formatting, "_message_to_openai", converting)
     format_msg_for_llm(ctx, None)
-    assert ctx.messages[-1].content[0].text == "late" and not hasattr(history, formatting._LATEST_ATTR)
+    assert ctx.messages[-1].content[0].text == "late" and not hasattr(history, format_cache._LATEST_ATTR)
     monkeypatch.undo()
     assert_same_request(history)
-    assert getattr(history, formatting._LATEST_ATTR).length == 4
+    assert getattr(history, format_cache._LATEST_ATTR).length == 4
 
 
 @pytest.mark.parametrize(
@@ -390,7 +391,7 @@ def test_copies_of_a_history_are_fresh_and_copies_of_a_snapshot_plain(copier, ki
     format_msg_for_llm(context(history), None)
     copied = copier(history)
     assert type(copied) is kind and copied == history
-    assert hasattr(history, formatting._LATEST_ATTR) and not hasattr(copied, formatting._LATEST_ATTR)
+    assert hasattr(history, format_cache._LATEST_ATTR) and not hasattr(copied, format_cache._LATEST_ATTR)
     snapshot = HistorySnapshot(history)
     assert type(copier(snapshot)) is list and copier(snapshot) == history
 
@@ -409,11 +410,11 @@ def test_an_equal_message_that_serialises_otherwise_gets_its_own_wire():
     assert json.dumps(second["messages"][3]["is_error"]) == "0"
 
 
-def record_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[Any]:
-    """Replace ``formatting.<name>`` by a wrapper recording the message each call gets."""
+def record_calls(monkeypatch: pytest.MonkeyPatch, name: str, module: Any = formatting) -> list[Any]:
+    """Replace ``module.<name>`` by a wrapper recording the message each call gets."""
     calls: list[Any] = []
-    original = getattr(formatting, name)
-    monkeypatch.setattr(formatting, name, lambda msg: calls.append(msg) or original(msg))
+    original = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda msg, *rest: calls.append(msg) or original(msg, *rest))
     return calls
 
 
@@ -435,7 +436,7 @@ def test_a_request_after_appending_looks_only_at_the_new_messages(monkeypatch):
     first = format_msg_for_llm(context(history), None)
     new = tool_use()[1:3]
     history += new
-    looked_at = record_calls(monkeypatch, "_wire_of")
+    looked_at = record_calls(monkeypatch, "_wire_of", format_cache)
     second = format_msg_for_llm(context(history), None)
     assert looked_at == new
     assert all(a is b for a, b in zip(first["messages"][1:], second["messages"][1:51]))
@@ -446,7 +447,7 @@ def test_a_request_from_an_unchanged_history_reuses_every_wire_and_looks_at_no_m
     history = History(tool_use())
     ctx = context(history)
     first = format_msg_for_llm(ctx, None)
-    looked_at = record_calls(monkeypatch, "_wire_of")
+    looked_at = record_calls(monkeypatch, "_wire_of", format_cache)
     again = [format_msg_for_llm(context(history), None), format_msg_for_llm(ctx, None)]
     assert looked_at == []
     for request in again:
@@ -470,7 +471,7 @@ def test_without_a_matching_lineage_every_message_is_looked_up(monkeypatch, how)
     else:
         history.append(history[0])
         format_msg_for_llm(context(history), None)  # the record is now one longer than ctx
-    looked_at = record_calls(monkeypatch, "_wire_of")
+    looked_at = record_calls(monkeypatch, "_wire_of", format_cache)
     format_msg_for_llm(ctx, None)
     assert [id(m) for m in looked_at] == [id(m) for m in ctx.messages]
     assert_same_request(list(ctx.messages))
