@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from typing import Any, NamedTuple, Optional
 
 from ._frozen import FrozenDict, freeze
 from ._history_list import HistorySnapshot
 from .errors import MessageFormatError
-from .extraction import extract_tool_calls
+from .extraction import arguments_json, extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, ImageContent, TextContent, ToolResultMessage, UserMessage, text_of
 from .tooling import AgentContext, AgentState, AgentTool
 
@@ -93,7 +92,7 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+                "function": {"name": call.name, "arguments": arguments_json(call.arguments)},
             }
             for call in calls
         ]

@@ -22,11 +22,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Optional
 
+from ..extraction import parse_tool_arguments
 from ..messages import AssistantMessage
 from ._anthropic_reply import AnthropicStream, parse_anthropic_response, parse_anthropic_stream
 from ._client import DEFAULT_DEADLINE_S, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
-from ._wire import Emit, content_text, join_url, loads_json
+from ._wire import Emit, content_text, join_url
 
 __all__ = ["AnthropicClient", "AnthropicStream", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
 
@@ -57,13 +58,7 @@ def _user_blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _arguments(raw: Any) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    try:
-        value = loads_json(raw) if isinstance(raw, str) and raw.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    return parse_tool_arguments(raw)[0]  # the one reader of arguments ({} for what is not an object)
 
 
 def _signed_thinking(blocks: Any) -> list[dict[str, Any]]:
