@@ -110,6 +110,7 @@ class AnthropicStream:
         self._emit = emit or (lambda kind, text: None)
         self._blocks: dict[int, dict[str, Any]] = {}
         self._partial: dict[int, list[str]] = {}
+        self._texts: dict[int, list[str]] = {}  # the pieces of each text or thinking block, joined once at the end (linear time)
         self._open: set[int] = set()
         self._emitted_kinds: set[str] = set()  # kinds with a block counted in message_text so far
         self._joined: set[int] = set()  # indexes of the blocks counted
@@ -183,7 +184,7 @@ class AnthropicStream:
             if kind in self._emitted_kinds:
                 self._emit(kind, "\n")
             self._emitted_kinds.add(kind)
-        self._blocks[index][kind] += text
+        self._texts.setdefault(index, []).append(text)
         if text:
             self._emit(kind, text)
 
@@ -213,6 +214,9 @@ class AnthropicStream:
             )
         if cut or not self._stopped:
             raise ReplyError("the stream ended before message_stop; the partial reply was dropped", retryable=True)
+        for index, pieces in self._texts.items():
+            block = self._blocks[index]
+            block[block["type"]] = "".join(pieces)
         return _message([self._blocks[i] for i in sorted(self._blocks)], self._stop_reason, _usage(self._usage_raw), self._model)
 
 

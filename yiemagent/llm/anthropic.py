@@ -25,7 +25,7 @@ from typing import Any, Optional
 from ..extraction import parse_tool_arguments
 from ..messages import AssistantMessage
 from ._anthropic_reply import AnthropicStream, parse_anthropic_response, parse_anthropic_stream
-from ._client import DEFAULT_DEADLINE_S, HTTPClient
+from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._wire import Emit, content_text, join_url
 
@@ -157,7 +157,7 @@ class AnthropicClient(HTTPClient):
     ("auto", "required", a named function) is translated. Authenticates with the
     ``x-api-key`` and ``anthropic-version`` headers; ``headers`` adds others (masked like
     the key when they carry credentials). ``stream``, ``deadline_s``, ``timeout`` and
-    ``max_event_bytes`` work as in ``OpenAIClient``.
+    ``max_event_bytes`` and ``max_reply_bytes`` work as in ``OpenAIClient``.
 
     Thread safety: a client may serve several agents and threads at once.
     """
@@ -178,6 +178,7 @@ class AnthropicClient(HTTPClient):
         stream: bool = False,
         deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
         max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
+        max_reply_bytes: Optional[int] = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
@@ -199,6 +200,7 @@ class AnthropicClient(HTTPClient):
             deadline_s=deadline_s,
             stream=stream,
             max_event_bytes=max_event_bytes,
+            max_reply_bytes=max_reply_bytes,
         )
 
     @property

@@ -27,7 +27,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from ..messages import AssistantMessage, LLMUsage, TextContent
-from ._client import DEFAULT_DEADLINE_S, HTTPClient
+from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count
 
@@ -314,6 +314,9 @@ class OpenAIClient(HTTPClient):
             None: no limit). ``timeout`` bounds each connect and each read.
         headers: extra request headers (Azure's ``api-key``, OpenRouter's ``HTTP-Referer``).
         max_event_bytes: the largest one server-sent event, or one whole JSON reply, may be (default 16 MiB).
+        max_reply_bytes: the largest a whole reply may be, streamed or not (default 64 MiB,
+            ``DEFAULT_MAX_REPLY_BYTES`` says why); past it an ``LLMError`` naming the cap, and
+            nothing more is read. None: no cap.
         options, backoff_factor: request defaults; the base of the exponential backoff.
 
     Thread safety: a client may serve several agents and threads at once.
@@ -334,6 +337,7 @@ class OpenAIClient(HTTPClient):
         stream: bool = False,
         deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
         max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
+        max_reply_bytes: Optional[int] = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -355,6 +359,7 @@ class OpenAIClient(HTTPClient):
             deadline_s=deadline_s,
             stream=stream,
             max_event_bytes=max_event_bytes,
+            max_reply_bytes=max_reply_bytes,
         )
 
     @property
