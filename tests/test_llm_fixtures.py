@@ -104,7 +104,14 @@ ISSUE_10 = {
     "mistral-magistral-stream-thinking.sse",
     "openrouter-stream-midstream-error.sse",
 }
-KNOWN = {*ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
+# OpenAI custom tool calls and legacy function_call replies; their tests are in test_llm_openai_calls.py.
+CALL_KINDS = {
+    "openai-custom-tool-call.json",
+    "openai-stream-custom-tool-call.sse",
+    "openai-legacy-function-call.json",
+    "openai-stream-legacy-function-call.sse",
+}
+KNOWN = {*ISSUE_10, *CALL_KINDS, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
 
 
 def check(message: AssistantMessage, expected) -> None:

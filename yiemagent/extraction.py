@@ -50,6 +50,10 @@ MAX_ID_CHARS = 128
 """A longer tool-call id is replaced by a synthetic one (servers bound ids: OpenAI at 40)."""
 MAX_NAME_CHARS = 128
 """A longer tool name is cut: no tool has such a name, and the name goes back every round."""
+CALL_TYPES = ("function", "custom", "function_call")
+"""``AgentToolCall.type``: a function call; an OpenAI custom tool call (free-text input, the
+tool gets ``{"input": text}``); a legacy OpenAI ``function_call``. Each goes back as it came
+(docs/failures.md "OpenAI custom and legacy calls")."""
 
 
 def parse_tool_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
@@ -130,20 +134,35 @@ def _synthetic_id(response: AssistantMessage, position: int, call: dict[str, Any
     return "".join(chars)
 
 
+def _custom_arguments(custom: dict[str, Any]) -> tuple[dict[str, Any], Optional[str]]:
+    """A custom call's free-text input as the tool's arguments: ``{"input": text}``."""
+    text = custom.get("input", "")
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        kind = _JSON_TYPE_NAMES.get(type(text), f"a {type(text).__name__}")
+        return {}, f"the input of a custom tool call must be text, got {kind}: {short_repr(text, 300)}"
+    return parse_tool_arguments({"input": text})
+
+
 def _to_tool_call(response: AssistantMessage, position: int, data: dict[str, Any]) -> AgentToolCall:
+    kind = data.get("type") if data.get("type") in CALL_TYPES else "function"
+    custom = data.get("custom")
     function = data.get("function")
-    source = function if isinstance(function, dict) else data
+    source = custom if kind == "custom" and isinstance(custom, dict) else function if isinstance(function, dict) else data
     name = source.get("name")
     if not isinstance(name, str):
         name = data.get("name") if isinstance(data.get("name"), str) else ""
     name = clean_str(name[:MAX_NAME_CHARS])  # no lone surrogate: the name goes back as UTF-8
-    raw_arguments = source.get("arguments", data.get("arguments"))
-    arguments, problem = parse_tool_arguments(raw_arguments)
+    if source is custom:
+        arguments, problem = _custom_arguments(custom)
+    else:
+        arguments, problem = parse_tool_arguments(source.get("arguments", data.get("arguments")))
     call_id = data.get("id")
     if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_ID_CHARS:
         call_id = _synthetic_id(response, position, data)
     call_id = clean_str(call_id)
-    return AgentToolCall(call_id, name, arguments, "function", problem)
+    return AgentToolCall(call_id, name, arguments, kind, problem)
 
 
 def _unique_ids(calls: list[AgentToolCall]) -> list[AgentToolCall]:
@@ -161,7 +180,7 @@ def _unique_ids(calls: list[AgentToolCall]) -> list[AgentToolCall]:
             new_id = f"{call.id}_{n}"
             seen.add(new_id)
             logger.debug("tool call id %r repeated in one reply; the later call is renamed %r", call.id, new_id)
-            call = AgentToolCall(new_id, call.name, call.arguments, call.type, call.arguments_error)
+            call = AgentToolCall(new_id, call.name, call.arguments, call.type, call.arguments_error)  # the type goes back with it
         taken.add(call.id)
         unique.append(call)
     return unique

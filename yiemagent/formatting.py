@@ -91,7 +91,7 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
         wire["tool_calls"] = [
             {
                 "id": call.id,
-                "type": "function",
+                "type": call.type,  # "custom" and "function_call" too: OpenAIClient sends each back as the server sent it
                 "function": {"name": call.name, "arguments": arguments_json(call.arguments)},
             }
             for call in calls

@@ -107,7 +107,7 @@ def normalize_content(content: Any, where: str = "content") -> list[Any]:
 
 def _canonical_call(call: AgentToolCall, nested: bool) -> dict[str, Any]:
     if nested:
-        return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        return {"id": call.id, "type": call.type, "function": {"name": call.name, "arguments": call.arguments}}
     return {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
 
 
