@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from itertools import islice
 from typing import Any, NamedTuple, Optional
 
 from ._format_cache import HistorySnapshot, history_wires
 from .errors import MessageFormatError
-from .extraction import extract_tool_calls
+from .extraction import arguments_json, extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, ImageContent, TextContent, ToolResultMessage, UserMessage, text_of
 from .types import AgentContext, AgentState, AgentTool
 
@@ -123,8 +122,8 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
         wire["tool_calls"] = [
             {
                 "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+                "type": call.type,  # "custom" and "function_call" too: OpenAIClient sends each back as the server sent it
+                "function": {"name": call.name, "arguments": arguments_json(call.arguments)},
             }
             for call in calls
         ]

@@ -100,9 +100,16 @@ ISSUE_10 = {
     "mistral-magistral-stream-thinking.sse",
     "openrouter-stream-midstream-error.sse",
 }
+# OpenAI custom tool calls and legacy function_call replies; their tests are in test_llm_openai_calls.py.
+CALL_KINDS = {
+    "openai-custom-tool-call.json",
+    "openai-stream-custom-tool-call.sse",
+    "openai-legacy-function-call.json",
+    "openai-stream-legacy-function-call.sse",
+}
 # Anthropic server-tool replies; their tests are in test_llm_server_tools*.py (docs/streaming.md "Server tools").
 SERVER_TOOLS = {*server_tool_fixtures.STREAMS, *server_tool_fixtures.REPLIES, *server_tool_fixtures.REQUESTS, "anthropic-stream-tool-search-answer.jsonl"}
-KNOWN = {*SERVER_TOOLS, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
+KNOWN = {*SERVER_TOOLS, *CALL_KINDS, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
 
 
 def check(message: AssistantMessage, expected) -> None:

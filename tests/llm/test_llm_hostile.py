@@ -19,7 +19,7 @@ from hypothesis import given
 
 from localserver import LocalServer, Reply, free_port_url
 from strategies import cut, texts_with_keys
-from yiemagent import AbortSignal, LLMError
+from yiemagent import AbortSignal, LLMError, extract_tool_calls
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent._secrets import DeltaMasker, Secrets
 from yiemagent.llm._wire import message_text
@@ -71,7 +71,8 @@ def test_a_reply_holding_nan_is_an_llm_error_not_a_reply():
         call(openai, Reply(body=body, headers=JSON))
 
 
-def test_streamed_tool_input_holding_infinity_reaches_the_tool_as_text_not_as_a_float():
+def test_streamed_tool_input_holding_1e400_is_an_error_result_naming_it_never_a_float():
+    """1e400 is valid JSON a float cannot hold: the reply is read, the call gets an error naming arguments/x, no infinity is run or sent."""
     events = [
         {"type": "message_start", "message": {"model": "m", "usage": {}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t1", "name": "f", "input": {}}},
@@ -82,7 +83,10 @@ def test_streamed_tool_input_holding_infinity_reaches_the_tool_as_text_not_as_a_
     ]
     reply, _ = call(lambda url: anthropic(url, stream=True), Reply(chunks=[sse(*events)]))
     arguments = reply.content[0]["arguments"]
-    assert arguments == '{"x": 1e400}'
+    assert not isinstance(arguments["x"], float)
+    [tool_call] = extract_tool_calls(reply)[1]
+    assert tool_call.arguments == {}
+    assert tool_call.arguments_error.startswith("arguments/x is the number 1e400, which does not fit a float")
 
 
 def test_history_arguments_holding_nan_do_not_make_the_anthropic_request_unsendable():

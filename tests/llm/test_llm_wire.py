@@ -146,10 +146,10 @@ def chunk_reply(text, usage=None):
 @pytest.mark.spec("14")
 @pytest.mark.parametrize(
     "raw, why",
-    [("1e400", "1e400 does not fit a float"), ("-3", None), ("true", None), ("2.5", None), ('"many"', None), ("NaN", "NaN is not JSON")],
+    [("1e400", "'prompt_tokens' is not a token count: <the number 1e400, which does not fit a float>"), ("-3", None), ("true", None), ("2.5", None), ('"many"', None), ("NaN", "NaN is not JSON")],
 )
 def test_absurd_usage_count_is_an_llm_error(raw, why):
-    """A usage count that is not a whole number of tokens (negative, bool, fraction, text) is an LLMError naming the field; 1e400 and NaN are not strict JSON, refused first (loads_json)."""
+    """A usage count that is not a whole number of tokens (negative, bool, fraction, text) is an LLMError naming the field; NaN is not JSON, refused first (loads_json); 1e400 is JSON that no float holds."""
     body = json.dumps(chunk_reply("ok")).replace('"choices"', f'"usage": {{"prompt_tokens": {raw}, "completion_tokens": 1}}, "choices"')
     with LocalServer(lambda r: Reply(body=body.encode(), headers={"Content-Type": "application/json"})) as server:
         with pytest.raises(LLMError, match=why or "'prompt_tokens' is not a token count") as info:

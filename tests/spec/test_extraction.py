@@ -5,11 +5,23 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strategies import json_values
-from yiemagent import AssistantMessage, TextContent, extract_tool_calls
+from helpers import check_wire, context_with, make_tool
+from strategies import argument_texts, json_values
+from yiemagent import (
+    AgentContext,
+    AgentLoopConfig,
+    AssistantMessage,
+    TextContent,
+    UserMessage,
+    execute_tool_calls,
+    extract_tool_calls,
+    format_msg_for_llm,
+)
+from yiemagent.extraction import arguments_json, parse_tool_arguments
+from yiemagent.normalize import normalize_reply
 
 
 def one_call(**call):
@@ -299,3 +311,76 @@ def test_identical_id_less_calls_in_both_formats_get_distinct_synthetic_ids():
     ids = [c.id for c in extract_tool_calls(msg)[1]]
     assert len(set(ids)) == 6
     assert all(len(i) == 9 and i.isalnum() for i in ids)
+
+
+# --- Arguments Python's json mishandles (docs/failures.md "Arguments a model sends") ---
+
+HUGE = "1" * 5000  # past Python's 4,300-digit limit for int(str)
+
+
+@pytest.mark.spec("7")
+@pytest.mark.parametrize(
+    "raw, problem",
+    [
+        ('{"city": %s}' % HUGE, "arguments/city is an integer of 5000 digits, more than the 4300 digits Python reads"),
+        ('{"a": [1, -%s]}' % HUGE, "arguments/a/1 is an integer of 5000 digits, more than the 4300 digits Python reads"),
+        ('{"x": 1e400}', "arguments/x is the number 1e400, which does not fit a float"),
+        ('{"x": NaN}', "arguments/x is NaN, which JSON cannot carry"),
+        ('{"x": [-Infinity]}', "arguments/x/0 is -Infinity, which JSON cannot carry"),
+        ('{"s": "ok \\ud800"}', "arguments/s holds a lone surrogate (U+D800) at position 3, which UTF-8 cannot encode"),
+        ('{"k\\udfff": 1}', "arguments holds a key 'k\ufffd' with a lone surrogate (U+DFFF) at position 1, which UTF-8 cannot encode"),
+        ({"n": 10**5000}, "arguments/n is an integer of about 5001 digits, more than the 4300 digits Python writes"),
+    ],
+    ids=["5000-digit int", "negative in a list", "1e400", "NaN", "-Infinity", "lone surrogate", "surrogate key", "python int"],
+)
+def test_arguments_python_cannot_hold_are_an_error_naming_the_place(raw, problem):
+    """A number or text Python's json cannot read or write back is an arguments_error naming its place, never an exception."""
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments=raw))
+    assert calls[0].arguments == {}
+    assert calls[0].arguments_error == f"{problem}. Send the arguments as one JSON object of plain JSON values"
+
+
+@pytest.mark.spec("7")
+def test_a_4300_digit_integer_and_a_surrogate_pair_are_read_as_sent():
+    """The limits are Python's, not stricter: 4,300 digits is read, an escaped surrogate pair is one character."""
+    _, calls, _ = extract_tool_calls(one_call(id="x", name="t", arguments='{"n": %s, "e": "\\ud83d\\ude00"}' % ("7" * 4300)))
+    assert calls[0].arguments_error is None
+    assert calls[0].arguments == {"n": int("7" * 4300), "e": "\U0001F600"}
+
+
+def test_a_mapping_that_raises_when_read_is_an_error_result_not_a_crash():
+    """Whatever reading the arguments raises becomes a problem for that call, naming the exception."""
+
+    class Hostile(dict):
+        def items(self):
+            raise RuntimeError("boom")
+
+    arguments, problem = parse_tool_arguments(Hostile(a=1))
+    assert arguments == {}
+    assert problem == "the arguments could not be read (RuntimeError: boom). Send the arguments as one JSON object"
+
+
+def test_arguments_json_writes_strict_json_and_never_raises():
+    """The one re-serialisation: non-ASCII kept, and a value JSON cannot carry becomes "{}" instead of raising."""
+    assert arguments_json({"city": "Zürich"}) == '{"city": "Zürich"}'
+    assert arguments_json({"x": float("nan")}) == "{}"
+    assert arguments_json({"n": 10**5000}) == "{}"
+
+
+@settings(max_examples=150)
+@given(texts=st.lists(argument_texts, min_size=1, max_size=4), mode=st.sampled_from(["sequential", "parallel"]))
+def test_any_argument_text_gives_every_call_exactly_one_result(texts, mode):
+    """Property: for any argument text, extraction and the pipeline never raise, each call gets one result, and the history is sendable."""
+    reply = AssistantMessage(
+        [{"type": "tool_calls", "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "t", "arguments": a}} for i, a in enumerate(texts)]}],
+        stop_reason="tool_use",
+    )
+    checked = normalize_reply(reply)
+    assert checked.error is None and [c.id for c in checked.calls] == [f"c{i}" for i in range(len(texts))]
+    ctx = context_with(make_tool("t"))
+    batch = execute_tool_calls(ctx, checked.message, checked.calls, AgentLoopConfig(tool_execution=mode), None, None)
+    assert [m.tool_call_id for m in batch.messages] == [c.id for c in checked.calls]
+    for call, result in zip(checked.calls, batch.messages):
+        assert result.is_error == (call.arguments_error is not None)
+    history = [UserMessage([TextContent("go")]), checked.message, *batch.messages]
+    check_wire(format_msg_for_llm(AgentContext("", history, ctx.tools)))

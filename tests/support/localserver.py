@@ -137,3 +137,54 @@ def free_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+class StreamingServer:
+    """A real HTTP server on 127.0.0.1 that streams ``head``, then ``batch`` ``count`` times, then ``tail``, chunked.
+
+    For streams too large to hold as a list of chunks (a 100 MiB reply, an endless one).
+    ``sent`` counts the body bytes written before the client went away (a client that
+    stops reading leaves it far below the offer, at what the socket buffers held);
+    ``done`` is set when the handler has finished either way.
+    """
+
+    def __init__(self, head: bytes, batch: bytes, count: int, tail: bytes = b"", content_type: str = "text/event-stream") -> None:
+        self.sent = 0
+        self.done = threading.Event()
+        stream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for index in range(count + 2):
+                        piece = head if index == 0 else tail if index == count + 1 else batch
+                        if piece:
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                            stream.sent += len(piece)
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    self.close_connection = True  # the client dropped the connection
+                finally:
+                    stream.done.set()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> "StreamingServer":
+        threading.Thread(target=self._server.serve_forever, args=(0.02,), name="test-http-stream", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()

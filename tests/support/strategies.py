@@ -475,3 +475,34 @@ wire_histories = st.lists(wire_messages, max_size=12)
 def texts_with_keys(keys: list[str]) -> st.SearchStrategy[tuple[str, list[int]]]:
     pieces = st.lists(st.sampled_from(keys) | st.text(alphabet="sk-ABC 0123./", max_size=6), max_size=8)
     return pieces.map("".join).flatmap(lambda text: st.tuples(st.just(text), st.lists(st.integers(0, len(text)), max_size=10).map(sorted)))
+
+# --- Tool-call arguments as text (docs/failures.md "Arguments a model sends"): anything a
+# model or a server may put in an arguments string, valid JSON or not. JSON objects, with
+# pieces that Python's json mishandles spliced in: integers past the 4,300-digit limit,
+# 1e400, NaN/Infinity, lone-surrogate escapes, nesting past the recursion limit, text cut
+# anywhere, double encoding.
+_hostile_json_atoms = st.sampled_from(
+    ["1" * 5000, "-" + "9" * 4301, "1e400", "-1e999", "NaN", "Infinity", "-Infinity", '"\\ud800"', '"\\udfff x"', '"\\ud83d\\ude00"', "1" * 4300]
+)
+
+
+def _splice(pair: tuple[dict, str]) -> str:
+    obj, atom = pair
+    return json.dumps({**obj, "x": "__ATOM__"}).replace('"__ATOM__"', atom)
+
+
+def _cut_text(pair: tuple[str, int]) -> str:
+    text, at = pair
+    return text[: at % (len(text) + 1)]
+
+
+argument_texts = st.one_of(
+    st.text(max_size=40),
+    json_values.map(json.dumps),
+    json_objects.map(json.dumps),
+    json_objects.map(lambda o: json.dumps(json.dumps(o))),
+    st.tuples(json_objects, _hostile_json_atoms).map(_splice),
+    st.tuples(json_objects.map(json.dumps), st.integers(0, 200)).map(_cut_text),
+    st.tuples(st.sampled_from(["[", "{\"a\":", "[{\"b\":"]), st.integers(1, 3000)).map(lambda p: p[0] * p[1]),
+    st.just('{"k\\ud800": 1}'),
+)

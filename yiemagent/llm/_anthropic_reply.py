@@ -168,6 +168,7 @@ class AnthropicStream:
         self._emit = emit or (lambda kind, text: None)
         self._blocks: dict[int, dict[str, Any]] = {}
         self._partial: dict[int, list[str]] = {}
+        self._texts: dict[int, list[str]] = {}  # the pieces of each text or thinking block, joined once at the end (linear time)
         self._open: set[int] = set()
         self._emitted_kinds: set[str] = set()  # kinds with a block counted in message_text so far
         self._joined: set[int] = set()  # units counted: a text run or a thinking block, named by its first block's index
@@ -267,7 +268,7 @@ class AnthropicStream:
             if kind in self._emitted_kinds:
                 self._emit(kind, "\n")
             self._emitted_kinds.add(kind)
-        self._blocks[index][kind] += text
+        self._texts.setdefault(index, []).append(text)
         if text:
             self._emit(kind, text)
 
@@ -302,6 +303,9 @@ class AnthropicStream:
             )
         if cut or not self._stopped:
             raise ReplyError("the stream ended before message_stop; the partial reply was dropped", retryable=True)
+        for index, pieces in self._texts.items():
+            block = self._blocks[index]
+            block[block["type"]] = "".join(pieces)
         return _message(list(self._blocks.values()), self._stop_reason, _usage(self._usage_raw), self._model)
 
 

@@ -289,15 +289,16 @@ class Transport:
             url=url,
         )
 
-    def json_body(self, response: requests.Response, limit: Optional[int] = None) -> Any:
+    def json_body(self, response: requests.Response, limit: Optional[int] = None, limit_name: str = "max_event_bytes") -> Any:
         """The whole body parsed as JSON, masked before and after parsing; a body that is not JSON, or an error object, is a ``ReplyError``.
 
-        A body longer than ``limit`` bytes is a ``ReplyError`` saying so, read no further
-        (a server sending an endless body would otherwise fill the memory until the deadline).
+        A body longer than ``limit`` bytes is a ``ReplyError`` naming the cap (``limit_name``),
+        read no further (a server sending an endless body would otherwise fill the memory
+        until the deadline).
         """
         raw = read_capped(response, limit + 1 if limit is not None else None)
         if limit is not None and len(raw) > limit:
-            raise ReplyError(f"the reply exceeds {limit} bytes (max_event_bytes); it was not read further")
+            raise ReplyError(f"the reply exceeds {limit} bytes ({limit_name}={limit}); it was not read further")
         text = self.secrets.redact(raw.decode("utf-8", errors="replace"))
         try:
             data = loads_json(text)

@@ -7,12 +7,12 @@ with the server's words masked (see ``_secrets``).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from typing import Any, Optional
 from urllib.parse import urlsplit, urlunsplit
 
+from .._strict_json import loads_json  # the one JSON reader of bodies, events and tool arguments
 from ..messages import AssistantMessage, TextContent
 
 __all__ = [
@@ -57,32 +57,6 @@ class ReplyError(ValueError):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:40]} does not fit a float")
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def loads_json(text: str) -> Any:
-    """``json.loads`` as the wire needs it: strict JSON, every failure a ``ValueError``.
-
-    Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400`` (a float infinity),
-    which no JSON encoder will write back: a model's tool arguments holding one would
-    make every later request of the conversation unsendable (requests refuses NaN). A
-    nesting deeper than the interpreter's recursion limit raises ``RecursionError``,
-    which is not a ``ValueError``. Both are refused here as ``ValueError``.
-    """
-    try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply to read") from None
 
 
 def join_url(base_url: str, path: str) -> str:

@@ -29,11 +29,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Optional
 
+from ..extraction import parse_tool_arguments
 from ..messages import AssistantMessage
 from ._anthropic_reply import AnthropicStream, is_server_block, parse_anthropic_response, parse_anthropic_stream
-from ._client import DEFAULT_DEADLINE_S, HTTPClient
+from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
-from ._wire import Emit, content_text, join_url, loads_json
+from ._wire import Emit, content_text, join_url
 
 __all__ = ["AnthropicClient", "AnthropicStream", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
 
@@ -64,13 +65,7 @@ def _user_blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _arguments(raw: Any) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    try:
-        value = loads_json(raw) if isinstance(raw, str) and raw.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    return parse_tool_arguments(raw)[0]  # the one reader of arguments ({} for what is not an object)
 
 
 def _signed_thinking(blocks: Any) -> list[dict[str, Any]]:
@@ -225,7 +220,7 @@ class AnthropicClient(HTTPClient):
     ("auto", "required", a named function) is translated. Authenticates with the
     ``x-api-key`` and ``anthropic-version`` headers; ``headers`` adds others (masked like
     the key when they carry credentials). ``stream``, ``deadline_s``, ``timeout`` and
-    ``max_event_bytes`` work as in ``OpenAIClient``.
+    ``max_event_bytes`` and ``max_reply_bytes`` work as in ``OpenAIClient``.
 
     Thread safety: a client may serve several agents and threads at once.
     """
@@ -246,6 +241,7 @@ class AnthropicClient(HTTPClient):
         stream: bool = False,
         deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
         max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
+        max_reply_bytes: Optional[int] = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
@@ -267,6 +263,7 @@ class AnthropicClient(HTTPClient):
             deadline_s=deadline_s,
             stream=stream,
             max_event_bytes=max_event_bytes,
+            max_reply_bytes=max_reply_bytes,
         )
 
     @property
