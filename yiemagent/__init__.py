@@ -4,6 +4,7 @@ Every public name is importable from here and listed, with its signature, in doc
 each spec name to its Python name and docs/conformance.md each spec rule to its code.
 """
 
+from . import _moved  # noqa: F401  (old import paths of moved modules: docs/architecture.md)
 from .agent import (
     YiemAgent,
     abort,
@@ -48,7 +49,7 @@ from .events import (
 from .extraction import (
     extract_tool_calls,
 )
-from .function_tools import (
+from .typed import (
     tool,
 )
 from .llm import (
@@ -94,7 +95,7 @@ from .registry import (
 from .history.sessions import (
     SQLiteSession,
 )
-from .history.postgres import PostgresSession  # psycopg is imported when one is made: no extra needed to import
+from .history.postgres import PostgresSession
 from .tools import (
     get_time_tool,
     get_weather_tool,

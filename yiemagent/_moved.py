@@ -30,6 +30,7 @@ MOVED = {
     "yiemagent.limits": "yiemagent.run",
     "yiemagent.usage": "yiemagent.messages",
     "yiemagent.channels": "yiemagent.loop",
+    "yiemagent.function_tools": "yiemagent.typed.functions",
 }
 """Old module name -> the module that holds its names now."""
 

@@ -34,8 +34,7 @@ import json
 import logging
 from typing import Any, Optional
 
-from ._bounds import NotJSONError, cap_text, clean_str, json_safe, short_repr
-from ._strict_json import JSONTooDeepError, loads_json
+from ._bounds import JSONTooDeepError, NotJSONError, cap_text, clean_str, json_safe, loads_json, short_repr
 from .messages import AssistantMessage
 from .types import AgentToolCall
 

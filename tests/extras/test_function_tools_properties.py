@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from helpers import ASSISTANT, SEQUENTIAL, EventRecorder, context_with
 from strategies import matches_annotation, type_specs
 from yiemagent import AgentToolCall, execute_tool_calls, tool
-from yiemagent._codecs import to_json_value
+from yiemagent.typed._codecs import to_json_value
 
 
 def function_of(annotations: list[Any], defaults: dict[int, Any]):

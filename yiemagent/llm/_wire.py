@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 from urllib.parse import urlsplit, urlunsplit
 
-from .._strict_json import loads_json  # the one JSON reader of bodies, events and tool arguments
+from .._bounds import loads_json
 from ..messages import AssistantMessage, TextContent
 
 __all__ = [

@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple, Optional
 
-from .types import AbortSignal
+from ..types import AbortSignal
 
 __all__ = ["INJECTED", "PIPELINE_PARAMETERS", "Injected", "admits", "fresh_default", "is_immutable"]
 

@@ -32,13 +32,13 @@ import jsonschema
 
 from ._parameter_fill import INJECTED, PIPELINE_PARAMETERS, Injected, admits, fresh_default
 from ._codecs import NO_DEFAULT, Codec, InexpressibleType, codec_for, json_default, to_json_value, type_name
-from .errors import ToolDefinitionError, ToolError
-from .messages import MessageContent, TextContent
-from .types import AbortSignal, AgentTool, AgentToolResult
+from ..errors import ToolDefinitionError, ToolError
+from ..messages import MessageContent, TextContent
+from ..types import AbortSignal, AgentTool, AgentToolResult
 
 __all__ = ["FunctionToolExecute", "PIPELINE_PARAMETERS", "TOOL_NAME_PATTERN", "to_tool_result", "tool"]
 
-logger = logging.getLogger("yiemagent.function_tools")
+logger = logging.getLogger("yiemagent.typed.functions")
 
 # The function names OpenAI and Anthropic both accept.
 TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
