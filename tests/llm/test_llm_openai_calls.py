@@ -80,6 +80,33 @@ def test_a_legacy_function_call_reply_is_a_tool_call_not_an_empty_stop(name, too
     assert len(calls[0].id) == 9 and calls[0].id == extract_tool_calls(message)[1][0].id
 
 
+MIRRORED_CALL = {"id": "call_1", "type": "function", "function": {"name": "getWeather", "arguments": '{"city": "Paris"}'}}
+MIRROR = {"name": "getWeather", "arguments": '{"city": "Paris"}'}
+
+
+def sse(*chunks: dict) -> Reply:
+    return Reply(body=b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n", headers=SSE)
+
+
+@pytest.mark.spec("7")
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(body={"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [MIRRORED_CALL], "function_call": MIRROR}, "finish_reason": "tool_calls"}]}),
+        sse(
+            {"choices": [{"delta": {"role": "assistant", "tool_calls": [{"index": 0, **MIRRORED_CALL}], "function_call": MIRROR}}]},
+            {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]},
+        ),
+    ],
+    ids=["whole", "streamed"],
+)
+def test_a_function_call_that_mirrors_tool_calls_is_not_a_second_call(reply):
+    """llama-cpp-python sends the first tool call again as function_call: with tool_calls present, function_call is not a call of its own."""
+    with LocalServer(lambda request: reply) as server:
+        message = OpenAIClient(server.url, "m", max_retries=0, stream=reply.headers == SSE)(FORMATTED)
+    assert [(c.id, c.type, c.name, c.arguments) for c in extract_tool_calls(message)[1]] == [("call_1", "function", "getWeather", {"city": "Paris"})]
+
+
 def run_with(first: str, *tool_names: str):
     """One agent run against a server that answers ``first``, then "done"; returns (the second request, what the tools got)."""
     got = []

@@ -237,8 +237,8 @@ def parse_openai_response(body: dict[str, Any], provider: str = "openai") -> Ass
     raw_calls = message.get("tool_calls")
     if raw_calls is not None and not isinstance(raw_calls, list):
         raise ReplyError(f"the tool_calls are not a list but {type(raw_calls).__name__}")
-    if isinstance(message.get("function_call"), dict):  # legacy function calling (gpt-3.5-0613): one call, no id
-        raw_calls = [*(raw_calls or []), {"type": LEGACY, "function": message["function_call"]}]
+    if not raw_calls and isinstance(message.get("function_call"), dict):  # legacy function calling (gpt-3.5-0613): one call, no id
+        raw_calls = [{"type": LEGACY, "function": message["function_call"]}]
     text, thinking = _split_content(message.get("content"))
     thinking = _reasoning(message) or thinking
     usage = _usage(body.get("usage") if isinstance(body.get("usage"), dict) else body)
@@ -350,7 +350,18 @@ class OpenAIStream:
         if not self._answered:
             raise ReplyError("the stream ended without any choice: it carried no reply", retryable=True)
         text, thinking = "".join(self._text), "".join(self._thinking)
-        return _assistant_message(text, thinking, list(self._calls.values()), self._finish_reason, self._usage, self._model, self.provider)
+        return _assistant_message(text, thinking, _without_mirror(self._calls), self._finish_reason, self._usage, self._model, self.provider)
+
+
+def _without_mirror(calls: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The streamed calls, less a legacy ``function_call`` that only mirrors ``tool_calls``.
+
+    Servers that speak both forms (llama-cpp-python, some proxies) send the first tool call
+    again as ``function_call``; it is a call of its own only when no ``tool_calls`` came.
+    """
+    if any(index != LEGACY for index in calls):
+        return [call for index, call in calls.items() if index != LEGACY]
+    return list(calls.values())
 
 
 def parse_openai_stream(chunks: Iterable[dict[str, Any]], provider: str = "openai") -> AssistantMessage:
