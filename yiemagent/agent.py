@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable
@@ -37,7 +38,7 @@ from .history.sessions import Session, hold_session, release_session
 from .types import DEFAULT_SYSTEM_PROMPT, AgentState
 from .tools import register_builtin_tools, resolve_builtin_names
 
-__all__ = ["YiemAgent", "abort", "add_message", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
+__all__ = ["YiemAgent", "abort", "add_message", "ask", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
 
 logger = logging.getLogger("yiemagent.agent")
 
@@ -212,6 +213,7 @@ class YiemAgent:
             if session is not None:
                 release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
             raise
+        self._ask_lock = threading.Lock()  # one ask() at a time: one request, one reply
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
 
@@ -270,6 +272,35 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
             on a full channel; the message was not taken.
     """
     agent.input_channel.put(_as_user_input(agent, message))
+
+
+def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None) -> AssistantMessage:
+    """One request, one reply: ``run_agent`` then ``take_response`` (beyond the spec, docs/api.md "Reading a reply").
+
+    Waits until the agent is idle first, and holds the agent's ask lock throughout, so that
+    two asks (in a row or from two threads) give two runs and two replies; ``run_agent`` alone
+    lets a message that arrives during a run join that run (spec §6 step 1), one reply for
+    both. ``timeout`` bounds the whole call. Do not mix it with ``run_agent`` calls whose
+    responses are still untaken: it returns the next response of the output channel.
+
+    Raises:
+        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``.
+        MessageFormatError, AgentClosedError: as ``run_agent``; ``take_response``'s errors.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left() -> Optional[float]:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    if not agent._ask_lock.acquire(timeout=-1 if deadline is None else left()):  # type: ignore[arg-type]
+        raise TimeoutError(f"another ask() on this agent did not finish within {timeout} s")
+    try:
+        if not agent.wait_until_idle(left()):
+            raise TimeoutError(f"the agent did not become idle within {timeout} s")
+        run_agent(agent, message)
+        return take_response(agent, left())
+    finally:
+        agent._ask_lock.release()
 
 
 def follow_up(agent: YiemAgent, message: Any) -> None:
