@@ -36,6 +36,7 @@ from .registry import ToolStore
 from .run import CONTINUE
 from .history.sessions import Session, hold_session, release_session
 from .types import DEFAULT_SYSTEM_PROMPT, AgentState
+from .typed.output import OutputSpec
 from .tools import register_builtin_tools, resolve_builtin_names
 
 __all__ = ["YiemAgent", "abort", "add_message", "ask", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
@@ -164,8 +165,12 @@ class YiemAgent:
         max_rounds: Optional[int] = DEFAULT_MAX_ROUNDS,
         builtin_tools: Union[bool, Iterable[str]] = True,
         session: Optional[Session] = None,
+        output_type: Any = None,
+        output_retries: int = 1,
+        deps: Any = None,
     ) -> None:
         _require_callable("llm_call", llm_call, optional=False)
+        output_spec = OutputSpec(output_type, output_retries) if output_type is not None else None
         for argument, value in (
             ("agent_event_sink", agent_event_sink),
             ("prepare_context", prepare_context),
@@ -194,6 +199,8 @@ class YiemAgent:
 
             store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
             register_builtin_tools(store, builtin_names, keep_existing=tool_store is not None)
+            if output_spec is not None and output_spec.tool is not None and output_spec.tool.name in store.tools:
+                raise ValueError(f"output_type needs the tool name {output_spec.tool.name!r} for the final answer; the tool store already has a tool by that name")
             name = f"yiemagent-{session_id or hex(id(self))[2:]}"
             self._core = AgentCore(
                 name=name,
@@ -208,6 +215,8 @@ class YiemAgent:
                 parallel_tool_execute=parallel_tool_execute,
                 max_rounds=max_rounds,
                 session=session,
+                output_spec=output_spec,
+                deps=deps,
             )
         except BaseException:
             if session is not None:
