@@ -16,6 +16,7 @@ from .agent import (
     shutdown,
     take_response,
 )
+from .context import RunContext, current_run_context
 from .batch import (
     execute_tool_calls,
     execute_tool_calls_parallel,
@@ -158,6 +159,7 @@ __all__ = [
     "OpenAIClient",
     "PostgresSession",
     "PreparedToolCall",
+    "RunContext",
     "SQLiteSession",
     "SessionInUseError",
     "TextContent",
@@ -180,6 +182,7 @@ __all__ = [
     "continue_agent",
     "create_error_tool_result",
     "create_tool_result_message",
+    "current_run_context",
     "execute_prepared_tool_call",
     "execute_tool_calls",
     "execute_tool_calls_parallel",

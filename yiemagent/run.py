@@ -28,6 +28,7 @@ from ._failures import describe_error, user_code_errors
 from .streaming import relay_deltas
 from .types import AbortSignal, AgentContext, AgentLoopConfig, AgentState, AgentToolCallBatch
 from .typed.output import OutputSpec, output_invalid_response
+from .context import RunContext, run_context
 from .messages import add_usage
 
 __all__ = [
@@ -332,8 +333,10 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         else:  # step 6
             context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
             host.state.pending_tool_calls = {c.id for c in tool_calls}
+            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, tuple(context.messages))
             try:
-                batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
+                with run_context(run_ctx):  # beyond the spec: what tools and hooks see of the run (context.py)
+                    batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
             finally:
                 host.state.pending_tool_calls = set()
         for tool_result in batch.messages:
