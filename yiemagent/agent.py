@@ -101,6 +101,9 @@ class YiemAgent:
     starts from ``session.messages()`` (tool calls a crash left unanswered get error
     results, stored too, see ``history.complete_tool_calls``) and stores each message as it
     enters the history. ``agent.usage`` is the token usage summed over all runs.
+    ``output_type`` / ``output_retries`` make the final answer typed (``typed/output.py``,
+    docs/api.md "Typed answers"); ``deps`` is what tools receive in their ``RunContext``
+    (``context.py``).
 
     Raises:
         TypeError: an argument has the wrong type (``llm_call``, the sink or a hook not
@@ -108,7 +111,9 @@ class YiemAgent:
         MessageFormatError: an entry of ``messages`` (or of the session) cannot be sent to
             an LLM (decision 15).
         ValueError: both ``session`` and ``messages`` given; a bad ``max_rounds``; an
-            unknown name in ``builtin_tools``.
+            unknown name in ``builtin_tools``; ``output_type`` with a store that already
+            has a ``final_result`` tool; a negative ``output_retries``.
+        ToolDefinitionError: an ``output_type`` JSON Schema cannot express.
 
     Thread safety:
         Three threads take part. The caller's threads use the public functions, which

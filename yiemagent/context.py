@@ -48,7 +48,7 @@ class RunContext:
     round: int
     usage: LLMUsage
     messages: tuple[AgentMessage, ...]
-    tool_call_id: Optional[str] = None
+    tool_call_id: Optional[str]
 
 
 _current: contextvars.ContextVar[Optional[RunContext]] = contextvars.ContextVar("yiemagent_run_context", default=None)

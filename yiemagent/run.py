@@ -333,7 +333,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         else:  # step 6
             context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
             host.state.pending_tool_calls = {c.id for c in tool_calls}
-            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, tuple(context.messages))
+            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, tuple(context.messages), None)
             try:
                 with run_context(run_ctx):  # beyond the spec: what tools and hooks see of the run (context.py)
                     batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, host.emit)

@@ -82,6 +82,11 @@ def tool(
       ``self``) is an error result naming it, also when ``**kwargs`` would take it (the
       schema's ``propertyNames`` excludes them); annotating ``signal`` or
       ``on_partial_result`` with a type that value never has is a ``ToolDefinitionError``.
+      A parameter annotated ``RunContext`` (any name) receives the call's
+      ``current_run_context()`` and is left out of the schema too (context.py).
+    - An ``async def`` function (or a callable whose ``__call__`` is one) is awaited on an
+      event loop of its own in the thread that runs the call; ``abort`` and ``timeout_s``
+      cancel it (``_threads.run_coroutine``). Async generators are refused.
     - The function receives its arguments as the types it declared; what it returns
       becomes the result (``to_tool_result``); what it raises becomes an error result
       through the pipeline, as for any tool (spec §8.2).
