@@ -453,7 +453,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
                 host.state.pending_tool_calls = set()
         for tool_result in batch.messages:
             host.append(normalize_tool_result(tool_result))
-        given = answer.from_batch(tool_calls, batch.messages) if answer is not None else None
+        given = answer.from_batch(tool_calls, batch.messages) if answer is not None and not run.signal.aborted else None
         if given is not None:  # the final-answer tool was called (typed/output.py)
             if given.valid:
                 final = answer.final_message(reply, given.value)  # type: ignore[union-attr]

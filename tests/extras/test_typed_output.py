@@ -343,3 +343,59 @@ def test_any_value_of_the_declared_type_round_trips_through_the_models_json(shar
     reply = ask(agent, "answer", timeout=WAIT)
     assert reply.stop_reason == "stop", reply.error_message
     assert reply.output == value and type(reply.output) is type(value)
+
+
+def test_an_abort_during_the_answers_batch_ends_the_run_aborted_not_output_invalid():
+    """A final_result call answered "Operation aborted" is not an invalid answer: the run ends "aborted"."""
+    holder = {}
+
+    @tool
+    def stop() -> str:
+        """Abort the run."""
+        from yiemagent import abort
+
+        abort(holder["agent"], "the user left")
+        return "stopping"
+
+    llm = ScriptedLLM([tool_call_reply(("s1", "stop", "{}"), ("c1", "final_result", json.dumps({"name": "A", "population": 1})))])
+    agent = holder["agent"] = make_agent(llm, stop, builtin_tools=False, output_type=City, output_retries=0)
+    try:
+        reply = ask(agent, "go", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.stop_reason == "aborted"
+
+
+def test_a_store_with_a_final_result_tool_and_bad_retries_are_refused():
+    """output_type needs the name final_result; output_retries must be an int of at least 0."""
+
+    @tool
+    def final_result(x: int) -> str:
+        return ""
+
+    with pytest.raises(ValueError, match="final_result"):
+        make_agent(ScriptedLLM([]), final_result, builtin_tools=False, output_type=City)
+    with pytest.raises(ValueError, match="output_retries"):
+        make_agent(ScriptedLLM([]), builtin_tools=False, output_type=City, output_retries=-1)
+    with pytest.raises(TypeError, match="output_retries"):
+        make_agent(ScriptedLLM([]), builtin_tools=False, output_type=City, output_retries=True)
+
+
+def test_an_answer_given_beside_another_tool_call_ends_the_run_after_both_ran():
+    """final_result beside another call: both are answered, then the run ends with the output."""
+    ran = []
+
+    @tool
+    def note(text: str) -> str:
+        """Take a note."""
+        ran.append(text)
+        return "noted"
+
+    llm = ScriptedLLM([tool_call_reply(("n1", "note", '{"text": "hi"}'), ("c1", "final_result", json.dumps({"name": "A", "population": 1})))])
+    agent = make_agent(llm, note, builtin_tools=False, output_type=City)
+    try:
+        reply = ask(agent, "go", timeout=WAIT)
+        results = [m.tool_call_id for m in agent.history() if isinstance(m, ToolResultMessage)]
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.output == City("A", 1) and ran == ["hi"] and results == ["n1", "c1"]
