@@ -148,13 +148,34 @@ def run_coroutine(coroutine: Any, signal: Optional["AbortSignal"]) -> Any:
     call's ``timeout_s``) the task is cancelled: the coroutine sees ``CancelledError`` at
     its next ``await``. Whatever the coroutine left behind (tasks it started, async
     generators, the loop's default executor) is cancelled and waited for, and the loop is
-    closed, before this returns or raises: nothing is left running.
+    closed, before this returns or raises: nothing is left running. Called in a thread
+    where a loop already runs (``execute`` called by hand from async code), the coroutine
+    runs on a thread of its own, which this waits for.
 
     Raises:
         asyncio.CancelledError: the task was cancelled (a ``BaseException``: the caller
             turns it into an error result naming why).
         Exception: whatever the coroutine raised.
     """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: no loop runs in this thread (the run thread, a pool thread)
+        pass
+    else:  # execute called by hand from async code: a loop of its own needs a thread of its own
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["result"] = run_coroutine(coroutine, signal)
+            except BaseException as exc:  # carried back to the caller
+                outcome["error"] = exc
+
+        context = contextvars.copy_context()
+        thread = start_daemon(lambda: context.run(run), "yiemagent-tool-async")
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("result")
     loop = asyncio.new_event_loop()
     try:
         task = loop.create_task(coroutine)

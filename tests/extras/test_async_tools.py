@@ -170,3 +170,17 @@ def test_an_async_generator_is_refused():
         @tool
         async def stream():
             yield 1
+
+
+def test_an_async_tool_called_by_hand_from_async_code_still_runs():
+    """execute called inside a running event loop runs the coroutine on a loop (and thread) of its own."""
+
+    @tool
+    async def double(n: int) -> int:
+        await asyncio.sleep(0)
+        return n * 2
+
+    async def main() -> str:
+        return double.execute("c1", {"n": 21}, None, lambda p: None).content[0].text
+
+    assert asyncio.run(main()) == "42"

@@ -399,3 +399,20 @@ def test_an_answer_given_beside_another_tool_call_ends_the_run_after_both_ran():
     finally:
         shutdown(agent, timeout=WAIT)
     assert reply.output == City("A", 1) and ran == ["hi"] and results == ["n1", "c1"]
+
+
+def test_a_session_keeps_the_answer_for_the_next_process(tmp_path):
+    """An SQLiteSession stores .output in its JSON form; an agent opening the session sees it."""
+    from yiemagent import SQLiteSession
+
+    llm = ScriptedLLM([answer({"name": "Bern", "population": 140000})])
+    agent = make_agent(llm, builtin_tools=False, output_type=City, session=SQLiteSession(tmp_path / "s.db", "chat"))
+    try:
+        ask(agent, "city?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    later = make_agent(ScriptedLLM([]), builtin_tools=False, session=SQLiteSession(tmp_path / "s.db", "chat"))
+    try:
+        assert later.history()[-1].output == {"name": "Bern", "population": 140000, "kind": "town", "districts": [], "mayor": None}
+    finally:
+        shutdown(later, timeout=WAIT)
