@@ -7,6 +7,12 @@ every put and get. The loop thread sleeps on that condition and re-reads the cha
 when it rings: idle means blocked, and a message wakes the loop at once, whether it came
 through ``run_agent`` or straight through ``agent.input_channel.put``.
 
+A channel may carry, with each item, the ``contextvars`` context of the thread that put
+it (``carry_context=True``: the input and follow-up channels). The run an item starts
+runs in that context, so whatever the caller set in a ``ContextVar`` — the current
+OpenTelemetry span, a request id — is what the run, its tools and its hooks see
+(beyond the spec; docs/tracing.md "Trace context").
+
 A channel can be closed (decision 16). Closing is atomic with respect to every put: a
 put either landed before the close (and the item is processed or returned by
 ``shutdown``) or raises ``AgentClosedError`` — including a put that was blocked on a full
@@ -16,9 +22,11 @@ instead of waiting for an item that can no longer come.
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import queue
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -52,15 +60,31 @@ class Channel(queue.Queue):
     locks freely (no lock-order inversion with the loop, which reads ``qsize()`` while
     holding the agent's condition).
 
-    Thread safety: as ``queue.Queue``; any thread may put, get and close. ``_closed`` is
-    guarded by the queue's own ``mutex`` (the lock behind ``not_full`` and ``not_empty``),
-    which is what makes a close atomic with respect to every put and get.
+    With ``carry_context``, ``put`` also keeps ``contextvars.copy_context()`` of the putting
+    thread beside the item (``_contexts``, in step with ``queue``: one entry per item);
+    ``head_context`` and ``take_nowait`` read it, ``get`` and ``drain`` drop it.
+
+    Thread safety: as ``queue.Queue``; any thread may put, get and close. ``_closed`` and
+    ``_contexts`` are guarded by the queue's own ``mutex`` (the lock behind ``not_full``
+    and ``not_empty``), which is what makes a close atomic with respect to every put and get.
     """
 
-    def __init__(self, maxsize: int, on_change: Optional[Callable[[], None]] = None) -> None:
+    def __init__(self, maxsize: int, on_change: Optional[Callable[[], None]] = None, *, carry_context: bool = False) -> None:
         super().__init__(maxsize)
         self.on_change = on_change
         self._closed: Optional[str] = None  # why the channel was closed; guarded by self.mutex
+        # the context each item was put in, in step with self.queue; guarded by self.mutex
+        self._contexts: Optional[deque[Optional[contextvars.Context]]] = deque() if carry_context else None
+
+    # an item and its context go in and out together; called with self.mutex held
+    def _put_with(self, item: Any, context: Optional[contextvars.Context]) -> None:
+        self._put(item)
+        if self._contexts is not None:
+            self._contexts.append(context)
+
+    def _get_with(self) -> tuple[Any, Optional[contextvars.Context]]:
+        item = self._get()
+        return item, (self._contexts.popleft() if self._contexts is not None else None)
 
     @property
     def closed(self) -> bool:
@@ -93,14 +117,17 @@ class Channel(queue.Queue):
                 if remaining is not None and remaining <= 0:
                     raise queue.Full
                 self.not_full.wait(remaining)
-            self._put(item)
+            self._put_with(item, contextvars.copy_context() if self._contexts is not None else None)
             self.unfinished_tasks += 1
             self.not_empty.notify()
         if self.on_change is not None:
             self.on_change()
 
-    def put_internal(self, item: Any) -> None:
+    def put_internal(self, item: Any, context: Optional[contextvars.Context] = None) -> None:
         """Put without blocking, even on a closed channel: the loop moving a follow-up it already accepted.
+
+        ``context`` is the one the item was first sent in (``take_nowait`` of the channel it
+        came from); it is kept with the item as ``put`` would keep the caller's.
 
         Raises:
             queue.Full: the channel has no room.
@@ -108,7 +135,7 @@ class Channel(queue.Queue):
         with self.not_full:
             if 0 < self.maxsize <= self._qsize():
                 raise queue.Full
-            self._put(item)
+            self._put_with(item, context)
             self.unfinished_tasks += 1
             self.not_empty.notify()
         if self.on_change is not None:
@@ -130,16 +157,36 @@ class Channel(queue.Queue):
                 if remaining is not None and remaining <= 0:
                     raise queue.Empty
                 self.not_empty.wait(remaining)
-            item = self._get()
+            item, _ = self._get_with()
             self.not_full.notify()
         if self.on_change is not None:
             self.on_change()
         return item
 
+    def take_nowait(self) -> tuple[Any, Optional[contextvars.Context]]:
+        """``get_nowait``, with the context the item was put in (None when the channel keeps none).
+
+        Raises:
+            queue.Empty: the channel is empty.
+        """
+        with self.not_empty:
+            if not self._qsize():
+                raise queue.Empty
+            entry = self._get_with()
+            self.not_full.notify()
+        if self.on_change is not None:
+            self.on_change()
+        return entry
+
+    def head_context(self) -> Optional[contextvars.Context]:
+        """The context the first item in the channel was put in; None when empty or when none is kept."""
+        with self.mutex:
+            return self._contexts[0] if self._contexts else None
+
     def drain(self) -> list[Any]:
         """Take every item that is in the channel now, without blocking (closed or not)."""
         with self.not_empty:
-            items = [self._get() for _ in range(self._qsize())]
+            items = [self._get_with()[0] for _ in range(self._qsize())]
             if items:
                 self.not_full.notify_all()
         if items and self.on_change is not None:

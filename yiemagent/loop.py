@@ -27,6 +27,7 @@ from .messages import AgentMessage, AssistantMessage, LLMUsage, UsageMeter
 from ._failures import describe_error
 from .registry import ToolStore
 from .run import CONTINUE, Run, process_message
+from .streaming import call_unstreamed
 from ._threads import RunWorker
 from .history.sessions import HistoryWriter, Session
 from .types import AgentLoopConfig, AgentState
@@ -98,15 +99,17 @@ class AgentCore:
 
         # the doorbell, and the lock of the loop bookkeeping below (see "Thread safety")
         self._wake = threading.Condition(threading.RLock())
-        self.input_channel = Channel(16, self.ring)
-        self.follow_up_channel = Channel(32, self.ring)
+        # the input channels keep each message's sender's context: the run it starts runs in it
+        self.input_channel = Channel(16, self.ring, carry_context=True)
+        self.follow_up_channel = Channel(32, self.ring, carry_context=True)
         self.output_channel = Channel(16, self.ring)
         self._run: Optional[Run] = None
         self._run_done = False
         self._run_response: Optional[AssistantMessage] = None
         self._run_count = 0
         self._pending_output: deque[AssistantMessage] = deque()
-        self._carry: deque[Any] = deque()  # follow-ups taken but not yet placed (input was full)
+        # follow-ups taken but not yet placed (input was full), each with its sender's context
+        self._carry: deque[tuple[Any, Optional[contextvars.Context]]] = deque()
         self._added: deque[AgentMessage] = deque()  # add_message during a run, for its next round
         self._adding = 0  # add_message calls storing while idle: no run starts until they are in the history
         self._closing = False
@@ -286,7 +289,18 @@ class AgentCore:
         self._worker.submit(lambda: self._execute_run(run))
 
     def _execute_run(self, run: Run) -> None:
-        """The run thread: process, then hand the response to the loop (or deliver it, if the loop is gone).
+        """The run thread: the run, in a copy of the context its first input was sent in (docs/tracing.md).
+
+        Its hooks, tools (``tool_pool`` copies the run thread's context) and sink see what
+        the sender set; nothing the run sets leaks back. No input left (``shutdown`` took
+        it): an empty context. Never inside the sender's LLM-call stream (``call_unstreamed``).
+        """
+        sent_in = self.input_channel.head_context()
+        context = sent_in.copy() if sent_in is not None else contextvars.Context()
+        context.run(call_unstreamed, self._run_and_hand_over, run)
+
+    def _run_and_hand_over(self, run: Run) -> None:
+        """Process, then hand the response to the loop (or deliver it, if the loop is gone).
 
         Messages ``add_message`` queued during the last round are appended here, without
         ``_wake``, before the run is marked done (after which ``add_message`` appends at
@@ -347,11 +361,11 @@ class AgentCore:
             while not self._closing:
                 if not self._carry:
                     try:
-                        self._carry.append(self.follow_up_channel.get_nowait())
+                        self._carry.append(self.follow_up_channel.take_nowait())
                     except queue.Empty:
                         return
                 try:
-                    self.input_channel.put_internal(self._carry[0])
+                    self.input_channel.put_internal(*self._carry[0])  # with the context it was sent in
                 except queue.Full:
                     return
                 self._carry.popleft()
@@ -391,7 +405,7 @@ class AgentCore:
             self.input_channel.close(why)
             self.follow_up_channel.close(why)
             queued = [m for m in self.input_channel.drain() if m is not CONTINUE]
-            queued.extend(self._carry)
+            queued.extend(item for item, _ in self._carry)
             self._carry.clear()
             queued.extend(self.follow_up_channel.drain())
             self._wake.notify_all()
