@@ -11,8 +11,8 @@ REAL_STAMP := $(REAL_VENV)/.installed
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# the mcp extra and a real MCP server (mcp-server-time) for tests/test_mcp_*.py
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,mcp]' 'mcp-server-time==2026.10.19'
+	# the mcp extra and a real MCP server (mcp-server-time) for tests/test_mcp_*.py; the otel extra for tests/test_otel_*.py
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,mcp,otel]' 'mcp-server-time==2026.10.19'
 	touch $@
 
 ## demo: an offline session showing the whole tool lifecycle (no network, no model)

@@ -43,7 +43,7 @@ from ._guard import ABORTED, DEADLINE, CallGuard, GuardedAdapter
 from ._secrets import Secrets
 from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, loads_json, payload_error, server_message
 
-__all__ = ["ERROR_BODY_BYTES", "Transport", "install_log_filter"]
+__all__ = ["ERROR_BODY_BYTES", "Transport", "install_log_filter", "redact_live_secrets"]
 
 logger = logging.getLogger("yiemagent.llm")
 
@@ -375,6 +375,14 @@ class _RedactingFilter(logging.Filter):
             record.msg, record.args = message, ()
         return True
 
+    def redact(self, text: str) -> str:
+        """``text`` with the credentials of every client still alive masked."""
+        with self._lock:
+            active = list(self._secrets)
+        for secrets in active:
+            text = secrets.redact(text)
+        return text
+
 
 _FILTER = _RedactingFilter()
 for _name in ("urllib3.connectionpool", "urllib3.connection", "urllib3.util.retry", "urllib3.response"):
@@ -384,3 +392,9 @@ for _name in ("urllib3.connectionpool", "urllib3.connection", "urllib3.util.retr
 def install_log_filter(secrets: Secrets) -> None:
     """Mask ``secrets`` in urllib3's log lines from now on, as long as something (its client) holds them."""
     _FILTER.add(secrets)
+
+
+def redact_live_secrets(text: str) -> str:
+    """``text`` with the credentials of every client alive in the process masked: for text that
+    leaves the process by another way than the clients, such as a trace (docs/tracing.md)."""
+    return _FILTER.redact(text)

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Mapping
 from typing import Optional
 
-__all__ = ["Redactor", "forget_sdk_logs", "masked", "redact_sdk_logs"]
+__all__ = ["Redactor", "forget_sdk_logs", "masked", "redact_open_connections", "redact_sdk_logs"]
 
 # the SDK (mcp.*) and its HTTP client (httpx2, httpcore2) log here
 _SDK_LOGGERS = ("mcp", "httpx2", "httpcore2")
@@ -74,6 +74,13 @@ class _RedactingFilter(logging.Filter):
         with self._lock:
             self._redactors.append(redactor)
 
+    def redact(self, text: str) -> str:
+        with self._lock:
+            redactors = list(self._redactors)
+        for redactor in redactors:
+            text = redactor(text)
+        return text
+
     def remove(self, redactor: Redactor) -> None:
         with self._lock:
             if redactor in self._redactors:
@@ -112,3 +119,9 @@ def redact_sdk_logs(redactor: Redactor) -> None:
 def forget_sdk_logs(redactor: Redactor) -> None:
     """Stop cleaning ``redactor``'s secrets from the SDK's logs (its client has closed)."""
     _FILTER.remove(redactor)
+
+
+def redact_open_connections(text: str) -> str:
+    """``text`` with the secrets of every open client masked: for text that leaves the process
+    by another way than the clients, such as a trace (docs/tracing.md)."""
+    return _FILTER.redact(text)
