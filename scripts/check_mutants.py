@@ -8,7 +8,7 @@ writes the mutated text into ``yiemagent/``, runs the tests, and writes the orig
 back, whatever happened. It prints ``killed``, ``SURVIVES`` or ``not applied`` (the code
 changed since mutmut made the mutant) for each.
 
-    .venv/bin/python scripts/check_mutants.py --tests "tests/test_batch.py" yiemagent.batch.x_f__mutmut_3 ...
+    .venv/bin/python scripts/check_mutants.py --tests "tests/spec/test_batch.py" yiemagent.batch.x_f__mutmut_3 ...
 
 The tests must pass on the unmutated code first, or nothing is checked.
 """

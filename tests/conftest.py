@@ -1,4 +1,4 @@
-"""Hypothesis profiles and fixtures."""
+"""Hypothesis profiles and the fixtures every test folder shares (tests/support/ holds the helpers)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-from helpers import EventRecorder
-from yiemagent import ToolStore, YiemAgent, register_tool, shutdown
+from helpers import EventRecorder, make_agent
+from yiemagent import shutdown
 
 # "ci" keeps `make test` under a few minutes on 2 cores; "deep" is for `make test-deep`.
 settings.register_profile("ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -31,11 +31,7 @@ def agents():
     made = []
 
     def make(llm, tools=(), **kwargs):
-        store = ToolStore("test")
-        for tool in tools:
-            register_tool(store, tool)
-        kwargs.setdefault("agent_event_sink", EventRecorder())
-        agent = YiemAgent(llm_call=llm, tool_store=store, **kwargs)
+        agent = make_agent(llm, *tools, sink=kwargs.pop("agent_event_sink", EventRecorder()), **kwargs)
         made.append(agent)
         return agent
 

@@ -4,7 +4,7 @@ Every public name is importable from here and listed, with its signature, in doc
 each spec name to its Python name and docs/conformance.md each spec rule to its code.
 """
 
-from . import _moved  # noqa: F401  old import paths of modules that moved (docs/architecture.md)
+from . import _moved  # noqa: F401  (old import paths of moved modules: docs/architecture.md)
 from .agent import (
     YiemAgent,
     abort,
@@ -21,7 +21,7 @@ from .batch import (
     execute_tool_calls_sequential,
     should_terminate,
 )
-from .channels import (
+from .loop import (
     LoopState,
 )
 from .errors import (
@@ -29,6 +29,7 @@ from .errors import (
     EmptyHistoryError,
     LLMError,
     MessageFormatError,
+    SessionInUseError,
     ToolArgumentsError,
     ToolDefinitionError,
     ToolError,
@@ -49,7 +50,7 @@ from .events import (
 from .extraction import (
     extract_tool_calls,
 )
-from .function_tools import (
+from .typed import (
     tool,
 )
 from .llm import (
@@ -95,6 +96,7 @@ from .registry import (
 from .history.sessions import (
     SQLiteSession,
 )
+from .history.postgres import PostgresSession
 from .tools import (
     get_time_tool,
     get_weather_tool,
@@ -154,8 +156,10 @@ __all__ = [
     "MessageFormatError",
     "OfflineLLM",
     "OpenAIClient",
+    "PostgresSession",
     "PreparedToolCall",
     "SQLiteSession",
+    "SessionInUseError",
     "TextContent",
     "ToolArgumentsError",
     "ToolDefinitionError",

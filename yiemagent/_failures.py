@@ -30,7 +30,7 @@ def user_code_errors() -> tuple[type[BaseException], ...]:
 
     In the agent's own threads (run, tools) nothing may escape: any ``BaseException`` —
     ``SystemExit``, ``KeyboardInterrupt`` raised by hand, ``GeneratorExit`` — would end the
-    thread and leave a call without its result (issue 9). Only the main thread receives
+    thread and leave a call without its result (decision 1). Only the main thread receives
     a real Ctrl-C, and there it propagates.
     """
     return _EVERYTHING if threading.current_thread() is not threading.main_thread() else USER_CODE_ERRORS

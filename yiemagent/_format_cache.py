@@ -1,19 +1,23 @@
-"""The formatting cache: what lets a round reuse the previous request's wire dicts (docs/performance.md).
+"""The formatting cache: what lets a round reuse the wire dicts of messages it sent before (docs/performance.md).
 
 Spec: §14 formatMsgForLLM converts the whole conversation every round; the cache makes
 that cost grow with what is new, not with the length of the history, and stays exact.
-Two parts:
 
-1. Read-only dicts and lists, the cached wire form of a message. ``format_msg_for_llm``
-   hands the same wire dict of a message to every request that holds the message. If a
-   caller could change it in place, the next request would carry the change; so those
-   dicts, and the lists and dicts inside them, are read-only. They are real ``dict`` and
-   ``list`` subclasses: ``json``, ``requests``, ``==`` and ``isinstance`` treat them as the
-   plain containers they equal. Every way of copying one gives a plain, editable
-   container: ``dict(d)``, ``{**d}``, ``d.copy()``, ``list(l)``, ``l[:]``, ``copy.copy``,
-   ``copy.deepcopy``, ``pickle``. Immutable once built; may be shared between threads.
+Read-only dicts and lists are the cached wire form of a message. ``format_msg_for_llm``
+hands the same wire dict of a message to every request that holds the message. If a
+caller could change it in place, the next request would carry the change; so those
+dicts, and the lists and dicts inside them, are read-only. They are real ``dict`` and
+``list`` subclasses: ``json``, ``requests``, ``==`` and ``isinstance`` treat them as the
+plain containers they equal. Every way of copying one gives a plain, editable
+container: ``dict(d)``, ``{**d}``, ``d.copy()``, ``list(l)``, ``l[:]``, ``copy.copy``,
+``copy.deepcopy``, ``pickle``. Immutable once built; may be shared between threads.
 
-2. The agent's history list, and the snapshot of it one LLM round sees.
+A message's wire dict is made once and remembered on the message (``_MessageCache``): messages
+are values, so their wire form cannot change. The latest request's wires are remembered on
+the agent's ``History`` (``_LatestRequest``) and reused while the history only grew: a
+``HistorySnapshot`` that kept its lineage says so in O(1) (below).
+
+The history list and its snapshot:
 
 ``format_msg_for_llm`` reuses the previous request's wire dicts when the new request's
 messages begin with the previous request's very same message objects. Checking that by
@@ -56,11 +60,13 @@ lineage with changed items.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, NamedTuple, NoReturn, Optional
+from collections.abc import Callable
+from typing import Any, NamedTuple, NoReturn, Optional
 
-__all__ = ["FrozenDict", "FrozenList", "History", "HistorySnapshot", "Lineage", "freeze"]
+from .messages import AgentMessage
 
-# --- 1. read-only wire dicts --------------------------------------------------------
+__all__ = ["APPENDING_METHODS", "EDITING_METHODS", "FrozenDict", "FrozenList", "History", "HistorySnapshot", "Lineage", "freeze", "history_wires"]
+
 
 _READ_ONLY = (
     "a message dict made by format_msg_for_llm is read-only: it is cached and shared by every "
@@ -122,10 +128,10 @@ def freeze(value: Any) -> Any:
     return value
 
 
-# --- 2. the history and its snapshots ------------------------------------------------
+# --- the history list, and the snapshot one round sees ---------------------------------
 
 # Every list method that changes the list in place besides append / extend / __iadd__
-# (which only add at the end). tests/test_format_cache.py checks this against dir(list).
+# (which only add at the end). tests/extras/test_format_cache.py checks this against dir(list).
 EDITING_METHODS = ("__init__", "__setitem__", "__delitem__", "__imul__", "insert", "pop", "remove", "clear", "sort", "reverse")
 APPENDING_METHODS = ("append", "extend", "__iadd__")
 
@@ -240,3 +246,96 @@ class HistorySnapshot(list):  # type: ignore[type-arg]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (list, (list(self),))
+
+
+# --- the cache of wire dicts ----------------------------------------------------------
+
+class _MessageCache:
+    """What ``format_msg_for_llm`` remembers about one message; never part of its value.
+
+    Kept in a private attribute of the message, so it lives and dies with the message.
+    ``wire`` is the message's read-only wire dict (``_SKIP`` for a kind of message that is
+    not sent), None until first needed. A copy of the message (``copy.deepcopy``,
+    ``pickle``) starts with an empty cache; ``copy.copy`` shares it, which is right since
+    the copy holds the very same field objects.
+
+    Thread safety: any thread may read or set ``wire`` (one attribute store, atomic); two
+    threads that fill it at once compute equal values.
+    """
+
+    __slots__ = ("wire",)
+
+    def __init__(self) -> None:
+        self.wire: Any = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "_MessageCache":
+        return _MessageCache()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_MessageCache, ())
+
+
+class _LatestRequest(NamedTuple):
+    """The latest request made from a ``History``, kept on it: the wires of ``history[:length]``
+    as they were when its ``edits`` was ``edits`` (see ``history_wires``)."""
+
+    edits: int
+    length: int
+    wires: list[dict[str, Any]]
+
+
+_CACHE_ATTR = "_yiemagent_cache"  # on a message: its _MessageCache
+_LATEST_ATTR = "_yiemagent_latest_request"  # on a History: its _LatestRequest
+_SKIP = FrozenDict()  # the cached "wire" of a message that is not sent (an unknown AgentMessage subclass)
+
+
+def _cache_of(msg: AgentMessage) -> Optional[_MessageCache]:
+    cache = getattr(msg, _CACHE_ATTR, None)
+    if cache is None:
+        cache = _MessageCache()
+        try:
+            object.__setattr__(msg, _CACHE_ATTR, cache)  # frozen dataclass: bypass its __setattr__
+        except AttributeError:  # an entry with no __dict__ (no AgentMessage: those all have one): not cached
+            return None
+    return cache
+
+
+def _wire_of(msg: AgentMessage, convert: Callable[[AgentMessage], Optional[dict[str, Any]]]) -> dict[str, Any]:
+    """The read-only wire dict of one message, made by ``convert`` on first use and then remembered."""
+    cache = _cache_of(msg)
+    wire = cache.wire if cache is not None else None
+    if wire is None:
+        plain = convert(msg)
+        wire = _SKIP if plain is None else freeze(plain)
+        if cache is not None:
+            cache.wire = wire
+    return wire
+
+
+def _wires_of(messages: list[AgentMessage], convert: Callable[[AgentMessage], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [wire for wire in (_wire_of(m, convert) for m in messages) if wire is not _SKIP]
+
+
+def history_wires(given: Any, convert: Callable[[AgentMessage], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The wire dicts of a context's messages, in order (the system message aside); ``convert`` makes a message's (None: not sent).
+
+    When ``given`` is a ``HistorySnapshot`` that still has its lineage (the default
+    ``prepare_context`` made it and nobody changed it), and its source ``History`` holds a
+    record of its latest request made at the same ``edits`` count and no longer than
+    ``given``, then ``given`` begins with that request's very messages (only appends
+    happened in between: ``History``), so its wires are reused and only the
+    messages after it are looked at. Otherwise — a plain list, a changed snapshot, a
+    history edited since — every wire comes from each message's own cache: one dict
+    lookup per message, still exact. The record is replaced by this request's whenever
+    ``given`` has a lineage. Nothing here compares messages: the edit count says it all.
+    """
+    lineage = given.lineage if isinstance(given, HistorySnapshot) else None
+    latest = getattr(lineage.source, _LATEST_ATTR, None) if lineage is not None else None
+    if latest is not None and latest.edits == lineage.edits and latest.length <= lineage.length:  # type: ignore[union-attr]
+        wires = latest.wires + _wires_of(given[latest.length : lineage.length], convert)  # type: ignore[union-attr]
+    else:
+        wires = _wires_of(given, convert)
+    # the lineage is read again last: a snapshot changed meanwhile has dropped it (first thing)
+    if lineage is not None and given.lineage is lineage:
+        setattr(lineage.source, _LATEST_ATTR, _LatestRequest(lineage.edits, lineage.length, wires))
+    return wires

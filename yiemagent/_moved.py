@@ -29,6 +29,8 @@ MOVED = {
     "yiemagent.stream_relay": "yiemagent.streaming",
     "yiemagent.limits": "yiemagent.run",
     "yiemagent.usage": "yiemagent.messages",
+    "yiemagent.channels": "yiemagent.loop",
+    "yiemagent.function_tools": "yiemagent.typed.functions",
 }
 """Old module name -> the module that holds its names now."""
 

@@ -27,13 +27,13 @@ from .errors import AgentClosedError, EmptyHistoryError, MessageFormatError
 from .formatting import format_msg_for_llm as default_format_msg_for_llm
 from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
-from .history import history_from_session
+from .history import each_message, history_from_session
 from .run import DEFAULT_MAX_ROUNDS, check_max_rounds
 from .messages import AgentMessage, AssistantMessage, LLMModel, LLMUsage
 from .normalize import normalize_message
 from .registry import ToolStore
 from .run import CONTINUE
-from .history.sessions import Session
+from .history.sessions import Session, hold_session, release_session
 from .types import DEFAULT_SYSTEM_PROMPT, AgentState
 from .tools import register_builtin_tools, resolve_builtin_names
 
@@ -93,7 +93,7 @@ class YiemAgent:
     overrides the cap of an ``llm_call`` that has one: its ``max_retry_delay_ms`` attribute
     is set (``OpenAIClient``, ``AnthropicClient``).
 
-    Issue 13 options (API.md "Agent options"): ``max_rounds`` caps the LLM rounds of one
+    Options beyond the spec (docs/api.md "Agent options"): ``max_rounds`` caps the LLM rounds of one
     run (decision 12; None for no limit); ``builtin_tools`` is True, False or the names
     of the built-ins to register; ``session`` is where the history lives: the agent
     starts from ``session.messages()`` (tool calls a crash left unanswered get error
@@ -116,7 +116,7 @@ class YiemAgent:
         replace or edit ``state.messages`` directly only while the agent is idle
         (``wait_until_idle``). ``state.messages`` is a ``History`` (a list that counts
         its edits, so the formatter knows when it may reuse the previous request's wire
-        dicts, issue 12); editing it in place keeps that, e.g. ``state.messages[:] =
+        dicts, docs/performance.md); editing it in place keeps that, e.g. ``state.messages[:] =
         load_history(path)``. A list assigned to ``state.messages`` is used as it is (it
         stays the caller's list): every round is then formatted from each message's
         own cache, exactly, at about 0.12 µs per message (docs/performance.md). The event sink is called from the run thread and tool
@@ -181,36 +181,37 @@ class YiemAgent:
         builtin_names = resolve_builtin_names(builtin_tools)
         if session is not None and messages is not None:
             raise ValueError("give either session= or messages=, not both: with a session the history comes from it")
-        history = History()  # counts its edits: the formatter's shortcut (issue 12, _history_list)
-        for index, message in enumerate(history_from_session(session) if session is not None else messages or []):
-            if not isinstance(message, AgentMessage):
-                raise MessageFormatError(f"messages[{index}] is {type(message).__name__}; expected an AgentMessage")
-            try:
-                history.append(normalize_message(message))
-            except MessageFormatError as exc:
-                raise MessageFormatError(f"messages[{index}]: {exc}") from None
-        self.session_id = session_id
-        self.max_retry_delay_ms = max_retry_delay_ms
-        if max_retry_delay_ms is not None and hasattr(llm_call, "max_retry_delay_ms"):
-            llm_call.max_retry_delay_ms = max_retry_delay_ms  # type: ignore[attr-defined]
+        if session is not None:
+            hold_session(session)  # decision 17: one agent holds a session at a time (SessionInUseError); before reading it
+        try:
+            history = History()  # counts its edits: the formatter's shortcut (docs/performance.md)
+            history.extend(each_message(history_from_session(session) if session is not None else messages or [], normalize_message))
+            self.session_id = session_id
+            self.max_retry_delay_ms = max_retry_delay_ms
+            if max_retry_delay_ms is not None and hasattr(llm_call, "max_retry_delay_ms"):
+                llm_call.max_retry_delay_ms = max_retry_delay_ms  # type: ignore[attr-defined]
 
-        store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
-        register_builtin_tools(store, builtin_names, keep_existing=tool_store is not None)
-        name = f"yiemagent-{session_id or hex(id(self))[2:]}"
-        self._core = AgentCore(
-            name=name,
-            llm_call=llm_call,
-            agent_event_sink=agent_event_sink,
-            state=AgentState(system_prompt, model, store.tools, history, set(), False, None),
-            tool_store=store,
-            prepare_context=prepare_context or default_prepare_context,
-            format_msg_for_llm=format_msg_for_llm or default_format_msg_for_llm,
-            before_tool_call=before_tool_call,
-            after_tool_call=after_tool_call,
-            parallel_tool_execute=parallel_tool_execute,
-            max_rounds=max_rounds,
-            session=session,
-        )
+            store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
+            register_builtin_tools(store, builtin_names, keep_existing=tool_store is not None)
+            name = f"yiemagent-{session_id or hex(id(self))[2:]}"
+            self._core = AgentCore(
+                name=name,
+                llm_call=llm_call,
+                agent_event_sink=agent_event_sink,
+                state=AgentState(system_prompt, model, store.tools, history, set(), False, None),
+                tool_store=store,
+                prepare_context=prepare_context or default_prepare_context,
+                format_msg_for_llm=format_msg_for_llm or default_format_msg_for_llm,
+                before_tool_call=before_tool_call,
+                after_tool_call=after_tool_call,
+                parallel_tool_execute=parallel_tool_execute,
+                max_rounds=max_rounds,
+                session=session,
+            )
+        except BaseException:
+            if session is not None:
+                release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
+            raise
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
 
@@ -242,7 +243,7 @@ def _as_user_input(agent: YiemAgent, message: Any) -> Any:
     """Check a message in the caller's thread and return what goes on the channel (decision 15)."""
     if agent.closing:
         raise AgentClosedError(_CLOSED)
-    if agent._core._loop_exited:
+    if agent._core.loop_exited:
         raise AgentClosedError("the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages")
     if isinstance(message, str):
         return {"role": "user", "content": message}
@@ -314,9 +315,7 @@ def continue_agent(agent: YiemAgent) -> None:
     core = agent._core
     if core.closing:
         raise AgentClosedError("the agent has been shut down; it cannot continue")
-    with core._wake:
-        queued = core._run is not None or bool(core._carry) or not (core.input_channel.empty() and core.follow_up_channel.empty())
-    if not queued and not core.history():
+    if not core.busy() and not core.history():
         raise EmptyHistoryError("cannot continue: the conversation history is empty; send a message with run_agent first")
     core.input_channel.put(CONTINUE)
 
@@ -356,7 +355,7 @@ def abort(agent: YiemAgent, reason: str = "aborted by abort()") -> bool:
     A tool with ``timeout_s`` that ignores its signal is abandoned at once (its thread runs
     on; its result is dropped), so the run ends promptly. An LLM call in flight sees the
     signal through ``current_abort_signal()`` (a streaming client closes its connection);
-    whatever it returns after the abort is dropped, never kept in the history (issue 14).
+    whatever it returns after the abort is dropped, never kept in the history (docs/streaming.md).
     """
     return agent._core.abort(reason)
 

@@ -14,6 +14,7 @@ __all__ = [
     "EmptyHistoryError",
     "LLMError",
     "MessageFormatError",
+    "SessionInUseError",
     "ToolArgumentsError",
     "ToolDefinitionError",
     "ToolError",
@@ -57,6 +58,10 @@ class AgentClosedError(YiemAgentError, RuntimeError):
 
 class MessageFormatError(YiemAgentError, ValueError):
     """A message given to the agent is not of a form it can take (e.g. a dict with role "system")."""
+
+
+class SessionInUseError(YiemAgentError):
+    """A session id is held by another live agent: one agent holds a session at a time (decision 17, docs/sessions.md)."""
 
 
 class EmptyHistoryError(YiemAgentError, ValueError):

@@ -15,8 +15,13 @@ always yields the same ids, so the tool results and the assistant message agree 
 history is sent back — and unique within the conversation.
 
 Decision 15: whatever the model sent, the calls extracted can be sent back. Arguments
-that are not strict JSON (NaN, nesting deeper than ``MAX_DEPTH``, a set) are an
-``arguments_error``, like invalid JSON; an id longer than ``MAX_ID_CHARS`` is replaced by
+that are not strict JSON (NaN, nesting deeper than ``MAX_DEPTH``, a set, an integer longer
+than Python reads or writes, ``1e400``, a lone surrogate) are an ``arguments_error``, like
+invalid JSON. ``parse_tool_arguments`` is the one place where arguments become a dict and
+``arguments_json`` the one place where they become text again (docs/failures.md,
+"Arguments a model sends"): every client, the formatter and the OfflineLLM go through
+them, so no argument the model sent can fail anywhere later. An id longer than
+``MAX_ID_CHARS`` is replaced by
 a synthetic one; a name is cut to ``MAX_NAME_CHARS``; and a later call of the same reply
 that repeats an earlier id is renamed ``<id>_2``, ``<id>_3``... (docs/failures.md), so
 each result answers exactly one call.
@@ -29,11 +34,11 @@ import json
 import logging
 from typing import Any, Optional
 
-from ._bounds import NotJSONError, clean_str, json_safe, short_repr
+from ._bounds import JSONTooDeepError, NotJSONError, cap_text, clean_str, json_safe, loads_json, short_repr
 from .messages import AssistantMessage
 from .types import AgentToolCall
 
-__all__ = ["extract_tool_calls", "parse_tool_arguments"]
+__all__ = ["arguments_json", "extract_tool_calls", "parse_tool_arguments"]
 
 logger = logging.getLogger("yiemagent.extraction")
 
@@ -44,47 +49,70 @@ MAX_ID_CHARS = 128
 """A longer tool-call id is replaced by a synthetic one (servers bound ids: OpenAI at 40)."""
 MAX_NAME_CHARS = 128
 """A longer tool name is cut: no tool has such a name, and the name goes back every round."""
+CALL_TYPES = ("function", "custom", "function_call")
+"""``AgentToolCall.type``: a function call; an OpenAI custom tool call (free-text input, the
+tool gets ``{"input": text}``); a legacy OpenAI ``function_call``. Each goes back as it came
+(docs/failures.md "OpenAI custom and legacy calls")."""
 
 
 def parse_tool_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
     """Turn a call's raw arguments into a dict: ``(arguments, None)`` or ``({}, problem)``.
 
-    Spec: §7 (``arguments::Dict{String,Any}``); decision 2.
+    Spec: §7 (``arguments::Dict{String,Any}``); decisions 2 and 15.
+
+    ``raw`` may be anything a server or a model sent: a dict, a JSON string (double-encoded
+    too), ``""``/``None`` (``{}``). The arguments returned are strict JSON that can be sent
+    again; every other outcome is a ``problem`` the model can read, naming the place
+    ("arguments/city is an integer of 5000 digits..."). Never raises.
     """
+    try:
+        return _parse_arguments(raw)
+    except Exception as exc:  # a last net: a hostile mapping or value may raise anything while read
+        return {}, f"the arguments could not be read ({type(exc).__name__}: {cap_text(str(exc), 200)}). Send the arguments as one JSON object"
+
+
+def _parse_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
     value = raw
     for _ in range(_MAX_DECODE_DEPTH):
         if value is None:
             return {}, None
         if isinstance(value, dict):
-            return value, None
+            break
         if not isinstance(value, str):
             break
         text = value.strip()
         if not text:
             return {}, None
         try:
-            value = json.loads(text)
+            value = loads_json(text, constants=True)
         except json.JSONDecodeError as exc:
             reason = exc.msg.removesuffix(" at")  # "Unterminated string starting at", "Invalid control character at"
             return {}, (
                 f"the arguments are not valid JSON ({reason} at line {exc.lineno} column {exc.colno}); "
                 f"received {short_repr(raw, 300)}. Send the arguments as one JSON object"
             )
-        except RecursionError:
+        except JSONTooDeepError:
             return {}, "the arguments are nested too deeply to be read. Send the arguments as one flatter JSON object"
-    kind = _JSON_TYPE_NAMES.get(type(value), f"a {type(value).__name__}")
-    return {}, f"the arguments must be a JSON object, got {kind}: {short_repr(raw, 300)}"
-
-
-def _strict_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
-    """``parse_tool_arguments``, then decision 15: the arguments must be strict JSON to be sent back."""
-    arguments, problem = parse_tool_arguments(raw)
-    if problem is not None:
-        return arguments, problem
+    if not isinstance(value, dict):
+        kind = _JSON_TYPE_NAMES.get(type(value), f"a {type(value).__name__}")
+        return {}, f"the arguments must be a JSON object, got {kind}: {short_repr(raw, 300)}"
     try:
-        return json_safe(arguments, _path="arguments"), None
+        return json_safe(value, _path="arguments", strict_text=True), None
     except NotJSONError as exc:
         return {}, f"{exc}. Send the arguments as one JSON object of plain JSON values"
+
+
+def arguments_json(arguments: Any) -> str:
+    """Arguments as the JSON text that goes back to a server (decision 9); ``"{}"`` for what cannot.
+
+    Arguments from ``parse_tool_arguments`` can always be written; anything else that
+    cannot (a caller's own dict holding NaN) goes back as ``"{}"`` rather than raise.
+    """
+    try:
+        return json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        logger.warning("tool-call arguments that are not strict JSON were sent back as {}: %s", short_repr(arguments))
+        return "{}"
 
 
 def _synthetic_id(response: AssistantMessage, position: int, call: dict[str, Any]) -> str:
@@ -105,20 +133,35 @@ def _synthetic_id(response: AssistantMessage, position: int, call: dict[str, Any
     return "".join(chars)
 
 
+def _custom_arguments(custom: dict[str, Any]) -> tuple[dict[str, Any], Optional[str]]:
+    """A custom call's free-text input as the tool's arguments: ``{"input": text}``."""
+    text = custom.get("input", "")
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        kind = _JSON_TYPE_NAMES.get(type(text), f"a {type(text).__name__}")
+        return {}, f"the input of a custom tool call must be text, got {kind}: {short_repr(text, 300)}"
+    return parse_tool_arguments({"input": text})
+
+
 def _to_tool_call(response: AssistantMessage, position: int, data: dict[str, Any]) -> AgentToolCall:
+    kind = data.get("type") if data.get("type") in CALL_TYPES else "function"
+    custom = data.get("custom")
     function = data.get("function")
-    source = function if isinstance(function, dict) else data
+    source = custom if kind == "custom" and isinstance(custom, dict) else function if isinstance(function, dict) else data
     name = source.get("name")
     if not isinstance(name, str):
         name = data.get("name") if isinstance(data.get("name"), str) else ""
     name = clean_str(name[:MAX_NAME_CHARS])  # no lone surrogate: the name goes back as UTF-8
-    raw_arguments = source.get("arguments", data.get("arguments"))
-    arguments, problem = _strict_arguments(raw_arguments)
+    if source is custom:
+        arguments, problem = _custom_arguments(custom)
+    else:
+        arguments, problem = parse_tool_arguments(source.get("arguments", data.get("arguments")))
     call_id = data.get("id")
     if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_ID_CHARS:
         call_id = _synthetic_id(response, position, data)
     call_id = clean_str(call_id)
-    return AgentToolCall(call_id, name, arguments, "function", problem)
+    return AgentToolCall(call_id, name, arguments, kind, problem)
 
 
 def _unique_ids(calls: list[AgentToolCall]) -> list[AgentToolCall]:
@@ -136,7 +179,7 @@ def _unique_ids(calls: list[AgentToolCall]) -> list[AgentToolCall]:
             new_id = f"{call.id}_{n}"
             seen.add(new_id)
             logger.debug("tool call id %r repeated in one reply; the later call is renamed %r", call.id, new_id)
-            call = AgentToolCall(new_id, call.name, call.arguments, call.type, call.arguments_error)
+            call = AgentToolCall(new_id, call.name, call.arguments, call.type, call.arguments_error)  # the type goes back with it
         taken.add(call.id)
         unique.append(call)
     return unique

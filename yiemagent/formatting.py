@@ -3,26 +3,26 @@
 ``format_msg_for_llm`` makes the dict every ``llm_call`` receives: ``{"messages": [...],
 "tools": [...]}`` in OpenAI's chat-completions format (decision 5). The HTTP clients of
 ``yiemagent.llm`` take this dict and nothing else, so only ``llm_call`` changes between
-providers. Two keys beyond OpenAI's ride on ``tool`` messages for clients that need
-them: ``name`` (the tool's name) and ``is_error``; the OpenAI client does not send them.
+providers. Keys beyond OpenAI's ride along for clients that need them: ``name`` (the
+tool's name) and ``is_error`` on ``tool`` messages; ``thinking_blocks`` and
+``content_blocks`` on ``assistant`` messages (docs/streaming.md "Server tools"). The
+OpenAI client does not send them.
 
-A message's wire dict is made once and remembered (issue 12): messages are values, so
-their wire form cannot change; and the latest request's wires are remembered on the
-agent's history list, reused while the history only grew (``_history_list``).
-docs/performance.md says what is cached, where, and what invalidates it.
+A message's wire dict is made once and remembered, and the latest request's wires are
+reused while the history only grew (``_format_cache``). docs/performance.md says what is
+cached, where, and what invalidates it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import json
+from itertools import islice
 from typing import Any, NamedTuple, Optional
 
-from ._format_cache import FrozenDict, freeze
-from ._format_cache import HistorySnapshot
+from ._format_cache import HistorySnapshot, history_wires
 from .errors import MessageFormatError
-from .extraction import extract_tool_calls
+from .extraction import arguments_json, extract_tool_calls
 from .messages import AgentMessage, AssistantMessage, ImageContent, TextContent, ToolResultMessage, UserMessage, text_of
 from .types import AgentContext, AgentState, AgentTool
 
@@ -49,7 +49,7 @@ def prepare_context(state: AgentState, event_sink: Any = None) -> AgentContext:
     The copy is a ``HistorySnapshot``: a list that also records which ``History`` it was
     taken from and that history's edit count, so that ``format_msg_for_llm`` can tell,
     without comparing messages, that only appends happened since its previous request
-    (issue 12, docs/performance.md). A hook that changes ``ctx.messages`` in any way, or
+    (docs/performance.md). A hook that changes ``ctx.messages`` in any way, or
     replaces it, makes the formatter look at every message's own cache instead.
     """
     return AgentContext(state.system_prompt, HistorySnapshot(state.messages), state.tools)
@@ -74,6 +74,32 @@ def user_message_to_openai(msg: UserMessage) -> dict[str, Any]:
     return {"role": "user", "content": parts}
 
 
+_MODELLED_BLOCKS = ("thinking", "redacted_thinking", "tool_call", "tool_calls")
+
+
+def _content_blocks(content: list[Any], calls: list[dict[str, Any]]) -> list[Any]:
+    """The whole content in order, for a client that sends blocks back in their place (docs/streaming.md "Server tools").
+
+    A ``TextContent`` becomes ``{"type": "text", "text"}``; each tool-call block becomes its
+    calls' entries of ``tool_calls`` (the same dicts, canonical ids); every other dict (a
+    thinking block, an Anthropic server tool's block, a text with citations) is as it is.
+    """
+    entries = iter(calls)
+    blocks: list[Any] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            blocks.append({"type": "text", "text": block.text})
+        elif isinstance(block, dict) and block.get("type") == "tool_call":
+            blocks.extend(islice(entries, 1))
+        elif isinstance(block, dict) and block.get("type") == "tool_calls":
+            listed = block.get("tool_calls")
+            blocks.extend(islice(entries, sum(isinstance(e, dict) for e in listed) if isinstance(listed, list) else 0))
+        elif isinstance(block, dict):
+            blocks.append(block)
+    blocks.extend(entries)  # none left when the content and its extraction agree
+    return blocks
+
+
 def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
     """An assistant message with its tool calls, arguments re-serialised as valid JSON (decision 9).
 
@@ -82,6 +108,10 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
     several servers reject a history holding invalid JSON, and the call's error result
     already tells the model what was wrong. ``content`` is "" rather than null beside
     tool calls: OpenAI accepts both, some servers (llama.cpp) fail on null.
+
+    A message holding a block beyond text, thinking and tool calls (an Anthropic server
+    tool's, a text with citations) also gets ``content_blocks``: its whole content in
+    order (``_content_blocks``), which the Anthropic client sends back block for block.
     """
     _, calls, _ = extract_tool_calls(msg)
     wire: dict[str, Any] = {"role": "assistant", "content": text_of(msg.content)}
@@ -92,11 +122,13 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
         wire["tool_calls"] = [
             {
                 "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+                "type": call.type,  # "custom" and "function_call" too: OpenAIClient sends each back as the server sent it
+                "function": {"name": call.name, "arguments": arguments_json(call.arguments)},
             }
             for call in calls
         ]
+    if any(isinstance(b, dict) and b.get("type") not in _MODELLED_BLOCKS for b in msg.content):
+        wire["content_blocks"] = _content_blocks(msg.content, wire.get("tool_calls", []))
     return wire
 
 
@@ -137,97 +169,6 @@ def _message_to_openai(msg: AgentMessage) -> dict[str, Any] | None:
     return None
 
 
-class _MessageCache:
-    """What ``format_msg_for_llm`` remembers about one message; never part of its value.
-
-    Kept in a private attribute of the message, so it lives and dies with the message.
-    ``wire`` is the message's read-only wire dict (``_SKIP`` for a kind of message that is
-    not sent), None until first needed. A copy of the message (``copy.deepcopy``,
-    ``pickle``) starts with an empty cache; ``copy.copy`` shares it, which is right since
-    the copy holds the very same field objects.
-
-    Thread safety: any thread may read or set ``wire`` (one attribute store, atomic); two
-    threads that fill it at once compute equal values.
-    """
-
-    __slots__ = ("wire",)
-
-    def __init__(self) -> None:
-        self.wire: Any = None
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> "_MessageCache":
-        return _MessageCache()
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_MessageCache, ())
-
-
-class _LatestRequest(NamedTuple):
-    """The latest request made from a ``History``, kept on it: the wires of ``history[:length]``
-    as they were when its ``edits`` was ``edits`` (see ``_history_wires``)."""
-
-    edits: int
-    length: int
-    wires: list[dict[str, Any]]
-
-
-_CACHE_ATTR = "_yiemagent_cache"  # on a message: its _MessageCache
-_LATEST_ATTR = "_yiemagent_latest_request"  # on a History: its _LatestRequest
-_SKIP = FrozenDict()  # the cached "wire" of a message that is not sent (an unknown AgentMessage subclass)
-
-
-def _cache_of(msg: AgentMessage) -> Optional[_MessageCache]:
-    cache = getattr(msg, _CACHE_ATTR, None)
-    if cache is None:
-        cache = _MessageCache()
-        try:
-            object.__setattr__(msg, _CACHE_ATTR, cache)  # frozen dataclass: bypass its __setattr__
-        except AttributeError:  # an entry with no __dict__ (no AgentMessage: those all have one): not cached
-            return None
-    return cache
-
-
-def _wire_of(msg: AgentMessage) -> dict[str, Any]:
-    """The read-only wire dict of one message, made on first use and then remembered."""
-    cache = _cache_of(msg)
-    wire = cache.wire if cache is not None else None
-    if wire is None:
-        plain = _message_to_openai(msg)
-        wire = _SKIP if plain is None else freeze(plain)
-        if cache is not None:
-            cache.wire = wire
-    return wire
-
-
-def _wires_of(messages: list[AgentMessage]) -> list[dict[str, Any]]:
-    return [wire for wire in map(_wire_of, messages) if wire is not _SKIP]
-
-
-def _history_wires(given: Any) -> list[dict[str, Any]]:
-    """The wire dicts of a context's messages, in order (the system message aside).
-
-    When ``given`` is a ``HistorySnapshot`` that still has its lineage (the default
-    ``prepare_context`` made it and nobody changed it), and its source ``History`` holds a
-    record of its latest request made at the same ``edits`` count and no longer than
-    ``given``, then ``given`` begins with that request's very messages (only appends
-    happened in between: ``_history_list``), so its wires are reused and only the
-    messages after it are looked at. Otherwise — a plain list, a changed snapshot, a
-    history edited since — every wire comes from each message's own cache: one dict
-    lookup per message, still exact. The record is replaced by this request's whenever
-    ``given`` has a lineage. Nothing here compares messages: the edit count says it all.
-    """
-    lineage = given.lineage if isinstance(given, HistorySnapshot) else None
-    latest = getattr(lineage.source, _LATEST_ATTR, None) if lineage is not None else None
-    if latest is not None and latest.edits == lineage.edits and latest.length <= lineage.length:  # type: ignore[union-attr]
-        wires = latest.wires + _wires_of(given[latest.length : lineage.length])  # type: ignore[union-attr]
-    else:
-        wires = _wires_of(given)
-    # the lineage is read again last: a snapshot changed meanwhile has dropped it (first thing)
-    if lineage is not None and given.lineage is lineage:
-        setattr(lineage.source, _LATEST_ATTR, _LatestRequest(lineage.edits, lineage.length, wires))
-    return wires
-
-
 def format_msg_for_llm(ctx: AgentContext, event_sink: Any = None) -> dict[str, Any]:
     """Convert a context to OpenAI chat format (spec §14 formatMsgForLLM).
 
@@ -240,12 +181,12 @@ def format_msg_for_llm(ctx: AgentContext, event_sink: Any = None) -> dict[str, A
     tool dicts are new on every call: an ``llm_call`` may keep them or change them. The
     dict of each history message is read-only (``TypeError`` on a change): it is made
     once per message and shared by every request holding that message, which is what
-    keeps a round's cost flat however long the history (issue 12, docs/performance.md).
-    Deviation: before issue 12 those dicts were new on every call too; replace one
+    keeps a round's cost flat however long the history (docs/performance.md).
+    Deviation: the spec builds every dict afresh on each call; replace one
     (``messages[i] = {**messages[i], ...}``) or edit ``copy.deepcopy(formatted)``.
     """
     messages: list[dict[str, Any]] = [{"role": "system", "content": ctx.system_prompt}] if ctx.system_prompt else []
-    messages += _history_wires(ctx.messages)
+    messages += history_wires(ctx.messages, _message_to_openai)
     formatted: dict[str, Any] = {"messages": messages}
     tools = tuple(ctx.tools.values())
     if tools:

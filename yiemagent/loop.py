@@ -1,6 +1,27 @@
-"""The inside of an agent: its state, channels, loop thread and run thread.
+"""The agent loop (spec §5): its channels, its six states, and the core that runs it.
 
-Spec: §5 (the agent loop, its six states), §6 (via ``run.process_message``); decision 16.
+Spec: §5 "Channel Architecture" (``Channel``), "Loop States" (``LoopState``), "Loop Logic"
+(``AgentCore._agent_loop``), in that order; §6 is run.py. Decision 16 (how an agent stops:
+``close``, ``abort``, ``join``, ``abandon``) ends the file.
+
+The spec's loop wakes on either channel. ``queue.Queue`` cannot wait on two queues at
+once, and waiting on one with a timeout and checking the other would be polling. So each
+channel is a ``queue.Queue`` that also rings a doorbell — the agent's ``Condition`` — after
+every put and get. The loop thread sleeps on that condition and re-reads the channels
+when it rings: idle means blocked, and a message wakes the loop at once, whether it came
+through ``run_agent`` or straight through ``agent.input_channel.put``.
+
+A channel may carry, with each item, the ``contextvars`` context of the thread that put
+it (``carry_context=True``: the input and follow-up channels). The run an item starts
+runs in that context, so whatever the caller set in a ``ContextVar`` — the current
+OpenTelemetry span, a request id — is what the run, its tools and its hooks see
+(beyond the spec; docs/tracing.md "Trace context").
+
+A channel can be closed (decision 16). Closing is atomic with respect to every put: a
+put either landed before the close (and the item is processed or returned by
+``shutdown``) or raises ``AgentClosedError`` — including a put that was blocked on a full
+channel when the close came. A blocking ``get`` on a closed, empty channel raises too,
+instead of waiting for an item that can no longer come.
 
 ``YiemAgent`` (agent.py) is a thin shell around one ``AgentCore``. The threads own the
 core and never the shell, so an agent its caller dropped without ``shutdown`` is
@@ -13,14 +34,15 @@ narrow interface through which a run reaches its agent.
 from __future__ import annotations
 
 import contextvars
+import enum
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Optional, Union
 
-from .channels import Channel, LoopState
 from .errors import AgentClosedError
 from .events import EventEmitter
 from .messages import AgentMessage, AssistantMessage, LLMUsage, UsageMeter
@@ -29,10 +51,11 @@ from .registry import ToolStore
 from .run import CONTINUE, Run, process_message
 from .streaming import call_unstreamed
 from ._threads import RunWorker
-from .history.sessions import HistoryWriter, Session
+from .history.sessions import Session
+from .history.sessions import HistoryWriter
 from .types import AgentLoopConfig, AgentState
 
-__all__ = ["AgentCore", "current_core"]
+__all__ = ["AgentCore", "Channel", "LoopState", "current_core"]
 
 logger = logging.getLogger("yiemagent.agent")
 
@@ -44,6 +67,173 @@ current_core: contextvars.ContextVar[Optional["AgentCore"]] = contextvars.Contex
 every tool thread, so that ``shutdown`` called from a tool, a hook or the event sink knows
 it must not wait for the run it is part of."""
 
+
+# --- spec §5 "Channel Architecture" -----------------------------------------------
+
+
+class Channel(queue.Queue):
+    """A ``queue.Queue`` that calls ``on_change()`` after every successful put or get, and can be closed.
+
+    ``on_change`` is called without the queue's own lock held, so it may take other
+    locks freely (no lock-order inversion with the loop, which reads ``qsize()`` while
+    holding the agent's condition).
+
+    With ``carry_context``, ``put`` also keeps ``contextvars.copy_context()`` of the putting
+    thread beside the item (``_contexts``, in step with ``queue``: one entry per item);
+    ``head_context`` and ``take_nowait`` read it, ``get`` and ``drain`` drop it.
+
+    Thread safety: as ``queue.Queue``; any thread may put, get and close. ``_closed`` and
+    ``_contexts`` are guarded by the queue's own ``mutex`` (the lock behind ``not_full``
+    and ``not_empty``), which is what makes a close atomic with respect to every put and get.
+    """
+
+    def __init__(self, maxsize: int, on_change: Optional[Callable[[], None]] = None, *, carry_context: bool = False) -> None:
+        super().__init__(maxsize)
+        self.on_change = on_change
+        self._closed: Optional[str] = None  # why the channel was closed; guarded by self.mutex
+        # the context each item was put in, in step with self.queue; guarded by self.mutex
+        self._contexts: Optional[deque[Optional[contextvars.Context]]] = deque() if carry_context else None
+
+    # an item and its context go in and out together; called with self.mutex held
+    def _put_with(self, item: Any, context: Optional[contextvars.Context]) -> None:
+        self._put(item)
+        if self._contexts is not None:
+            self._contexts.append(context)
+
+    def _get_with(self) -> tuple[Any, Optional[contextvars.Context]]:
+        item = self._get()
+        return item, (self._contexts.popleft() if self._contexts is not None else None)
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` was called."""
+        return self._closed is not None
+
+    def close(self, why: str) -> None:
+        """Refuse every later put, wake every blocked put and get; items already in stay.
+
+        ``why`` is the message of the ``AgentClosedError`` those calls raise.
+        """
+        with self.mutex:
+            if self._closed is None:
+                self._closed = why
+            self.not_full.notify_all()
+            self.not_empty.notify_all()
+
+    def put(self, item: Any, block: bool = True, timeout: Optional[float] = None) -> None:
+        """``queue.Queue.put``, except that a closed channel raises ``AgentClosedError``."""
+        with self.not_full:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                if self._closed is not None:
+                    raise AgentClosedError(self._closed)
+                if self.maxsize <= 0 or self._qsize() < self.maxsize:
+                    break
+                if not block:
+                    raise queue.Full
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise queue.Full
+                self.not_full.wait(remaining)
+            self._put_with(item, contextvars.copy_context() if self._contexts is not None else None)
+            self.unfinished_tasks += 1
+            self.not_empty.notify()
+        if self.on_change is not None:
+            self.on_change()
+
+    def put_internal(self, item: Any, context: Optional[contextvars.Context] = None) -> None:
+        """Put without blocking, even on a closed channel: the loop moving a follow-up it already accepted.
+
+        ``context`` is the one the item was first sent in (``take_nowait`` of the channel it
+        came from); it is kept with the item as ``put`` would keep the caller's.
+
+        Raises:
+            queue.Full: the channel has no room.
+        """
+        with self.not_full:
+            if 0 < self.maxsize <= self._qsize():
+                raise queue.Full
+            self._put_with(item, context)
+            self.unfinished_tasks += 1
+            self.not_empty.notify()
+        if self.on_change is not None:
+            self.on_change()
+
+    def get(self, block: bool = True, timeout: Optional[float] = None) -> Any:
+        """``queue.Queue.get``, except that a blocking get on a closed, empty channel raises ``AgentClosedError``.
+
+        ``get_nowait`` (``block=False``) still raises ``queue.Empty``.
+        """
+        with self.not_empty:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self._qsize():
+                if not block:
+                    raise queue.Empty  # get_nowait: the loop's own non-blocking reads
+                if self._closed is not None:
+                    raise AgentClosedError(self._closed)
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise queue.Empty
+                self.not_empty.wait(remaining)
+            item, _ = self._get_with()
+            self.not_full.notify()
+        if self.on_change is not None:
+            self.on_change()
+        return item
+
+    def take_nowait(self) -> tuple[Any, Optional[contextvars.Context]]:
+        """``get_nowait``, with the context the item was put in (None when the channel keeps none).
+
+        Raises:
+            queue.Empty: the channel is empty.
+        """
+        with self.not_empty:
+            if not self._qsize():
+                raise queue.Empty
+            entry = self._get_with()
+            self.not_full.notify()
+        if self.on_change is not None:
+            self.on_change()
+        return entry
+
+    def head_context(self) -> Optional[contextvars.Context]:
+        """The context the first item in the channel was put in; None when empty or when none is kept."""
+        with self.mutex:
+            return self._contexts[0] if self._contexts else None
+
+    def drain(self) -> list[Any]:
+        """Take every item that is in the channel now, without blocking (closed or not)."""
+        with self.not_empty:
+            items = [self._get_with()[0] for _ in range(self._qsize())]
+            if items:
+                self.not_full.notify_all()
+        if items and self.on_change is not None:
+            self.on_change()
+        return items
+
+
+# --- spec §5 "Loop States" -------------------------------------------------------
+
+
+class LoopState(enum.Enum):
+    """The six states of the agent loop (spec §5 "Loop States" table)."""
+
+    IDLE = 1
+    """No run; both channels empty: the loop thread is blocked, waiting."""
+    NEW_MESSAGE = 2
+    """No run; the input channel has a message: a run is being started."""
+    PROCESSING = 3
+    """A run is active; nothing queued."""
+    INPUT_QUEUED = 4
+    """A run is active; the input channel has messages (drained at the next LLM round, or
+    they start the next run)."""
+    FOLLOW_UP_QUEUED = 5
+    """A run is active; a follow-up waits to be moved into the input channel."""
+    COMPLETED = 6
+    """The run finished: its response goes to the output channel and the loop resets."""
+
+
+# --- spec §5 "Loop Logic": the core and its loop thread ----------------------------
 
 
 class AgentCore:
@@ -93,7 +283,7 @@ class AgentCore:
         self.emit = EventEmitter(agent_event_sink)
         self.max_rounds = max_rounds
         self.session = session
-        self._writer = HistoryWriter(state, session)  # where messages enter the history (issue 13)
+        self._writer = HistoryWriter(state, session)  # where messages enter the history (docs/sessions.md)
         self._history_lock = self._writer.lock  # guards state.messages (and orders session appends)
         self._usage = UsageMeter()  # summed at the end of each run
 
@@ -122,91 +312,6 @@ class AgentCore:
         self._worker = RunWorker(f"{name}-run")
         self._thread = threading.Thread(target=self._agent_loop, name=f"{name}-loop", daemon=True)
         self._thread.start()
-
-    # --- run.RunHost: what a run may touch --------------------------------------------
-
-    @property
-    def agent_event_sink(self) -> Optional[Callable[[Any], Any]]:
-        return self.emit.sink
-
-    @agent_event_sink.setter
-    def agent_event_sink(self, sink: Optional[Callable[[Any], Any]]) -> None:
-        self.emit.sink = sink
-
-    @property
-    def closing(self) -> bool:
-        """True once the agent is being shut down: no new run starts, no more input is taken."""
-        return self._closing
-
-    def loop_config(self) -> AgentLoopConfig:
-        """The hooks and execution mode for the next batch (read afresh, so a change applies at once)."""
-        return AgentLoopConfig(self.before_tool_call, self.after_tool_call, "parallel" if self.parallel_tool_execute else "sequential")
-
-    def take_input(self) -> list[Any]:
-        """Every queued input item, in order ([] once closing: ``shutdown`` returns those)."""
-        if self._closing:
-            return []
-        return self.input_channel.drain()
-
-    def append(self, message: AgentMessage) -> None:
-        """Add one message to the history (the run checked it can be sent again, decision 15).
-
-        Memory first, then the session (issue 13); never raises: a store that failed is
-        reported by ``take_session_failure`` before the next LLM round.
-        """
-        self._writer.append(message)
-
-    def take_added(self) -> list[AgentMessage]:
-        """The messages ``add_message`` queued during the run, in order (issue 13)."""
-        with self._wake:
-            added = list(self._added)
-            self._added.clear()
-        return added
-
-    def take_session_failure(self) -> Optional[str]:
-        """Why the session could not store a message since the last call, or None (issue 13)."""
-        return self._writer.take_failure()
-
-    def record_usage(self, usage: LLMUsage) -> None:
-        """Add one run's usage to the agent's total (API.md "Usage")."""
-        self._usage.add(usage)
-
-    @property
-    def usage(self) -> LLMUsage:
-        """Token usage summed over every run so far (decision 13)."""
-        return self._usage.total
-
-    def add_message(self, message: AgentMessage) -> None:
-        """``history.add_message``: append now while no run appends (stored first), else queue for the run's next round.
-
-        Decided under ``_wake``; appending now, the call counts itself in ``_adding`` (no run
-        starts while it is non-zero) and stores without ``_wake``, so a stalled session
-        blocks this caller and the next run's start, never a send or ``shutdown``. Raises
-        ``AgentClosedError`` once closing, or what the session raised (nothing added).
-        """
-        with self._wake:
-            if self._closing:
-                raise AgentClosedError("the agent has been shut down; it takes no more messages")
-            if self._run is not None and not self._run_done:
-                self._added.append(message)  # the run appends it at its next round, or as it ends
-                return
-            self._adding += 1
-        try:
-            self._writer.append_stored_first(message)
-        finally:
-            with self._wake:
-                self._adding -= 1
-                self._wake.notify_all()
-
-    def history(self) -> list[AgentMessage]:
-        """A copy of the conversation history, safe to take from any thread."""
-        with self._history_lock:
-            return list(self.state.messages)
-
-    def ring(self) -> None:
-        """Wake the loop thread: something it waits on may have changed."""
-        with self._wake:
-            self._wake.notify_all()
 
     # --- the loop (spec §5) ---------------------------------------------------------
 
@@ -273,9 +378,12 @@ class AgentCore:
                 self.follow_up_channel.close(why)
                 if self._run is None:  # else the run delivers its response, then closes the output
                     self.output_channel.close(_NO_MORE_RESPONSES if self._closing else why)
+                stored_last = self._run is None or self._run_done  # no run will store another message
                 self._set_state(LoopState.IDLE)
                 self._wake.notify_all()
             self._worker.stop()
+            if stored_last:
+                self._writer.release()  # decision 17: the session's hold ends with the agent (docs/sessions.md)
 
     def _start_run(self) -> None:
         """State 2: a message is waiting and no run is active — start one (spec ``@spawn _processMessage``)."""
@@ -332,6 +440,7 @@ class AgentCore:
         except queue.Full:
             self.undelivered_responses.append(response)
         self.output_channel.close(_NO_MORE_RESPONSES)
+        self._writer.release()  # decision 17: the loop has gone, and this run stored the agent's last message
 
     def _collect_run(self) -> None:
         """State 6: the run finished — queue its response for the output channel and reset."""
@@ -387,6 +496,101 @@ class AgentCore:
 
         with self._wake:
             return self._wake.wait_for(idle, timeout)
+
+    # --- run.RunHost: what a run may touch --------------------------------------------
+
+    @property
+    def agent_event_sink(self) -> Optional[Callable[[Any], Any]]:
+        return self.emit.sink
+
+    @agent_event_sink.setter
+    def agent_event_sink(self, sink: Optional[Callable[[Any], Any]]) -> None:
+        self.emit.sink = sink
+
+    @property
+    def closing(self) -> bool:
+        """True once the agent is being shut down: no new run starts, no more input is taken."""
+        return self._closing
+
+    @property
+    def loop_exited(self) -> bool:
+        """True once the loop thread has stopped (after ``shutdown``, or a bug in the loop)."""
+        return self._loop_exited
+
+    def busy(self) -> bool:
+        """True while a run is active or input is queued for one."""
+        with self._wake:
+            return self._run is not None or bool(self._carry) or not (self.input_channel.empty() and self.follow_up_channel.empty())
+
+    def loop_config(self) -> AgentLoopConfig:
+        """The hooks and execution mode for the next batch (read afresh, so a change applies at once)."""
+        return AgentLoopConfig(self.before_tool_call, self.after_tool_call, "parallel" if self.parallel_tool_execute else "sequential")
+
+    def take_input(self) -> list[Any]:
+        """Every queued input item, in order ([] once closing: ``shutdown`` returns those)."""
+        if self._closing:
+            return []
+        return self.input_channel.drain()
+
+    def append(self, message: AgentMessage) -> None:
+        """Add one message to the history (the run checked it can be sent again, decision 15).
+
+        Memory first, then the session (docs/sessions.md); never raises: a store that failed is
+        reported by ``take_session_failure`` before the next LLM round.
+        """
+        self._writer.append(message)
+
+    def take_added(self) -> list[AgentMessage]:
+        """The messages ``add_message`` queued during the run, in order."""
+        with self._wake:
+            added = list(self._added)
+            self._added.clear()
+        return added
+
+    def take_session_failure(self) -> Optional[str]:
+        """Why the session could not store a message since the last call, or None (docs/failures.md)."""
+        return self._writer.take_failure()
+
+    def record_usage(self, usage: LLMUsage) -> None:
+        """Add one run's usage to the agent's total (decision 13)."""
+        self._usage.add(usage)
+
+    @property
+    def usage(self) -> LLMUsage:
+        """Token usage summed over every run so far (decision 13)."""
+        return self._usage.total
+
+    def add_message(self, message: AgentMessage) -> None:
+        """``history.add_message``: append now while no run appends (stored first), else queue for the run's next round.
+
+        Decided under ``_wake``; appending now, the call counts itself in ``_adding`` (no run
+        starts while it is non-zero) and stores without ``_wake``, so a stalled session
+        blocks this caller and the next run's start, never a send or ``shutdown``. Raises
+        ``AgentClosedError`` once closing, or what the session raised (nothing added).
+        """
+        with self._wake:
+            if self._closing:
+                raise AgentClosedError("the agent has been shut down; it takes no more messages")
+            if self._run is not None and not self._run_done:
+                self._added.append(message)  # the run appends it at its next round, or as it ends
+                return
+            self._adding += 1
+        try:
+            self._writer.append_stored_first(message)
+        finally:
+            with self._wake:
+                self._adding -= 1
+                self._wake.notify_all()
+
+    def history(self) -> list[AgentMessage]:
+        """A copy of the conversation history, safe to take from any thread."""
+        with self._history_lock:
+            return list(self.state.messages)
+
+    def ring(self) -> None:
+        """Wake the loop thread: something it waits on may have changed."""
+        with self._wake:
+            self._wake.notify_all()
 
     # --- closing (decision 16) -------------------------------------------------------
 

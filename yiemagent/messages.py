@@ -89,12 +89,13 @@ def content_from_dict(block: Any) -> Any:
     """Rebuild one content block from its JSON form.
 
     ``{"type": "text"}`` and ``{"type": "image"}`` become content objects; any other
-    dict (a raw tool-call block of spec §7, a provider's "thinking" block) stays a dict,
-    exactly as it was.
+    dict (a raw tool-call block of spec §7, a provider's "thinking" block, a text that
+    carries more than its text, such as Anthropic's ``citations``) stays a dict, exactly
+    as it was.
     """
     if isinstance(block, dict):
         kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
+        if kind == "text" and isinstance(block.get("text"), str) and block.keys() <= {"type", "text"}:
             return TextContent(block["text"])
         if kind == "image" and "data" in block and "mime_type" in block:
             return ImageContent(block["data"], block["mime_type"])
@@ -241,9 +242,12 @@ class UserMessage(AgentMessage):
 class AssistantMessage(AgentMessage):
     """One reply of the LLM (spec §19 ``assistantMessage``).
 
-    ``content`` holds ``TextContent`` blocks and the raw tool-call blocks of spec §7.
+    ``content`` holds ``TextContent`` blocks and the raw tool-call blocks of spec §7, and
+    the provider's blocks kept as they came (thinking; Anthropic's server-tool blocks and
+    texts with citations, docs/streaming.md "Server tools").
     ``stop_reason`` is one of "stop", "length", "tool_use", "content_filter", "error",
-    "aborted" or "tool_use_terminated" (the agent's own final response, spec §10).
+    "aborted", "pause_turn" (the server paused its own tool loop: the run sends the turn
+    again) or "tool_use_terminated" (the agent's own final response, spec §10).
 
     Thread safety: immutable; may be shared between threads. Content lists are read-only by convention.
     """

@@ -57,9 +57,9 @@ class CheckedReply(NamedTuple):
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return clean_str(value)
-    if value is None or isinstance(value, (bool, int, float)):
+    if value is None or isinstance(value, (bool, float)) or (isinstance(value, int) and value.bit_length() <= 2000):
         return str(value)
-    return short_repr(value, 2000)
+    return short_repr(value, 2000)  # an int past Python's digit limit: str() would raise
 
 
 def _block(block: Any, where: str) -> Any:
@@ -107,7 +107,7 @@ def normalize_content(content: Any, where: str = "content") -> list[Any]:
 
 def _canonical_call(call: AgentToolCall, nested: bool) -> dict[str, Any]:
     if nested:
-        return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        return {"id": call.id, "type": call.type, "function": {"name": call.name, "arguments": call.arguments}}
     return {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
 
 

@@ -120,7 +120,7 @@ class Run:
     signal: AbortSignal = field(default_factory=AbortSignal)
     rounds: int = 0
     took_first_input: bool = False  # until then, queued input is what this run is about to take
-    usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (API.md "Usage")
+    usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
 
 
 # --- the cap on LLM rounds (decision 12) ---------------------------------------------
@@ -173,7 +173,7 @@ def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optiona
 
     Returns (how many were taken, why the first dropped item was dropped or None,
     whether ``continue_agent`` asked for this run). Messages given to ``add_message``
-    during the run join first (issue 13), also when ``with_input`` is False (a closing
+    during the run join first, also when ``with_input`` is False (a closing
     agent: ``shutdown`` returns its input, but an added message is the run's to append).
     """
     for added in host.take_added():
@@ -261,7 +261,7 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
     """Steps 2-4: prepare the context, format it, call the LLM. Returns (reply, calls, context, error).
 
     The reply is checked by ``normalize_reply`` before anything else sees it (decision 15).
-    The call runs inside ``relay_deltas`` (issue 14), so a streaming client's deltas reach
+    The call runs inside ``relay_deltas`` (docs/streaming.md), so a streaming client's deltas reach
     the sink between this round's start and end events. If the run was aborted by the
     time ``llm_call`` returns or raises, its reply is dropped (None): whether cut short or
     complete, it does not enter the history, and the run ends "aborted". The tokens it
@@ -284,7 +284,7 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
     started = time.perf_counter()
     reply, calls, error, error_type, usage = None, [], None, None, None
     try:
-        with relay_deltas(emit, run.id, run.rounds, run.signal):  # issue 14: its deltas reach the sink until it returns
+        with relay_deltas(emit, run.id, run.rounds, run.signal):  # its deltas reach the sink until it returns
             raw = host.llm_call(formatted)
         usage = _reported_usage(raw)
         reply, calls, error = normalize_reply(raw)
@@ -293,7 +293,7 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
         error, error_type = f"LLM call failed: {describe_error(exc)}", type(exc).__qualname__
     # tokens spent count even when an abort drops the reply, or decision 15 refuses it
     run.usage = add_usage(run.usage, usage)
-    if run.signal.aborted:  # issue 14: a reply cut short by abort (or finished after it) never enters the history
+    if run.signal.aborted:  # a reply cut short by abort (or finished after it) never enters the history
         reply, calls, error_type = None, [], "aborted"
         error = f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
     duration = time.perf_counter() - started
@@ -303,19 +303,20 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
 
 
 def _rounds(host: RunHost, run: Run) -> AssistantMessage:
+    paused = False  # the last reply was a turn the server paused (stop_reason "pause_turn")
     while True:
         if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
             return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
-        if run.rounds:
+        if run.rounds and not paused:  # a paused turn goes back as the last message: input joins after it is done
             _take_input(host, with_input=not host.closing)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
             return _aborted_response(run)
-        failure = host.take_session_failure()  # issue 13: a message the session could not store
+        failure = host.take_session_failure()  # a message the session could not store (docs/failures.md)
         if failure is not None:
             return _error_response(failure)
         run.rounds += 1
         reply, tool_calls, ctx, error = _call_llm(host, run)
-        if reply is None and run.signal.aborted:  # issue 14: _call_llm dropped the reply of an aborted call
+        if reply is None and run.signal.aborted:  # _call_llm dropped the reply of an aborted call
             return _aborted_response(run)
         if error is not None or reply is None or ctx is None:
             return _error_response(error or "no reply")
@@ -323,6 +324,10 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
         host.append(reply)
 
+        # beyond the spec: a paused turn (Anthropic's server tools) is sent again to go on, a round like any (docs/streaming.md)
+        paused = reply.stop_reason == "pause_turn" and not tool_calls
+        if paused:
+            continue
         if not tool_calls:  # step 5 (the calls were extracted by normalize_reply)
             return reply  # no tool calls: this is the final response
         if reply.stop_reason == "length":  # decision 10: a cut-off call is never run

@@ -35,7 +35,7 @@ def check_input_schema(tool_name: str, schema: Any) -> None:
     """Raise ``ToolSchemaError`` naming the tool if ``schema`` is not valid JSON Schema.
 
     The metaschema is the one the schema names in ``$schema``, else Draft 2020-12. A
-    top-level ``"type"`` must be ``"object"`` (issue 9: the arguments are one object).
+    top-level ``"type"`` must be ``"object"`` (spec §7: the arguments are one object).
     """
     if not isinstance(schema, dict):
         raise ToolSchemaError(f"tool {tool_name!r}: input_schema must be a JSON object (dict), got {type(schema).__name__}")
@@ -93,7 +93,7 @@ def validate_required_args(args: Any, input_schema: dict[str, Any]) -> Optional[
     problems = sorted((_field_of(e), e.message) for e in validator.iter_errors(args))
     if not problems:
         return None
-    # error texts echo model input: each part is capped (issue 9), the whole text by the pipeline
+    # error texts echo model input: each part is capped (docs/failures.md), the whole text by the pipeline
     lines = "; ".join(f"{field}: {cap_text(message, 300)}" for field, message in problems[:20])
     # preview() bounds the depth and turns keys into str, so only a value JSON cannot hold
     # reaches _shown; the text is for the model to read, not to parse back

@@ -211,7 +211,7 @@ class AgentTool:
         if not isinstance(self.name, str) or not self.name:
             raise ToolDefinitionError(f"a tool's name must be a non-empty string, got {self.name!r}")
         if any(c.isspace() or not c.isprintable() for c in self.name):
-            # LLM APIs take names like ^[a-zA-Z0-9_-]{1,64}$; a space is the common slip (issue 9)
+            # LLM APIs take names like ^[a-zA-Z0-9_-]{1,64}$; a space is the common slip
             raise ToolDefinitionError(f"tool name {self.name!r} contains whitespace or control characters; use letters, digits, '_' or '-'")
         for field_name in ("label", "description"):
             if not isinstance(getattr(self, field_name), str):
@@ -254,7 +254,7 @@ class AgentState:
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     model: Optional[LLMModel] = None
     tools: Mapping[str, AgentTool] = field(default_factory=dict)
-    messages: list[AgentMessage] = field(default_factory=History)  # a list that counts its edits (issue 12)
+    messages: list[AgentMessage] = field(default_factory=History)  # a list that counts its edits (docs/performance.md)
     pending_tool_calls: set[str] = field(default_factory=set)
     active_run: bool = False
     error_message: Optional[str] = None

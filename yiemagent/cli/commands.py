@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional, TextIO
 
 from ..agent import YiemAgent, abort, run_agent, shutdown, take_response
 from .console import ConsolePrinter, terminal_safe
-from ..errors import AgentClosedError, MessageFormatError
+from ..errors import AgentClosedError, MessageFormatError, SessionInUseError
 from ..llm import AnthropicClient, OfflineLLM, OpenAIClient
 from ..messages import AssistantMessage, text_of
 from ..registry import register_tool
@@ -31,6 +31,8 @@ from ..history.sessions import SQLiteSession
 __all__ = ["build_llm", "main"]
 
 OPENAI_URL = "https://api.openai.com/v1"
+INTERRUPTED = 130  # 128 + SIGINT: what shells report for a command that Ctrl-C ended
+_ABORT_WAIT_S = 5.0  # how long an aborted run may take to end before ``ask`` exits anyway
 
 
 def build_llm(args: argparse.Namespace) -> tuple[Callable[[dict[str, Any]], AssistantMessage], str]:
@@ -78,9 +80,15 @@ def _make_agent(args: argparse.Namespace, llm: Any, out: TextIO, err: TextIO) ->
     # --quiet hides rounds and tool calls, not the answer: a streamed answer is still shown as it comes
     printer = ConsolePrinter(err, answer=out, progress=not args.quiet)
     session = _open_session(args, err)
-    agent = YiemAgent(
-        llm_call=llm, agent_event_sink=printer, system_prompt=args.system, parallel_tool_execute=args.parallel, session=session
-    )
+    try:
+        agent = YiemAgent(
+            llm_call=llm, agent_event_sink=printer, system_prompt=args.system, parallel_tool_execute=args.parallel, session=session
+        )
+    except SessionInUseError as exc:  # decision 17: another yiemagent is in this conversation (docs/sessions.md)
+        assert session is not None
+        session.close()
+        err.write(f"yiemagent: {exc}; pick another conversation with --session-id NAME\n")
+        raise SystemExit(2) from None
     for tool in getattr(args, "mcp_tools", ()):
         if tool.name in agent.tool_store.tools:
             err.write(f"yiemagent: warning: the MCP tool {tool.name!r} replaces a tool of the same name\n")
@@ -133,12 +141,31 @@ def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     agent, printer = _make_agent(args, llm, out, err)
     try:
         run_agent(agent, args.question)
-        return _show(take_response(agent, timeout=args.wait), out, err, printer)
+        try:
+            response = take_response(agent, timeout=args.wait)
+        except KeyboardInterrupt:
+            return _interrupted(agent, err)
+        return _show(response, out, err, printer)
     except TimeoutError as exc:
         err.write(f"error: {exc}\n")
         return 1
     finally:
         _finish(agent)
+
+
+def _interrupted(agent: YiemAgent, err: TextIO) -> int:
+    """Ctrl-C while ``ask`` waits: abort the run at once (a stream is closed), let it end, say so in one line.
+
+    The aborted run's own lines (the open streamed line ended, ``ended: aborted``) come
+    first, so the CLI's line is the last; a second Ctrl-C stops the waiting.
+    """
+    abort(agent, "aborted with Ctrl-C")
+    try:
+        take_response(agent, timeout=_ABORT_WAIT_S)
+    except (TimeoutError, KeyboardInterrupt):
+        pass
+    err.write("yiemagent: aborted with Ctrl-C\n")
+    return INTERRUPTED
 
 
 def _chat(args: argparse.Namespace, out: TextIO, err: TextIO, read: Callable[[str], str]) -> int:
@@ -211,10 +238,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Optional[list[str]] = None, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr, read: Callable[[str], str] = input) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
-    if args.command == "ask":
-        return _with_mcp(args, err, lambda: _ask(args, out, err))
-    if args.command == "chat":
-        return _with_mcp(args, err, lambda: _chat(args, out, err, read))
+    try:
+        if args.command == "ask":
+            return _with_mcp(args, err, lambda: _ask(args, out, err))
+        if args.command == "chat":
+            return _with_mcp(args, err, lambda: _chat(args, out, err, read))
+    except KeyboardInterrupt:  # Ctrl-C anywhere else (starting an MCP server, closing): one line, no traceback
+        err.write("yiemagent: interrupted with Ctrl-C\n")
+        return INTERRUPTED
     from .demo import run_demo
 
     return run_demo(out, err, quiet=args.quiet)

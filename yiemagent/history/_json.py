@@ -1,7 +1,7 @@
 """The JSON form of one message, shared by ``save_history``/``load_history`` and ``SQLiteSession``.
 
-A message's own fields take the form ``to_dict()`` gives them (API.md "Content and
-messages"): ``role``, content blocks as ``{"type": "text", "text": ...}`` /
+A message's own fields take the form ``to_dict()`` gives them (spec §19 "Message Types";
+docs/sessions.md "The JSON form"): ``role``, content blocks as ``{"type": "text", "text": ...}`` /
 ``{"type": "image", "data": ..., "mime_type": ...}``, ``timestamp`` an ISO 8601 string
 with its offset, ``usage`` a dict of counts. Values of free form — ``details``, the raw
 tool-call blocks of spec §7 — go through ``encode_value``, which keeps what plain JSON
@@ -18,13 +18,19 @@ set, frozenset ``{"$type": "set"|"frozenset", "items": [...]}`` set, frozenset
 dict with a    ``{"$type": "map", "items": [[k, v], ...]}``     dict, keys as they were
 non-str key or
 a "$type" key
+an int of more ``{"$type": "int", "hex": "-0x1f..."}``            int
+than 1,920 bits
 content, usage ``{"$type": "content"|"usage", "value": {...}}`` TextContent, ImageContent, LLMUsage
 anything else  ``{"$type": "repr", "value": repr(x)}``          the repr string (lossy)
 ============== ================================================ ======================
 
 The last row is what makes encoding total: whatever a tool puts in ``details``, storing
-the message never fails (decision 15's promise, for the session). NaN and infinities
-are written as Python's json module writes them.
+the message never fails (docs/sessions.md). Two more things would make ``json`` raise and
+are kept instead: a str holding a lone surrogate (``"\ud800"``, as a value or a key) makes
+the whole document ASCII, the surrogate written as the escape ``\ud800``, which ``json``
+reads back as the same str (``utf8_json``); an int too long for Python's int-to-str limit
+(4,300 digits by default, 640 at the lowest setting) is written in hex, which has no
+limit. NaN and infinities are written as Python's json module writes them.
 
 Decoding checks every field and raises ``MessageFormatError`` naming the entry (the
 caller says which: ``messages[3]``, a session's row) and the field.
@@ -35,10 +41,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from dataclasses import MISSING, fields
 from datetime import date, datetime, time
 from typing import Any, Callable
 
+from .._bounds import short_repr
 from ..errors import MessageFormatError
 from ..messages import (
     AgentMessage,
@@ -51,14 +59,29 @@ from ..messages import (
     UserMessage,
     content_from_dict,
 )
+from ..normalize import normalize_message
 
-__all__ = ["decode_value", "encode_value", "message_from_data", "message_from_json", "message_to_data", "message_to_json"]
+__all__ = [
+    "decode_value",
+    "encode_value",
+    "message_from_data",
+    "message_from_json",
+    "message_to_data",
+    "message_to_json",
+    "utf8_json",
+]
+
+logger = logging.getLogger("yiemagent.history")
 
 TAG = "$type"
 _USAGE_FIELDS = frozenset(f.name for f in fields(LLMUsage))
 _TYPES: dict[str, type[AgentMessage]] = {"user": UserMessage, "assistant": AssistantMessage, "tool": ToolResultMessage}
 MAX_DEPTH = 200  # values nested deeper are stored as a repr tag (Python's recursion limit is near 1000)
 _OPTIONAL_STR = {"api", "provider", "model", "stop_reason", "error_message"}
+# Ints of at most this many bits (578 decimal digits) stay JSON numbers: Python converts an
+# int to or from decimal text only up to sys.get_int_max_str_digits() digits (4,300 by
+# default, never below 640 when limited), so a longer one is written in hex (no limit).
+_PLAIN_INT_BITS = 1920
 
 
 def encode_value(value: Any) -> Any:
@@ -72,6 +95,8 @@ def encode_value(value: Any) -> Any:
 
 
 def _encode(value: Any, depth: int, active: set[int]) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _PLAIN_INT_BITS:
+        return {TAG: "int", "hex": hex(value)}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     container = isinstance(value, (list, dict, tuple, set, frozenset))
@@ -83,9 +108,19 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:
         active.add(id(value))
     try:
         return _encode_one(value, depth + 1, active)
+    except Exception:  # a value whose own methods raise (an isoformat, a dict's items()): kept as its repr
+        return _repr_tag(value)
     finally:
         if container:
             active.discard(id(value))
+
+
+def _repr_tag(value: Any) -> dict[str, str]:
+    try:
+        text = repr(value)
+    except Exception as exc:  # a repr that raises (or recurses without end) must not stop the store
+        text = f"<{type(value).__name__} whose repr raised {type(exc).__name__}>"
+    return {TAG: "repr", "value": text}
 
 
 def _encode_one(value: Any, depth: int, active: set[int]) -> Any:
@@ -108,19 +143,34 @@ def _encode_one(value: Any, depth: int, active: set[int]) -> Any:
         return {TAG: "date" if isinstance(value, date) else "time", "value": value.isoformat()}
     if isinstance(value, (bytes, bytearray)):
         return {TAG: "bytes", "base64": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, MessageContent):
+    if isinstance(value, (TextContent, ImageContent)) and _plain_block(value.to_dict()):
         return {TAG: "content", "value": value.to_dict()}
-    if isinstance(value, LLMUsage):
-        return {TAG: "usage", "value": value.to_dict()}
-    try:
-        text = repr(value)
-    except Exception as exc:  # a repr that raises (or recurses without end) must not stop the store
-        text = f"<{type(value).__name__} whose repr raised {type(exc).__name__}>"
-    return {TAG: "repr", "value": text}
+    if isinstance(value, LLMUsage) and (counts := _usage_counts(value)) is not None:
+        return {TAG: "usage", "value": counts}
+    return _repr_tag(value)  # what decoding could not rebuild as it was, e.g. TextContent(5)
+
+
+def _plain_block(data: dict[str, Any]) -> bool:
+    """Whether a text or image block's fields are strs, as ``_block`` reads them back."""
+    return all(isinstance(v, str) for k, v in data.items() if k != "type")
+
+
+def _usage_counts(usage: LLMUsage) -> "dict[str, int] | None":
+    """``usage.to_dict()`` when every count is an int that stays a JSON number, else None."""
+    counts = usage.to_dict()
+    if all(type(v) is int and v.bit_length() <= _PLAIN_INT_BITS for v in counts.values()):
+        return counts
+    return None
 
 
 def _decode_tagged(data: dict[str, Any]) -> Any:
     tag = data[TAG]
+    if tag == "int":
+        digits = _expect(data.get("hex"), str, "an 'int' value's 'hex'")
+        try:
+            return int(digits, 16)
+        except ValueError:
+            raise MessageFormatError(f"an 'int' value that is not hex: {digits!r:.80}") from None
     if tag == "map":
         return {_hashable(decode_value(k)): decode_value(v) for k, v in _items(data, pairs=True)}
     if tag in ("tuple", "set", "frozenset"):
@@ -142,7 +192,7 @@ def _decode_tagged(data: dict[str, Any]) -> Any:
         return _usage(data.get("value"))
     if tag == "repr":
         return _expect(data.get("value"), str, "a 'repr' value")
-    raise MessageFormatError(f"unknown tagged value {tag!r}; expected one of map, tuple, set, frozenset, datetime, date, time, bytes, content, usage, repr")
+    raise MessageFormatError(f"unknown tagged value {tag!r}; expected one of map, tuple, set, frozenset, int, datetime, date, time, bytes, content, usage, repr")
 
 
 _FROM_ISO: dict[str, Callable[[str], Any]] = {"datetime": datetime.fromisoformat, "date": date.fromisoformat, "time": time.fromisoformat}
@@ -196,7 +246,17 @@ def _usage(value: Any) -> LLMUsage:
 
 
 def message_to_data(message: AgentMessage) -> dict[str, Any]:
-    """The JSON-ready dict of one message (the module docstring says the form)."""
+    """The JSON-ready dict of one message (the module docstring says the form).
+
+    The message is first made what ``message_from_data`` reads back (``_as_an_agent_holds``):
+    a str content becomes a text block, and a message no agent would take is refused here
+    rather than stored unreadable. A message from an agent's history is stored as it is.
+
+    Raises:
+        MessageFormatError: the message cannot be sent to an LLM (e.g. a UserMessage whose
+            content holds an int); the text names the field.
+    """
+    message = _as_an_agent_holds(message)
     data: dict[str, Any] = {"role": message.role}  # type: ignore[attr-defined]
     for f in fields(message):  # type: ignore[arg-type]
         value = getattr(message, f.name)
@@ -207,22 +267,67 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
         elif f.name == "content":
             data[f.name] = [b.to_dict() if isinstance(b, MessageContent) else encode_value(b) for b in value]
         elif f.name == "usage" and isinstance(value, LLMUsage):
-            data[f.name] = value.to_dict()
+            data[f.name] = _usage_counts(value)
+            if data[f.name] is None:  # counts that are not ints (a tool's LLMUsage(1.5)) would not load again
+                logger.warning("a %s message's usage %r has counts that are not ints; stored without its usage", message.role, value)  # type: ignore[attr-defined]
         else:
             data[f.name] = encode_value(value)
     return data
 
 
-def message_to_json(message: AgentMessage) -> str:
-    """One message as a JSON text (compact, UTF-8 kept as it is)."""
-    return json.dumps(message_to_data(message), ensure_ascii=False, separators=(",", ":"))
+def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
+    """``message`` checked as the agent checks what enters its history (``normalize_message``, decision 15).
+
+    A ``UserMessage`` always goes through the check: it is the one that may be refused
+    (``MessageFormatError`` naming the block). Any other message only when a glance shows
+    it needs it (a block that is neither content nor an object, a usage that is not an
+    ``LLMUsage``, a field of the wrong type): the check only mends those, and it costs
+    more than the rest of storing or loading a reply, which the agent checks anyway.
+    """
+    if isinstance(message, UserMessage):
+        return normalize_message(message)
+    content = message.content  # type: ignore[attr-defined]
+    usage = message.usage  # type: ignore[attr-defined]
+    if (
+        not isinstance(content, list)
+        or not all(isinstance(b, (MessageContent, dict)) for b in content)
+        or (usage is not None and not isinstance(usage, LLMUsage))
+        or (
+            isinstance(message, AssistantMessage)
+            and (not isinstance(message.timestamp, datetime) or any(not isinstance(getattr(message, n), (str, type(None))) for n in _OPTIONAL_STR))
+        )
+    ):
+        return normalize_message(message)
+    return message
+
+
+def utf8_json(data: Any, **options: Any) -> bytes:
+    """``json.dumps(data, **options)`` as UTF-8, whatever strs ``data`` holds.
+
+    Non-ASCII text is written as it is; a document holding a lone surrogate (which UTF-8
+    cannot encode) is written all in ASCII instead, the surrogate as its ``\\udXXX``
+    escape, which ``json.loads`` reads back as the very same str.
+    """
+    text = json.dumps(data, ensure_ascii=False, **options)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data, ensure_ascii=True, **options).encode("ascii")
+
+
+def message_to_json(message: AgentMessage) -> bytes:
+    """One message as compact JSON in UTF-8 (``utf8_json``); raises as ``message_to_data`` does."""
+    return utf8_json(message_to_data(message), separators=(",", ":"))
 
 
 def _block(raw: Any, index: int) -> Any:
     block = content_from_dict(decode_value(raw))
     bad_image = isinstance(block, ImageContent) and not (isinstance(block.data, str) and isinstance(block.mime_type, str))
-    if bad_image or (isinstance(raw, dict) and raw.get("type") in ("text", "image") and not isinstance(block, (TextContent, ImageContent))):
+    cited_text = isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)  # a text with more (citations)
+    if bad_image or (isinstance(raw, dict) and raw.get("type") in ("text", "image") and not isinstance(block, (TextContent, ImageContent)) and not cited_text):
         raise MessageFormatError(f"content[{index}] is a {raw.get('type')!r} block with missing or wrong fields")
+    if not isinstance(block, (TextContent, ImageContent, dict)):  # what message_to_data writes is always an object
+        raise MessageFormatError(f"content[{index}] is {type(block).__name__} {short_repr(block, 60)}; expected a content block (a JSON object)")
     return block
 
 
@@ -270,7 +375,9 @@ def message_from_data(data: Any, where: str) -> AgentMessage:
                     raise MessageFormatError(f"has no {name!r}")
                 continue
             kwargs[name] = _field(name, data[name])
-        return cls(**kwargs)
+        # checked as the agent checks what enters its history (decision 15), so that a bad
+        # block is named here, with the file or row, not later by YiemAgent(messages=)
+        return _as_an_agent_holds(cls(**kwargs))
     except MessageFormatError as exc:
         raise MessageFormatError(f"{where}: {exc}") from None
     except RecursionError:

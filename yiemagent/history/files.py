@@ -1,8 +1,9 @@
 """The conversation history beyond the run: saving it, loading it, mending it.
 
-docs/sessions.md. ``save_history`` / ``load_history`` keep a history in one versioned JSON document;
-``complete_tool_calls`` answers the tool calls a crash left without a result, so a stored
-history is always valid to send (decision 15).
+Beyond the spec (docs/sessions.md). ``save_history`` / ``load_history`` keep a history in one versioned JSON document;
+``complete_tool_calls`` mends what a crash or two writers left (calls without a result,
+results out of place, orphaned or doubled), so whatever was stored loads valid to send
+(decisions 15 and 17).
 
 The document (version 1)::
 
@@ -18,16 +19,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
-from collections.abc import Iterable
+from bisect import bisect_left
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union
 
-from ._json import message_from_data, message_to_data
+from ._json import message_from_data, message_to_data, utf8_json
+from ._locked_files import write_atomically
 from ..errors import MessageFormatError
 from ..extraction import extract_tool_calls
 from ..messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage
 from ..normalize import normalize_message
+from ..types import AgentToolCall
 
 if TYPE_CHECKING:
     from .sessions import Session
@@ -35,8 +39,10 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMAT",
     "LOST_RESULT_MESSAGE",
+    "ToolResultRepair",
     "VERSION",
     "complete_tool_calls",
+    "each_message",
     "history_from_session",
     "load_history",
     "save_history",
@@ -53,6 +59,25 @@ LOST_RESULT_MESSAGE = (
 )
 
 PathLike = Union[str, "os.PathLike[str]"]
+T = TypeVar("T")
+
+
+def each_message(messages: Iterable[Any], convert: Callable[[AgentMessage], T]) -> list[T]:
+    """``convert(message)`` for each of ``messages``, in order (``save_history``, ``YiemAgent(messages=)``).
+
+    Raises:
+        MessageFormatError: an entry is not an ``AgentMessage``, or ``convert`` refused it;
+            the message names its index (``messages[3]: ...``).
+    """
+    out = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, AgentMessage):
+            raise MessageFormatError(f"messages[{index}] is {type(message).__name__}; expected an AgentMessage")
+        try:
+            out.append(convert(message))
+        except MessageFormatError as exc:
+            raise MessageFormatError(f"messages[{index}]: {exc}") from None
+    return out
 
 
 def save_history(messages: Iterable[AgentMessage], path: PathLike) -> None:
@@ -60,53 +85,27 @@ def save_history(messages: Iterable[AgentMessage], path: PathLike) -> None:
 
     The document goes to a temporary file in the same directory, is flushed and fsynced,
     then replaces ``path`` in one ``os.replace``: a reader (or a crash) sees the old
-    file or the new one, never half of one.
+    file or the new one, never half of one. Temporaries that saves of ``path`` killed
+    mid-write left are removed first (``_locked_files.write_atomically``).
+
+    Whatever a message's ``details`` holds is written (docs/sessions.md, "The JSON form").
 
     Raises:
-        MessageFormatError: an entry is not an ``AgentMessage`` (named by its index);
-            nothing is written.
+        MessageFormatError: an entry is not an ``AgentMessage``, or is one no agent would
+            take (decision 15), so it would not load again; named by its index. Nothing
+            is written.
         OSError: the file could not be written; ``path`` is left as it was.
     """
-    entries = []
-    for index, message in enumerate(messages):
-        if not isinstance(message, AgentMessage):
-            raise MessageFormatError(f"messages[{index}] is {type(message).__name__}; expected an AgentMessage")
-        entries.append(message_to_data(message))
-    text = json.dumps({"format": FORMAT, "version": VERSION, "messages": entries}, ensure_ascii=False, indent=1)
-    _write_atomically(Path(path), text)
-
-
-def _write_atomically(target: Path, text: str) -> None:
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (POSIX); a platform without directory fds skips it."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    entries = each_message(messages, message_to_data)
+    write_atomically(Path(path), utf8_json({"format": FORMAT, "version": VERSION, "messages": entries}, indent=1))
 
 
 def load_history(path: PathLike) -> list[AgentMessage]:
-    """The messages of a document written by ``save_history``.
+    """The messages of a document written by ``save_history``, valid to send (decision 17).
+
+    Each message is checked as it is read (docs/sessions.md); the history is then mended
+    by ``complete_tool_calls`` (calls without a result, results out of place, orphans,
+    duplicates), with a warning naming the file when that changed anything.
 
     Raises:
         MessageFormatError: the file is not such a document, or an entry is malformed;
@@ -127,56 +126,162 @@ def load_history(path: PathLike) -> list[AgentMessage]:
     entries = document.get("messages")
     if not isinstance(entries, list):
         raise MessageFormatError(f"{where}: 'messages' is {type(entries).__name__}; expected a list")
-    return [message_from_data(entry, f"{where}: messages[{index}]") for index, entry in enumerate(entries)]
+    messages = [message_from_data(entry, f"{where}: messages[{index}]") for index, entry in enumerate(entries)]
+    return complete_tool_calls(messages, where).messages  # valid to send, whatever the file holds (decision 17)
 
 
-def complete_tool_calls(messages: list[AgentMessage]) -> tuple[list[AgentMessage], list[tuple[int, ToolResultMessage]]]:
-    """Answer every tool call that has no result, so the history is valid to send (decision 15).
+class ToolResultRepair(NamedTuple):
+    """What ``complete_tool_calls`` made of a history, and each change it made.
 
-    A crash between an assistant message with tool calls and the last of its results
-    leaves calls unanswered, and LLM APIs reject such a history. Each missing result
-    becomes an error result (``LOST_RESULT_MESSAGE``), placed after the results the batch
-    has; its timestamp is the assistant message's, so mending the same history twice
-    gives equal messages.
+    ``added``: the error results that answer calls which had none, with their index in
+    ``messages``. ``moved``: results found later than their call's batch (another writer's
+    messages came between), as (index in the input, index in ``messages``). ``dropped``:
+    results left out, with their index in the input and why, ``"orphan"`` (no call of
+    the batch they are in, or no batch at all) or ``"duplicate"`` (a second result for
+    one call; the first is kept).
+    """
+
+    messages: list[AgentMessage]
+    added: list[tuple[int, ToolResultMessage]]
+    moved: list[tuple[int, int]]
+    dropped: list[tuple[int, ToolResultMessage, str]]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.moved or self.dropped)
+
+
+def complete_tool_calls(messages: list[AgentMessage], where: Optional[str] = None) -> ToolResultRepair:
+    """The history made valid to send: each tool call answered once, right after its batch (decision 17).
+
+    LLM APIs reject a history in which a tool call has no result, or a tool result follows
+    no call of the assistant message it answers. A crash between an assistant message
+    and the last of its results leaves calls unanswered; two writers on one session (a
+    history written before sessions were held, a session of one's own without a hold)
+    leave results out of place, orphaned or doubled. So, for each assistant message with
+    tool calls, in order:
+
+    - the results right after it that answer one of its calls are kept, in their order;
+      a second result for the same call is dropped (``"duplicate"``), one for no call of
+      this batch too (``"orphan"``), as is a result that follows no assistant message;
+    - a call still unanswered takes the first result for it found later in the history,
+      before the next assistant message that makes a call of the same id (that one owns
+      what follows): the result is moved after the batch;
+    - a call still unanswered gets an error result (``LOST_RESULT_MESSAGE``) whose timestamp
+      is the assistant message's, so mending the same history twice gives equal messages.
+
+    Moved and added results come after the batch's own, in call order. A whole history
+    comes back unchanged. When anything changed, a warning on the ``yiemagent.history``
+    logger names ``where`` and says what (docs/sessions.md says why logging).
 
     Returns:
-        The mended list, and each added result with its index in that list.
+        A ``ToolResultRepair``; ``.messages`` is the mended list.
     """
-    mended: list[AgentMessage] = []
-    added: list[tuple[int, ToolResultMessage]] = []
+    calls_at: dict[int, dict[str, AgentToolCall]] = {}  # assistant index -> its calls by id (the first of an id)
+    calls_by_id: defaultdict[str, list[int]] = defaultdict(list)  # id -> indices of the assistant messages calling it
+    results_by_id: defaultdict[str, list[int]] = defaultdict(list)  # id -> indices of its results
+    for index, message in enumerate(messages):
+        if isinstance(message, AssistantMessage):
+            _, calls, _ = extract_tool_calls(message)
+            calls_at[index] = {}
+            for call in calls:
+                calls_at[index].setdefault(call.id, call)
+            for call_id in calls_at[index]:
+                calls_by_id[call_id].append(index)
+        elif isinstance(message, ToolResultMessage) and isinstance(message.tool_call_id, str):
+            results_by_id[message.tool_call_id].append(index)
+    taken: set[int] = set()  # results moved to an earlier batch
+
+    def later_result(start: int, call_id: str) -> Optional[int]:
+        owners = calls_by_id[call_id]
+        end = owners[bisect_left(owners, start)] if bisect_left(owners, start) < len(owners) else len(messages)
+        candidates = results_by_id.get(call_id, [])
+        for j in candidates[bisect_left(candidates, start):]:
+            if j >= end:
+                break
+            if j not in taken:
+                return j
+        return None
+
+    repair = ToolResultRepair([], [], [], [])
+    mended = repair.messages
     index = 0
     while index < len(messages):
         message = messages[index]
+        if index in taken:
+            index += 1
+            continue
+        if isinstance(message, ToolResultMessage):
+            repair.dropped.append((index, message, "orphan"))
+            index += 1
+            continue
         mended.append(message)
         index += 1
-        if not isinstance(message, AssistantMessage):
+        wanted = calls_at.get(index - 1, {})
+        if not wanted:
             continue
-        answered = set()
+        answered: set[str] = set()
         while index < len(messages) and isinstance(messages[index], ToolResultMessage):
-            answered.add(messages[index].tool_call_id)  # type: ignore[attr-defined]
-            mended.append(messages[index])
+            result = messages[index]
+            if index not in taken:
+                if result.tool_call_id in answered:  # type: ignore[attr-defined]
+                    repair.dropped.append((index, result, "duplicate"))  # type: ignore[arg-type]
+                elif result.tool_call_id in wanted:  # type: ignore[attr-defined]
+                    answered.add(result.tool_call_id)  # type: ignore[attr-defined]
+                    mended.append(result)
+                else:
+                    repair.dropped.append((index, result, "orphan"))  # type: ignore[arg-type]
             index += 1
-        _, calls, _ = extract_tool_calls(message)
-        for call in calls:
-            if call.id not in answered:
-                lost = ToolResultMessage(call.id, call.name, [TextContent(LOST_RESULT_MESSAGE)], {}, is_error=True, timestamp=message.timestamp)
-                added.append((len(mended), lost))
-                mended.append(lost)
-    if added:
-        logger.warning("answered %d tool call(s) that had no result with an error result", len(added))
-    return mended, added
+        if len(answered) == len(wanted):
+            continue
+        assistant = mended[-1 - len(answered)]
+        for call_id, call in wanted.items():
+            if call_id in answered:
+                continue
+            found = later_result(index, call_id)
+            if found is not None:
+                taken.add(found)
+                repair.moved.append((found, len(mended)))
+                mended.append(messages[found])
+                continue
+            lost = ToolResultMessage(call_id, call.name, [TextContent(LOST_RESULT_MESSAGE)], {}, is_error=True, timestamp=assistant.timestamp)
+            repair.added.append((len(mended), lost))
+            mended.append(lost)
+    if repair.changed:
+        logger.warning("%s: %s", where or "a history", _describe(repair))
+    return repair
+
+
+def _describe(repair: ToolResultRepair) -> str:
+    def ids(results: Iterable[ToolResultMessage]) -> str:
+        listed = [repr(r.tool_call_id) for r in results]
+        return ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+
+    parts = []
+    if repair.added:
+        parts.append(f"{len(repair.added)} tool call(s) without a result answered with an error result ({ids(r for _, r in repair.added)})")
+    if repair.moved:
+        parts.append(f"{len(repair.moved)} result(s) moved after their call ({ids(repair.messages[i] for _, i in repair.moved)})")  # type: ignore[misc]
+    for why, what in (("orphan", "without a call in their batch"), ("duplicate", "answering a call already answered")):
+        dropped = [r for _, r, reason in repair.dropped if reason == why]
+        if dropped:
+            parts.append(f"{len(dropped)} result(s) {what} left out ({ids(dropped)})")
+    return "mended to be valid to send: " + "; ".join(parts)
 
 
 def history_from_session(session: "Session") -> list[AgentMessage]:
-    """The history an agent given ``session`` starts from: every stored message, mended.
+    """The history an agent given ``session`` starts from: every stored message, mended (decision 17).
 
-    The results a crash leaves missing are at the tail (the last batch was cut short):
-    they are appended to the session too, so it is whole again. A gap elsewhere (only a
-    session written by other means has one) is mended in memory only, the same way at
-    every load (``complete_tool_calls`` is deterministic).
+    Called once the agent holds the session, so nothing else writes it meanwhile. The
+    results a crash leaves missing are at the tail (the last batch was cut short): they
+    are appended to the session too, so it is whole again. Any other repair
+    (``complete_tool_calls``: a gap inside, results out of place, orphans, duplicates;
+    only a session written by other means, or by two agents before sessions were held,
+    has them) is made in memory only, the same way at every load, with a warning each time.
     """
-    history, lost = complete_tool_calls(list(session.messages()))
-    lost_ids = {id(result) for _, result in lost}
+    repair = complete_tool_calls(list(session.messages()), f"session {session!r}")
+    history = repair.messages
+    lost_ids = {id(result) for _, result in repair.added}
     tail = len(history)
     while tail and id(history[tail - 1]) in lost_ids:
         tail -= 1

@@ -1,28 +1,36 @@
-"""Sessions: where an agent's history lives between runs and processes (API.md "History and sessions").
+"""Sessions: where an agent's history lives between runs and processes (docs/sessions.md).
 
 A session is any object with ``messages() -> list[AgentMessage]``, ``append(message)``
 and ``clear()``. ``YiemAgent(session=...)`` starts from ``session.messages()`` and calls
 ``session.append`` for each message as it enters the history, before the next LLM round
 can see it (so before it can be sent anywhere). ``SQLiteSession`` is the one shipped.
+
+A session may also have ``acquire()`` and ``release()`` (``HeldSession``): then one agent
+holds it at a time (decision 17). The agent acquires it before it reads the history and
+releases it once its last message is stored; ``SQLiteSession`` holds an OS file lock, so
+a second agent on the same id, in this process or another, gets ``SessionInUseError`` at
+once, and the hold dies with its process.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sqlite3
 import threading
-from typing import TYPE_CHECKING, Any, Optional, Protocol, Union
+from typing import IO, TYPE_CHECKING, Any, Optional, Protocol, Union
 
 from ._json import message_from_json, message_to_json
-from ..errors import MessageFormatError
+from ._locked_files import release_hold, take_hold
+from ..errors import AgentClosedError, MessageFormatError, SessionInUseError
 from ..messages import AgentMessage
 from .._failures import user_code_errors
 
 if TYPE_CHECKING:
     from ..types import AgentState
 
-__all__ = ["HistoryWriter", "SQLiteSession", "Session"]
+__all__ = ["HeldSession", "HistoryWriter", "SQLiteSession", "Session", "hold_session", "release_session"]
 
 logger = logging.getLogger("yiemagent.sessions")
 
@@ -36,10 +44,11 @@ CREATE TABLE IF NOT EXISTS yiemagent_messages (
 CREATE INDEX IF NOT EXISTS yiemagent_messages_by_session ON yiemagent_messages (session_id, id);
 """
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_PRIVATE_DATABASES = ("", ":memory:")  # a database only its own connection sees: held by the object alone
 
 
 class Session(Protocol):
-    """What ``YiemAgent(session=...)`` needs of a session (API.md "History and sessions").
+    """What ``YiemAgent(session=...)`` needs of a session (docs/sessions.md).
 
     ``append`` is called for each message as it enters the history, from the agent's run
     thread or the thread calling ``add_message``; a session used by one agent is called
@@ -55,31 +64,72 @@ class Session(Protocol):
     def clear(self) -> None: ...
 
 
+class HeldSession(Session, Protocol):
+    """A session one agent holds at a time (decision 17; docs/sessions.md "One agent per session").
+
+    ``YiemAgent`` calls ``acquire`` in its constructor, before it reads ``messages()``,
+    and ``release`` once the agent has ended and its last message is stored: after
+    ``shutdown``, after it was garbage-collected, or when the constructor failed. A session
+    without these methods is not held (several agents may then share it, at their risk).
+
+    ``acquire()`` takes the hold or raises ``SessionInUseError`` naming the session; it
+    may wait for the holder first, up to a timeout of the session's own (``SQLiteSession``
+    does not wait). The hold must end with its holder's process, whatever kills it.
+    ``release()`` ends it; calling it when not held does nothing. Both are called from
+    any thread, never at once for one agent.
+    """
+
+    def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
+def hold_session(session: Session) -> None:
+    """Take ``session``'s hold if it has one (``HeldSession``); raises ``SessionInUseError``."""
+    acquire = getattr(session, "acquire", None)
+    if callable(acquire) and callable(getattr(session, "release", None)):
+        acquire()
+
+
+def release_session(session: Session) -> None:
+    """Give ``session``'s hold back if it has one; never raises (it is called as agents end)."""
+    release = getattr(session, "release", None)
+    if callable(release) and callable(getattr(session, "acquire", None)):
+        try:
+            release()
+        except user_code_errors() as exc:
+            logger.error("the session %r could not be released: %s: %s", session, type(exc).__name__, exc, exc_info=True)
+
+
 class HistoryWriter:
     """Where every message enters an agent's history: ``state.messages``, then the session.
 
-    Spec: §6 (the run appends input, replies and results); API.md "Agent options"
-    ``session``: each message is stored as it enters the history, before the next LLM
-    round can see it.
+    Spec: §6 (the run appends input, replies and results); docs/sessions.md "The agent
+    with a session": each message is stored as it enters the history, before the next LLM
+    round can see it. ``release`` ends the agent's hold on the session (decision 17).
 
     Thread safety: two locks, taken in this order. ``store_lock`` is held across the
     session's ``append``, so the session's order is the history's; only appenders take
-    it. ``lock`` guards ``state.messages`` and ``_failure`` and is held only for a list
+    it. ``lock`` guards ``state.messages``, ``_failure`` and the hold's flags
+    (``_storing``, ``_release_asked``, ``_released``) and is held only for a list or flag
     operation, never across the session: a session that stalls (a disk, a database lock)
-    blocks the thread appending and those queued behind it, never a reader of the history.
-    Neither lock is held while taking the agent's ``_wake`` (the agent never waits for
-    ``store_lock`` while holding ``_wake``), so there is no lock-order cycle. Any thread
-    may call any method.
+    blocks the thread appending and those queued behind it, never a reader of the history,
+    and never ``release``, which leaves the release to a store in progress. Neither lock is
+    held while taking the agent's ``_wake`` (the agent never waits for ``store_lock`` while
+    holding ``_wake``), so there is no lock-order cycle. Any thread may call any method.
     """
 
-    __slots__ = ("state", "session", "lock", "store_lock", "_failure")
+    __slots__ = ("state", "session", "lock", "store_lock", "_failure", "_storing", "_release_asked", "_released")
 
     def __init__(self, state: "AgentState", session: Optional[Session]) -> None:
         self.state = state
         self.session = session
-        self.lock = threading.Lock()  # guards state.messages and _failure; never held across the session
+        self.lock = threading.Lock()  # guards state.messages, _failure and the hold's flags; never held across the session
         self.store_lock = threading.Lock()  # orders appends: held from the memory append to the session's return
         self._failure: Optional[str] = None  # the first store that failed since take_failure
+        self._storing = False  # a session.append is in progress (it releases the hold if asked meanwhile)
+        self._release_asked = False  # the agent has ended: no store starts any more
+        self._released = False  # release_session was called (once)
 
     def append(self, message: AgentMessage) -> None:
         """Keep ``message`` in memory and store it; never raises (the run's path).
@@ -94,8 +144,12 @@ class HistoryWriter:
         with self.store_lock:
             with self.lock:
                 self.state.messages.append(message)
-            if self.session is None:
-                return
+                if self.session is None:
+                    return
+                if self._release_asked:  # the agent has ended; another agent may hold the session now
+                    self._failure = self._failure or f"the agent has released the session {self.session!r}; a message was not stored"
+                    return
+                self._storing = True
             try:
                 self.session.append(message)
             except user_code_errors() as exc:  # sqlite3.Error, OSError, a custom session's own
@@ -103,14 +157,46 @@ class HistoryWriter:
                 logger.error("%s", why, exc_info=True)
                 with self.lock:
                     self._failure = self._failure or why
+            finally:
+                self._stored()
 
     def append_stored_first(self, message: AgentMessage) -> None:
         """Store ``message``, then keep it (``add_message`` while idle): a failure raises and nothing is added."""
         with self.store_lock:
-            if self.session is not None:
-                self.session.append(message)
             with self.lock:
-                self.state.messages.append(message)
+                if self._release_asked:
+                    raise AgentClosedError("the agent has been shut down; it takes no more messages")
+                self._storing = True
+            try:
+                if self.session is not None:
+                    self.session.append(message)
+                with self.lock:
+                    self.state.messages.append(message)
+            finally:
+                self._stored()
+
+    def _stored(self) -> None:
+        with self.lock:
+            self._storing = False
+            release = self._release_asked and not self._released
+            self._released = self._released or release
+        if release and self.session is not None:
+            release_session(self.session)
+
+    def release(self) -> None:
+        """End the agent's hold on its session (decision 17): now, or when the store in progress returns.
+
+        Called as the agent ends, by the thread that stored its last message (the loop
+        thread, or a run ``shutdown`` left running). From then on no store starts, so the
+        next holder's messages never interleave with this agent's. Never waits for a
+        stalled session and never raises; calling it again does nothing.
+        """
+        with self.lock:
+            self._release_asked = True
+            release = not self._storing and not self._released
+            self._released = self._released or release
+        if release and self.session is not None:
+            release_session(self.session)
 
     def take_failure(self) -> Optional[str]:
         """The first store failure since the last call, if any; clears it."""
@@ -122,7 +208,7 @@ class HistoryWriter:
 class SQLiteSession:
     """A session stored in an SQLite database: one row per message, in order.
 
-    Beyond the spec; API.md "History and sessions". Uses the standard library's
+    Beyond the spec (docs/sessions.md). Uses the standard library's
     ``sqlite3`` in WAL mode. The table ``yiemagent_messages`` holds ``(id, session_id,
     body)``: ``id`` is SQLite's rowid, which grows with each insert, so a session's rows
     read in ``id`` order are its messages in the order they were appended; ``body`` is the
@@ -143,10 +229,15 @@ class SQLiteSession:
         synchronous: SQLite's ``PRAGMA synchronous`` for this connection.
         timeout: seconds to wait for another writer's lock before ``sqlite3.OperationalError``.
 
+    One agent holds a session id at a time (decision 17): ``acquire`` / ``release``
+    (``HeldSession``), called by ``YiemAgent``. Reading and appending through a session
+    that is not held works as before (a reader beside a running agent, a bulk import).
+
     Thread safety: one connection, opened with ``check_same_thread=False`` and guarded by
-    ``_lock``, so every method may be called from any thread (the agent appends from its
-    run thread and ``add_message``'s caller). Calls are serialised —
-    SQLite serialises writers anyway. Other processes need no coordination beyond SQLite's.
+    ``_lock`` with the hold, so every method may be called from any thread (the agent
+    appends from its run thread and ``add_message``'s caller). Calls are serialised —
+    SQLite serialises writers anyway. Other processes need no coordination beyond SQLite's
+    and the hold's file lock.
     """
 
     def __init__(
@@ -159,11 +250,16 @@ class SQLiteSession:
     ) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+        try:
+            session_id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"session_id must be text UTF-8 can encode, got {session_id!r} (a lone surrogate)") from None
         if synchronous.upper() not in _SYNCHRONOUS:
             raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}")
         self.path = os.fspath(path)
         self.session_id = session_id
-        self._lock = threading.Lock()  # guards _conn: one statement at a time, from any thread
+        self._lock = threading.Lock()  # guards _conn (one statement at a time, from any thread) and _hold
+        self._hold: Union[IO[bytes], bool, None] = None  # the locked lock file while an agent holds the session (True: a private database)
         self._conn: Optional[sqlite3.Connection] = sqlite3.connect(
             self.path, timeout=timeout, isolation_level=None, check_same_thread=False
         )
@@ -193,7 +289,10 @@ class SQLiteSession:
         return self._conn
 
     def messages(self) -> list[AgentMessage]:
-        """Every message of this session, in the order appended.
+        """Every message of this session, in the order appended, as stored.
+
+        Not mended (decision 17): an agent started on the session, and
+        ``history.complete_tool_calls``, make the history valid to send (docs/sessions.md).
 
         Raises:
             MessageFormatError: a stored row is not a message; names the session and the row.
@@ -209,23 +308,69 @@ class SQLiteSession:
     def append(self, message: AgentMessage) -> None:
         """Store ``message`` after the session's last one; committed when this returns.
 
+        Whatever ``details`` holds is stored (docs/sessions.md, "The JSON form").
+
         Raises:
-            MessageFormatError: ``message`` is not an ``AgentMessage``.
+            MessageFormatError: ``message`` is not an ``AgentMessage``, or no agent would
+                take it (``normalize_message``, decision 15): it would not load again.
             sqlite3.Error: the database refused the write (full disk, locked past ``timeout``).
         """
         if not isinstance(message, AgentMessage):
             raise MessageFormatError(f"a session stores AgentMessages, got {type(message).__name__}")
-        body = message_to_json(message)
+        body = message_to_json(message)  # UTF-8 bytes, stored as TEXT: any str the message holds can be stored
         with self._lock:
-            self._connection().execute("INSERT INTO yiemagent_messages (session_id, body) VALUES (?, ?)", (self.session_id, body))
+            self._connection().execute(
+                "INSERT INTO yiemagent_messages (session_id, body) VALUES (?, CAST(? AS TEXT))", (self.session_id, body)
+            )
 
     def clear(self) -> None:
         """Delete every message of this session (other sessions in the file are untouched)."""
         with self._lock:
             self._connection().execute("DELETE FROM yiemagent_messages WHERE session_id = ?", (self.session_id,))
 
+    def acquire(self) -> None:
+        """Hold this session for one agent (decision 17); ``YiemAgent`` calls it. Does not wait.
+
+        The hold is an exclusive ``fcntl.flock`` on ``<database>-locks/<hash>.lock``, a file
+        named by the SHA-256 of the session id, in a directory beside the database file
+        (the database's real path, so every path to one file finds the same lock). The
+        kernel drops the lock when the process dies, SIGKILL included: no stale hold. A
+        flock belongs to one open file, so two ``SQLiteSession`` objects in one process
+        exclude each other too. The file holds the holder's process id, for the error
+        message; ``release`` removes it. A database only its connection sees
+        (``":memory:"``) is held by this object alone.
+
+        Raises:
+            SessionInUseError: another agent holds the session (the message names the
+                session, the file and the holder's process id), or this object already holds it.
+            OSError: the lock file cannot be created (e.g. a read-only directory).
+            ValueError: the session is closed.
+        """
+        with self._lock:
+            self._connection()
+            if self._hold is not None:
+                raise SessionInUseError(f"session {self.session_id!r} in {self.path!r} is already held by an agent using this SQLiteSession")
+            self._hold = True if self.path in _PRIVATE_DATABASES else self._lock_hold_file()
+
+    def _lock_hold_file(self) -> IO[bytes]:
+        directory = os.path.realpath(self.path) + "-locks"
+        os.makedirs(directory, exist_ok=True)
+        handle, holder = take_hold(os.path.join(directory, hashlib.sha256(self.session_id.encode("utf-8")).hexdigest()[:32] + ".lock"))
+        if handle is None:
+            by = f" (process {holder})" if holder else ""
+            raise SessionInUseError(f"session {self.session_id!r} in {self.path!r} is held by another agent{by}: one agent holds a session at a time")
+        return handle
+
+    def release(self) -> None:
+        """End the hold ``acquire`` took: the lock file is removed, then unlocked. Does nothing when not held."""
+        with self._lock:
+            hold, self._hold = self._hold, None
+            if hold is not None and hold is not True:
+                release_hold(hold)  # type: ignore[arg-type]
+
     def close(self) -> None:
-        """Close the connection; further calls raise ``ValueError``. Calling it again does nothing."""
+        """End the hold, if any, and close the connection; further calls raise ``ValueError``. Calling it again does nothing."""
+        self.release()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -239,3 +384,4 @@ class SQLiteSession:
 
     def __repr__(self) -> str:
         return f"SQLiteSession({self.path!r}, {self.session_id!r})"
+

@@ -1,7 +1,14 @@
 """Reading Anthropic's Messages API replies, whole or streamed (spec §14 llmCall; decisions 13 and 14).
 
 Thinking and redacted-thinking blocks are kept whole, with the ``signature`` a stream
-sends as ``signature_delta``. Decision 13: Anthropic's ``input_tokens`` leave cached
+sends as ``signature_delta``. Blocks of the tools Anthropic runs itself (``server_tool_use``,
+``mcp_tool_use`` and every ``*_tool_result``: web search, web fetch, code execution, tool
+search, MCP) are kept whole too, as they came, in their place: they are not tool calls of
+the agent, and the next request sends them back (docs/streaming.md "Server tools").
+Adjacent text blocks are one text, split by Anthropic where a citation starts or ends:
+they become one block, their text joined as it is and their ``citations`` gathered on it
+(a dict block ``{"type": "text", "text", "citations"}``; a ``TextContent`` when there are
+none). ``pause_turn`` is a stop reason of its own: the run sends the turn again. Decision 13: Anthropic's ``input_tokens`` leave cached
 tokens out; here ``input_tokens`` is their sum with ``cache_read_input_tokens`` and
 ``cache_creation_input_tokens``. Deviation: Anthropic does not count thinking tokens
 apart, so ``reasoning_tokens`` stays 0 (they are inside ``output_tokens``).
@@ -15,16 +22,38 @@ from typing import Any, Optional
 from ..messages import AssistantMessage, LLMUsage, TextContent
 from ._wire import Emit, ReplyError, loads_json, payload_error, require_object, token_count
 
-__all__ = ["AnthropicStream", "parse_anthropic_response", "parse_anthropic_stream"]
+__all__ = ["AnthropicStream", "is_server_block", "parse_anthropic_response", "parse_anthropic_stream"]
 
-# Each delta type: the block type it belongs to and the key of its text.
+# Blocks whose input a stream sends as input_json_delta: the agent's tool calls, and the server's own.
+_INPUT_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
+# Each delta type: the block types it belongs to and the key of its piece.
 _DELTA_BLOCK = {
-    "text_delta": ("text", "text"),
-    "thinking_delta": ("thinking", "thinking"),
-    "signature_delta": ("thinking", "signature"),
-    "input_json_delta": ("tool_use", "partial_json"),
+    "text_delta": (("text",), "text"),
+    "thinking_delta": (("thinking",), "thinking"),
+    "signature_delta": (("thinking",), "signature"),
+    "input_json_delta": (_INPUT_BLOCKS, "partial_json"),
+    "citations_delta": (("text",), "citation"),
 }
-_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_use", "refusal": "content_filter", "pause_turn": "stop"}
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_use",
+    "refusal": "content_filter",
+    "pause_turn": "pause_turn",
+}
+
+
+def is_server_block(block: Any) -> bool:
+    """Whether ``block`` is one of the blocks of a tool Anthropic ran itself, kept and sent back as it came.
+
+    ``server_tool_use`` and ``mcp_tool_use`` (the server's calls) and every ``*_tool_result``
+    but the agent's own ``tool_result``: ``web_search_tool_result``, ``web_fetch_tool_result``,
+    ``code_execution_tool_result``, ``bash_code_execution_tool_result``,
+    ``text_editor_code_execution_tool_result``, ``tool_search_tool_result``, ``mcp_tool_result``…
+    """
+    kind = block.get("type") if isinstance(block, dict) else None
+    return isinstance(kind, str) and (kind in ("server_tool_use", "mcp_tool_use") or (kind.endswith("_tool_result") and kind != "tool_result"))
 
 
 def _usage(raw: Any) -> Optional[LLMUsage]:
@@ -43,20 +72,46 @@ def _usage(raw: Any) -> Optional[LLMUsage]:
     )
 
 
+def _text_run(run: list[dict[str, Any]]) -> Any:
+    """One block for adjacent text blocks: their text joined as it is, their citations gathered; None when there is no text."""
+    text = "".join(b["text"] for b in run if isinstance(b.get("text"), str))
+    if not text:
+        return None
+    citations = [c for b in run if isinstance(b.get("citations"), list) for c in b["citations"] if isinstance(c, dict)]
+    return {"type": "text", "text": text, "citations": citations} if citations else TextContent(text)
+
+
+def _server_block(block: dict[str, Any]) -> dict[str, Any]:
+    """A server tool's block as it came; a call whose input is not an object would be refused when sent back."""
+    kind = block["type"]
+    if kind in _INPUT_BLOCKS and not isinstance(block.get("input"), dict):
+        raise ReplyError(f"a {kind} block whose input is {type(block.get('input')).__name__}, not a JSON object")
+    return dict(block)
+
+
 def _message(blocks: list[Any], stop_reason: Any, usage: Optional[LLMUsage], model: Any) -> AssistantMessage:
     content: list[Any] = []
-    for block in blocks:
-        block = require_object(block, "a content block")
+    run: list[dict[str, Any]] = []  # adjacent text blocks so far
+    for block in [*blocks, None]:  # None: the end, which closes the last run of text
+        block = require_object(block, "a content block") if block is not None else {"type": None}
         kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
-            content.append(TextContent(block["text"]))
-        elif kind == "tool_use":
+        if kind == "text":
+            run.append(block)
+            continue
+        if run:
+            text = _text_run(run)
+            if text is not None:
+                content.append(text)
+            run = []
+        if kind == "tool_use":
             content.append({"type": "tool_call", "id": block.get("id", ""), "name": block.get("name", ""), "arguments": block.get("input")})
         elif kind in ("thinking", "redacted_thinking"):
             for key in ("thinking", "signature", "data"):
                 if key in block and not isinstance(block[key], str):  # it would go back to Anthropic, refused every round
                     raise ReplyError(f"a {kind} block whose {key!r} is {type(block[key]).__name__}, not text")
             content.append(dict(block))
+        elif is_server_block(block):
+            content.append(_server_block(block))
     reason = _STOP_REASONS.get(stop_reason, "stop") if isinstance(stop_reason, str) else "stop"
     if any(isinstance(b, dict) and b.get("type") == "tool_call" for b in content) and reason != "length":
         reason = "tool_use"
@@ -94,14 +149,17 @@ def _tool_input(text: str) -> Any:
 class AnthropicStream:
     """Accumulates Messages API stream events, emitting text and thinking as they come.
 
-    ``partial_json`` is joined per block and parsed when the block stops;
-    ``signature_delta`` completes a thinking block. Decision 14: an ``error`` event
-    raises; a stream that ends before ``message_stop``, or with a block never stopped
-    (a ``tool_use`` cut inside its input), is not whole and raises, so no tool runs
-    with arguments the model did not finish; a delta whose type does not match its
-    block (text into a ``tool_use`` block), or whose text is not a string, or a block
-    started twice, is not the protocol and raises. Between two text (or two thinking)
-    blocks a ``"\n"`` delta is emitted, as ``message_text`` joins them (``_append``).
+    ``partial_json`` is joined per block (``tool_use``, ``server_tool_use``,
+    ``mcp_tool_use``) and parsed when the block stops; ``signature_delta`` completes a
+    thinking block; ``citations_delta`` adds a citation to its text block. Decision 14: an
+    ``error`` event raises; a stream that ends before ``message_stop``, or with a block
+    never stopped (a ``tool_use`` cut inside its input), is not whole and raises, so no
+    tool runs with arguments the model did not finish; a delta whose type does not match
+    its block (text into a ``tool_use`` block), or whose piece is not a string (a citation
+    not an object), a server tool's input that is not a JSON object, or a block started
+    twice, is not the protocol and raises. Between two runs of text (adjacent text blocks
+    are one run, as in ``_message``), or two thinking blocks, a ``"\n"`` delta is emitted,
+    as ``message_text`` joins them (``_append``).
 
     Thread safety: none; one accumulator belongs to one call.
     """
@@ -110,9 +168,12 @@ class AnthropicStream:
         self._emit = emit or (lambda kind, text: None)
         self._blocks: dict[int, dict[str, Any]] = {}
         self._partial: dict[int, list[str]] = {}
+        self._texts: dict[int, list[str]] = {}  # the pieces of each text or thinking block, joined once at the end (linear time)
         self._open: set[int] = set()
         self._emitted_kinds: set[str] = set()  # kinds with a block counted in message_text so far
-        self._joined: set[int] = set()  # indexes of the blocks counted
+        self._joined: set[int] = set()  # units counted: a text run or a thinking block, named by its first block's index
+        self._unit: dict[int, int] = {}  # block index -> its unit (adjacent text blocks share the first one's)
+        self._last: Optional[int] = None  # the index of the block started last
         self._model: Any = None
         self._stop_reason: Any = None
         self._usage_raw: dict[str, Any] = {}
@@ -135,11 +196,7 @@ class AnthropicStream:
             index = self._index(event)
             self._open.discard(index)
             if index in self._partial:
-                pieces, block = self._partial.pop(index), self._blocks[index]
-                # no input_json_delta: the input is the one the block started with (Anthropic's
-                # is {}, a proxy may send it whole there), never an invented {}
-                started = block.get("input")
-                block["input"] = _tool_input("".join(pieces)) if pieces else started if isinstance(started, dict) else _tool_input("")
+                self._stop_input(index, self._partial.pop(index))
         elif kind == "message_delta":
             delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
             self._stop_reason = delta.get("stop_reason") or self._stop_reason
@@ -155,16 +212,43 @@ class AnthropicStream:
             raise ReplyError(f"stream event {event.get('type')!r} names an unknown content block index {index!r}")
         return index
 
+    def _stop_input(self, index: int, pieces: list[str]) -> None:
+        """A stopped block's input from its ``partial_json``; without any, the input it started with.
+
+        Anthropic starts the block with ``{}`` (a proxy may send the whole input there), so
+        no input is never an invented ``{}``. A server tool's input goes back to Anthropic
+        as it is: not a JSON object, it is not the protocol (the agent's own ``tool_use``
+        gets an error result instead, ``_tool_input``).
+        """
+        block = self._blocks[index]
+        started, text = block.get("input"), "".join(pieces)
+        if block.get("type") == "tool_use":
+            block["input"] = _tool_input(text) if pieces else started if isinstance(started, dict) else _tool_input("")
+            return
+        if not text.strip():
+            block["input"] = started if isinstance(started, dict) else {}
+            return
+        value = _tool_input(text)
+        if not isinstance(value, dict):
+            raise ReplyError(f"the input of {block.get('type')} block {index} is not a JSON object: {text[:200]!r}")
+        block["input"] = value
+
     def _start(self, index: int, block: dict[str, Any]) -> None:
         if index in self._blocks:
             raise ReplyError(f"stream event 'content_block_start' starts content block {index} a second time")
         block = dict(block)
-        self._blocks[index] = block
-        self._open.add(index)
         kind = block.get("type")
-        if kind == "tool_use":
+        previous = self._blocks.get(self._last) if self._last is not None else None
+        self._unit[index] = self._unit[self._last] if kind == "text" and previous is not None and previous.get("type") == "text" else index  # type: ignore[index]
+        self._blocks[index] = block
+        self._last = index
+        self._open.add(index)
+        if kind in _INPUT_BLOCKS:
             self._partial[index] = []
         elif kind in ("text", "thinking"):
+            if kind == "text":
+                citations = block.get("citations")
+                block["citations"] = [c for c in citations if isinstance(c, dict)] if isinstance(citations, list) else []
             start = block.get(kind)
             block[kind] = ""  # a server's non-text value is dropped: a delta is added to text only
             self._append(index, kind, start if isinstance(start, str) else "")
@@ -174,16 +258,17 @@ class AnthropicStream:
     def _append(self, index: int, kind: str, text: str) -> None:
         """Add ``text`` to block ``index`` of ``kind`` and emit it, preceded by ``"\\n"`` when the block is the kind's second or later.
 
-        A block counts as ``message_text`` counts it: a text block once it holds text (an
-        empty one is dropped from the reply), a thinking block from its start (kept even
-        when empty). So the deltas of a kind, joined, equal ``message_text``.
+        A block counts as ``message_text`` counts it: a run of adjacent text blocks once it
+        holds text (an empty one is dropped from the reply), a thinking block from its
+        start (kept even when empty). So the deltas of a kind, joined, equal ``message_text``.
         """
-        if index not in self._joined and (text or kind == "thinking"):
-            self._joined.add(index)
+        unit = self._unit[index]
+        if unit not in self._joined and (text or kind == "thinking"):
+            self._joined.add(unit)
             if kind in self._emitted_kinds:
                 self._emit(kind, "\n")
             self._emitted_kinds.add(kind)
-        self._blocks[index][kind] += text
+        self._texts.setdefault(index, []).append(text)
         if text:
             self._emit(kind, text)
 
@@ -191,10 +276,15 @@ class AnthropicStream:
         block, kind = self._blocks[index], delta.get("type")
         expected = _DELTA_BLOCK.get(kind) if isinstance(kind, str) else None
         if expected is None:
-            return  # a delta type this reader does not know (citations_delta…): ignored
-        if block.get("type") != expected[0]:
+            return  # a delta type this reader does not know: ignored
+        if block.get("type") not in expected[0]:
             raise ReplyError(f"a {kind} for content block {index}, which is a {block.get('type')!r} block")
         piece = delta.get(expected[1])
+        if kind == "citations_delta":
+            if not isinstance(piece, dict):
+                raise ReplyError(f"a citations_delta whose 'citation' is {type(piece).__name__}, not an object")
+            block["citations"].append(piece)
+            return
         if not isinstance(piece, str):
             raise ReplyError(f"a {kind} whose {expected[1]!r} is {type(piece).__name__}, not text")
         if kind == "input_json_delta":
@@ -202,7 +292,7 @@ class AnthropicStream:
         elif kind == "signature_delta":
             block["signature"] = block.get("signature", "") + piece
         else:
-            self._append(index, expected[0], piece)
+            self._append(index, block["type"], piece)
 
     def finish(self, done: bool = True) -> AssistantMessage:
         cut = [self._blocks[i] for i in sorted(self._open)]
@@ -213,7 +303,10 @@ class AnthropicStream:
             )
         if cut or not self._stopped:
             raise ReplyError("the stream ended before message_stop; the partial reply was dropped", retryable=True)
-        return _message([self._blocks[i] for i in sorted(self._blocks)], self._stop_reason, _usage(self._usage_raw), self._model)
+        for index, pieces in self._texts.items():
+            block = self._blocks[index]
+            block[block["type"]] = "".join(pieces)
+        return _message(list(self._blocks.values()), self._stop_reason, _usage(self._usage_raw), self._model)
 
 
 def parse_anthropic_stream(events: Iterable[dict[str, Any]]) -> AssistantMessage:

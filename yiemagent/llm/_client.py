@@ -11,6 +11,12 @@ A stream request must be answered with ``text/event-stream`` (parsed by ``_sse``
 NDJSON (Ollama's native API), or a whole JSON reply (a server that ignores ``stream``:
 its text is emitted at once). Anything else, such as a proxy's HTML page, is an
 ``LLMError``, never an empty reply.
+
+Size: one event (or one stream line) may hold at most ``max_event_bytes``; a whole reply,
+streamed or not, at most ``max_reply_bytes`` (``DEFAULT_MAX_REPLY_BYTES``, 64 MiB). The
+bytes are counted as they are read (after decompression), and past the cap the client
+stops reading and drops the connection: an endless stream costs at most the cap, not
+the memory of the machine (docs/failures.md "A reply too large").
 """
 
 from __future__ import annotations
@@ -24,13 +30,23 @@ import requests
 from ..messages import AssistantMessage, TextContent
 from ._guard import CallGuard
 from ._http import Transport, iter_body, read_capped
-from ._secrets import DeltaMasker, Secrets
+from .._secrets import DeltaMasker, Secrets
 from ._sse import SSEError, SSEParser
 from ._wire import Emit, ReplyError, loads_json, message_text, payload_error
 
-__all__ = ["DEFAULT_DEADLINE_S", "HTTPClient", "StreamAccumulator"]
+__all__ = ["DEFAULT_DEADLINE_S", "DEFAULT_MAX_REPLY_BYTES", "HTTPClient", "StreamAccumulator"]
 
 DEFAULT_DEADLINE_S = 600.0  # ten minutes, as OpenAI's and Anthropic's own SDKs allow one request
+DEFAULT_MAX_REPLY_BYTES = 64 * 1024 * 1024
+"""The largest reply read, streamed or not: 64 MiB.
+
+The longest reply a current model may write is 128,000 output tokens (gpt-5, Claude with
+its 128k output option). Streamed, each token is about one event: 358 bytes per event in
+OpenAI's recorded stream (tests/fixtures/openai-stream-tool-call.sse, with its
+``obfuscation`` padding), 145 in Anthropic's. So the longest OpenAI reply is about 44 MiB
+on the wire, Anthropic's about 18 MiB; 64 MiB leaves room above both, while an endless or
+hostile stream stops there (measured in bench/bench_sse.py: the peak memory it costs).
+"""
 _NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "application/ndjson")
 
 
@@ -64,6 +80,7 @@ class HTTPClient:
     _api_key: Optional[str]
     stream: bool
     max_event_bytes: Optional[int]
+    max_reply_bytes: Optional[int]
 
     def _init_http(
         self,
@@ -80,12 +97,14 @@ class HTTPClient:
         deadline_s: Optional[float],
         stream: bool,
         max_event_bytes: Optional[int],
+        max_reply_bytes: Optional[int] = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self._api_key = api_key
         self._headers = headers
         self._custom_headers = dict(custom_headers or {})
         self.stream = stream
         self.max_event_bytes = max_event_bytes
+        self.max_reply_bytes = max_reply_bytes
         secrets = Secrets(api_key, headers, base_url)
         self._transport = Transport(
             label,
@@ -147,7 +166,10 @@ class HTTPClient:
     def _read_reply(self, response: requests.Response, guard: CallGuard) -> AssistantMessage:
         if _media_type(response) == "text/event-stream":  # a server that streams though not asked to
             return self._read_stream(response, guard)
-        data = self._transport.json_body(response, self.max_event_bytes)  # a whole reply is one event
+        # a whole reply is one event and the whole reply: the smaller cap holds
+        caps = [(limit, name) for limit, name in ((self.max_event_bytes, "max_event_bytes"), (self.max_reply_bytes, "max_reply_bytes")) if limit is not None]
+        limit, name = min(caps) if caps else (None, "")
+        data = self._transport.json_body(response, limit, name)
         try:
             return self._parse(data)
         except ReplyError:
@@ -196,7 +218,7 @@ class HTTPClient:
     def _sse_events(self, response: requests.Response) -> Iterator[tuple[str, str]]:
         parser = SSEParser(self.max_event_bytes)
         try:
-            for piece in iter_body(response):
+            for piece in self._body_pieces(response):
                 for event in parser.feed(piece):
                     yield event.event, event.data
             for event in parser.close():
@@ -207,7 +229,7 @@ class HTTPClient:
     def _ndjson_events(self, response: requests.Response) -> Iterator[tuple[str, str]]:
         """One event per line; the unfinished line is a ``bytearray``, so a long one costs O(n) time and n bytes."""
         pending = bytearray()
-        for piece in iter_body(response):
+        for piece in self._body_pieces(response):
             lines = piece.split(b"\n")
             for line in lines[:-1]:
                 pending += line
@@ -221,6 +243,17 @@ class HTTPClient:
         text = pending.decode("utf-8", errors="replace").strip()
         if text:
             yield "message", text
+
+    def _body_pieces(self, response: requests.Response) -> Iterator[bytes]:
+        """The body as it arrives, counted: past ``max_reply_bytes`` a ``ReplyError``, and nothing more is read."""
+        limit, size = self.max_reply_bytes, 0
+        for piece in iter_body(response):
+            size += len(piece)
+            if limit is not None and size > limit:
+                raise ReplyError(
+                    f"the reply passed max_reply_bytes={limit} ({size} bytes read, the stream not finished); it was not read further"
+                )
+            yield piece
 
     def _check_line(self, line: bytearray) -> None:
         if self.max_event_bytes is not None and len(line) > self.max_event_bytes:

@@ -28,7 +28,6 @@ import json
 import logging
 import math
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Optional, TypeVar
 
@@ -40,10 +39,10 @@ from urllib3.util.retry import Retry
 from ..errors import LLMError
 from ..streaming import current_abort_signal
 from ._guard import ABORTED, DEADLINE, CallGuard, GuardedAdapter
-from ._secrets import Secrets
+from .._secrets import Secrets, install_log_filter
 from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, loads_json, payload_error, server_message
 
-__all__ = ["ERROR_BODY_BYTES", "Transport", "install_log_filter", "redact_live_secrets"]
+__all__ = ["ERROR_BODY_BYTES", "Transport", "install_log_filter"]
 
 logger = logging.getLogger("yiemagent.llm")
 
@@ -290,15 +289,16 @@ class Transport:
             url=url,
         )
 
-    def json_body(self, response: requests.Response, limit: Optional[int] = None) -> Any:
+    def json_body(self, response: requests.Response, limit: Optional[int] = None, limit_name: str = "max_event_bytes") -> Any:
         """The whole body parsed as JSON, masked before and after parsing; a body that is not JSON, or an error object, is a ``ReplyError``.
 
-        A body longer than ``limit`` bytes is a ``ReplyError`` saying so, read no further
-        (a server sending an endless body would otherwise fill the memory until the deadline).
+        A body longer than ``limit`` bytes is a ``ReplyError`` naming the cap (``limit_name``),
+        read no further (a server sending an endless body would otherwise fill the memory
+        until the deadline).
         """
         raw = read_capped(response, limit + 1 if limit is not None else None)
         if limit is not None and len(raw) > limit:
-            raise ReplyError(f"the reply exceeds {limit} bytes (max_event_bytes); it was not read further")
+            raise ReplyError(f"the reply exceeds {limit} bytes ({limit_name}={limit}); it was not read further")
         text = self.secrets.redact(raw.decode("utf-8", errors="replace"))
         try:
             data = loads_json(text)
@@ -345,56 +345,3 @@ def iter_body(response: requests.Response) -> Iterator[bytes]:
         if not piece:
             return
         yield piece
-
-
-class _RedactingFilter(logging.Filter):
-    """Masks credentials in urllib3's DEBUG lines (it logs request paths, which may carry a ``?key=``).
-
-    Holds each client's ``Secrets`` weakly: a program that makes a client per request
-    (a web server) would otherwise keep every key it ever used, and scan them all for
-    each log line.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._secrets: "weakref.WeakSet[Secrets]" = weakref.WeakSet()
-        self._lock = threading.Lock()  # guards _secrets
-
-    def add(self, secrets: Secrets) -> None:
-        if secrets:
-            with self._lock:
-                self._secrets.add(secrets)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        with self._lock:
-            active = list(self._secrets)
-        if active:
-            message = record.getMessage()
-            for secrets in active:
-                message = secrets.redact(message)
-            record.msg, record.args = message, ()
-        return True
-
-    def redact(self, text: str) -> str:
-        """``text`` with the credentials of every client still alive masked."""
-        with self._lock:
-            active = list(self._secrets)
-        for secrets in active:
-            text = secrets.redact(text)
-        return text
-
-
-_FILTER = _RedactingFilter()
-for _name in ("urllib3.connectionpool", "urllib3.connection", "urllib3.util.retry", "urllib3.response"):
-    logging.getLogger(_name).addFilter(_FILTER)
-
-
-def install_log_filter(secrets: Secrets) -> None:
-    """Mask ``secrets`` in urllib3's log lines from now on, as long as something (its client) holds them."""
-    _FILTER.add(secrets)
-
-
-def redact_live_secrets(text: str) -> str:
-    """``text`` with the credentials of every client alive in the process masked: for text that
-    leaves the process by another way than the clients, such as a trace (docs/tracing.md)."""
-    return _FILTER.redact(text)

@@ -7,12 +7,12 @@ with the server's words masked (see ``_secrets``).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from typing import Any, Optional
 from urllib.parse import urlsplit, urlunsplit
 
+from .._bounds import loads_json
 from ..messages import AssistantMessage, TextContent
 
 __all__ = [
@@ -57,32 +57,6 @@ class ReplyError(ValueError):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:40]} does not fit a float")
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def loads_json(text: str) -> Any:
-    """``json.loads`` as the wire needs it: strict JSON, every failure a ``ValueError``.
-
-    Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400`` (a float infinity),
-    which no JSON encoder will write back: a model's tool arguments holding one would
-    make every later request of the conversation unsendable (requests refuses NaN). A
-    nesting deeper than the interpreter's recursion limit raises ``RecursionError``,
-    which is not a ``ValueError``. Both are refused here as ``ValueError``.
-    """
-    try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply to read") from None
 
 
 def join_url(base_url: str, path: str) -> str:
@@ -190,10 +164,16 @@ def content_text(content: Any, separator: str = "") -> str:
 def message_text(message: AssistantMessage, kind: str) -> str:
     """A reply's text of one kind: its ``"text"`` blocks, or its ``"thinking"`` blocks, joined by newlines.
 
-    A streaming client's deltas of that kind, joined, equal this (API.md "Streaming").
+    Text blocks are ``TextContent`` and the dict form a block takes when it carries more
+    than text (an Anthropic text with its ``citations``). A streaming client's deltas of
+    that kind, joined, equal this (docs/streaming.md).
     """
     if kind == "text":
-        return "\n".join(b.text for b in message.content if isinstance(b, TextContent))
+        return "\n".join(
+            b.text if isinstance(b, TextContent) else b["text"]
+            for b in message.content
+            if isinstance(b, TextContent) or (isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+        )
     return "\n".join(
         b["thinking"] for b in message.content if isinstance(b, dict) and b.get("type") == "thinking" and isinstance(b.get("thinking"), str)
     )

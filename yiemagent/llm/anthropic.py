@@ -13,6 +13,13 @@ and go back as the first blocks of that assistant turn (``thinking_blocks`` in t
 formatted dict): Anthropic requires the signed thinking block when a tool result
 follows. A thinking block without a signature (another provider's) is not sent.
 
+Server tools (docs/streaming.md "Server tools"): an assistant message whose wire has
+``content_blocks`` goes back block for block in its order: ``server_tool_use``,
+``mcp_tool_use`` and every ``*_tool_result`` exactly as they came, text with its
+``citations``, signed thinking, and the tool calls as ``tool_use``. A request ending in an
+assistant turn (a paused turn sent again, ``continue_agent``) has that turn's trailing
+whitespace cut, which Anthropic refuses at the end of a turn it is to continue.
+
 Replies, whole or streamed, are read in ``_anthropic_reply`` (usage by decision 13,
 decision 14 for streams cut short).
 """
@@ -22,11 +29,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Optional
 
+from ..extraction import parse_tool_arguments
 from ..messages import AssistantMessage
-from ._anthropic_reply import AnthropicStream, parse_anthropic_response, parse_anthropic_stream
-from ._client import DEFAULT_DEADLINE_S, HTTPClient
+from ._anthropic_reply import AnthropicStream, is_server_block, parse_anthropic_response, parse_anthropic_stream
+from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
-from ._wire import Emit, content_text, join_url, loads_json
+from ._wire import Emit, content_text, join_url
 
 __all__ = ["AnthropicClient", "AnthropicStream", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
 
@@ -57,13 +65,7 @@ def _user_blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _arguments(raw: Any) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    try:
-        value = loads_json(raw) if isinstance(raw, str) and raw.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    return parse_tool_arguments(raw)[0]  # the one reader of arguments ({} for what is not an object)
 
 
 def _signed_thinking(blocks: Any) -> list[dict[str, Any]]:
@@ -79,15 +81,55 @@ def _signed_thinking(blocks: Any) -> list[dict[str, Any]]:
     return kept
 
 
+def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") or {}
+    return {"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": _arguments(function.get("arguments"))}
+
+
+def _text_block(block: dict[str, Any]) -> list[dict[str, Any]]:
+    text = block.get("text")
+    if not isinstance(text, str) or not text:
+        return []
+    citations = block.get("citations")
+    return [{"type": "text", "text": text, "citations": citations} if isinstance(citations, list) and citations else {"type": "text", "text": text}]
+
+
+def _ordered_blocks(content_blocks: list[Any]) -> list[dict[str, Any]]:
+    """The blocks of ``content_blocks`` that Anthropic takes, in their order (see the module docstring)."""
+    blocks: list[dict[str, Any]] = []
+    for block in content_blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            blocks.extend(_text_block(block))
+        elif kind in ("thinking", "redacted_thinking"):
+            blocks.extend(_signed_thinking([block]))
+        elif kind == "function":  # a tool call, as in tool_calls
+            blocks.append(_tool_use(block))
+        elif is_server_block(block):
+            blocks.append(block)  # as it came
+    return blocks
+
+
 def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    if isinstance(message.get("content_blocks"), list):
+        return _ordered_blocks(message["content_blocks"])
     blocks: list[dict[str, Any]] = _signed_thinking(message.get("thinking_blocks"))
     text = content_text(message.get("content"))
     if text:
         blocks.append({"type": "text", "text": text})
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") or {}
-        blocks.append({"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": _arguments(function.get("arguments"))})
+    blocks.extend(_tool_use(call) for call in message.get("tool_calls") or [])
     return blocks
+
+
+def _cut_trailing_whitespace(turn: dict[str, Any]) -> None:
+    """A final assistant turn without the whitespace that would end it (Anthropic refuses it there)."""
+    blocks = turn["content"]
+    while blocks and blocks[-1].get("type") == "text":
+        text = blocks[-1]["text"].rstrip()
+        if text:
+            blocks[-1] = {**blocks[-1], "text": text}
+            return
+        blocks.pop()
 
 
 def _tool_choice(choice: Any) -> Any:
@@ -135,6 +177,10 @@ def build_anthropic_request(formatted: dict[str, Any], model: str, max_tokens: i
                     }
                 ],
             )
+    if messages and messages[-1]["role"] == "assistant":
+        _cut_trailing_whitespace(messages[-1])
+        if not messages[-1]["content"]:
+            messages.pop()
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, **copy.deepcopy(defaults or {})}
     for key, value in formatted.items():
         if key not in ("messages", "tools"):
@@ -145,24 +191,36 @@ def build_anthropic_request(formatted: dict[str, Any], model: str, max_tokens: i
     if system:
         body["system"] = "\n\n".join(s for s in system if s)
     body["messages"] = messages
-    tools = formatted.get("tools") or []
+    tools = [*_declared_tools((defaults or {}).get("tools")), *_declared_tools(formatted.get("tools"))]
     if tools:
-        body["tools"] = [
-            {"name": t["function"]["name"], "description": t["function"].get("description", ""), "input_schema": t["function"].get("parameters") or {"type": "object"}}
-            for t in tools
-            if isinstance(t, dict) and isinstance(t.get("function"), dict)
-        ]
+        body["tools"] = tools
     return body
+
+
+def _declared_tools(tools: Any) -> list[dict[str, Any]]:
+    """Tool definitions for Anthropic: OpenAI function entries converted, Anthropic's own (a server tool's ``type``) as they are."""
+    declared = []
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get("function")
+        if isinstance(function, dict):
+            declared.append({"name": function.get("name"), "description": function.get("description", ""), "input_schema": function.get("parameters") or {"type": "object"}})
+        elif isinstance(tool.get("type"), str) and tool["type"] != "function":
+            declared.append(tool)  # e.g. {"type": "web_search_20250305", "name": "web_search"}: docs/streaming.md "Server tools"
+    return declared
 
 
 class AnthropicClient(HTTPClient):
     """``llm_call`` for Anthropic's Messages API: POST ``{base_url}/v1/messages``.
 
-    Takes the OpenAI-format dict of ``format_msg_for_llm``. ``tool_choice`` in OpenAI form
+    Takes the OpenAI-format dict of ``format_msg_for_llm``. Anthropic's server tools are
+    declared in ``options={"tools": [...]}`` (or the formatted dict's ``tools``) in
+    Anthropic's form; they are sent beside the agent's tools. ``tool_choice`` in OpenAI form
     ("auto", "required", a named function) is translated. Authenticates with the
     ``x-api-key`` and ``anthropic-version`` headers; ``headers`` adds others (masked like
     the key when they carry credentials). ``stream``, ``deadline_s``, ``timeout`` and
-    ``max_event_bytes`` work as in ``OpenAIClient``.
+    ``max_event_bytes`` and ``max_reply_bytes`` work as in ``OpenAIClient``.
 
     Thread safety: a client may serve several agents and threads at once.
     """
@@ -183,6 +241,7 @@ class AnthropicClient(HTTPClient):
         stream: bool = False,
         deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
         max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
+        max_reply_bytes: Optional[int] = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
@@ -204,6 +263,7 @@ class AnthropicClient(HTTPClient):
             deadline_s=deadline_s,
             stream=stream,
             max_event_bytes=max_event_bytes,
+            max_reply_bytes=max_reply_bytes,
         )
 
     @property

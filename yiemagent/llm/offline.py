@@ -18,10 +18,10 @@ Thread safety: stateless; callable from any thread.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Optional
 
+from ..extraction import arguments_json, parse_tool_arguments
 from ..messages import AssistantMessage, TextContent
 from ._wire import content_text
 
@@ -63,11 +63,7 @@ class OfflineLLM:
         calls: list[tuple[str, dict[str, Any]]] = []
         explicit = _CALL.search(text)
         if explicit and explicit.group(1) in available:
-            try:
-                arguments = json.loads(explicit.group(2))
-            except ValueError:
-                arguments = {}
-            calls.append((explicit.group(1), arguments if isinstance(arguments, dict) else {}))
+            calls.append((explicit.group(1), parse_tool_arguments(explicit.group(2))[0]))
             return calls
         lowered = text.lower()
         if "weather" in lowered and "getWeather" in available:
@@ -86,7 +82,7 @@ class OfflineLLM:
 
     def _calls(self, calls: list[tuple[str, dict[str, Any]]], round_number: int) -> AssistantMessage:
         entries = [
-            {"id": f"offline_{round_number}_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            {"id": f"offline_{round_number}_{i}", "type": "function", "function": {"name": name, "arguments": arguments_json(args)}}
             for i, (name, args) in enumerate(calls)
         ]
         names = ", ".join(name for name, _ in calls)
@@ -132,7 +128,7 @@ class OfflineLLM:
                 continue
             content = content_text(result.get("content"))
             arguments = function.get("arguments")
-            had_zone = "timezone" in (json.loads(arguments) if isinstance(arguments, str) and arguments.strip() else arguments or {})
+            had_zone = "timezone" in parse_tool_arguments(arguments)[0]
             if had_zone and ("was not found" in content or "not a valid" in content):
                 return ("getTime", {})
         return None

@@ -7,6 +7,14 @@ missing ids and arguments, double-encoded arguments, text beside tool calls, and
 unreliable ``finish_reason``. Ollama's native ``/api/chat`` body (``message`` at the top
 level) is read too.
 
+Two more kinds of call are read as tool calls (docs/failures.md "OpenAI custom and
+legacy calls"): gpt-5's ``custom`` tool calls (``{"type": "custom", "custom": {"name",
+"input"}}``, free text), whose input reaches the tool as ``{"input": text}``, and legacy
+``message.function_call`` replies (gpt-3.5-0613's function calling, ``delta.function_call``
+when streamed), which carry no id. Each goes back the way the server sent it: a custom
+call as a custom call, a legacy call as an assistant ``function_call`` answered by a
+``function`` message (``build_openai_request``).
+
 Reasoning is kept as a ``{"type": "thinking", "thinking": ...}`` block before the text,
 whether it comes as ``reasoning_content`` (DeepSeek, vLLM), ``reasoning`` (Groq,
 OpenRouter, Ollama) or as Mistral's ``{"type": "thinking"}`` content parts. It is not sent
@@ -26,8 +34,9 @@ from collections.abc import Iterable
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
+from ..extraction import arguments_json, parse_tool_arguments
 from ..messages import AssistantMessage, LLMUsage, TextContent
-from ._client import DEFAULT_DEADLINE_S, HTTPClient
+from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count
 
@@ -48,18 +57,53 @@ _MESSAGE_KEYS = {
     "system": ("role", "content", "name"),
     "developer": ("role", "content", "name"),
     "user": ("role", "content", "name"),
-    "assistant": ("role", "content", "name", "tool_calls", "refusal"),
+    "assistant": ("role", "content", "name", "tool_calls", "function_call", "refusal"),
     "tool": ("role", "content", "tool_call_id"),
+    "function": ("role", "content", "name"),
 }
+CUSTOM, LEGACY = "custom", "function_call"  # AgentToolCall.type of a custom call and of a legacy function_call
 
 
-def _wire_message(message: dict[str, Any]) -> dict[str, Any]:
+def _custom_input(function: dict[str, Any]) -> str:
+    """A custom call's free-text input from the formatted call's arguments (``{"input": text}``)."""
+    value = parse_tool_arguments(function.get("arguments"))[0].get("input", "")
+    return value if isinstance(value, str) else arguments_json(value)
+
+
+def _wire_calls(message: dict[str, Any], wire: dict[str, Any], legacy_ids: set[str]) -> None:
+    """An assistant message's calls as the server sent them: custom calls as custom calls, a legacy call as ``function_call``."""
+    calls = [c for c in wire.get("tool_calls") or [] if isinstance(c, dict)]
+    if all(c.get("type", "function") == "function" for c in calls):
+        return  # the common case: sent as they are
+    if len(calls) == 1 and calls[0].get("type") == LEGACY:
+        function = calls[0].get("function") or {}
+        del wire["tool_calls"]
+        wire["function_call"] = {"name": function.get("name", ""), "arguments": function.get("arguments", "{}")}
+        legacy_ids.add(calls[0].get("id", ""))
+        return
+    entries = []
+    for call in calls:
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        if call.get("type") == CUSTOM:
+            entries.append({"id": call.get("id", ""), "type": CUSTOM, "custom": {"name": function.get("name", ""), "input": _custom_input(function)}})
+        elif call.get("type", "function") == "function":
+            entries.append(call)
+        else:  # a legacy call that shares its message with others: the modern form is the only one that can hold them all
+            entries.append({**call, "type": "function"})
+    wire["tool_calls"] = entries
+
+
+def _wire_message(message: dict[str, Any], legacy_ids: set[str]) -> dict[str, Any]:
     role = message.get("role")
+    if role == "tool" and message.get("tool_call_id") in legacy_ids:  # the answer to a legacy function_call
+        return {"role": "function", "name": message.get("name") or "", "content": content_text(message.get("content"))}
     wire = {k: message[k] for k in _MESSAGE_KEYS.get(role, tuple(message)) if k in message}
     if role == "tool":
         wire["content"] = content_text(message.get("content"))  # decision 9: one string
-    elif role == "assistant" and wire.get("tool_calls") and not wire.get("content"):
-        wire["content"] = ""  # not null: llama.cpp's server answers 500 to null beside tool calls
+    elif role == "assistant":
+        _wire_calls(message, wire, legacy_ids)
+        if (wire.get("tool_calls") or wire.get("function_call")) and not wire.get("content"):
+            wire["content"] = ""  # not null: llama.cpp's server answers 500 to null beside tool calls
     return wire
 
 
@@ -75,19 +119,29 @@ def build_openai_request(formatted: dict[str, Any], model: str, defaults: Option
     for key, value in formatted.items():
         if key not in ("messages", "tools"):
             body[key] = value
-    body["messages"] = [_wire_message(m) for m in formatted.get("messages", [])]
+    legacy_ids: set[str] = set()  # ids of legacy calls sent as function_call: their results go as "function" messages
+    body["messages"] = [_wire_message(m, legacy_ids) for m in formatted.get("messages", [])]
     if formatted.get("tools"):
         body["tools"] = formatted["tools"]
     return body
 
 
 def _tool_call_entry(raw: Any) -> dict[str, Any]:
-    """One tool call in the §7 format-1 shape, keeping the server's id and arguments as they came."""
+    """One tool call in the §7 format-1 shape, keeping the server's id and arguments as they came.
+
+    A custom call keeps OpenAI's shape (``{"type": "custom", "custom": {"name", "input"}}``),
+    which extraction reads; a legacy ``function_call`` is a function call of type
+    ``"function_call"``, so that it goes back as one.
+    """
     raw = require_object(raw, "a tool_calls entry")
-    function = raw.get("function") if isinstance(raw.get("function"), dict) else raw
-    entry: dict[str, Any] = {"type": "function", "function": {"name": function.get("name", "")}}
-    if "arguments" in function:
-        entry["function"]["arguments"] = function["arguments"]
+    if raw.get("type") == CUSTOM and isinstance(raw.get("custom"), dict):
+        custom = raw["custom"]
+        entry: dict[str, Any] = {"type": CUSTOM, "custom": {"name": custom.get("name", ""), "input": custom.get("input", "")}}
+    else:
+        function = raw.get("function") if isinstance(raw.get("function"), dict) else raw
+        entry = {"type": LEGACY if raw.get("type") == LEGACY else "function", "function": {"name": function.get("name", "")}}
+        if "arguments" in function:
+            entry["function"]["arguments"] = function["arguments"]
     if isinstance(raw.get("id"), str):
         entry["id"] = raw["id"]
     return entry
@@ -183,6 +237,8 @@ def parse_openai_response(body: dict[str, Any], provider: str = "openai") -> Ass
     raw_calls = message.get("tool_calls")
     if raw_calls is not None and not isinstance(raw_calls, list):
         raise ReplyError(f"the tool_calls are not a list but {type(raw_calls).__name__}")
+    if not raw_calls and isinstance(message.get("function_call"), dict):  # legacy function calling (gpt-3.5-0613): one call, no id
+        raw_calls = [{"type": LEGACY, "function": message["function_call"]}]
     text, thinking = _split_content(message.get("content"))
     thinking = _reasoning(message) or thinking
     usage = _usage(body.get("usage") if isinstance(body.get("usage"), dict) else body)
@@ -257,15 +313,29 @@ class OpenAIStream:
             raise ReplyError(f"a stream delta's tool_calls are not a list but {type(fragments).__name__}")
         for fragment in fragments or []:
             self._add_fragment(require_object(fragment, "a streamed tool_calls fragment"))
+        legacy = delta.get("function_call")
+        if legacy is not None:  # legacy function calling: one call, streamed as delta.function_call
+            self._add_fragment({"index": LEGACY, "type": LEGACY, "function": require_object(legacy, "a streamed function_call")})
 
     def _add_fragment(self, fragment: dict[str, Any]) -> None:
         index = fragment.get("index", len(self._calls))
         if not isinstance(index, (int, str)) or isinstance(index, bool):
             raise ReplyError(f"a streamed tool_calls fragment has index {index!r}")
-        call = self._calls.setdefault(index, {"id": "", "function": {"name": "", "arguments": ""}})
-        function = fragment.get("function") if isinstance(fragment.get("function"), dict) else {}
+        call = self._calls.setdefault(index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+        if fragment.get("type") in (CUSTOM, LEGACY):
+            call["type"] = fragment["type"]
         if fragment.get("id") and isinstance(fragment["id"], str):
             call["id"] = fragment["id"]
+        custom = fragment.get("custom")
+        if isinstance(custom, dict):  # a custom call: its name once, its free-text input in pieces (as OpenAI's SDK joins them)
+            call["type"] = CUSTOM
+            joined = call.setdefault("custom", {"name": "", "input": ""})
+            if custom.get("name") and isinstance(custom["name"], str):
+                joined["name"] = joined["name"] or custom["name"]
+            if isinstance(custom.get("input"), str):
+                joined["input"] += custom["input"]
+            return
+        function = fragment.get("function") if isinstance(fragment.get("function"), dict) else {}
         if function.get("name") and isinstance(function["name"], str):
             call["function"]["name"] = call["function"]["name"] or function["name"]
         arguments = function.get("arguments")
@@ -280,7 +350,18 @@ class OpenAIStream:
         if not self._answered:
             raise ReplyError("the stream ended without any choice: it carried no reply", retryable=True)
         text, thinking = "".join(self._text), "".join(self._thinking)
-        return _assistant_message(text, thinking, list(self._calls.values()), self._finish_reason, self._usage, self._model, self.provider)
+        return _assistant_message(text, thinking, _without_mirror(self._calls), self._finish_reason, self._usage, self._model, self.provider)
+
+
+def _without_mirror(calls: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The streamed calls, less a legacy ``function_call`` that only mirrors ``tool_calls``.
+
+    Servers that speak both forms (llama-cpp-python, some proxies) send the first tool call
+    again as ``function_call``; it is a call of its own only when no ``tool_calls`` came.
+    """
+    if any(index != LEGACY for index in calls):
+        return [call for index, call in calls.items() if index != LEGACY]
+    return list(calls.values())
 
 
 def parse_openai_stream(chunks: Iterable[dict[str, Any]], provider: str = "openai") -> AssistantMessage:
@@ -314,6 +395,9 @@ class OpenAIClient(HTTPClient):
             None: no limit). ``timeout`` bounds each connect and each read.
         headers: extra request headers (Azure's ``api-key``, OpenRouter's ``HTTP-Referer``).
         max_event_bytes: the largest one server-sent event, or one whole JSON reply, may be (default 16 MiB).
+        max_reply_bytes: the largest a whole reply may be, streamed or not (default 64 MiB,
+            ``DEFAULT_MAX_REPLY_BYTES`` says why); past it an ``LLMError`` naming the cap, and
+            nothing more is read. None: no cap.
         options, backoff_factor: request defaults; the base of the exponential backoff.
 
     Thread safety: a client may serve several agents and threads at once.
@@ -334,6 +418,7 @@ class OpenAIClient(HTTPClient):
         stream: bool = False,
         deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
         max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
+        max_reply_bytes: Optional[int] = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -355,6 +440,7 @@ class OpenAIClient(HTTPClient):
             deadline_s=deadline_s,
             stream=stream,
             max_event_bytes=max_event_bytes,
+            max_reply_bytes=max_reply_bytes,
         )
 
     @property

@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation, PaginatedRequestParams
 
 from .. import __version__
+from ._listing import ToolListing
 
 __all__ = ["Connection", "NotConnectedError", "http_transport", "start_loop", "stdio_transport"]
 
@@ -107,10 +108,11 @@ class Connection:
     Thread safety: loop thread only (see the module docstring).
     """
 
-    def __init__(self, transport: Transport, label: str, timeout_s: float) -> None:
+    def __init__(self, transport: Transport, label: str, timeout_s: float, redact: Callable[[str], str]) -> None:
         self.label = label
         self.timeout_s = timeout_s
         self._transport = transport
+        self._listing = ToolListing(label, redact)  # one bad tool of a tools/list page leaves out that tool only
         self.session: Optional[ClientSession] = None
         self._stop: Optional[anyio.Event] = None
 
@@ -129,9 +131,9 @@ class Connection:
             # close before the transport's task group it encloses, which anyio forbids.)
             with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
                 async with AsyncExitStack() as stack:
-                    read, write = await stack.enter_async_context(self._transport())
+                    read, write = self._listing.wrap(*await stack.enter_async_context(self._transport()))
                     session = await stack.enter_async_context(ClientSession(read, write, client_info=_CLIENT_INFO))
-                    await session.initialize()
+                    self._listing.version = (await session.initialize()).protocol_version
                     scope.deadline = math.inf
                     self.session = session
                     started = True

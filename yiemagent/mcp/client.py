@@ -12,18 +12,19 @@ import concurrent.futures
 import logging
 import queue
 import sys
-import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, Optional
 
-from ..errors import ToolError, ToolSchemaError, YiemAgentError
+from .._secrets import Secrets
+from ..errors import ToolError, ToolSchemaError
 from ..messages import TextContent
 from ..schema import check_input_schema
 from ..types import AbortSignal, AgentTool, AgentToolResult
 from ._convert import agent_tool_names, content_blocks, error_text, tool_label
-from ._secrets import Redactor, forget_sdk_logs, masked, redact_sdk_logs
-from ._session import CLOSE_GRACE_S, Connection, NotConnectedError, Transport, http_transport, start_loop, stdio_transport
+from ._core import ClientCore, MCPConnectionError, abandon, leaf
+from ._session import NotConnectedError, Transport, http_transport, stdio_transport
 
 __all__ = ["MCPClient", "MCPConnectionError"]
 
@@ -34,19 +35,9 @@ _REQUEST_TIMEOUT = -32001
 _DONE = object()  # put on a call's update queue when the call's future is done
 
 
-class MCPConnectionError(YiemAgentError, ConnectionError):
-    """An MCP server could not be started, reached or initialized, or did not list its tools.
-
-    Raised by ``MCPClient.stdio``, ``MCPClient.http`` and ``tools()`` — the caller's
-    set-up. A failing tool call never raises: it is an error result (spec §12).
-    """
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real exception inside (nested) exception groups, which anyio task groups raise."""
-    while getattr(exc, "exceptions", None):
-        exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    return exc
+def _masked(secrets: Secrets, mapping: Optional[dict[str, str]]) -> Optional[dict[str, str]]:
+    """``mapping`` (headers, env) for a repr: every value ``***``; None stays None."""
+    return None if mapping is None else secrets.masked_headers(mapping)
 
 
 def _errlog() -> Any:
@@ -71,13 +62,17 @@ class MCPClient:
     closes the connection, stops a stdio server (killing it if it ignores the request),
     and ends the client's thread.
 
+    A client dropped without ``close()`` gives a ``ResourceWarning`` when it is
+    collected, and is closed then (its server stopped, its thread ended): the loop
+    thread holds only the client's inside (``_core.ClientCore``), never the client.
+    Each of its tools holds the client, so a tool still in use keeps it open.
+
     Thread safety: every method may be called from any thread, and tools may run in
-    parallel (their requests share the one connection). ``_lock`` guards ``_closed``
-    and ``_calls``. The event loop and the connection live on the thread named
-    ``yiemagent-mcp-<label>``, which only the portal touches.
+    parallel (their requests share the one connection); ``ClientCore`` holds the state
+    they share and its lock. ``name`` and ``timeout_s`` never change.
     """
 
-    def __init__(self, transport: Transport, *, label: str, name: Optional[str], timeout_s: float, redact: Redactor, shown: str) -> None:
+    def __init__(self, transport: Transport, *, label: str, name: Optional[str], timeout_s: float, secrets: Secrets, shown: str) -> None:
         """Connect; use ``MCPClient.stdio`` or ``MCPClient.http`` rather than this."""
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
             raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
@@ -85,20 +80,11 @@ class MCPClient:
             raise ValueError(f"name must be a non-empty string or None, got {name!r}")
         self.name = name
         self.timeout_s = float(timeout_s)
-        self._redact = redact
         self._shown = shown
-        self._lock = threading.Lock()  # guards _closed and _calls
-        self._closed = False
-        self._calls: set[concurrent.futures.Future[Any]] = set()
-        self._conn = Connection(transport, label, self.timeout_s)
-        redact_sdk_logs(redact)
-        self._portal, self._thread = start_loop(f"yiemagent-mcp-{label}")
-        try:
-            self._run, _ = self._portal.start_task(self._conn.run, name=f"mcp-connection-{label}")
-        except BaseException as exc:
-            self._stop_loop()
-            raise self._connection_error(f"could not connect to MCP server {label!r}", exc) from None
-        self._run.add_done_callback(self._connection_ended)
+        self._core = ClientCore(transport, label, self.timeout_s, secrets)
+        self._redact = self._core.redact
+        finalizer = weakref.finalize(self, abandon, self._core)
+        finalizer.atexit = False  # at exit the daemon thread just stops and a stdio server sees its stdin close
 
     # --- construction ------------------------------------------------------------------
 
@@ -127,9 +113,9 @@ class MCPClient:
         if isinstance(command, str) or not command or not all(isinstance(part, str) for part in command):
             raise ValueError(f"command must be a non-empty list of strings, e.g. ['mcp-server-time'], got {command!r}")
         label = name or command[0].rsplit("/", 1)[-1]
-        redact = Redactor(env)
-        shown = f"command={command!r}, env={masked(env)!r}"
-        return cls(stdio_transport(list(command), env, cwd, _errlog()), label=label, name=name, timeout_s=timeout_s, redact=redact, shown=shown)
+        secrets = Secrets(values=env)
+        shown = f"command={command!r}, env={_masked(secrets, env)!r}"
+        return cls(stdio_transport(list(command), env, cwd, _errlog()), label=label, name=name, timeout_s=timeout_s, secrets=secrets, shown=shown)
 
     @classmethod
     def http(
@@ -154,12 +140,12 @@ class MCPClient:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http:// or https:// URL, got {url!r}")
         label = name or "http"
-        redact = Redactor(headers)
-        shown = f"url={url!r}, headers={masked(headers)!r}"
-        return cls(http_transport(url, dict(headers or {}), float(timeout_s)), label=label, name=name, timeout_s=timeout_s, redact=redact, shown=shown)
+        secrets = Secrets(url=url, values=headers)
+        shown = f"url={secrets.redact(url)!r}, headers={_masked(secrets, headers)!r}"
+        return cls(http_transport(url, dict(headers or {}), float(timeout_s)), label=label, name=name, timeout_s=timeout_s, secrets=secrets, shown=shown)
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self._core.closed else "open"
         return f"MCPClient({self._shown}, name={self.name!r}, timeout_s={self.timeout_s:g}, {state})"
 
     def __enter__(self) -> MCPClient:
@@ -169,37 +155,6 @@ class MCPClient:
         self.close()
 
     # --- the blocking facade ------------------------------------------------------------
-
-    def _connection_error(self, what: str, exc: BaseException) -> MCPConnectionError:
-        leaf = _leaf(exc)
-        if isinstance(leaf, TimeoutError) and not str(leaf):
-            detail = f"no answer within {self.timeout_s:g} s (timeout_s)"
-        else:
-            detail = f"{type(leaf).__name__}: {leaf}"
-        error = MCPConnectionError(self._redact(f"{what}: {detail}"))
-        logger.debug("%s", error)  # raised to the caller, who reports it: not logged twice
-        return error
-
-    def _connection_ended(self, future: concurrent.futures.Future[Any]) -> None:
-        """Log why the connection task ended, unless ``close()`` ended it."""
-        if future.cancelled() or future.exception() is None:
-            return
-        message = self._redact(f"MCP server {self._conn.label!r}: the connection failed: {_leaf(future.exception())!r}")
-        # while closing, a server already gone (a refused DELETE, a dead pipe) is expected
-        logger.log(logging.DEBUG if self._closed else logging.WARNING, "%s", message)
-
-    def _submit(self, func: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
-        with self._lock:
-            if self._closed:
-                raise NotConnectedError(f"the MCPClient for {self._conn.label!r} is closed")
-            future = self._portal.start_task_soon(func, *args)
-            self._calls.add(future)
-        future.add_done_callback(self._forget)
-        return future
-
-    def _forget(self, future: concurrent.futures.Future[Any]) -> None:
-        with self._lock:
-            self._calls.discard(future)
 
     def tools(self) -> list[AgentTool]:
         """The server's tools, listed now (``tools/list``), as ``AgentTool`` s.
@@ -216,15 +171,15 @@ class MCPClient:
                 answer within ``timeout_s``.
         """
         try:
-            listing = self._submit(self._conn.list_tools).result(timeout=self.timeout_s)
+            listing = self._core.submit(self._core.connection.list_tools).result(timeout=self.timeout_s)
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
-            raise self._connection_error(f"MCP server {self._conn.label!r} did not list its tools", exc) from None
+            raise self._core.connection_error(f"MCP server {self._core.label!r} did not list its tools", exc) from None
         by_name: dict[str, Any] = {}
         for tool in listing:
             if tool.name in by_name:
-                logger.warning("MCP server %r listed tool %r twice; the first is used", self._conn.label, tool.name)
+                logger.warning("MCP server %r listed tool %r twice; the first is used", self._core.label, tool.name)
                 continue
             by_name[tool.name] = tool
         tools = []
@@ -234,7 +189,7 @@ class MCPClient:
             try:
                 check_input_schema(agent_name, schema)
             except ToolSchemaError as exc:
-                logger.warning("MCP server %r: tool %r left out: %s", self._conn.label, mcp_name, exc)
+                logger.warning("MCP server %r: tool %r left out: %s", self._core.label, mcp_name, exc)
                 continue
             tools.append(
                 AgentTool(
@@ -272,7 +227,7 @@ class MCPClient:
         Raises:
             ToolError: as above; never anything else for a failure of the server.
         """
-        label = self._conn.label
+        label = self._core.label
         if signal is not None and signal.aborted:  # not sent at all (a cancel could come after a fast answer)
             raise self._call_failed(name, f"aborted ({signal.reason or 'no reason given'}) before it was sent")
         # progress notifications and the call's end, in order; the loop thread only puts (never blocks)
@@ -282,7 +237,7 @@ class MCPClient:
             updates.put((value, total, message))
 
         try:
-            future = self._submit(self._conn.call_tool, name, dict(arguments), progress if on_partial_result else None)
+            future = self._core.submit(self._core.connection.call_tool, name, dict(arguments), progress if on_partial_result else None)
         except NotConnectedError as exc:
             raise self._call_failed(name, str(exc)) from None
         future.add_done_callback(lambda _: updates.put(_DONE))
@@ -323,8 +278,8 @@ class MCPClient:
 
     def _explain(self, exc: BaseException) -> str:
         """A failed call's cause in words for the model and the log."""
-        exc = _leaf(exc)
-        label = self._conn.label
+        exc = leaf(exc)
+        label = self._core.label
         code = getattr(exc, "code", None)
         if isinstance(exc, NotConnectedError):
             return str(exc)
@@ -355,28 +310,4 @@ class MCPClient:
         SIGKILL; closing as a whole is cut short after 10 s and the thread is joined
         with a timeout, so ``close`` never hangs. Calling it again does nothing.
         """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            calls = list(self._calls)
-        for future in calls:
-            future.cancel()
-        try:
-            self._portal.start_task_soon(self._conn.stop).result(timeout=5)
-            self._run.result(timeout=CLOSE_GRACE_S + 5)
-        except concurrent.futures.TimeoutError:
-            logger.error("MCP server %r: the connection did not close in time; its thread is abandoned", self._conn.label)
-        except BaseException:  # the connection had already failed; _connection_ended logged why
-            pass
-        self._stop_loop()
-
-    def _stop_loop(self) -> None:
-        try:
-            self._portal.start_task_soon(self._portal.stop, True).result(timeout=5)
-        except BaseException:  # the loop is already gone
-            pass
-        self._thread.join(timeout=5)
-        if self._thread.is_alive():
-            logger.error("MCP event loop thread %r did not end; abandoning it (a daemon thread)", self._thread.name)
-        forget_sdk_logs(self._redact)
+        self._core.close()

@@ -9,20 +9,19 @@ values are recorded as JSON strings, as the conventions allow.
 
 Everything here that records content passes ``mask``: the credentials of every LLM client
 and MCP connection alive in the process are replaced by ``***`` (the clients' own
-masking, ``yiemagent.llm._secrets`` and ``yiemagent.mcp._secrets``), so no key that a
+masking, ``yiemagent._secrets``), so no key that a
 prompt, a tool's output or a reply happened to hold leaves the process in a trace.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from typing import Any, Optional
 
 from .._failures import ABORTED_MESSAGE
+from .._secrets import redact_live_secrets
 from ..extraction import extract_tool_calls
-from ..llm._http import redact_live_secrets
 from ..messages import AgentMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage, text_of
 from ..types import AgentToolResult
 
@@ -78,11 +77,7 @@ _FINISH_REASONS = {"tool_use": "tool_call"}
 
 def mask(text: str) -> str:
     """``text`` with the credentials of every live LLM client and MCP connection replaced by ``***``."""
-    text = redact_live_secrets(text)
-    mcp_secrets = sys.modules.get("yiemagent.mcp._secrets")  # only loaded once an MCP client exists
-    if mcp_secrets is not None:
-        text = mcp_secrets.redact_open_connections(text)
-    return text
+    return redact_live_secrets(text)
 
 
 def _json(value: Any) -> str:

@@ -5,7 +5,7 @@ Each module defines ``<name>_execute`` (and, where it needs them,
 ``<name>_tool()`` returning the ``AgentTool``. The names the LLM sees are the spec's.
 
 The built-ins own their registration: ``register_all_tools`` (spec §4) and
-``register_builtin_tools`` (the agent's ``builtin_tools=`` option, API.md "Agent
+``register_builtin_tools`` (the agent's ``builtin_tools=`` option, docs/api.md "Agent
 options") live here, so ``registry.py`` imports no tool and the tool modules can import
 ``registry.py`` without an import circle.
 """
@@ -63,7 +63,7 @@ def list_tool(store: ToolStore) -> AgentTool:
 def resolve_builtin_names(builtin: Union[bool, str, Iterable[str]]) -> tuple[str, ...]:
     """The built-in names the agent option ``builtin_tools`` selects, in registration order.
 
-    API.md "Agent options": ``True`` all four, ``False`` none, an iterable of names only
+    docs/api.md "Agent options": ``True`` all four, ``False`` none, an iterable of names only
     those (a single string counts as one name, as a user writing ``builtin_tools="getTime"``
     means).
 

@@ -1,0 +1,740 @@
+"""The cached fast path of format_msg_for_llm (issue 12) against the plain reference formatter.
+
+Spec §14 (formatMsgForLLM); docs/performance.md says what is cached and what invalidates it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import gc
+import json
+import pickle
+import sys
+import threading
+import weakref
+from datetime import timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers import WAIT, make_agent, make_tool
+from reference_format import reference_format
+from strategies import wire_histories, wire_messages
+from yiemagent import (
+    AgentContext,
+    AgentMessage,
+    AgentState,
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ToolResultMessage,
+    ToolStore,
+    UserMessage,
+    YiemAgent,
+    format_msg_for_llm,
+    prepare_context,
+    register_tool,
+    run_agent,
+    take_response,
+)
+from yiemagent import formatting
+import yiemagent._format_cache as format_cache
+from yiemagent._format_cache import APPENDING_METHODS, EDITING_METHODS, History, HistorySnapshot
+from yiemagent._format_cache import FrozenDict, FrozenList, freeze
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.anthropic import build_anthropic_request
+from yiemagent.llm.openai import build_openai_request
+from yiemagent.llm.scripted import tool_call_reply
+
+
+
+def tools() -> dict[str, Any]:
+    store = ToolStore("cache")
+    register_tool(store, make_tool("getWeather", schema={"type": "object", "properties": {"city": {"type": "string"}}}))
+    return store.tools
+
+
+TOOLS = tools()
+
+
+def context(messages: list[Any], system_prompt: str = "You are a test.") -> AgentContext:
+    """The context of a round: the default prepare_context's snapshot for a History, the list itself otherwise."""
+    if isinstance(messages, History):
+        return prepare_context(AgentState(system_prompt, None, TOOLS, messages), None)
+    return AgentContext(system_prompt, messages, TOOLS)
+
+
+def assert_same_request(messages: list[Any], system_prompt: str = "You are a test.") -> dict[str, Any]:
+    """The fast path and the reference agree: equal, same JSON bytes, same container kinds."""
+    fast = format_msg_for_llm(context(messages, system_prompt), None)
+    reference = reference_format(context(list(messages), system_prompt), None)
+    assert json.dumps(fast, ensure_ascii=False) == json.dumps(reference, ensure_ascii=False)
+    assert fast == reference
+    assert shape(fast) == shape(reference)
+    return fast
+
+
+def shape(value: Any) -> Any:
+    """The container kinds of a value (a read-only dict counts as a dict), to compare structure too."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shape(v) for v in value]
+    return type(value).__name__
+
+
+def twin(msg: Any) -> Any:
+    """A message equal (==) to ``msg`` whose JSON differs: True->1, dict keys reversed, another UTC offset."""
+
+    def change(value: Any) -> Any:
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, dict):
+            return {k: change(value[k]) for k in reversed(list(value))}
+        if isinstance(value, list):
+            return [change(v) for v in value]
+        return value
+
+    fields: dict[str, Any] = {
+        "content": [change(b) if isinstance(b, dict) else b for b in msg.content],
+        "timestamp": msg.timestamp.astimezone(timezone(timedelta(hours=-3))),
+    }
+    if isinstance(msg, ToolResultMessage):
+        fields["is_error"] = int(msg.is_error)
+    return dataclasses.replace(msg, **fields)
+
+
+@dataclasses.dataclass(frozen=True)
+class Note(AgentMessage):
+    """A kind of message the formatter does not know: left out of requests."""
+
+    text: str
+
+
+class SlottedNote:
+    """A stray entry with no ``__dict__`` (a hook's): nothing can be cached on it.
+
+    Not an ``AgentMessage``: every one of those has a ``__dict__``, from ``DataClassJsonMixin``."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def tool_use() -> list[Any]:
+    """One turn of real tool use, as new message objects (nothing cached yet)."""
+    return [
+        UserMessage([TextContent("weather in Tokyo?")]),
+        tool_call_reply(("call_1", "getWeather", '{"city": "Tokyo"}')),
+        ToolResultMessage("call_1", "getWeather", [TextContent("Sunny, 22°C")]),
+        AssistantMessage([TextContent("It is sunny.")], stop_reason="stop"),
+    ]
+
+
+@pytest.mark.spec("14")
+@given(wire_histories, st.text(max_size=10), st.booleans())
+def test_fast_path_equals_the_reference_formatter(history, system_prompt, as_history):
+    """Any history, both §7 formats, string and dict arguments, images, errors: byte for byte the reference's request."""
+    history = History(history) if as_history else list(history)
+    assert_same_request(history, system_prompt)
+    assert_same_request(history, system_prompt)  # the second call answers from the caches
+
+
+# Every way to change a History (each mutator, slice assignment, replacing the list) and
+# a hook changing the round's snapshot. Indexes are taken modulo the length.
+EDITS = st.one_of(
+    st.tuples(st.just("append"), wire_messages),
+    st.tuples(st.just("extend"), st.lists(wire_messages, max_size=3)),
+    st.tuples(st.just("+="), st.lists(wire_messages, max_size=3)),
+    st.tuples(st.just("insert"), st.integers(0, 20), wire_messages),
+    st.tuples(st.just("replace"), st.integers(0, 20), wire_messages),
+    st.tuples(st.just("twin"), st.integers(0, 20)),
+    st.tuples(st.just("copy"), st.integers(0, 20)),
+    st.tuples(st.just("del"), st.integers(0, 20)),
+    st.tuples(st.just("del slice"), st.integers(0, 20), st.integers(0, 20)),
+    st.tuples(st.just("set slice"), st.integers(0, 20), st.integers(0, 20), st.lists(wire_messages, max_size=3)),
+    st.tuples(st.just("pop"), st.integers(0, 20)),
+    st.tuples(st.just("pop last")),
+    st.tuples(st.just("remove"), st.integers(0, 20)),
+    st.tuples(st.just("move"), st.integers(0, 20), st.integers(0, 20)),
+    st.tuples(st.just("repeat"), st.integers(0, 20)),
+    st.tuples(st.just("reverse")),
+    st.tuples(st.just("sort")),
+    st.tuples(st.just("*="), st.integers(0, 2)),
+    st.tuples(st.just("clear")),
+    st.tuples(st.just("__init__"), st.lists(wire_messages, max_size=3)),
+    st.tuples(st.just("new plain list")),
+    st.tuples(st.just("new History")),
+)
+HOOK_EDITS = st.sampled_from([None, "append", "drop first", "set first", "reverse", "replace"])
+
+
+def apply(history: list[Any], edit: tuple[Any, ...]) -> list[Any]:
+    """Apply one edit; returns the history (a new list for the two "new" edits)."""
+    kind, *args = edit
+    at = args[0] % len(history) if history and args and isinstance(args[0], int) else 0
+    if kind == "append":
+        history.append(args[0])
+    elif kind == "extend":
+        history.extend(args[0])
+    elif kind == "+=":
+        history += args[0]
+    elif kind == "insert":
+        history.insert(at, args[1])
+    elif kind == "set slice":
+        history[args[0] : args[1]] = args[2]
+    elif kind == "del slice":
+        del history[args[0] : args[1]]
+    elif kind == "*=":
+        history *= args[0]
+    elif kind == "clear":
+        history.clear()
+    elif kind == "__init__":
+        history.__init__(args[0])  # type: ignore[misc]
+    elif kind == "new plain list":
+        return list(history)
+    elif kind == "new History":
+        return History(history)
+    elif kind == "sort":
+        history.sort(key=lambda m: m.role)
+    elif not history:
+        return history
+    elif kind == "replace":
+        history[at] = args[1]
+    elif kind == "twin":
+        history[at] = twin(history[at])
+    elif kind == "copy":
+        history[at] = copy.deepcopy(history[at])
+    elif kind == "del":
+        del history[at]
+    elif kind == "pop":
+        history.pop(at)
+    elif kind == "pop last":
+        history.pop()
+    elif kind == "remove":
+        history.remove(history[at])
+    elif kind == "move":
+        history.insert(args[1] % len(history), history.pop(at))
+    elif kind == "repeat":
+        history.append(history[at])
+    elif kind == "reverse":
+        history.reverse()
+    return history
+
+
+def hook(ctx: AgentContext, edit: Any) -> None:
+    """What a custom prepare_context might do to the default's snapshot."""
+    messages = ctx.messages
+    if edit == "append":
+        messages.append(UserMessage([TextContent("Remember: be brief.")]))
+    elif edit == "drop first" and messages:
+        del messages[0]
+    elif edit == "set first" and messages:
+        messages[0] = twin(messages[0])
+    elif edit == "reverse":
+        messages.reverse()
+    elif edit == "replace":
+        ctx.messages = messages[1:] + [UserMessage([TextContent("a summary")])]
+
+
+@given(wire_histories, st.lists(st.tuples(EDITS, HOOK_EDITS), max_size=8))
+def test_every_request_after_any_edit_equals_the_reference(history, steps):
+    """Every History mutator, slice assignment, replacing the list (plain or History), a hook changing the snapshot: each next request is exact."""
+    history = History(history)
+    assert_same_request(history)
+    for edit, hook_edit in steps:
+        history = apply(history, edit)
+        ctx = context(history)
+        hook(ctx, hook_edit)
+        fast = format_msg_for_llm(ctx, None)
+        assert json.dumps(fast) == json.dumps(reference_format(context(list(ctx.messages)), None))
+        assert_same_request(history)  # and the round after, without the hook
+
+
+def test_history_counts_every_list_method_that_changes_what_it_holds():
+    """Each editing method bumps `edits` (by 2), each appending one keeps it; no list method is left unsorted."""
+    public = {n for n in dir(list) if not n.startswith("_")}
+    in_place = {n for n in dir(list) if n in ("__init__", "__setitem__", "__delitem__") or n.startswith("__i") and n not in ("__init_subclass__", "__iter__")}
+    reading = {"copy", "count", "index"}
+    assert public | in_place == set(EDITING_METHODS) | set(APPENDING_METHODS) | reading  # a new list method fails here
+    calls = {
+        "__init__": lambda h: h.__init__([3, 1]), "__setitem__": lambda h: h.__setitem__(0, 9),
+        "__delitem__": lambda h: h.__delitem__(0), "__imul__": lambda h: h.__imul__(1), "insert": lambda h: h.insert(0, 5),
+        "pop": lambda h: h.pop(), "remove": lambda h: h.remove(1), "clear": lambda h: h.clear(),
+        "sort": lambda h: h.sort(), "reverse": lambda h: h.reverse(),
+        "append": lambda h: h.append(4), "extend": lambda h: h.extend([4]), "__iadd__": lambda h: h.__iadd__([4]),
+    }
+    for name, call in calls.items():
+        history = History([1, 2, 3])
+        before = history.edits
+        call(history)
+        assert history.edits == before + (2 if name in EDITING_METHODS else 0), name
+        assert type(history) is History, name
+    history = History([1, 2, 3])
+    before = history.edits
+    history[1:1] = []  # a slice assignment counts, even one that changes nothing
+    history *= 1
+    assert history.edits == before + 4 and type(history) is History
+
+
+def test_a_failed_edit_still_counts():
+    """An edit that raises (remove of a missing item, a sort whose key fails) counts: it may have changed part."""
+    history = History([3, 1, 2])
+    before = history.edits
+    with pytest.raises(ValueError):
+        history.remove(7)
+    with pytest.raises(ZeroDivisionError):
+        history.sort(key=lambda x: 1 / (x - 1))
+    assert history.edits == before + 4 and history.edits % 2 == 0
+
+
+def test_a_snapshot_has_a_lineage_until_it_is_changed_in_any_way():
+    """prepare_context's snapshot records its source, edit count and length; any change to it, appends too, drops that."""
+    history = History(tool_use())
+    snapshot = HistorySnapshot(history)
+    assert snapshot == history and snapshot.lineage == (history, history.edits, 4)
+    assert snapshot.lineage.source is history
+    assert HistorySnapshot(list(history)).lineage is None  # a plain list has no lineage to record
+    changes = [
+        lambda s: s.append(s[0]), lambda s: s.extend([]), lambda s: s.__iadd__([]), lambda s: s.__imul__(1),
+        lambda s: s.__setitem__(0, s[0]), lambda s: s.__delitem__(0), lambda s: s.insert(0, s[0]), lambda s: s.pop(),
+        lambda s: s.remove(s[0]), lambda s: s.clear(), lambda s: s.sort(key=id), lambda s: s.reverse(),
+        lambda s: s.__init__([]),
+    ]
+    for change in changes:
+        snapshot = HistorySnapshot(History([1, 2, 3]))
+        change(snapshot)
+        assert snapshot.lineage is None, change
+    again = HistorySnapshot(list(history))
+    again.__init__(history)  # re-filled from a History: the lineage of what it now holds
+    assert again.lineage == (history, history.edits, 4)
+
+
+class Watcher:
+    """An item whose == runs while a list method is under way, to look at the list mid-change."""
+
+    def __init__(self, look: Any) -> None:
+        self.look = look
+
+    def __eq__(self, other: Any) -> bool:
+        self.look()
+        return self is other
+
+    def __lt__(self, other: Any) -> bool:
+        self.look()
+        return id(self) < id(other)
+
+
+def test_a_snapshot_taken_while_its_source_is_being_edited_has_no_lineage():
+    """A snapshot copied during an edit (here from inside sort's comparisons) does not claim the source's lineage."""
+    history = History()
+    seen = []
+    history.extend(Watcher(lambda: seen.append(HistorySnapshot(history).lineage)) for _ in range(3))
+    history.sort()
+    history.remove(history[-1])
+    assert len(seen) > 2 and all(lineage is None for lineage in seen)
+    assert HistorySnapshot(history).lineage is not None
+
+
+class EditingHistory(History):
+    """A History whose iteration edits it half-way: a copy made by iterating spans an edit."""
+
+    def __getitem__(self, index: Any) -> Any:
+        items = History.__getitem__(self, index)
+        if isinstance(index, slice):
+            self.reverse()
+        return items
+
+
+def test_a_snapshot_whose_copy_spans_an_edit_has_no_lineage():
+    """The edit count is read before and after copying: an edit in between (one writer, any thread) drops the lineage."""
+    history = EditingHistory(tool_use())
+    assert HistorySnapshot(history).lineage is None
+    assert HistorySnapshot(History(history)).lineage is not None
+
+
+def test_a_snapshot_changed_while_it_is_formatted_leaves_no_record(monkeypatch):
+    """A snapshot changed during formatting (here while a message is converted): no record of that request is kept; the next is exact."""
+    history = History(tool_use())
+    ctx = context(history)
+    original = formatting._message_to_openai
+
+    def converting(msg: Any) -> Any:
+        if msg is history[-1]:
+            ctx.messages.append(UserMessage([TextContent("late")]))
+        return original(msg)
+
+    monkeypatch.setattr(formatting, "_message_to_openai", converting)
+    format_msg_for_llm(ctx, None)
+    assert ctx.messages[-1].content[0].text == "late" and not hasattr(history, format_cache._LATEST_ATTR)
+    monkeypatch.undo()
+    assert_same_request(history)
+    assert getattr(history, format_cache._LATEST_ATTR).length == 4
+
+
+@pytest.mark.parametrize(
+    "copier, kind",
+    [
+        (copy.copy, History), (copy.deepcopy, History), (lambda h: pickle.loads(pickle.dumps(h)), History),
+        (list, list), (lambda h: h[:], list), (lambda h: h.copy(), list), (lambda h: h + [], list),
+    ],
+    ids=["copy.copy", "copy.deepcopy", "pickle", "list", "slice", "copy-method", "add"],
+)
+def test_copies_of_a_history_are_fresh_and_copies_of_a_snapshot_plain(copier, kind):
+    """A History's copies are a fresh History (nothing cached on it) or a plain list; a snapshot's copies are plain lists."""
+    history = History(tool_use())
+    history[0] = history[0]
+    format_msg_for_llm(context(history), None)
+    copied = copier(history)
+    assert type(copied) is kind and copied == history
+    assert hasattr(history, format_cache._LATEST_ATTR) and not hasattr(copied, format_cache._LATEST_ATTR)
+    snapshot = HistorySnapshot(history)
+    assert type(copier(snapshot)) is list and copier(snapshot) == history
+
+
+def test_an_equal_message_that_serialises_otherwise_gets_its_own_wire():
+    """The cache goes by identity, not ==: a twin holding 1 for True and other key order is sent as it is."""
+    reply = AssistantMessage([{"type": "tool_call", "name": "t", "arguments": {"flag": True, "a": 1}}])
+    result = ToolResultMessage("c", "t", [TextContent("ok")], is_error=False)
+    history = [UserMessage([TextContent("q")]), reply, result, AssistantMessage([TextContent("done")])]
+    first = assert_same_request(history)
+    history[1], history[2] = twin(reply), twin(result)  # the last message, which remembers the request, stays
+    assert history[1:3] == [reply, result]
+    second = assert_same_request(history)
+    assert second["messages"][2]["tool_calls"][0]["function"]["arguments"] == '{"a": 1, "flag": 1}'
+    assert second["messages"][2]["tool_calls"][0]["id"] != first["messages"][2]["tool_calls"][0]["id"]
+    assert json.dumps(second["messages"][3]["is_error"]) == "0"
+
+
+def record_calls(monkeypatch: pytest.MonkeyPatch, name: str, module: Any = formatting) -> list[Any]:
+    """Replace ``module.<name>`` by a wrapper recording the message each call gets."""
+    calls: list[Any] = []
+    original = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda msg, *rest: calls.append(msg) or original(msg, *rest))
+    return calls
+
+
+def test_each_message_is_converted_once(monkeypatch):
+    """A message's tool calls are extracted and serialised on its first request only, whatever happens to the list."""
+    turn = tool_use()
+    history = list(turn)
+    converted = record_calls(monkeypatch, "_message_to_openai")
+    format_msg_for_llm(context(history), None)
+    history.append(UserMessage([TextContent("and in Osaka?")]))
+    history.reverse()
+    format_msg_for_llm(context(history), None)
+    assert [id(m) for m in converted] == [id(m) for m in turn + [history[0]]]
+
+
+def test_a_request_after_appending_looks_only_at_the_new_messages(monkeypatch):
+    """The previous request's wires are reused as they are: only the appended messages are looked at."""
+    history = History(UserMessage([TextContent(f"q{i}")]) for i in range(50))
+    first = format_msg_for_llm(context(history), None)
+    new = tool_use()[1:3]
+    history += new
+    looked_at = record_calls(monkeypatch, "_wire_of", format_cache)
+    second = format_msg_for_llm(context(history), None)
+    assert looked_at == new
+    assert all(a is b for a, b in zip(first["messages"][1:], second["messages"][1:51]))
+
+
+def test_a_request_from_an_unchanged_history_reuses_every_wire_and_looks_at_no_message(monkeypatch):
+    """Formatting again with nothing appended (a new snapshot, or the same context twice): the record's wires, as they are."""
+    history = History(tool_use())
+    ctx = context(history)
+    first = format_msg_for_llm(ctx, None)
+    looked_at = record_calls(monkeypatch, "_wire_of", format_cache)
+    again = [format_msg_for_llm(context(history), None), format_msg_for_llm(ctx, None)]
+    assert looked_at == []
+    for request in again:
+        assert request == first == reference_format(context(list(history)), None)
+        assert all(a is b for a, b in zip(first["messages"][1:], request["messages"][1:], strict=True))
+
+
+@pytest.mark.parametrize("how", ["edited", "plain list", "hook appended", "shorter"])
+def test_without_a_matching_lineage_every_message_is_looked_up(monkeypatch, how):
+    """After an edit, from a plain list, from a changed snapshot, or for a shorter snapshot: each message's own cache, exactly."""
+    history = History(tool_use())
+    format_msg_for_llm(context(history), None)
+    ctx = context(history)
+    if how == "edited":
+        history[0] = history[0]
+        ctx = context(history)
+    elif how == "plain list":
+        ctx = context(list(history))
+    elif how == "hook appended":
+        ctx.messages.append(history[0])
+    else:
+        history.append(history[0])
+        format_msg_for_llm(context(history), None)  # the record is now one longer than ctx
+    looked_at = record_calls(monkeypatch, "_wire_of", format_cache)
+    format_msg_for_llm(ctx, None)
+    assert [id(m) for m in looked_at] == [id(m) for m in ctx.messages]
+    assert_same_request(list(ctx.messages))
+
+
+def test_history_message_dicts_are_read_only_and_the_rest_is_fresh():
+    """Changing a history message's dict raises TypeError naming the fix; the request's own dict, lists, system and tool dicts are the caller's."""
+    formatted = format_msg_for_llm(context(tool_use()), None)
+    system, user, assistant, result, _answer = formatted["messages"]
+    for change in (
+        lambda: user.__setitem__("content", "changed"),
+        lambda: result.pop("is_error"),
+        lambda: result.update(content="x"),
+        lambda: assistant["tool_calls"].append({}),
+        lambda: assistant["tool_calls"][0]["function"].__setitem__("arguments", "{}"),
+    ):
+        with pytest.raises(TypeError, match="read-only.*docs/performance.md"):
+            change()
+    formatted["temperature"] = 0
+    formatted["messages"].append({"role": "user", "content": "extra"})
+    system["content"] = "changed"
+    formatted["tools"][0]["function"]["name"] = "changed"
+    assert_same_request(tool_use())
+
+
+def test_a_raw_user_part_is_copied_not_shared_with_the_message():
+    """A part kept as given (an image by URL) goes out as a read-only copy: the message's own dict is not exposed."""
+    part = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    msg = UserMessage([TextContent("what is this?"), part])
+    wire = format_msg_for_llm(context([msg]), None)["messages"][1]
+    assert wire["content"][1] == part and wire["content"][1] is not part
+    assert isinstance(wire["content"][1]["image_url"], FrozenDict)
+
+
+@pytest.mark.parametrize(
+    "copier, deep",
+    [
+        (dict, False),
+        (lambda d: {**d}, False),
+        (lambda d: d.copy(), False),
+        (copy.copy, False),
+        (copy.deepcopy, True),
+        (lambda d: pickle.loads(pickle.dumps(d)), True),
+    ],
+    ids=["dict", "unpack", "copy-method", "copy.copy", "copy.deepcopy", "pickle"],
+)
+def test_every_copy_of_a_read_only_dict_is_plain_and_editable(copier, deep):
+    """dict(), {**d}, .copy(), copy.copy give an editable plain dict; copy.deepcopy and pickle plain all the way down."""
+    wire = format_msg_for_llm(context(tool_use()), None)["messages"][2]
+    copied = copier(wire)
+    assert type(copied) is dict and copied == wire
+    copied["content"] = "mine"
+    if deep:
+        copied["tool_calls"].append({})
+        copied["tool_calls"][0]["function"]["arguments"] = "{}"
+    else:
+        assert copied["tool_calls"] is wire["tool_calls"]  # a shallow copy shares the read-only insides
+    assert wire["content"] == "" and len(wire["tool_calls"]) == 1
+    assert wire["tool_calls"][0]["function"]["arguments"] == '{"city": "Tokyo"}'
+
+
+def test_frozen_containers_refuse_every_change_and_serialise_like_plain_ones():
+    """Every mutating method of the read-only dict and list raises; json, == and copies see plain containers."""
+    value = {"a": [1, {"b": (2, [3])}], "c": "d"}
+    frozen = freeze(value)
+    assert frozen == value and json.dumps(frozen) == json.dumps(value)
+    assert isinstance(frozen, FrozenDict) and isinstance(frozen["a"], FrozenList) and isinstance(frozen["a"][1]["b"][1], FrozenList)
+    d, lst = frozen, frozen["a"]
+    for change in (
+        lambda: d.__setitem__("x", 1), lambda: d.__delitem__("c"), lambda: d.clear(), lambda: d.pop("c"),
+        lambda: d.popitem(), lambda: d.setdefault("x", 1), lambda: d.update(x=1), lambda: d.__ior__({"x": 1}),
+        lambda: lst.__setitem__(0, 2), lambda: lst.__delitem__(0), lambda: lst.append(1), lambda: lst.extend([1]),
+        lambda: lst.insert(0, 1), lambda: lst.pop(), lambda: lst.remove(1), lambda: lst.clear(), lambda: lst.sort(),
+        lambda: lst.reverse(), lambda: lst.__iadd__([1]), lambda: lst.__imul__(2),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert frozen == value
+    assert type(copy.deepcopy(frozen)["a"]) is list and type(pickle.loads(pickle.dumps(frozen))["a"]) is list
+    assert type(copy.copy(lst)) is list and type(lst[:]) is list
+
+
+def test_copies_of_a_message_carry_no_cache_and_its_value_is_untouched():
+    """The cache is not part of a message: to_dict, ==, deepcopy and pickle see only the fields; copies compute their own wire."""
+    msg = tool_use()[1]
+    before = msg.to_dict()
+    wire = format_msg_for_llm(context([msg]), None)["messages"][1]
+    assert msg.to_dict() == before and AssistantMessage.from_dict(before) == msg
+    for clone in (copy.deepcopy(msg), pickle.loads(pickle.dumps(msg))):
+        assert clone == msg
+        clone_wire = format_msg_for_llm(context([clone]), None)["messages"][1]
+        assert clone_wire == wire and clone_wire is not wire and isinstance(clone_wire, FrozenDict)
+
+
+def test_unknown_message_kinds_are_left_out_cached_or_not():
+    """A message kind the formatter does not know is not sent, whether or not it can hold a cache."""
+    first, *_, last = tool_use()
+    history = [first, Note("aside"), SlottedNote("aside"), last]
+    assert not hasattr(history[2], "__dict__")
+    for _ in range(2):
+        formatted = assert_same_request(history)
+        assert [m["role"] for m in formatted["messages"]] == ["system", "user", "assistant"]
+
+
+def test_the_cache_lives_and_dies_with_the_message():
+    """Nothing outside the history and its messages keeps them alive: once the history is dropped, it and its messages are freed."""
+    history = History([UserMessage([TextContent(f"q{i}")]) for i in range(3)] + [tool_call_reply(("c", "t", {}))])
+    format_msg_for_llm(context(history), None)
+    history.append(UserMessage([TextContent("more")]))
+    ctx = context(history)
+    format_msg_for_llm(ctx, None)
+    refs = [weakref.ref(m) for m in history] + [weakref.ref(history)]
+    del history, ctx
+    gc.collect()
+    assert all(ref() is None for ref in refs)
+
+
+def test_threads_formatting_one_history_at_once_all_get_the_exact_request():
+    """Several threads formatting the same (growing) history at once: every request is the reference's."""
+    history = tool_use()
+    expected = {n: json.dumps(reference_format(context(history + [history[0]] * (n - 4)), None)) for n in range(4, 9)}
+    barrier = threading.Barrier(4)
+    failures = []
+
+    def worker() -> None:
+        barrier.wait()
+        for _ in range(50):
+            for n in range(4, 9):
+                got = json.dumps(format_msg_for_llm(context(history + [history[0]] * (n - 4)), None))
+                if got != expected[n]:
+                    failures.append(n)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert not failures and not any(t.is_alive() for t in threads)
+
+
+def test_threads_snapshotting_a_history_while_one_thread_edits_it_all_get_exact_requests():
+    """One writer appends to and reorders a History while four threads take snapshots and format them: every request is its snapshot's."""
+    history = History(tool_use())
+    extra = tool_use()
+    stop = threading.Event()
+    failures = []
+
+    def writer() -> None:
+        for i in range(400):
+            history.append(extra[i % 4])
+            if i % 3 == 0:
+                history.reverse()
+            if len(history) > 24:
+                del history[:8]
+        stop.set()
+
+    def reader() -> None:
+        while not stop.is_set():
+            ctx = context(history)
+            got = json.dumps(format_msg_for_llm(ctx, None))
+            if got != json.dumps(reference_format(context(list(ctx.messages)), None)):
+                failures.append(list(ctx.messages))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, inside the edits too
+    try:
+        threads = [threading.Thread(target=reader) for _ in range(4)] + [threading.Thread(target=writer)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(WAIT * 6)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures and not any(t.is_alive() for t in threads)
+
+
+def test_clients_take_the_read_only_request_and_send_the_same_bytes():
+    """The OpenAI and Anthropic clients build the same body from the cached request as from the reference's, changing nothing."""
+    history = tool_use() + [UserMessage([TextContent("look"), ImageContent("AAAA", "image/png")])]
+    fast = format_msg_for_llm(context(history), None)
+    reference = reference_format(context(history), None)
+    assert json.dumps(build_openai_request(fast, "m")) == json.dumps(build_openai_request(reference, "m"))
+    assert json.dumps(build_anthropic_request(fast, "m", 100)) == json.dumps(build_anthropic_request(reference, "m", 100))
+    assert fast == reference
+
+
+def ask(agent: YiemAgent, text: str) -> AssistantMessage:
+    run_agent(agent, text)
+    response = take_response(agent, timeout=WAIT)
+    assert agent.wait_until_idle(WAIT)
+    return response
+
+
+def reference_of(agent: YiemAgent, history: list[Any]) -> str:
+    return json.dumps(reference_format(AgentContext(agent.state.system_prompt, history, agent.state.tools), None))
+
+
+@pytest.mark.parametrize("edit", ["replace", "remove", "reorder", "twin", "new list", "new list, then appended", "slice assignment"])
+def test_editing_state_messages_while_idle_gives_an_exact_next_request(edit):
+    """Between runs the caller replaces, removes, reorders messages or swaps in a new list: the next request is exact."""
+    llm = ScriptedLLM(["first", "between", "second"])
+    with make_agent(llm, messages=tool_use()) as agent:
+        ask(agent, "one")
+        messages = agent.state.messages
+        if edit == "replace":
+            messages[1] = tool_call_reply(("call_1", "getWeather", {"city": "Osaka"}))
+        elif edit == "remove":
+            del messages[0]
+        elif edit == "reorder":
+            messages[0], messages[-1] = messages[-1], messages[0]
+        elif edit == "twin":
+            messages[2] = twin(messages[2])  # is_error 0 instead of False: equal, but sent otherwise
+        elif edit == "slice assignment":
+            messages[:] = reversed(messages)
+        else:
+            agent.state.messages = list(reversed(messages))  # kept as given: the caller's list
+        if edit == "new list, then appended":
+            ask(agent, "between")
+            agent.state.messages.append(UserMessage([TextContent("appended by the caller")]))
+        edited = list(agent.state.messages)
+        ask(agent, "two")
+        assert json.dumps(llm.requests[-1]) == reference_of(agent, edited + [agent.history()[-2]])
+        assert type(agent.state.messages) is (list if edit.startswith("new list") else History)
+
+
+def test_a_custom_prepare_context_with_the_default_format_sends_exact_requests():
+    """A prepare_context that injects a fresh reminder and drops the oldest message each round: every request is exact."""
+    sent = []
+
+    def inject(state: AgentState, sink: Any) -> AgentContext:
+        ctx = prepare_context(state, sink)
+        ctx.messages = ctx.messages[1:] + [UserMessage([TextContent("Remember: be brief.")])]
+        sent.append(list(ctx.messages))
+        return ctx
+
+    llm = ScriptedLLM([tool_call_reply(("c1", "getWeather", {"city": "Tokyo"})), "done", "again"])
+    with make_agent(llm, messages=tool_use(), prepare_context=inject) as agent:
+        ask(agent, "weather?")
+        ask(agent, "more?")
+    assert len(llm.requests) == 3
+    for request, history in zip(llm.requests, sent):
+        assert json.dumps(request) == reference_of(agent, history)
+
+
+def test_a_custom_format_that_replaces_a_message_dict_works_one_that_edits_in_place_fails_naming_why():
+    """Wrapping the default: replacing a dict works as before; editing one in place ends the run with an error naming the fix."""
+
+    def replacing(ctx: AgentContext, sink: Any) -> dict[str, Any]:
+        formatted = format_msg_for_llm(ctx, sink)
+        formatted["messages"] = [{**m, "content": m["content"].upper()} if m["role"] == "user" else m for m in formatted["messages"]]
+        return formatted
+
+    def editing(ctx: AgentContext, sink: Any) -> dict[str, Any]:
+        formatted = format_msg_for_llm(ctx, sink)
+        formatted["messages"][-1]["content"] = "changed"
+        return formatted
+
+    llm = ScriptedLLM(["ok"])
+    with make_agent(llm, format_msg_for_llm=replacing) as agent:
+        assert ask(agent, "shout").content[0].text == "ok"
+        assert llm.requests[0]["messages"][-1] == {"role": "user", "content": "SHOUT"}
+        assert format_msg_for_llm(prepare_context(agent.state, None), None)["messages"][1]["content"] == "shout"
+    with make_agent(ScriptedLLM(["unused"]), format_msg_for_llm=editing) as agent:
+        response = ask(agent, "edit")
+    assert response.stop_reason == "error"
+    assert "TypeError" in response.error_message and "read-only" in response.error_message

@@ -1,0 +1,475 @@
+"""History beyond a run: save_history / load_history, add_message, mending tool results (docs/sessions.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from datetime import date, datetime, time, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import strategies
+from helpers import WAIT, blocking_tool, make_tool, text_result
+from yiemagent import (
+    AgentClosedError,
+    AssistantMessage,
+    ImageContent,
+    LLMUsage,
+    MessageFormatError,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+    add_message,
+    continue_agent,
+    format_msg_for_llm,
+    load_history,
+    prepare_context,
+    run_agent,
+    save_history,
+    shutdown,
+    take_response,
+)
+from yiemagent.history._json import message_from_json, message_to_json
+from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.normalize import normalize_message
+
+STAMP = datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=timezone(timedelta(hours=2)))
+
+
+def every_kind() -> list:
+    """A conversation with one message of each type, images, raw tool-call blocks of both forms and details beyond JSON."""
+    return [
+        UserMessage([TextContent("hi"), ImageContent("aGk=", "image/png")], STAMP),
+        tool_call_reply(("c1", "book", {"when": "tomorrow"})),
+        ToolResultMessage(
+            "c1",
+            "book",
+            [TextContent("booked")],
+            {"at": STAMP, "day": date(2024, 5, 2), "slot": time(9, 30), "raw": b"\x00\xff", "pair": (1, "a"), "tags": {"x"}, "by_id": {7: "seven"}, "$type": "kept"},
+            LLMUsage(1, 1),
+            ["newTool"],
+            True,
+            STAMP,
+        ),
+        AssistantMessage([{"type": "tool_call", "id": "c2", "name": "x", "arguments": {"a": [1, 2]}}], usage=LLMUsage(3, 4, 1, 0, 7, 2)),
+        ToolResultMessage("c2", "x", [TextContent("done")], timestamp=STAMP),
+    ]
+
+
+@pytest.mark.spec("19")
+def test_every_message_kind_round_trips_through_a_file(tmp_path):
+    """Timestamps (with their offset), images, raw tool-call blocks and details holding datetimes, bytes, tuples, sets and int keys come back equal."""
+    path = tmp_path / "history.json"
+    messages = every_kind()
+    save_history(messages, path)
+    back = load_history(path)
+    assert back == messages
+    assert back[2].details["at"].utcoffset() == timedelta(hours=2) and isinstance(back[2].details["pair"], tuple)
+    assert isinstance(back[0].content[1], ImageContent)
+
+
+@given(strategies.stored_messages)
+def test_any_message_round_trips_through_its_json_form(message):
+    """Property: whatever a message holds, the JSON form save_history and SQLiteSession write brings it back equal (a UserMessage as an agent holds it, normalize_message)."""
+    text = message_to_json(message)
+    assert message_from_json(text, "here") == (normalize_message(message) if isinstance(message, UserMessage) else message)
+    assert json.loads(text)["role"] == message.role  # plain JSON, readable by anything
+
+
+def test_the_document_is_versioned_json(tmp_path):
+    """The file is one JSON document naming its format and version; timestamps are ISO 8601 strings."""
+    path = tmp_path / "h.json"
+    save_history(every_kind()[:1], path)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    assert document["format"] == "yiemagent-history" and document["version"] == 1
+    assert document["messages"][0]["timestamp"] == "2024-05-01T12:30:15.123456+02:00"
+
+
+def test_an_object_beyond_the_table_is_kept_as_its_repr(tmp_path):
+    """A detail no tag covers is stored as its repr, so saving never fails whatever a tool returned."""
+
+    class Opaque:
+        def __repr__(self) -> str:
+            return "<Opaque 1>"
+
+    path = tmp_path / "h.json"
+    save_history([tool_call_reply(("c", "t", {})), ToolResultMessage("c", "t", [], {"thing": Opaque()})], path)
+    assert load_history(path)[1].details == {"thing": "<Opaque 1>"}
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    """Atomic: when the final rename fails, the target is as it was and no temporary file is left."""
+    target = tmp_path / "h.json"
+    target.mkdir()  # os.replace of a file onto a directory fails
+    with pytest.raises(OSError):
+        save_history(every_kind(), target)
+    assert list(tmp_path.iterdir()) == [target] and target.is_dir()
+
+
+def test_saving_replaces_the_whole_file(tmp_path):
+    """A second save replaces the first document: a shorter history leaves nothing of the longer one."""
+    path = tmp_path / "h.json"
+    save_history(every_kind(), path)
+    save_history(every_kind()[:1], path)
+    assert load_history(path) == every_kind()[:1]  # the first message's timestamp is fixed (STAMP)
+    assert [p.name for p in tmp_path.iterdir()] == ["h.json"]
+
+
+def test_saving_a_message_no_agent_would_take_names_it_and_writes_nothing(tmp_path):
+    """A UserMessage whose content holds an int would not load again: save_history refuses it, naming the entry and the block."""
+    with pytest.raises(MessageFormatError, match=r"messages\[1\]: UserMessage content\[1\] is int"):
+        save_history([UserMessage([]), UserMessage([TextContent("a"), 5])], tmp_path / "h.json")
+    assert not (tmp_path / "h.json").exists()
+
+
+def test_a_str_block_is_saved_as_a_text_block(tmp_path):
+    """A UserMessage holding a bare str is saved as the agent would hold it, one text block, so it loads again."""
+    save_history([UserMessage(["hi"], STAMP)], tmp_path / "h.json")
+    assert load_history(tmp_path / "h.json") == [UserMessage([TextContent("hi")], STAMP)]
+
+
+def test_saving_a_non_message_names_it_and_writes_nothing(tmp_path):
+    """An entry that is not an AgentMessage raises MessageFormatError naming its index; no file appears."""
+    with pytest.raises(MessageFormatError, match=r"messages\[1\] is dict"):
+        save_history([UserMessage([]), {"role": "user"}], tmp_path / "h.json")
+    assert not (tmp_path / "h.json").exists()
+
+
+def _document(*messages) -> str:
+    return json.dumps({"format": "yiemagent-history", "version": 1, "messages": list(messages)})
+
+
+GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": "2024-01-01T00:00:00+00:00"}
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("{not json", r"is not JSON"),
+        (json.dumps({"messages": []}), r"is not a yiemagent history"),
+        (json.dumps({"format": "yiemagent-history", "version": 99, "messages": []}), r"has version 99"),
+        (json.dumps({"format": "yiemagent-history", "version": 1, "messages": {}}), r"'messages' is dict"),
+        (_document(GOOD, "text"), r"messages\[1\]: is str"),
+        (_document(GOOD, {**GOOD, "role": "system"}), r"messages\[1\]: has role 'system'"),
+        (_document({**GOOD, "content": "hi"}), r"messages\[0\]: 'content' must be list"),
+        (_document(GOOD, {"role": "tool", "tool_name": "t", "content": []}), r"messages\[1\]: has no 'tool_call_id'"),
+        (_document({**GOOD, "timestamp": "yesterday"}), r"messages\[0\]: a 'timestamp' value that is not ISO 8601"),
+        (_document({**GOOD, "colour": "red"}), r"messages\[0\]: has unknown fields \['colour'\]"),
+        (_document({**GOOD, "content": [{"type": "text"}]}), r"messages\[0\]: content\[0\] is a 'text' block"),
+        (_document({"role": "assistant", "content": [], "usage": {"input_tokens": "3"}}), r"messages\[0\]: 'usage.input_tokens' must be int"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "teapot"}}), r"unknown tagged value 'teapot'"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "is_error": "no"}), r"'is_error' must be bool"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "bytes", "base64": "%%"}}), r"'bytes' value without valid base64"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "map", "items": [[1]]}}), r"'map' value whose 'items' is not a list of \[key, value\] pairs"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "map", "items": [[[1], 2]]}}), r"cannot be hashed"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "date", "value": "soon"}}), r"'date' value that is not ISO 8601"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "int", "hex": "0xzz"}}), r"'int' value that is not hex"),
+        (_document({**GOOD, "content": ["hi", 5, {"type": "weird"}]}), r"messages\[0\]: content\[0\] is str 'hi'; expected a content block"),
+        (_document(GOOD, {**GOOD, "content": [{"type": "text", "text": "a"}, 5]}), r"messages\[1\]: content\[1\] is int 5; expected a content block"),
+        (_document({"role": "assistant", "content": [[1]]}), r"messages\[0\]: content\[0\] is list"),
+        (_document({**GOOD, "content": [{"type": "weird", "v": float("nan")}]}), r"messages\[0\]: UserMessage content\[0\]/v is nan"),
+    ],
+)
+def test_a_bad_file_raises_message_format_error_naming_the_entry(tmp_path, text, expected):
+    """load_history rejects each kind of bad file with MessageFormatError naming the file and the entry."""
+    path = tmp_path / "bad.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(MessageFormatError, match=expected) as caught:
+        load_history(path)
+    assert "bad.json" in str(caught.value)
+
+
+# --- mending tool calls without results ---------------------------------------------
+
+
+def test_complete_tool_calls_answers_each_missing_call_after_the_batch():
+    """Calls without a result get an error result after the batch's own results, in call order; answered calls are untouched."""
+    reply = tool_call_reply(("a", "t", {}), ("b", "t", {}), ("c", "u", {}))
+    history = [UserMessage([TextContent("go")]), reply, ToolResultMessage("b", "t", [TextContent("ok")])]
+    mended, added, moved, dropped = complete_tool_calls(history)
+    assert [(m.role, getattr(m, "tool_call_id", None)) for m in mended] == [("user", None), ("assistant", None), ("tool", "b"), ("tool", "a"), ("tool", "c")]
+    assert [i for i, _ in added] == [3, 4] and all(m.is_error and m.content[0].text == LOST_RESULT_MESSAGE for _, m in added)
+    assert added[1][1].tool_name == "u" and added[0][1].timestamp == reply.timestamp and moved == dropped == []
+
+
+def test_complete_tool_calls_leaves_a_whole_history_alone(caplog):
+    """A history where every call has its result comes back unchanged, with nothing added, moved or dropped, and no warning."""
+    history = every_kind()
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        assert complete_tool_calls(history) == (history, [], [], [])
+    assert caplog.records == []
+
+
+def test_orphan_and_duplicate_results_are_dropped_with_a_warning_naming_where(caplog):
+    """A result that answers no call of its batch, one after a user message, a second result for one call: left out, the first result kept, and a warning says so."""
+    first = ToolResultMessage("a", "t", [TextContent("first")])
+    history = [
+        ToolResultMessage("z", "t", [TextContent("before any call")]),
+        tool_call_reply(("a", "t", {})),
+        first,
+        ToolResultMessage("a", "t", [TextContent("second")]),
+        ToolResultMessage("x", "t", [TextContent("no such call")]),
+        UserMessage([TextContent("next")]),
+        ToolResultMessage("y", "t", [TextContent("after a user message")]),
+    ]
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        mended, added, moved, dropped = complete_tool_calls(history, "here")
+    assert mended == [history[1], first, history[5]] and added == moved == []
+    assert [(i, why) for i, _, why in dropped] == [(0, "orphan"), (3, "duplicate"), (4, "orphan"), (6, "orphan")]
+    assert caplog.records[0].levelname == "WARNING" and caplog.records[0].getMessage().startswith("here: mended to be valid to send")
+    assert "3 result(s) without a call in their batch left out ('z', 'x', 'y')" in caplog.text
+    assert "1 result(s) answering a call already answered left out ('a')" in caplog.text
+
+
+def test_a_result_found_later_is_moved_after_its_call_but_never_past_a_call_of_the_same_id():
+    """A result another writer's messages pushed away from its call moves back; one beyond a later call of the same id belongs to that call."""
+    own = ToolResultMessage("a", "t", [TextContent("a's result")])
+    reused = tool_call_reply(("r", "t", {}))
+    history = [
+        tool_call_reply(("a", "t", {})),
+        UserMessage([TextContent("another writer")]),
+        tool_call_reply(("b", "t", {})),
+        own,
+        ToolResultMessage("b", "t", [TextContent("b's result")]),
+        tool_call_reply(("r", "t", {})),
+        UserMessage([TextContent("between")]),
+        reused,
+        ToolResultMessage("r", "t", [TextContent("the later r's result")]),
+    ]
+    mended, added, moved, dropped = complete_tool_calls(history)
+    assert [getattr(m, "tool_call_id", None) or m.role for m in mended] == ["assistant", "a", "user", "assistant", "b", "assistant", "r", "user", "assistant", "r"]
+    assert mended[1] is own and moved == [(3, 1)] and dropped == []
+    assert [(i, r.tool_call_id, r.is_error) for i, r in added] == [(6, "r", True)] and mended[9] is history[8]
+
+
+def test_mending_is_idempotent():
+    """Mending a mended history changes nothing."""
+    history = [tool_call_reply(("a", "t", {}), ("b", "t", {})), UserMessage([]), ToolResultMessage("a", "t", []), ToolResultMessage("a", "t", [])]
+    once = complete_tool_calls(history).messages
+    assert complete_tool_calls(once) == (once, [], [], [])
+
+
+def test_load_history_sends_a_mended_history_with_a_warning_naming_the_file(tmp_path, caplog):
+    """A file holding an orphan result and an unanswered call loads valid to send, and the warning names the file."""
+    path = tmp_path / "h.json"
+    save_history([ToolResultMessage("x", "t", []), tool_call_reply(("a", "t", {}))], path)
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        loaded = load_history(path)
+    assert [(m.role, getattr(m, "tool_call_id", None), getattr(m, "is_error", None)) for m in loaded] == [("assistant", None, None), ("tool", "a", True)]
+    assert f"history file {str(path)!r}: mended to be valid to send" in caplog.text
+
+
+# --- add_message ----------------------------------------------------------------------
+
+
+def test_add_message_while_idle_appends_without_starting_a_run(agents):
+    """Idle: the message is in the history at once and no LLM round runs."""
+    llm = ScriptedLLM([])
+    agent = agents(llm)
+    note = UserMessage([TextContent("for the record")])
+    add_message(agent, note)
+    assert agent.history() == [note]
+    assert agent.wait_until_idle(WAIT) and llm.requests == [] and agent.output_channel.empty()
+
+
+@pytest.mark.spec("10")
+def test_hand_off_result_added_later_then_continue(agents):
+    """Spec §10 hand-off: a terminating tool hands off, the external result comes in with add_message, continue_agent answers from it."""
+    hand_off = make_tool("escalate", lambda *a: text_result("Handed to a human agent, ticket 7", terminate=True))
+    llm = ScriptedLLM([tool_call_reply(("c1", "escalate", {})), "Your refund is approved."])
+    agent = agents(llm, [hand_off])
+    run_agent(agent, "refund order 42")
+    assert take_response(agent, timeout=WAIT).stop_reason == "tool_use_terminated"
+    add_message(agent, UserMessage([TextContent("[ticket 7] refund approved")]))
+    continue_agent(agent)
+    assert take_response(agent, timeout=WAIT).content[0].text == "Your refund is approved."
+    sent = llm.requests[1]["messages"]
+    assert sent[-1] == {"role": "user", "content": "[ticket 7] refund approved"} and sent[-2]["role"] == "tool"
+
+
+def test_add_message_during_a_run_joins_at_its_next_round(agents):
+    """Active run: the message is not in the history until the run's next LLM round, which sees it after the tool results."""
+    slow, in_tool, release = blocking_tool("slow", WAIT)
+    llm = ScriptedLLM([tool_call_reply(("c1", "slow", {})), "final"])
+    agent = agents(llm, [slow])
+    run_agent(agent, "go")
+    assert in_tool.wait(WAIT)
+    add_message(agent, UserMessage([TextContent("meanwhile")]))
+    assert [m.role for m in agent.history()] == ["user", "assistant"]
+    release.set()
+    assert take_response(agent, timeout=WAIT).content[0].text == "final"
+    assert [m["role"] for m in llm.requests[1]["messages"]][-3:] == ["assistant", "tool", "user"]
+    assert llm.requests[1]["messages"][-1]["content"] == "meanwhile"
+
+
+def test_add_message_during_the_last_round_is_appended_when_the_run_ends(agents):
+    """A message added while the run's final LLM call is in flight is appended after the reply, before the agent is idle, and starts no run."""
+    in_llm, release = threading.Event(), threading.Event()
+
+    def answer(formatted):
+        in_llm.set()
+        release.wait(WAIT)
+        return AssistantMessage([TextContent("final")], stop_reason="stop")
+
+    llm = ScriptedLLM([answer])
+    agent = agents(llm)
+    run_agent(agent, "go")
+    assert in_llm.wait(WAIT)
+    note = UserMessage([TextContent("late")])
+    add_message(agent, note)
+    release.set()
+    assert take_response(agent, timeout=WAIT).content[0].text == "final"
+    assert agent.wait_until_idle(WAIT)
+    assert [m.role for m in agent.history()] == ["user", "assistant", "user"] and agent.history()[-1] is note
+    assert len(llm.requests) == 1
+
+
+def test_add_message_from_many_threads_loses_nothing(agents):
+    """Thread-safe: messages added from eight threads at once are all in the history."""
+    agent = agents(ScriptedLLM([]))
+    barrier = threading.Barrier(8)
+
+    def add(n):
+        barrier.wait(WAIT)
+        for i in range(25):
+            add_message(agent, UserMessage([TextContent(f"{n}-{i}")]))
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    texts = [m.content[0].text for m in agent.history()]
+    assert sorted(texts) == sorted(f"{n}-{i}" for n in range(8) for i in range(25))
+    for n in range(8):  # each thread's messages in the order it added them
+        assert [t for t in texts if t.startswith(f"{n}-")] == [f"{n}-{i}" for i in range(25)]
+
+
+def test_add_message_refuses_what_is_not_a_message_and_a_closed_agent(agents):
+    """A dict raises MessageFormatError; after shutdown add_message raises AgentClosedError."""
+    agent = agents(ScriptedLLM([]))
+    with pytest.raises(MessageFormatError, match="got dict"):
+        add_message(agent, {"role": "user", "content": "x"})
+    shutdown(agent, timeout=WAIT)
+    with pytest.raises(AgentClosedError) as raised:
+        add_message(agent, UserMessage([]))
+    assert str(raised.value) == "the agent has been shut down; it takes no more messages"
+
+
+def test_add_message_checks_the_message_before_it_enters_the_history(agents):
+    """Decision 15: add_message refuses a message that cannot be sent again, and a str content becomes a text block."""
+    agent = agents(ScriptedLLM([]))
+    with pytest.raises(MessageFormatError, match="must be a str"):
+        add_message(agent, UserMessage([TextContent(42)]))
+    add_message(agent, UserMessage("handed back"))
+    assert agent.history() == [UserMessage([TextContent("handed back")], timestamp=agent.history()[0].timestamp)]
+
+
+def test_a_saved_agent_history_starts_a_new_agent(agents, tmp_path):
+    """save_history(agent.history()) then YiemAgent(messages=load_history(...)): the next LLM round sees the whole conversation."""
+    first = agents(ScriptedLLM([tool_call_reply(("c1", "echo", {"x": 1})), "one"]), [make_tool("echo")])
+    run_agent(first, "hello")
+    take_response(first, timeout=WAIT)
+    save_history(first.history(), tmp_path / "h.json")
+    llm = ScriptedLLM(["two"])
+    second = agents(llm, [make_tool("echo")], messages=load_history(tmp_path / "h.json"))
+    run_agent(second, "again")
+    take_response(second, timeout=WAIT)
+    earlier = format_msg_for_llm(prepare_context(first.state, None), None)["messages"]
+    assert llm.requests[0]["messages"][:-1] == earlier
+    assert [m["role"] for m in earlier] == ["system", "user", "assistant", "tool", "assistant"]
+
+
+# --- temporaries a killed save leaves (docs/sessions.md "The JSON form") ---------------------
+
+SAVER = """
+import os, sys
+from yiemagent import TextContent, UserMessage, save_history
+real, calls = os.fsync, []
+
+def stuck(fd):   # the first fsync is the temporary's: stop there, the document half written
+    calls.append(fd)
+    if len(calls) == 1:
+        print("ready", flush=True)
+        sys.stdin.readline()
+    real(fd)
+
+os.fsync = stuck
+save_history([UserMessage([TextContent("from the child")])], sys.argv[1])
+"""
+
+
+def saver_in_the_middle(path):
+    """A child process stopped inside save_history(path), its temporary written and locked."""
+    child = subprocess.Popen([sys.executable, "-c", SAVER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready", child.stderr.read()
+    return child
+
+
+def temporaries(directory, name="h.json"):
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith(f".{name}.") and p.name.endswith(".tmp"))
+
+
+def age(path, seconds=60):
+    """Make ``path`` look ``seconds`` old, as a temporary found a while after its saver stopped is."""
+    when = path.stat().st_mtime - seconds
+    os.utime(path, (when, when))
+
+
+def test_the_next_save_removes_the_temporary_a_killed_save_left_and_only_that_files(tmp_path):
+    """A save SIGKILLed mid-write leaves .h.json.*.tmp: the next save of h.json removes it, and leaves other files' temporaries."""
+    path = tmp_path / "h.json"
+    child = saver_in_the_middle(path)
+    child.kill()
+    assert child.wait(timeout=WAIT) == -signal.SIGKILL
+    child.stdout.close(), child.stdin.close(), child.stderr.close()
+    [left] = temporaries(tmp_path)
+    age(tmp_path / left)
+    others = [tmp_path / ".h.json.bak.abcdefgh.tmp", tmp_path / ".other.json.abcdefgh.tmp", tmp_path / ".h.json.notes.tmp"]
+    for other in others:
+        other.write_bytes(b"{")
+        age(other)
+    history = every_kind()
+    save_history(history, path)
+    assert temporaries(tmp_path) == [".h.json.bak.abcdefgh.tmp", ".h.json.notes.tmp"] and all(o.exists() for o in others)
+    assert load_history(path) == history
+
+
+def test_a_save_in_progress_keeps_its_temporary_while_another_save_cleans(tmp_path):
+    """A live saver's temporary, however old it looks, is locked: another save leaves it, and the live save then completes."""
+    path = tmp_path / "h.json"
+    child = saver_in_the_middle(path)
+    try:
+        [live] = temporaries(tmp_path)
+        age(tmp_path / live)
+        save_history(every_kind(), path)
+        assert temporaries(tmp_path) == [live]
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.wait(timeout=WAIT) == 0, child.stderr.read()
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stdout.close(), child.stderr.close()
+    assert temporaries(tmp_path) == [] and load_history(path)[0].content == [TextContent("from the child")]
+
+
+def test_an_unlocked_temporary_younger_than_the_grace_is_left(tmp_path):
+    """A temporary a moment old may be a save between creating and locking it: left until it is STALE_AFTER_S old."""
+    from yiemagent.history._locked_files import STALE_AFTER_S
+
+    fresh = tmp_path / ".h.json.abcdefgh.tmp"
+    fresh.write_bytes(b"{")
+    save_history([], tmp_path / "h.json")
+    assert temporaries(tmp_path) == [fresh.name]
+    age(fresh, STALE_AFTER_S + 1)
+    save_history([], tmp_path / "h.json")
+    assert temporaries(tmp_path) == []

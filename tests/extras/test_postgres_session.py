@@ -1,0 +1,273 @@
+"""PostgresSession beyond the contract it shares with SQLiteSession (tests/extras/test_sessions.py runs that on both).
+
+Against a real PostgreSQL server started for the test run (tests/support/session_backends.py):
+the schema, the hold (one agent per session id, decision 17: an advisory lock on the
+session's connection), what a dead holder leaves, and what never leaves the process.
+docs/scale.md.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pytest
+
+from yiemagent.normalize import normalize_message
+
+from session_backends import PostgresBackend, postgres_server  # noqa: F401  the server fixture
+from yiemagent import PostgresSession, SessionInUseError, TextContent, ToolResultMessage, UserMessage
+from yiemagent.history.postgres import LOCK_CLASS
+from yiemagent.errors import MessageFormatError, YiemAgentError
+from helpers import WAIT
+
+
+
+@pytest.fixture
+def pg(postgres_server):
+    made = PostgresBackend(postgres_server)
+    yield made
+    made.drop()
+
+
+def sql(pg, query, params=()):
+    with psycopg.connect(pg.target, autocommit=True) as conn:
+        cursor = conn.execute(query, params)
+        return cursor.fetchall() if cursor.description else None
+
+
+def waiting_for_lock(pg) -> bool:
+    """Whether some connection waits for a yiemagent session's advisory lock now."""
+    return bool(sql(pg, "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND NOT granted", (LOCK_CLASS,)))
+
+
+def until(condition, what: str) -> None:
+    """Wait (bounded) for a state the server shows, such as a lock wait that has begun."""
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.01)
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage([TextContent(text)])
+
+
+# --- storage --------------------------------------------------------------------------------
+
+
+def test_each_message_is_one_row_of_json_text(pg):
+    """Each append is one row of yiemagent_messages whose body is the message's JSON text."""
+    with pg.open("s") as s:
+        s.append(user("a"))
+        s.append(ToolResultMessage("c1", "t", [TextContent("r")]))
+    rows = sql(pg, "SELECT session_id, body::json->>'role' FROM yiemagent_messages ORDER BY id")
+    assert rows == [("s", "user"), ("s", "tool")]
+
+
+def test_text_utf8_cannot_carry_still_round_trips(pg):
+    """A lone surrogate and a NUL character in a message are stored; they come back as an agent's history holds them (decision 15: U+FFFD for the surrogate)."""
+    odd = [user("half a pair \ud800 here"), user("nul \x00 inside"), user("ünïcødé ✓")]
+    with pg.open("s") as s:
+        for message in odd:
+            s.append(message)
+        assert s.messages() == [normalize_message(m) for m in odd]
+        assert s.messages()[0].content[0].text == "half a pair \ufffd here" and s.messages()[1].content[0].text == "nul \x00 inside"
+
+
+def test_a_database_of_another_schema_version_is_refused(pg):
+    """Tables of another schema version: MessageFormatError naming the version."""
+    pg.open("s").close()
+    sql(pg, "UPDATE yiemagent_schema SET version = 7")
+    with pytest.raises(MessageFormatError, match=r"schema version \[7\]"):
+        pg.open("s")
+
+
+def test_processes_setting_up_one_database_at_once_all_succeed(pg):
+    """Eight threads making the first sessions of an empty database at once: every one works (setup is serialised)."""
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def make(n: int) -> None:
+        barrier.wait(WAIT)
+        try:
+            with pg.open(f"s{n}") as s:
+                s.append(user(str(n)))
+        except BaseException as exc:  # noqa: BLE001  reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=make, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT * 3)
+    assert errors == []
+    assert sql(pg, "SELECT COUNT(*) FROM yiemagent_messages") == [(8,)]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"session_id": ""}, "session_id"), ({"session_id": "a\x00b"}, "NUL"), ({"session_id": "s", "timeout": -1}, "timeout"), ({"session_id": "s", "hold_timeout": float("nan")}, "hold_timeout")],
+)
+def test_bad_arguments_are_refused(pg, kwargs, match):
+    """An empty id, an id with NUL, a negative or NaN timeout: ValueError naming it."""
+    with pytest.raises(ValueError, match=match):
+        PostgresSession(pg.target, **kwargs)
+
+
+def test_timeout_bounds_each_statement_and_keepalives_are_set(pg):
+    """timeout= becomes the connection's statement_timeout; the server's TCP keepalives are set (a dead holder's machine loses its hold)."""
+    with pg.open("s", timeout=2.5) as s:
+        shown = [s._conn.execute(f"SHOW {name}").fetchone()[0] for name in ("statement_timeout", "tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count")]
+    assert shown == ["2500ms", "10", "5", "3"]
+
+
+def test_the_password_never_leaves_the_process(pg):
+    """A DSN with a password: repr and error messages show host, port and database only."""
+    dsn = pg.target + " password=hunter2-secret"
+    with PostgresSession(dsn, "s") as s:
+        s.append(user("fine"))
+        pg.insert_raw("s", "not json")
+        with pytest.raises(MessageFormatError) as raised:
+            s.messages()
+        assert "hunter2" not in str(raised.value) and "hunter2" not in repr(s)
+        assert repr(s) == f"PostgresSession('postgresql://127.0.0.1:{s._conn.info.port}/{pg.database}', 's')"
+
+
+def test_imports_without_psycopg_and_says_which_extra_to_install():
+    """Without psycopg, `from yiemagent import PostgresSession` works and making one raises ImportError naming the extra."""
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from yiemagent import PostgresSession\n"
+        "try:\n    PostgresSession('host=127.0.0.1', 's')\n"
+        "except ImportError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert 'pip install "yiemagent[postgres]"' in out.stdout
+
+
+# --- the hold: one agent per session id (decision 17) ---------------------------------------
+
+
+def test_a_second_holder_fails_at_once_naming_the_first(pg):
+    """While one session holds an id, another's acquire raises SessionInUseError naming the holder's host and process."""
+    with pg.open("s") as first, pg.open("s") as second:
+        first.acquire()
+        with pytest.raises(SessionInUseError, match=rf"session 's' in {pg.where} is held by another agent \(yiemagent .* pid {os.getpid()}, server pid \d+\): one agent"):
+            second.acquire()
+        assert isinstance(SessionInUseError("x"), YiemAgentError) and first.held and not second.held
+
+
+def test_acquiring_twice_through_one_object_is_refused(pg):
+    """One PostgresSession already held: acquire again raises SessionInUseError (a lock would silently stack)."""
+    with pg.open("s") as s:
+        s.acquire()
+        with pytest.raises(SessionInUseError, match="already held by an agent using this PostgresSession"):
+            s.acquire()
+        s.release()
+        assert sql(pg, "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s", (LOCK_CLASS,)) == [(0,)]
+
+
+def test_release_and_close_end_the_hold(pg):
+    """After release (and after close) another session takes the id; release when not held does nothing."""
+    with pg.open("s") as first, pg.open("s") as second, pg.open("s") as third:
+        first.release()
+        first.acquire()
+        first.release()
+        second.acquire()
+        second.close()
+        third.acquire()
+        assert third.held
+
+
+def test_different_ids_are_held_apart(pg):
+    """Holding one id does not hold another: every id has a lock key of its own."""
+    with pg.open("a") as a, pg.open("b") as b:
+        a.acquire()
+        b.acquire()
+        keys = sql(pg, "SELECT session_id, lock_key FROM yiemagent_sessions ORDER BY session_id")
+    assert [k for _, k in keys] == sorted({k for _, k in keys}) and len(keys) == 2
+
+
+def test_hold_timeout_waits_for_the_holder_to_let_go(pg):
+    """With hold_timeout, acquire waits on the server until the holder releases, then holds."""
+    with pg.open("s") as holder, pg.open("s", hold_timeout=WAIT) as waiter:
+        holder.acquire()
+        done = threading.Event()
+        failed: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                waiter.acquire()
+            except BaseException as exc:  # noqa: BLE001
+                failed.append(exc)
+            done.set()
+
+        threading.Thread(target=wait, daemon=True).start()
+        until(lambda: waiting_for_lock(pg), "the waiter's lock wait")
+        assert not done.is_set()
+        holder.release()
+        assert done.wait(WAIT) and failed == [] and waiter.held
+
+
+def test_hold_timeout_ends_in_session_in_use_error(pg):
+    """A holder that does not let go within hold_timeout: SessionInUseError saying how long it waited."""
+    with pg.open("s") as holder, pg.open("s", hold_timeout=0.2) as waiter:
+        holder.acquire()
+        with pytest.raises(SessionInUseError, match=r"after waiting 0\.2 s"):
+            waiter.acquire()
+        assert not waiter.held
+        waiter.append(user("a session not held still reads and writes"))  # the failed wait left the connection usable
+        assert len(waiter.messages()) == 1
+
+
+HOLDER = """
+import sys, threading
+from yiemagent import PostgresSession
+session = PostgresSession(sys.argv[1], "s")
+session.acquire()
+print("held", flush=True)
+threading.Event().wait()
+"""
+
+
+def test_the_hold_ends_when_the_holders_process_is_killed(pg):
+    """SIGKILL of the holding process: the server drops its connection and the hold with it; a waiting session gets it."""
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, pg.target], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killer = threading.Timer(60, child.kill)
+    killer.start()
+    try:
+        assert child.stdout.readline().strip() == "held", child.stderr.read()
+        with pg.open("s") as s:
+            with pytest.raises(SessionInUseError, match=rf"pid {child.pid},"):
+                s.acquire()
+            os.kill(child.pid, signal.SIGKILL)
+            assert child.wait(timeout=WAIT) == -signal.SIGKILL
+        with pg.open("s", hold_timeout=WAIT) as s:
+            s.acquire()
+            assert s.held
+    finally:
+        killer.cancel()
+        child.stdout.close()
+        child.stderr.close()
+
+
+def test_a_holder_whose_connection_was_cut_cannot_write_and_the_next_holder_can(pg):
+    """The server ends the holder's connection: its append fails (its hold is gone), release does not raise, another session holds and writes."""
+    with pg.open("s") as holder, pg.open("s", hold_timeout=WAIT) as successor:
+        holder.acquire()
+        holder.append(user("before the cut"))
+        backend_pid = holder._conn.info.backend_pid
+        assert sql(pg, "SELECT pg_terminate_backend(%s)", (backend_pid,)) == [(True,)]
+        with pytest.raises(psycopg.OperationalError):
+            holder.append(user("after the cut"))
+        holder.release()
+        successor.acquire()
+        successor.append(user("the successor's"))
+        assert [m.content[0].text for m in successor.messages()] == ["before the cut", "the successor's"]

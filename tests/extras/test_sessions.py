@@ -1,0 +1,688 @@
+"""Sessions and YiemAgent(session=...): order, isolation, crash safety with real processes, one agent per session, repair on load, the CLI.
+
+A test taking ``backend`` (or ``session``) runs against SQLiteSession and PostgresSession
+(tests/support/session_backends.py): one contract, docs/sessions.md and docs/scale.md.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, WAIT, make_tool, text_result
+from localserver import LocalServer, Reply
+from yiemagent import (
+    AgentTool,
+    AssistantMessage,
+    LLMUsage,
+    MessageFormatError,
+    SessionInUseError,
+    SQLiteSession,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+    YiemAgent,
+    add_message,
+    continue_agent,
+    load_history,
+    run_agent,
+    save_history,
+    shutdown,
+    take_response,
+)
+from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+from session_backends import backend, postgres_server, session  # noqa: F401  fixtures: each backend in turn
+
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage([TextContent(text)])
+
+
+# --- a session on its own ------------------------------------------------------------
+
+
+def test_messages_come_back_in_the_order_appended(session):
+    """append then messages(): equal messages, in order, every kind."""
+    stored = [user("a"), tool_call_reply(("c1", "t", {"x": 1})), ToolResultMessage("c1", "t", [TextContent("r")], {"n": (1, 2)}), user("b")]
+    for message in stored:
+        session.append(message)
+    assert session.messages() == stored
+
+
+def test_the_database_is_in_wal_mode_with_one_row_per_message(tmp_path):
+    """WAL journal mode; each message is one row of the session."""
+    session = SQLiteSession(tmp_path / "s.db", "main")
+    session.append(user("a"))
+    session.append(user("b"))
+    session.close()
+    with sqlite3.connect(session.path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT COUNT(*) FROM yiemagent_messages WHERE session_id = 'main'").fetchone()[0] == 2
+
+
+def test_sessions_sharing_a_file_are_isolated_and_clear_touches_one(backend):
+    """Two session ids in one file (one database): each sees its own messages; clear() empties only its own."""
+    with backend.open("a") as a, backend.open("b") as b:
+        a.append(user("a1"))
+        b.append(user("b1"))
+        a.append(user("a2"))
+        assert [m.content[0].text for m in a.messages()] == ["a1", "a2"]
+        a.clear()
+        assert a.messages() == [] and [m.content[0].text for m in b.messages()] == ["b1"]
+
+
+def test_a_stored_message_survives_reopening(backend):
+    """What one session appended, a new one on the same file (database) reads."""
+    kept = user("kept")
+    with backend.open("x") as first:
+        first.append(kept)
+    with backend.open("x") as second:
+        assert second.messages() == [kept]
+
+
+def test_a_bad_row_raises_message_format_error_naming_the_session_and_row(backend, session):
+    """A row that is not a message: MessageFormatError naming the session and the row."""
+    session.append(user("fine"))
+    backend.insert_raw("main", '{"role": "robot"}')
+    with pytest.raises(MessageFormatError, match=rf"session 'main' in {backend.where}: row 2: has role 'robot'"):
+        session.messages()
+
+
+def test_a_closed_session_refuses_calls(session):
+    """After close() every call raises ValueError; close() again does nothing."""
+    session.close()
+    session.close()
+    with pytest.raises(ValueError, match="closed"):
+        session.append(user("x"))
+
+
+@pytest.mark.parametrize("kwargs, match", [({"session_id": ""}, "session_id"), ({"session_id": "s", "synchronous": "SOMETIMES"}, "synchronous")])
+def test_bad_arguments_are_refused(tmp_path, kwargs, match):
+    """An empty session id or an unknown synchronous level raises ValueError."""
+    with pytest.raises(ValueError, match=match):
+        SQLiteSession(tmp_path / "s.db", **kwargs)
+
+
+@pytest.mark.parametrize("level, value", [("FULL", 2), ("NORMAL", 1), ("off", 0)])
+def test_synchronous_sets_the_durability_of_the_connection(tmp_path, level, value):
+    """synchronous= becomes the connection's PRAGMA synchronous (FULL by default: each commit fsynced)."""
+    with SQLiteSession(tmp_path / "s.db", "s", synchronous=level) as s:
+        assert s._conn.execute("PRAGMA synchronous").fetchone()[0] == value
+    with SQLiteSession(tmp_path / "s.db", "s") as s:
+        assert s._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
+def test_a_database_of_another_schema_version_is_refused(tmp_path):
+    """A file whose user_version is not this schema's raises MessageFormatError naming the version."""
+    SQLiteSession(tmp_path / "s.db", "s").close()
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute("PRAGMA user_version=7")
+    with pytest.raises(MessageFormatError, match="schema version 7"):
+        SQLiteSession(tmp_path / "s.db", "s")
+
+
+def test_threads_appending_to_one_session_lose_nothing(session):
+    """Eight threads appending at once through one SQLiteSession: every message stored, each thread's in its order."""
+    barrier = threading.Barrier(8)
+
+    def append(n):
+        barrier.wait(WAIT)
+        for i in range(20):
+            session.append(user(f"{n}-{i}"))
+
+    threads = [threading.Thread(target=append, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT * 3)
+    texts = [m.content[0].text for m in session.messages()]
+    assert len(texts) == 160
+    for n in range(8):
+        assert [t for t in texts if t.startswith(f"{n}-")] == [f"{n}-{i}" for i in range(20)]
+
+
+APPENDER = """
+import sys, time
+from yiemagent import PostgresSession, SQLiteSession, TextContent, UserMessage
+session = {"sqlite": SQLiteSession, "postgres": PostgresSession}[sys.argv[4]](sys.argv[1], sys.argv[2])
+print("ready", flush=True)
+sys.stdin.readline()
+started = time.monotonic()   # CLOCK_MONOTONIC: one clock for every process on the machine
+for i in range(int(sys.argv[3])):
+    session.append(UserMessage([TextContent(f"{sys.argv[2]}-{i}")]))
+print(started, time.monotonic(), flush=True)
+"""
+
+
+def test_two_processes_appending_to_two_sessions_in_one_file_lose_nothing(backend):
+    """Two real processes append 150 messages each, at the same time, to two sessions of one file (database): all there, in order."""
+    db = backend.target
+    backend.open("setup").close()  # the file and its table exist before the race starts
+    procs = [
+        subprocess.Popen([sys.executable, "-c", APPENDER, db, name, "150", backend.name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for name in ("p1", "p2")
+    ]
+    try:
+        assert [p.stdout.readline().strip() for p in procs] == ["ready", "ready"]
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        windows = [tuple(map(float, p.stdout.readline().split())) for p in procs]
+        assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for name in ("p1", "p2"):
+        with backend.open(name) as s:
+            assert [m.content[0].text for m in s.messages()] == [f"{name}-{i}" for i in range(150)]
+    (start1, end1), (start2, end2) = windows  # the writers really competed: each began before the other was done
+    assert start1 < end2 and start2 < end1
+
+
+# --- the agent with a session -------------------------------------------------------------
+
+
+def test_each_message_is_stored_before_the_next_llm_round_sees_it(agents, backend):
+    """At each LLM call, another connection to the file (database) already reads every message that call is sent."""
+    reader = backend.open("main")
+    seen = []
+
+    def looking(reply):
+        def answer(formatted):
+            seen.append(([m.role for m in reader.messages()], [m["role"] for m in formatted["messages"]]))
+            return reply
+
+        return answer
+
+    llm = ScriptedLLM([looking(tool_call_reply(("c1", "echo", {}), ("c2", "echo", {}))), looking(AssistantMessage([TextContent("ok")]))])
+    agent = agents(llm, [make_tool("echo")], session=backend.open("main"))
+    run_agent(agent, "go")
+    take_response(agent, timeout=WAIT)
+    assert seen == [(["user"], ["system", "user"]), (["user", "assistant", "tool", "tool"], ["system", "user", "assistant", "tool", "tool"])]
+    assert reader.messages() == agent.history()
+    reader.close()
+
+
+def test_an_agent_starts_from_the_session_and_goes_on_storing(agents, backend):
+    """A new agent on a used session sends the stored conversation, then stores its own messages after it."""
+    first = agents(ScriptedLLM(["one"]), session=backend.open("c"))
+    run_agent(first, "hello")
+    take_response(first, timeout=WAIT)
+    shutdown(first, timeout=WAIT)  # one agent holds a session at a time (decision 17)
+    llm = ScriptedLLM(["two"])
+    shutdown(first, timeout=WAIT)  # one agent holds a session at a time (decision 17)
+    second = agents(llm, session=backend.open("c"))
+    assert second.history() == first.history()
+    run_agent(second, "again")
+    take_response(second, timeout=WAIT)
+    assert [(m["role"], m["content"]) for m in llm.requests[0]["messages"][1:]] == [("user", "hello"), ("assistant", "one"), ("user", "again")]
+    with backend.open("c") as s:
+        assert [m.role for m in s.messages()] == ["user", "assistant", "user", "assistant"]
+
+
+def test_a_gap_inside_a_session_is_mended_in_memory_only(agents, session):
+    """An unanswered call followed by later messages (a session written by other means) is answered in memory at each load; the session is not rewritten."""
+    stored = [user("a"), tool_call_reply(("c1", "echo", {})), user("b")]
+    for message in stored:
+        session.append(message)
+    agent = agents(ScriptedLLM([]), session=session)
+    assert agent.session is session
+    assert [(m.role, getattr(m, "tool_call_id", None)) for m in agent.history()] == [("user", None), ("assistant", None), ("tool", "c1"), ("user", None)]
+    assert session.messages() == stored
+    shutdown(agent, timeout=WAIT)
+    again = agents(ScriptedLLM([]), session=session)
+    assert again.history() == agent.history()
+
+
+def test_session_and_messages_together_are_refused(tmp_path):
+    """session= with messages= raises ValueError: the history would have two sources."""
+    from yiemagent import YiemAgent
+
+    with SQLiteSession(tmp_path / "s.db", "c") as s, pytest.raises(ValueError) as raised:
+        YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=s, messages=[])
+    assert str(raised.value) == "give either session= or messages=, not both: with a session the history comes from it"
+
+
+def test_add_message_while_idle_is_stored_in_the_session(agents, session):
+    """add_message on an idle agent stores the message in its session at once."""
+    agent = agents(ScriptedLLM([]), session=session)
+    add_message(agent, user("handed back"))
+    assert [m.content[0].text for m in session.messages()] == ["handed back"]
+
+
+class FailingSession:
+    """A session whose disk is full after ``room`` messages (any object with messages/append/clear is a session)."""
+
+    def __init__(self, room: int) -> None:
+        self.room, self.stored = room, []
+
+    def messages(self):
+        return list(self.stored)
+
+    def append(self, message):
+        if len(self.stored) >= self.room:
+            raise OSError(28, "No space left on device")
+        self.stored.append(message)
+
+    def clear(self):
+        self.stored.clear()
+
+    def __repr__(self) -> str:
+        return "FailingSession()"
+
+
+def test_a_session_that_cannot_store_ends_the_run_naming_it_and_the_history_stays_valid(agents):
+    """A failed store: the run ends with stop_reason "error" naming the session and the cause before another LLM round; the in-memory history stays whole."""
+    llm = ScriptedLLM([tool_call_reply(("c1", "echo", {})), "never sent"])
+    agent = agents(llm, [make_tool("echo")], session=FailingSession(room=2))
+    run_agent(agent, "go")
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "error"
+    assert "FailingSession() could not store a tool message: OSError" in response.error_message and "No space left" in response.error_message
+    assert len(llm.requests) == 1
+    assert [m.role for m in agent.history()] == ["user", "assistant", "tool"] and complete_tool_calls(agent.history())[1] == []
+
+
+def test_add_message_while_idle_raises_what_the_session_raised_and_adds_nothing(agents):
+    """Idle add_message with a failing session: the error reaches the caller and the history is unchanged."""
+    agent = agents(ScriptedLLM([]), session=FailingSession(room=0))
+    with pytest.raises(OSError, match="No space left"):
+        add_message(agent, user("x"))
+    assert agent.history() == []
+
+
+CRASHER = """
+import sys, threading
+from yiemagent import AgentTool, AgentToolResult, PostgresSession, SQLiteSession, TextContent, YiemAgent, register_tool, run_agent, take_response
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+
+def quick(tool_call_id, args, signal, on_partial_result):
+    return AgentToolResult([TextContent("quick done")])
+
+def block(tool_call_id, args, signal, on_partial_result):
+    print("ready", flush=True)   # the parent kills us now, inside the batch
+    threading.Event().wait()
+
+llm = ScriptedLLM([
+    tool_call_reply(("c0", "quick", {})), "first answer",
+    tool_call_reply(("c1", "quick", {}), ("c2", "block", {}), ("c3", "quick", {})),
+])
+Session = {"sqlite": SQLiteSession, "postgres": PostgresSession}[sys.argv[2]]
+agent = YiemAgent(llm_call=llm, agent_event_sink=None, session=Session(sys.argv[1], "crash"), builtin_tools=False)
+for name, fn in (("quick", quick), ("block", block)):
+    register_tool(agent.tool_store, AgentTool(name, name, name, {"type": "object"}, fn))
+run_agent(agent, "first")
+take_response(agent, timeout=30)
+run_agent(agent, "second")
+threading.Event().wait()
+"""
+
+
+def test_a_process_killed_mid_batch_leaves_a_session_a_new_agent_continues_from(agents, backend):
+    """SIGKILL inside a tool: a new agent starts from every stored message, the batch's calls answered with error results (stored too), and the history is valid to send."""
+    db = backend.target
+    child = subprocess.Popen([sys.executable, "-c", CRASHER, db, backend.name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killer = threading.Timer(60, child.kill)  # a child that never gets ready must not hang the suite
+    killer.start()
+    try:
+        assert child.stdout.readline().strip() == "ready", child.stderr.read()
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=WAIT) == -signal.SIGKILL
+    finally:
+        killer.cancel()
+        child.stdout.close()
+        child.stderr.close()
+    with backend.open("crash") as raw:
+        stored = raw.messages()
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant", "user", "assistant"]  # the batch's results were not stored
+
+    llm = ScriptedLLM(["recovered"])
+    agent = agents(llm, [make_tool("quick"), make_tool("block")], session=backend.open("crash"))
+    history = agent.history()
+    assert history[:6] == stored
+    assert [(m.tool_call_id, m.is_error, m.content[0].text) for m in history[6:]] == [(c, True, LOST_RESULT_MESSAGE) for c in ("c1", "c2", "c3")]
+    with backend.open("crash") as raw:
+        assert raw.messages() == history  # the mended results are stored: the session is whole again
+    continue_agent(agent)
+    assert take_response(agent, timeout=WAIT).content[0].text == "recovered"
+    sent = llm.requests[0]["messages"]
+    calls = [c["id"] for m in sent if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    assert calls == ["c0", "c1", "c2", "c3"] and [m["tool_call_id"] for m in sent if m["role"] == "tool"] == calls
+
+
+# --- one agent holds a session at a time (decision 17) -------------------------------------
+
+
+def held(db, session_id="s", llm=None):
+    """An agent holding ``session_id`` in ``db`` (no tools)."""
+    return YiemAgent(llm_call=llm or ScriptedLLM([]), agent_event_sink=None, session=SQLiteSession(db, session_id), builtin_tools=False)
+
+
+def test_a_second_agent_on_a_held_session_id_is_refused_at_once(tmp_path):
+    """Another SQLiteSession on the same file and id, in the same process: SessionInUseError naming the session and the holder; another id in the file is free."""
+    db = tmp_path / "s.db"
+    with held(db, "s"):
+        with pytest.raises(SessionInUseError, match=rf"session 's' in '.*s\.db' is held by another agent \(process {os.getpid()}\)"):
+            held(db, "s")
+        with held(db, "other") as other:
+            assert other.history() == []
+
+
+def test_one_session_object_cannot_serve_two_agents(tmp_path):
+    """The same SQLiteSession given to a second live agent: SessionInUseError, and the first agent keeps its hold."""
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        first = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+        with pytest.raises(SessionInUseError, match="already held by an agent using this SQLiteSession"):
+            YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+        with pytest.raises(SessionInUseError):
+            held(tmp_path / "s.db", "s")
+        shutdown(first, timeout=WAIT)
+
+
+def test_after_shutdown_the_next_agent_takes_the_session_at_once_and_no_lock_file_is_left(tmp_path):
+    """shutdown ends the hold: a new agent on the id starts at once, and the lock file is gone."""
+    db = tmp_path / "s.db"
+    first = held(db, llm=ScriptedLLM(["one"]))
+    run_agent(first, "hi")
+    take_response(first, timeout=WAIT)
+    shutdown(first, timeout=WAIT)
+    with held(db) as second:
+        assert [m.role for m in second.history()] == ["user", "assistant"]
+        assert len(list((tmp_path / "s.db-locks").iterdir())) == 1
+    assert list((tmp_path / "s.db-locks").iterdir()) == []
+
+
+def test_a_dropped_agent_gives_its_session_back_when_collected(tmp_path):
+    """An agent dropped without shutdown releases its hold as its threads end (after its ResourceWarning)."""
+    import gc
+
+    session = SQLiteSession(tmp_path / "s.db", "s")  # kept: its lock file is closed by the agent's release, not by collecting it
+    agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+    loop = agent._core._thread
+    with pytest.warns(ResourceWarning, match="without shutdown"):
+        del agent
+        gc.collect()
+    loop.join(WAIT)
+    with held(tmp_path / "s.db"):
+        pass
+    session.close()
+
+
+def test_a_run_shutdown_left_running_keeps_the_hold_until_it_has_stored_its_last_message(tmp_path):
+    """shutdown gave up on a run whose llm_call ignores the abort: the id stays held (no second writer), and is free once the run ended."""
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(formatted):
+        entered.set()
+        release.wait(WAIT)
+        return AssistantMessage([TextContent("late")])
+
+    db = tmp_path / "s.db"
+    agent = held(db, llm=ScriptedLLM([stuck]))
+    run_agent(agent, "go")
+    assert entered.wait(WAIT)
+    shutdown(agent, timeout=0.05)
+    with pytest.raises(SessionInUseError):
+        held(db)
+    release.set()
+    agent._core._worker.thread.join(WAIT)
+    with held(db) as after, SQLiteSession(db, "s") as raw:
+        assert after.history() == raw.messages()
+
+
+class HeldRecorder(FailingSession):
+    """A session of one's own with acquire/release (docs/sessions.md): records the calls."""
+
+    def __init__(self, stored=()):
+        super().__init__(room=100)
+        self.stored, self.calls = list(stored), []
+
+    def acquire(self):
+        self.calls.append("acquire")
+
+    def release(self):
+        self.calls.append("release")
+
+
+def test_a_session_of_ones_own_is_acquired_before_it_is_read_and_released_once_at_shutdown():
+    """A custom session with acquire/release: acquire in the constructor before messages(), release once after shutdown."""
+    session = HeldRecorder()
+    reads = session.messages
+    session.messages = lambda: (session.calls.append("messages"), reads())[1]
+    agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+    assert session.calls == ["acquire", "messages"]
+    shutdown(agent, timeout=WAIT)
+    shutdown(agent, timeout=WAIT)
+    assert session.calls == ["acquire", "messages", "release"]
+
+
+def test_a_constructor_that_fails_after_the_hold_gives_the_session_back():
+    """A session holding something that is not a message: the constructor raises MessageFormatError and releases the hold it took."""
+    session = HeldRecorder(stored=["not a message"])
+    with pytest.raises(MessageFormatError, match=r"messages\[0\] is str"):
+        YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+    assert session.calls == ["acquire", "release"]
+
+
+def test_a_store_in_progress_at_shutdown_is_finished_before_the_hold_ends():
+    """shutdown returns while an idle add_message hangs in the session; the hold ends only after that store returned."""
+    session = HeldRecorder()
+    hanging, go_on = threading.Event(), threading.Event()
+    store = session.append
+
+    def slow_append(message):
+        hanging.set()
+        go_on.wait(WAIT)
+        store(message)
+        session.calls.append("stored")
+
+    session.append = slow_append
+    agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+    adder = threading.Thread(target=add_message, args=(agent, user("note")), daemon=True)
+    adder.start()
+    assert hanging.wait(WAIT)
+    shutdown(agent, timeout=0.05)
+    assert session.calls == ["acquire"]
+    go_on.set()
+    adder.join(WAIT)
+    assert session.calls == ["acquire", "stored", "release"] and [m.content[0].text for m in session.stored] == ["note"]
+
+
+HOLDER = """
+import sys, threading
+from yiemagent import SQLiteSession, YiemAgent
+from yiemagent.llm import ScriptedLLM
+agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=SQLiteSession(sys.argv[1], "held"))
+print("ready", flush=True)
+threading.Event().wait()
+"""
+
+
+def test_a_process_killed_while_holding_a_session_leaves_no_stale_hold(tmp_path):
+    """A real child process holds the id: an agent here is refused, naming the child; after SIGKILL a new agent takes the id at once."""
+    db = str(tmp_path / "s.db")
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready", child.stderr.read()
+        with pytest.raises(SessionInUseError, match=rf"held by another agent \(process {child.pid}\)"):
+            held(db, "held")
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=WAIT) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stdout.close()
+        child.stderr.close()
+    assert len(list((tmp_path / "s.db-locks").iterdir())) == 1  # the dead holder's file is left, unlocked
+    with held(db, "held"):
+        pass
+    assert list((tmp_path / "s.db-locks").iterdir()) == []
+
+
+# --- whatever a session holds, what loads is valid to send (decision 17) --------------------
+
+
+class Unheld:
+    """A session of one's own without acquire/release, over a shared SQLiteSession: agents share it, as all did before holds."""
+
+    def __init__(self, inner: SQLiteSession) -> None:
+        self.inner = inner
+
+    def messages(self):
+        return self.inner.messages()
+
+    def append(self, message):
+        self.inner.append(message)
+
+    def clear(self):
+        self.inner.clear()
+
+
+def assert_valid_to_send(history):
+    """Each assistant message's calls are answered right after it, once each, and no tool result stands anywhere else."""
+    index = 0
+    while index < len(history):
+        message = history[index]
+        index += 1
+        assert message.role != "tool", f"a tool result at {index - 1} answers no call of its batch"
+        if message.role != "assistant":
+            continue
+        calls = {c["id"] for b in message.content if isinstance(b, dict) for c in b.get("tool_calls", [])}
+        answers = []
+        while index < len(history) and history[index].role == "tool":
+            answers.append(history[index].tool_call_id)
+            index += 1
+        assert sorted(answers) == sorted(calls)
+
+
+def interleave_two_agents(agents, db, ids):
+    """Two agents on one unheld session id, forced to interleave: both users stored, then both replies, both results, both answers."""
+    shared = Unheld(SQLiteSession(db, "shared"))
+    in_llm, in_tool, in_final = threading.Barrier(2), threading.Barrier(2), threading.Barrier(2)
+
+    def work(tool_call_id, args, signal, on_partial_result):
+        in_tool.wait(WAIT)
+        return text_result(f"result for {args['who']}")
+
+    made = []
+    for who, call_id in zip("AB", ids):
+        def first_round(formatted, who=who, call_id=call_id):
+            in_llm.wait(WAIT)
+            return tool_call_reply((call_id, "work", {"who": who}))
+
+        def final_round(formatted, who=who):
+            in_final.wait(WAIT)
+            return AssistantMessage([TextContent(f"{who} is done")], stop_reason="stop")
+
+        made.append(agents(ScriptedLLM([first_round, final_round]), [make_tool("work", work)], session=shared))
+    for who, agent in zip("AB", made):
+        run_agent(agent, f"task {who}")
+    for agent in made:
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        shutdown(agent, timeout=WAIT)
+    return shared.inner.messages()
+
+
+@pytest.mark.parametrize("ids", [("a1", "b1"), ("c1", "c1")], ids=["own-ids", "same-id"])
+def test_a_history_two_agents_interleaved_loads_valid_to_send(agents, tmp_path, caplog, ids):
+    """Rows two agents interleaved the old way (calls answered out of order, a duplicate when the ids collide): an agent on the session and load_history both repair them, with a warning, and the next request is valid."""
+    db = tmp_path / "s.db"
+    stored = interleave_two_agents(agents, db, ids)
+    assert [m.role for m in stored] == ["user", "user", "assistant", "assistant", "tool", "tool", "assistant", "assistant"]
+    with pytest.raises(AssertionError):
+        assert_valid_to_send(stored)  # as stored, every provider rejects it
+    llm = ScriptedLLM(["I see both tasks"])
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        third = agents(llm, [make_tool("work")], session=SQLiteSession(db, "shared"))
+    assert_valid_to_send(third.history())
+    assert f"session SQLiteSession({str(db)!r}, 'shared'): mended to be valid to send" in caplog.text
+    results = sorted(m.content[0].text for m in third.history() if m.role == "tool")
+    if ids[0] != ids[1]:  # each result is kept, moved after its own call
+        assert results == ["result for A", "result for B"]
+    else:  # one call's result is ambiguous: the first is kept for the later call, the other call is answered as lost
+        assert LOST_RESULT_MESSAGE in results and "answering a call already answered left out" in caplog.text
+    save_history(stored, tmp_path / "h.json")
+    assert load_history(tmp_path / "h.json") == third.history()
+    continue_agent(third)
+    assert take_response(third, timeout=WAIT).content[0].text == "I see both tasks"
+    sent = llm.requests[0]["messages"]
+    for i, wire in enumerate(sent):
+        if wire.get("tool_calls"):
+            answers = [m["tool_call_id"] for m in sent[i + 1 : i + 1 + len(wire["tool_calls"])]]
+            assert answers == [c["id"] for c in wire["tool_calls"]]
+    assert sum(1 for m in sent if m["role"] == "tool") == sum(len(m.get("tool_calls", [])) for m in sent)
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def cli(*args: str, stdin: str = "", env: dict | None = None) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "YIEMAGENT_MODEL", "ANTHROPIC_API_KEY")}
+    clean.update({"PYTHONIOENCODING": "utf-8", **(env or {})})
+    return subprocess.run([sys.executable, "-m", "yiemagent", *args], input=stdin, capture_output=True, text=True, timeout=120, env=clean, cwd=ROOT)
+
+
+def test_chat_with_session_survives_a_restart(tmp_path):
+    """`yiemagent chat --session PATH` twice: the second process says what it resumes and sends the first chat to the LLM."""
+    db = str(tmp_path / "chat.db")
+
+    def respond(request):
+        n = len(request.json()["messages"])
+        return Reply(body={"choices": [{"message": {"role": "assistant", "content": f"I see {n} messages"}, "finish_reason": "stop"}], "model": "m"})
+
+    with LocalServer(respond) as server:
+        env = {"OPENAI_BASE_URL": f"{server.url}/v1", "YIEMAGENT_MODEL": "m"}
+        first = cli("-q", "--no-stream", "chat", "--session", db, stdin="my name is Ada\n", env=env)
+        second = cli("-q", "--no-stream", "chat", "--session", db, stdin="what is my name?\n", env=env)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert "0 messages so far" in first.stderr and "2 messages so far" in second.stderr
+    assert "I see 4 messages" in second.stdout  # system, the first exchange, the new question
+    sent = server.requests[1].json()["messages"]
+    assert sent[1] == {"role": "user", "content": "my name is Ada"} and sent[2]["content"] == "I see 2 messages"
+    with SQLiteSession(db, "chat") as s:
+        assert len(s.messages()) == 4
+
+
+def test_ask_with_session_ids_keeps_conversations_apart(tmp_path):
+    """`--session-id` picks the conversation in the file; the offline planner works with a session too."""
+    db = str(tmp_path / "ask.db")
+    assert cli("-q", "ask", "--session", db, "--session-id", "one", "what tools do you have?").returncode == 0
+    again = cli("-q", "ask", "--session", db, "--session-id", "two", "hello")
+    assert again.returncode == 0 and "session 'two'" in again.stderr and "0 messages so far" in again.stderr
+    with SQLiteSession(db, "one") as one:
+        assert [m.role for m in one.messages()] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_a_second_chat_on_a_held_session_id_ends_with_one_line_saying_how_to_pick_another(tmp_path):
+    """Two `yiemagent chat` on the default --session-id: the second exits non-zero with one line naming the id and --session-id, no traceback."""
+    db = str(tmp_path / "chat.db")
+    clean = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "YIEMAGENT_MODEL", "ANTHROPIC_API_KEY")}
+    first = subprocess.Popen(
+        [sys.executable, "-m", "yiemagent", "-q", "chat", "--session", db],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean, cwd=ROOT,
+    )
+    try:
+        assert first.stdout.read(5) == b"you> "  # the prompt: the agent exists, the id is held
+        second = cli("-q", "chat", "--session", db, stdin="hello\n")
+        first.stdin.close()
+        assert first.wait(timeout=WAIT * 3) == 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+        first.stdout.close()
+    lines = second.stderr.strip().splitlines()
+    assert second.returncode == 2 and "Traceback" not in second.stderr and second.stdout == ""
+    assert lines[-1].startswith("yiemagent: session 'chat' in ") and lines[-1].endswith("pick another conversation with --session-id NAME")
+    assert f"(process {first.pid})" in lines[-1]

@@ -1,0 +1,158 @@
+"""No secret leaves the process (issue 10 class 7): the key and every credential header, masked everywhere, echoes included."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from helpers import EventRecorder
+from localserver import LocalServer, Reply
+from yiemagent import LLMError, YiemAgent, run_agent, take_response
+from yiemagent.llm import AnthropicClient, OpenAIClient
+from yiemagent._secrets import Secrets, install_log_filter, is_credential_header, remove_log_filter
+
+FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
+AZURE_KEY = "azure-0123456789abcdef0123"
+TOKEN = "custom-token-9876543210"
+GATEWAY = "gw-secret-value-42"
+SECRETS = (AZURE_KEY, TOKEN, GATEWAY)
+HEADERS = {"api-key": AZURE_KEY, "Authorization": f"Bearer {TOKEN}", "X-Gateway-Token": GATEWAY, "X-Title": "My App"}
+
+
+def echo_all(request):
+    """An error body that repeats every header the server received, as some gateways do."""
+    return Reply(status=401, body={"error": {"message": f"rejected headers: {sorted(request.headers.items())}"}})
+
+
+@pytest.mark.spec("14")
+def test_header_credentials_are_masked_in_errors_reprs_logs_and_events(caplog):
+    """Azure's api-key, a custom Authorization and an x-*-token passed in headers= never appear in an error, a repr, a DEBUG log or an event."""
+    recorder = EventRecorder()
+    with caplog.at_level(logging.DEBUG):
+        with LocalServer(echo_all) as server:
+            client = OpenAIClient(f"{server.url}/openai/deployments/gpt/v1", "m", headers=HEADERS)
+            with pytest.raises(LLMError) as info:
+                client(FORMATTED)
+            with YiemAgent(llm_call=client, agent_event_sink=recorder) as agent:
+                run_agent(agent, "hi")
+                response = take_response(agent, timeout=10)
+    received = server.requests[0].headers
+    assert (received["api-key"], received["Authorization"], received["X-Gateway-Token"]) == (AZURE_KEY, f"Bearer {TOKEN}", GATEWAY)
+    texts = (str(info.value), repr(client), caplog.text, repr(recorder.events), repr(response), response.error_message)
+    for text in texts:
+        for secret in SECRETS:
+            assert secret not in text
+    assert "***" in str(info.value) and "My App" in str(info.value), "only credentials are masked"
+    assert "'api-key': '***'" in repr(client) and "'X-Title': 'My App'" in repr(client)
+    assert "headers=" in caplog.text, "the DEBUG log shows the request headers, masked"
+
+
+@pytest.mark.spec("14")
+def test_anthropic_x_api_key_in_headers_is_masked():
+    """A key given as x-api-key in headers= (not api_key=) is masked like one."""
+    with LocalServer(echo_all) as server:
+        client = AnthropicClient("m", base_url=server.url, headers={"x-api-key": AZURE_KEY})
+        with pytest.raises(LLMError) as info:
+            client(FORMATTED)
+    assert server.requests[0].headers["x-api-key"] == AZURE_KEY
+    assert AZURE_KEY not in str(info.value) and AZURE_KEY not in repr(client)
+
+
+@pytest.mark.spec("14")
+def test_key_echoed_in_a_successful_reply_is_masked():
+    """A server that echoes the key inside a 200 reply (text or stream) cannot leak it into the message or the deltas."""
+    key = "sk-live-abcdefghijklmnop"
+    body = {"choices": [{"message": {"content": f"your key is {key}"}, "finish_reason": "stop"}]}
+    with LocalServer(lambda r: Reply(body=body)) as server:
+        message = OpenAIClient(f"{server.url}/v1", "m", key)(FORMATTED)
+    assert message.content[0].text == "your key is ***"
+
+
+@pytest.mark.spec("14")
+def test_key_in_the_url_query_is_masked_in_errors_and_urllib3_logs(caplog):
+    """A credential in the base URL's query (?key=) is masked in the error, the repr and urllib3's DEBUG lines."""
+    secret = "AIzaSyD-0123456789abcdef"
+    with caplog.at_level(logging.DEBUG):
+        with LocalServer(lambda r: Reply(status=400, body={"error": {"message": "bad"}})) as server:
+            client = OpenAIClient(f"{server.url}/v1?key={secret}", "m")
+            with pytest.raises(LLMError) as info:
+                client(FORMATTED)
+    assert server.requests[0].query["key"][0].startswith(secret), "the key was sent"
+    assert any("urllib3" in r.name for r in caplog.records)
+    for text in (str(info.value), repr(client), caplog.text, str(info.value.url)):
+        assert secret not in text
+
+
+def test_which_headers_are_credentials():
+    """Credential headers are found by name or by the look of their value; ordinary headers are not."""
+    assert is_credential_header("api-key", "x") and is_credential_header("Proxy-Authorization", "Basic dXNlcjpwYXNz")
+    assert is_credential_header("X-Custom", "Bearer abc") and is_credential_header("X-Custom", "a1B2c3D4e5F6g7H8i9J0k")
+    assert not is_credential_header("X-Title", "My App") and not is_credential_header("HTTP-Referer", "https://example.com/app")
+    assert not is_credential_header("anthropic-version", "2023-06-01") and not is_credential_header("Content-Type", "application/json")
+    assert not is_credential_header("User-Agent", "python-requests/2.34.2-build1")
+
+
+def test_short_values_are_hidden_in_reprs_but_not_searched_in_text():
+    """A credential shorter than 6 characters (MIN_SECRET_CHARS) is masked in header reprs but not replaced inside ordinary text."""
+    secrets = Secrets(None, {"api-key": "abc"})
+    assert secrets.masked_headers({"api-key": "abc"}) == {"api-key": "***"}
+    assert secrets.redact("abcdef") == "abcdef"
+    assert Secrets("sk-0123456789").redact("key sk-0123456789!") == "key ***!"
+
+
+def test_bearer_token_is_masked_without_its_scheme_too():
+    """A server that echoes only the token of "Bearer <token>" cannot leak it: the token alone is masked as well."""
+    secrets = Secrets(None, {"Authorization": f"Bearer {TOKEN}"})
+    assert secrets.redact(f"invalid token {TOKEN}.") == "invalid token ***."
+    assert secrets.redact(f"Authorization: Bearer {TOKEN}") == "Authorization: ***"
+
+
+CHAINED_FACTORY = """
+import logging
+previous = logging.getLogRecordFactory()
+def tagged(*args, **kwargs):
+    record = previous(*args, **kwargs)
+    record.tag = "kept"
+    return record
+logging.setLogRecordFactory(tagged)
+from yiemagent._secrets import Secrets, install_log_filter
+secrets = Secrets("sk-chained-0123456789")
+install_log_filter(secrets)
+seen = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        seen.append((record.name, record.getMessage(), record.tag))
+logging.root.addHandler(Keep())
+for name in ("urllib3.made.later", "httpcore.http11", "someone.else"):
+    logging.getLogger(name).warning("key %s", "sk-chained-0123456789")
+print(seen)
+"""
+
+
+def test_the_log_masking_keeps_the_record_factory_it_replaced_and_masks_only_its_loggers():
+    """The one masking filter is a record factory calling the one before it; it masks records of its loggers, made
+    at any time, and leaves other loggers' records alone."""
+    out = subprocess.run([sys.executable, "-c", CHAINED_FACTORY], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.strip() == str(
+        [
+            ("urllib3.made.later", "key ***", "kept"),
+            ("httpcore.http11", "key ***", "kept"),
+            ("someone.else", "key sk-chained-0123456789", "kept"),
+        ]
+    )
+
+
+def test_a_record_whose_arguments_do_not_fit_its_format_is_masked_too(caplog):
+    """A log call with too few arguments for its format cannot be formatted; the handler would print the args raw, so
+    the masking writes them out itself, masked."""
+    secrets = Secrets("sk-misfit-0123456789")
+    install_log_filter(secrets)
+    try:
+        with caplog.at_level(logging.WARNING, logger="urllib3"):
+            logging.getLogger("urllib3.misfit").warning("key %s and %s", "sk-misfit-0123456789")
+    finally:
+        remove_log_filter(secrets)
+    assert caplog.records[0].getMessage() == "key %s and %s (log arguments: ('***',))"

@@ -1,0 +1,142 @@
+"""make test-scale: 50 conversations of 3 turns on two Celery workers, one SIGKILLed mid-turn (docs/scale.md).
+
+PostgreSQL (sessions and results) and Redis (the broker) run on 127.0.0.1, started here
+from the wheels ``make`` installs (tests/support/servers.py); two worker processes of
+examples/celery_service with two threads each serve the turns against the example's fake
+OpenAI-compatible server, which calls a tool in every turn. While the first worker holds a
+conversation in the middle of a turn, it is SIGKILLed. Then every conversation must have
+completed, every history be valid to send, every tool call have exactly one result, and no
+turn have been answered twice. Everything started is stopped after, whatever happened.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psycopg
+import pytest
+
+from scale_cluster import Cluster
+from yiemagent import AssistantMessage, PostgresSession, TextContent, ToolResultMessage, UserMessage, extract_tool_calls
+from yiemagent.history import complete_tool_calls
+from yiemagent.history._json import message_from_json
+from yiemagent.history.postgres import LOCK_CLASS
+
+pytestmark = pytest.mark.scale  # not collected by make test (setup.cfg): make test-scale names this file
+
+CONVERSATIONS, TURNS = 50, 3
+KILL_AFTER = 40  # replies in before the kill: the run is well under way, most of it still to come
+SCALE_WAIT = 30  # seconds: a worker's turn through Celery, PostgreSQL and Redis on a loaded 2-core machine
+
+
+def text_of(message) -> str:
+    return "".join(b.text for b in message.content if isinstance(b, TextContent))
+
+
+HELD = (
+    "SELECT s.session_id,"
+    " (SELECT body FROM yiemagent_messages m WHERE m.session_id = s.session_id ORDER BY id DESC LIMIT 1),"
+    " (SELECT COUNT(*) FROM yiemagent_messages m WHERE m.session_id = s.session_id AND m.body::json->>'role' = 'user')"
+    " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid JOIN yiemagent_sessions s ON s.lock_key = l.objid::int"
+    " WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objsubid = 2 AND l.granted AND a.application_name LIKE %s"
+)
+
+
+def mid_turn(conn, pid: int) -> list[tuple[str, int]]:
+    """(conversation, turn) for each conversation worker ``pid`` holds whose last stored message is not a final answer: one query."""
+    found = []
+    for conversation, last, questions in conn.execute(HELD, (LOCK_CLASS, f"% pid {pid}")):
+        message = message_from_json(last, conversation) if last is not None else None
+        if message is not None and not (isinstance(message, AssistantMessage) and not extract_tool_calls(message)[0]):
+            found.append((conversation, questions))
+    return found
+
+
+def frozen_mid_turn(conn, conversations: list[str]) -> list[tuple[str, int]]:
+    """After the kill and before any redelivery: which of ``conversations`` stopped in the middle of a turn."""
+    found = []
+    for conversation in conversations:
+        rows = conn.execute("SELECT body FROM yiemagent_messages WHERE session_id = %s ORDER BY id", (conversation,)).fetchall()
+        history = [message_from_json(body, conversation) for (body,) in rows]
+        if history and not (isinstance(history[-1], AssistantMessage) and not extract_tool_calls(history[-1])[0]):
+            found.append((conversation, sum(isinstance(m, UserMessage) for m in history)))
+    return found
+
+
+def check_history(history: list, questions: list[str]) -> list[str]:
+    """The turns' final answers, after checking the history is whole: one question, then calls each answered once, then one answer, per turn."""
+    assert complete_tool_calls(history)[1] == [], "a tool call has no result"
+    users = [i for i, m in enumerate(history) if isinstance(m, UserMessage)]
+    assert [text_of(history[i]) for i in users] == questions, "each question is stored once, in order"
+    answers = []
+    for start, end in zip(users, users[1:] + [len(history)]):
+        pending: set[str] = set()
+        finals = []
+        for message in history[start + 1 : end]:
+            if isinstance(message, AssistantMessage):
+                assert not pending, "a new reply before every call of the last one had its result"
+                calls = extract_tool_calls(message)[1]
+                pending = {c.id for c in calls}
+                if not calls:
+                    finals.append(message)
+            else:
+                assert isinstance(message, ToolResultMessage) and message.tool_call_id in pending, "a result for a call not pending"
+                pending.discard(message.tool_call_id)  # exactly one result per call
+        assert not pending and len(finals) == 1 and finals[0] is history[end - 1], "one final answer per turn, last in the turn"
+        answers.append(text_of(finals[0]))
+    return answers
+
+
+def test_fifty_conversations_of_three_turns_survive_a_worker_killed_mid_turn(tmp_path):
+    """50 x 3 turns on two workers, one SIGKILLed while it holds a conversation mid-turn: all complete, valid, each call answered once, no turn answered twice."""
+    prefix = f"scale-{os.getpid()}"
+    killed: dict = {}
+    with Cluster(tmp_path, latency_ms=20, visibility_timeout=8) as cluster:
+        victim, survivor = cluster.start_workers(2, threads=2)
+        client = cluster.client(CONVERSATIONS, TURNS, prefix)
+
+        def kill_mid_turn(done: int) -> None:
+            if done < KILL_AFTER or killed:
+                return
+            with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+                deadline = time.monotonic() + SCALE_WAIT
+                while not (held := mid_turn(conn, victim.pid)):
+                    assert time.monotonic() < deadline, "the victim never held a conversation mid-turn"
+                    time.sleep(0.002)
+                victim.kill()
+                # the turns stay as the victim left them until the broker hands them to the survivor (visibility timeout)
+                killed.update(done=done, mid_turn=frozen_mid_turn(conn, [c for c, _ in held]))
+
+        try:
+            summary = Cluster.summary(client, kill_mid_turn)
+        finally:
+            if client.poll() is None:
+                client.kill()
+        assert killed["mid_turn"], "the victim finished its turns before the kill landed"
+        assert victim.process.returncode == -9 and survivor.process.poll() is None
+        assert summary["failures"] == []
+        results = {r["turn_id"]: r for r in summary["results"]}
+        assert len(results) == CONVERSATIONS * TURNS
+
+        with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+            ledger = conn.execute("SELECT session_id, COUNT(*) FROM yiemagent_turns WHERE session_id LIKE %s GROUP BY session_id", (f"{prefix}-%",)).fetchall()
+        assert sorted(ledger) == sorted((f"{prefix}-{n}", TURNS) for n in range(CONVERSATIONS))
+        for n in range(CONVERSATIONS):
+            conversation = f"{prefix}-{n}"
+            with PostgresSession(cluster.dsn, conversation) as reader:
+                history = reader.messages()
+            questions = [f"question {t} of conversation {n}" for t in range(1, TURNS + 1)]
+            answers = check_history(history, questions)
+            assert answers == [f"Answer to {q}: notes on {q}" for q in questions]
+            assert [results[f"{conversation}/turn-{t}"]["reply"] for t in range(1, TURNS + 1)] == answers  # the client got the stored answers
+
+        # the turns the victim was in the middle of were finished by the other worker, from what was stored
+        for conversation, turn in killed["mid_turn"]:
+            result = results[f"{conversation}/turn-{turn}"]
+            assert result["status"] == "completed" and result["worker_pid"] == survivor.pid, result
+        statuses = [r["status"] for r in results.values()]
+        print(f"\nkilled after {killed['done']} replies, mid-turn in {killed['mid_turn']}; statuses: "
+              f"{ {s: statuses.count(s) for s in set(statuses)} }; {summary['turns_per_second']:.1f} turns/s; {cluster.llm_requests()} LLM requests")
+    assert all(w.process.poll() is not None for w in cluster.workers)
+    assert cluster.postgres.process is None and cluster.redis.process is None

@@ -1,0 +1,267 @@
+"""Batches: dispatch, sequential and parallel execution, abort, termination (spec §9, §10)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import yiemagent.batch as batch_module
+from helpers import ASSISTANT, PARALLEL, SEQUENTIAL, WAIT, EventRecorder, context_with, make_tool, text_result
+from yiemagent import (
+    AbortSignal,
+    AgentLoopConfig,
+    AgentToolCall,
+    FinalizedOutcome,
+    ToolExecEndEvent,
+    execute_tool_calls,
+    execute_tool_calls_parallel,
+    execute_tool_calls_sequential,
+    should_terminate,
+)
+
+
+
+def calls(*names):
+    return [AgentToolCall(f"id_{i}", name, {}) for i, name in enumerate(names)]
+
+
+def texts(batch):
+    return [m.content[0].text for m in batch.messages]
+
+
+def recording_tool(name, log, parallel=False, **kw):
+    def execute(tool_call_id, args, signal, on_partial_result):
+        log.append((name, threading.current_thread().name))
+        return text_result(name)
+
+    return make_tool(name, execute, parallel=parallel, **kw)
+
+
+@pytest.mark.spec("9")
+def test_dispatch_is_sequential_when_config_says_so(monkeypatch):
+    """tool_execution "sequential" runs the batch sequentially even if every tool allows parallel."""
+    log = []
+    ctx = context_with(recording_tool("a", log, parallel=True), recording_tool("b", log, parallel=True))
+    execute_tool_calls(ctx, ASSISTANT, calls("a", "b"), SEQUENTIAL, None, None)
+    assert {thread for _, thread in log} == {threading.current_thread().name}
+
+
+@pytest.mark.spec("9")
+def test_dispatch_is_sequential_when_any_tool_is_not_parallel():
+    """One tool with parallel_tool_execute=False makes the whole batch sequential."""
+    log = []
+    ctx = context_with(recording_tool("a", log, parallel=True), recording_tool("b", log, parallel=False))
+    execute_tool_calls(ctx, ASSISTANT, calls("a", "b"), PARALLEL, None, None)
+    assert {thread for _, thread in log} == {threading.current_thread().name}
+
+
+@pytest.mark.spec("9")
+def test_dispatch_is_parallel_when_config_and_all_tools_allow_it():
+    """Parallel config with only parallel tools runs calls on tool threads."""
+    log = []
+    ctx = context_with(recording_tool("a", log, parallel=True), recording_tool("b", log, parallel=True))
+    execute_tool_calls(ctx, ASSISTANT, calls("a", "b", "nosuch"), PARALLEL, None, None)
+    assert all(thread.startswith("yiemagent-tool") for _, thread in log) and len(log) == 2
+
+
+@pytest.mark.spec("9")
+def test_sequential_runs_in_call_order_one_at_a_time():
+    """Sequential execution runs each call to completion before the next starts."""
+    order = []
+
+    def tool(name):
+        def execute(*a):
+            order.append(f"start {name}")
+            order.append(f"end {name}")
+            return text_result(name)
+
+        return make_tool(name, execute)
+
+    batch = execute_tool_calls_sequential(context_with(tool("a"), tool("b")), ASSISTANT, calls("b", "a", "b"), SEQUENTIAL, None, None)
+    assert order == ["start b", "end b", "start a", "end a", "start b", "end b"]
+    assert texts(batch) == ["b", "a", "b"]
+
+
+@pytest.mark.spec("9")
+def test_parallel_runs_concurrently_proven_with_a_barrier():
+    """All calls of a parallel batch are running at the same time: a barrier of N parties is passed."""
+    n = 8
+    barrier = threading.Barrier(n, timeout=WAIT)
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        barrier.wait()  # raises BrokenBarrierError unless all n calls run at once
+        return text_result(tool_call_id)
+
+    tool = make_tool("meet", execute, parallel=True)
+    batch = execute_tool_calls_parallel(context_with(tool), ASSISTANT, calls(*["meet"] * n), PARALLEL, None, None)
+    assert not any(m.is_error for m in batch.messages), texts(batch)
+
+
+@pytest.mark.spec("9")
+def test_parallel_results_come_back_in_call_order_whatever_finishes_first():
+    """Decision 6: the last call finishes first, yet results are in call order."""
+    n = 5
+    gates = [threading.Event() for _ in range(n)]
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        index = int(tool_call_id.split("_")[1])
+        if index + 1 < n:
+            assert gates[index + 1].wait(WAIT)  # wait until the next call has finished
+        gates[index].set()
+        return text_result(tool_call_id)
+
+    tool = make_tool("chain", execute, parallel=True)
+    batch = execute_tool_calls_parallel(context_with(tool), ASSISTANT, calls(*["chain"] * n), PARALLEL, None, None)
+    assert [m.tool_call_id for m in batch.messages] == [f"id_{i}" for i in range(n)]
+    assert texts(batch) == [f"id_{i}" for i in range(n)]
+
+
+@pytest.mark.spec("9")
+def test_parallel_prepares_in_call_order_before_running():
+    """Preparation (validation, before hook) happens in call order in the calling thread."""
+    prepared = []
+
+    def before(ctx, signal):
+        prepared.append((ctx.tool_call.id, threading.current_thread().name))
+
+
+    config = AgentLoopConfig(before_tool_call=before, tool_execution="parallel")
+    tool = make_tool("p", parallel=True)
+    execute_tool_calls_parallel(context_with(tool), ASSISTANT, calls("p", "p", "p"), config, None, None)
+    assert prepared == [(f"id_{i}", threading.current_thread().name) for i in range(3)]
+
+
+@pytest.mark.spec("9")
+def test_parallel_pool_is_never_smaller_than_the_batch():
+    """A batch of 32 calls has 32 calls running at once (the pool grows to the batch)."""
+    n = 32
+    barrier = threading.Barrier(n, timeout=WAIT)
+    tool = make_tool("wide", lambda *a: (barrier.wait(), text_result("ok"))[1], parallel=True)
+    batch = execute_tool_calls_parallel(context_with(tool), ASSISTANT, calls(*["wide"] * n), PARALLEL, None, None)
+    assert texts(batch) == ["ok"] * n
+
+
+@pytest.mark.spec("9")
+@pytest.mark.parametrize("mode", ["sequential", "parallel"])
+def test_abort_mid_batch_answers_every_remaining_call(mode):
+    """Decision 1: after the signal fires, every call not yet run is answered "Operation aborted"."""
+    signal = AbortSignal()
+
+    def first(tool_call_id, args, sig, on_partial_result):
+        sig.abort()
+        return text_result("did it")
+
+    ran = []
+    ctx = context_with(make_tool("first", first, parallel=True), make_tool("later", lambda *a: ran.append(1), parallel=True))
+    run = execute_tool_calls_sequential if mode == "sequential" else execute_tool_calls_parallel
+    if mode == "parallel":
+        # in parallel mode the abort must come during preparation of the second call
+    
+        config = AgentLoopConfig(before_tool_call=lambda c, s: s.abort() if c.tool_call.id == "id_1" else None)
+    else:
+        config = SEQUENTIAL
+    batch = run(ctx, ASSISTANT, calls("first", "later", "later"), config, signal, None)
+    assert [m.tool_call_id for m in batch.messages] == ["id_0", "id_1", "id_2"]
+    assert texts(batch)[1:] == ["Operation aborted", "Operation aborted"]
+    assert all(m.is_error for m in batch.messages[1:]) and ran == []
+
+
+@pytest.mark.spec("10")
+def test_should_terminate_requires_every_result_to_ask():
+    """terminate is true only for a non-empty batch whose every result asks for it."""
+    yes = FinalizedOutcome(AgentToolCall("a", "t", {}), text_result("x", terminate=True), False)
+    no = FinalizedOutcome(AgentToolCall("b", "t", {}), text_result("x"), False)
+    assert should_terminate([yes, yes]) is True
+    assert should_terminate([yes, no]) is False
+    assert should_terminate([]) is False
+
+
+@pytest.mark.spec("10")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL])
+def test_batch_terminates_only_when_all_tools_ask(mode):
+    """A batch of terminating tools terminates; one non-terminating or failing call prevents it."""
+    stop = make_tool("stop", lambda *a: text_result("done", terminate=True), parallel=True)
+    go = make_tool("go", parallel=True)
+    ctx = context_with(stop, go)
+    assert execute_tool_calls(ctx, ASSISTANT, calls("stop", "stop"), mode, None, None).terminate is True
+    assert execute_tool_calls(ctx, ASSISTANT, calls("stop", "go"), mode, None, None).terminate is False
+    assert execute_tool_calls(ctx, ASSISTANT, calls("stop", "missing"), mode, None, None).terminate is False
+
+
+@pytest.mark.spec("11")
+def test_batch_messages_are_tool_result_messages_in_call_order():
+    """The batch holds one ToolResultMessage per call, bound to its id and name."""
+    ctx = context_with(make_tool("a"), make_tool("b"))
+    batch = execute_tool_calls(ctx, ASSISTANT, calls("a", "b", "zzz"), SEQUENTIAL, None, None)
+    assert [(m.tool_call_id, m.tool_name, m.is_error, m.role) for m in batch.messages] == [
+        ("id_0", "a", False, "tool"),
+        ("id_1", "b", False, "tool"),
+        ("id_2", "zzz", True, "tool"),
+    ]
+
+
+@pytest.mark.spec("12")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
+def test_a_bug_inside_the_library_still_answers_the_call_and_logs_it(mode, monkeypatch, caplog):
+    """A fault injected into FINALIZE itself (the library, not user code) must not lose the
+    call: its result is an error naming the tool and the exception, the end event carries
+    it, and the log says which tool."""
+
+    def broken_finalize(*args, **kwargs):
+        raise RuntimeError("finalize is broken")
+
+    monkeypatch.setattr(batch_module, "finalize_executed_tool_call", broken_finalize)
+    recorder = EventRecorder()
+    ctx = context_with(make_tool("a", parallel=True))
+    with caplog.at_level("ERROR", logger="yiemagent.batch"):
+        batch = execute_tool_calls(ctx, ASSISTANT, calls("a"), mode, AbortSignal(), recorder)
+    [message] = batch.messages
+    assert (message.tool_call_id, message.tool_name, message.is_error) == ("id_0", "a", True)
+    assert message.content[0].text == "Internal error running tool 'a': RuntimeError: finalize is broken"
+    [end] = recorder.of_type(ToolExecEndEvent)
+    assert (end.tool_call_id, end.tool_name, end.is_error) == ("id_0", "a", True)
+    assert end.result.content[0].text == message.content[0].text
+    assert [r.getMessage() for r in caplog.records] == ["internal error while running tool 'a'"]
+    assert caplog.records[0].exc_info[1].args == ("finalize is broken",)
+
+
+@pytest.mark.spec("13")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
+def test_end_events_name_the_tool_whether_it_ran_or_ended_in_prepare(mode):
+
+    recorder = EventRecorder()
+    ctx = context_with(make_tool("a", parallel=True))
+    execute_tool_calls(ctx, ASSISTANT, calls("a", "nosuch"), mode, None, recorder)
+    ends = recorder.of_type(ToolExecEndEvent)
+    assert sorted((e.tool_call_id, e.tool_name, e.is_error) for e in ends) == [("id_0", "a", False), ("id_1", "nosuch", True)]
+
+
+@pytest.mark.spec("8")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
+def test_hooks_and_tools_get_the_batchs_assistant_message_context_and_signal(mode):
+    """Spec §14: both hooks see the assistant message and the context; the tool and the after
+    hook get the batch's signal, in either mode (the parallel path passes them on its own)."""
+
+    seen = []
+
+    def before(ctx, signal):
+        seen.append(("before", ctx.assistant_message, ctx.context, signal))
+
+    def after(ctx, signal):
+        seen.append(("after", ctx.assistant_message, ctx.context, signal))
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        seen.append(("tool", None, None, signal))
+        return text_result("ok")
+
+    signal = AbortSignal()
+    context = context_with(make_tool("a", execute, parallel=True))
+    config = AgentLoopConfig(before, after, mode.tool_execution)
+    batch = execute_tool_calls(context, ASSISTANT, calls("a"), config, signal, None)
+    assert texts(batch) == ["ok"]
+    assert [s[0] for s in seen] == ["before", "tool", "after"]
+    for stage, message, hook_context, hook_signal in seen:
+        assert hook_signal is signal, stage
+        if stage != "tool":
+            assert message is ASSISTANT and hook_context is context, stage

@@ -1,0 +1,126 @@
+"""Tool lifecycle events (spec §13, decisions 1 and 8)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from helpers import ASSISTANT, PARALLEL, SCHEMA_CITY, SEQUENTIAL, WAIT, EventRecorder, context_with, make_tool, text_result
+from yiemagent import (
+    AgentLoopConfig,
+    AgentToolCall,
+    ToolExecEndEvent,
+    ToolExecStartEvent,
+    ToolExecUpdateEvent,
+    execute_tool_calls,
+)
+
+
+
+def streaming_tool(name, parts, parallel=True):
+    def execute(tool_call_id, args, signal, on_partial_result):
+        for part in parts:
+            on_partial_result(part)
+        return text_result(f"{name} done")
+
+    return make_tool(name, execute, parallel=parallel)
+
+
+@pytest.mark.spec("13")
+def test_start_updates_end_for_a_successful_call(recorder):
+    """A call emits start (with arguments), one update per partial result, then end with the result."""
+    ctx = context_with(streaming_tool("s", ["10%", "90%"]))
+    execute_tool_calls(ctx, ASSISTANT, [AgentToolCall("c1", "s", {"q": 1})], SEQUENTIAL, None, recorder)
+    start, up1, up2, end = recorder.events
+    assert start == ToolExecStartEvent("c1", "s", {"q": 1})
+    assert (up1, up2) == (ToolExecUpdateEvent("c1", "s", {"q": 1}, "10%"), ToolExecUpdateEvent("c1", "s", {"q": 1}, "90%"))
+    assert isinstance(end, ToolExecEndEvent) and end.result.content[0].text == "s done" and end.is_error is False
+
+
+@pytest.mark.spec("13")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL])
+def test_exactly_one_start_and_one_end_per_call_even_when_prepare_fails(recorder, mode):
+    """Unknown tools, invalid arguments and blocked calls still get exactly one start and one end."""
+    config = AgentLoopConfig(
+        before_tool_call=lambda c, s: {"block": True} if c.tool_call.id == "blocked" else None, tool_execution=mode.tool_execution
+    )
+    ctx = context_with(make_tool("w", schema=SCHEMA_CITY, parallel=True))
+    batch_calls = [
+        AgentToolCall("ok", "w", {"city": "x"}),
+        AgentToolCall("unknown", "nope", {}),
+        AgentToolCall("invalid", "w", {}),
+        AgentToolCall("blocked", "w", {"city": "y"}),
+    ]
+    execute_tool_calls(ctx, ASSISTANT, batch_calls, config, None, recorder)
+    for call in batch_calls:
+        kinds = [type(e) for e in recorder.for_call(call.id)]
+        assert kinds == [ToolExecStartEvent, ToolExecEndEvent], call.id
+    ends = {e.tool_call_id: e.is_error for e in recorder.of_type(ToolExecEndEvent)}
+    assert ends == {"ok": False, "unknown": True, "invalid": True, "blocked": True}
+
+
+@pytest.mark.spec("13")
+def test_start_is_emitted_before_prepare(recorder):
+    """The start event precedes the before hook (i.e. preparation) of its call."""
+    order = []
+    sink = lambda e: order.append(type(e).__name__)  # noqa: E731
+    config = AgentLoopConfig(before_tool_call=lambda c, s: order.append("before_hook"))
+    execute_tool_calls(context_with(make_tool("t")), ASSISTANT, [AgentToolCall("c", "t", {})], config, None, sink)
+    assert order == ["ToolExecStartEvent", "before_hook", "ToolExecEndEvent"]
+
+
+@pytest.mark.spec("13")
+def test_sink_is_never_called_from_two_threads_at_once():
+    """Decision 8: in a parallel batch whose tools all report at once, sink calls never overlap."""
+    n = 8
+    barrier = threading.Barrier(n, timeout=WAIT)
+    recorder = EventRecorder()
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        barrier.wait()
+        for i in range(50):
+            on_partial_result(i)
+        return text_result("ok")
+
+    tool = make_tool("burst", execute, parallel=True)
+    calls = [AgentToolCall(f"c{i}", "burst", {}) for i in range(n)]
+    execute_tool_calls(context_with(tool), ASSISTANT, calls, PARALLEL, None, recorder)
+    assert recorder.overlaps == 0
+    assert len(recorder.of_type(ToolExecUpdateEvent)) == n * 50
+    for call in calls:
+        kinds = [type(e) for e in recorder.for_call(call.id)]
+        assert kinds[0] is ToolExecStartEvent and kinds[-1] is ToolExecEndEvent
+        assert set(kinds[1:-1]) == {ToolExecUpdateEvent}
+
+
+@pytest.mark.spec("13")
+def test_raising_sink_is_logged_and_ignored(caplog):
+    """Decision 8: a sink that raises is logged and the batch completes normally."""
+
+    def sink(event):
+        raise RuntimeError("sink broke")
+
+    with caplog.at_level(logging.ERROR, logger="yiemagent.events"):
+        batch = execute_tool_calls(context_with(streaming_tool("s", ["p"])), ASSISTANT, [AgentToolCall("c", "s", {})], SEQUENTIAL, None, sink)
+    assert batch.messages[0].content[0].text == "s done" and not batch.messages[0].is_error
+    assert "sink broke" in caplog.text and "ToolExecStartEvent" in caplog.text
+
+
+@pytest.mark.spec("13")
+def test_partial_results_after_execute_returned_are_dropped(recorder, caplog):
+    """Decision 8: a partial result reported after execute returned never reaches the sink; a DEBUG line says so."""
+    saved = []
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        saved.append(on_partial_result)
+        return text_result("ok")
+
+    execute_tool_calls(context_with(make_tool("t", execute)), ASSISTANT, [AgentToolCall("c", "t", {})], SEQUENTIAL, None, recorder)
+    with caplog.at_level(logging.DEBUG, logger="yiemagent.pipeline"):
+        saved[0]("too late")
+    assert [type(e) for e in recorder.events] == [ToolExecStartEvent, ToolExecEndEvent]
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("yiemagent.pipeline", "DEBUG", "partial result of 'c' after its end was dropped")
+    ]

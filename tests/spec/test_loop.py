@@ -1,0 +1,571 @@
+"""The loop thread: six states, follow-ups, abort, continue, shutdown (spec §5, §10, decisions 1 and 7)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from helpers import WAIT, make_agent, make_tool, text_result
+from yiemagent import (
+    AgentClosedError,
+    AgentRunStartEvent,
+    EmptyHistoryError,
+    LoopState,
+    ToolStore,
+    UserMessage,
+    TextContent,
+    YiemAgent,
+    abort,
+    continue_agent,
+    follow_up,
+    register_tool,
+    run_agent,
+    shutdown,
+    take_response,
+)
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+
+
+
+class GatedLLM:
+    """An LLM whose every call blocks until the test opens a gate; records what it saw."""
+
+    def __init__(self):
+        self.entered = threading.Semaphore(0)
+        self.gates: list[threading.Event] = []
+        self.requests = []
+        self._lock = threading.Lock()
+
+    def __call__(self, formatted):
+        gate = threading.Event()
+        with self._lock:
+            self.gates.append(gate)
+            self.requests.append(formatted)
+        self.entered.release()
+        assert gate.wait(WAIT), "the test never opened the gate"
+        from yiemagent import AssistantMessage
+
+        users = [m["content"] for m in formatted["messages"] if m["role"] == "user"]
+        return AssistantMessage([TextContent(f"saw {users}")])
+
+    def wait_entered(self):
+        assert self.entered.acquire(timeout=WAIT), "the LLM was not called"
+
+    def open(self):
+        with self._lock:
+            gates = list(self.gates)
+        for gate in gates:
+            gate.set()
+
+
+def wait_for_state(agent, state):
+    with agent._core._wake:
+        assert agent._core._wake.wait_for(lambda: state in agent.loop_state_history, WAIT), list(agent.loop_state_history)
+
+
+@pytest.mark.spec("5")
+def test_states_of_a_simple_run():
+    """Idle -> new message -> processing -> completed -> idle."""
+    with make_agent(ScriptedLLM(["hi"])) as agent:
+        assert agent.loop_state is LoopState.IDLE
+        run_agent(agent, "hello")
+        take_response(agent, timeout=WAIT)
+        assert agent.wait_until_idle(WAIT)
+        assert list(agent.loop_state_history) == [
+            LoopState.IDLE,
+            LoopState.NEW_MESSAGE,
+            LoopState.PROCESSING,
+            LoopState.COMPLETED,
+            LoopState.IDLE,
+        ]
+
+
+@pytest.mark.spec("6")
+@pytest.mark.spec("5")
+def test_message_while_busy_is_queued_then_joins_the_next_round():
+    """State 4: a message sent during a run is queued and taken into the history at the run's next LLM round."""
+    llm = GatedLLM()
+    tool = make_tool("t")
+    script = ScriptedLLM([tool_call_reply(("a", "t", {})), "second round"])
+
+    def first_blocks(formatted):
+        if not llm.requests:
+            llm(formatted)  # block the first round until the gate opens
+            return script(formatted)
+        return script(formatted)
+
+    with make_agent(first_blocks, tool) as agent:
+        run_agent(agent, "first")
+        llm.wait_entered()
+        with agent._core._wake:  # state 3: the run took its input, nothing is queued
+            assert not agent._core._wake.wait_for(lambda: agent.loop_state is not LoopState.PROCESSING, 0.2), agent.loop_state
+        run_agent(agent, "second")
+        wait_for_state(agent, LoopState.INPUT_QUEUED)
+        assert agent.loop_state is LoopState.INPUT_QUEUED
+        llm.open()
+        assert take_response(agent, timeout=WAIT).content[0].text == "second round"
+        second_request_users = [m["content"] for m in script.requests[1]["messages"] if m["role"] == "user"]
+        assert second_request_users == ["first", "second"]
+
+
+@pytest.mark.spec("5")
+def test_follow_up_while_busy_is_moved_into_input_after_queued_input():
+    """State 5 -> 4: a follow-up during a run moves into the input channel, behind input already queued."""
+    llm = GatedLLM()
+    with make_agent(llm) as agent:
+        run_agent(agent, "first")
+        llm.wait_entered()
+        run_agent(agent, "queued input")
+        follow_up(agent, "follow-up")
+        wait_for_state(agent, LoopState.FOLLOW_UP_QUEUED)
+        history = list(agent.loop_state_history)
+        assert history.index(LoopState.FOLLOW_UP_QUEUED) > history.index(LoopState.PROCESSING)
+        assert all(isinstance(state, LoopState) for state in history), history
+        llm.open()
+        take_response(agent, timeout=WAIT)  # run 1 ends with one round: the two others start run 2
+        llm.wait_entered()
+        llm.open()
+        assert take_response(agent, timeout=WAIT).content[0].text == "saw ['first', 'queued input', 'follow-up']"
+
+
+@pytest.mark.spec("5")
+def test_follow_up_while_idle_starts_a_run():
+    """Decision 7: a follow-up sent to an idle agent is not stranded: it starts a run."""
+    with make_agent(ScriptedLLM(["answered"])) as agent:
+        follow_up(agent, "only a follow-up")
+        assert take_response(agent, timeout=WAIT).content[0].text == "answered"
+
+
+@pytest.mark.spec("5")
+def test_idle_loop_is_blocked_not_polling():
+    """While idle the loop thread sleeps on its condition: it evaluates nothing until a message arrives."""
+    with make_agent(ScriptedLLM(["pong"])) as agent:
+        assert agent.wait_until_idle(WAIT)
+        calls = []
+        real = agent._core._next_action
+
+        def counting():
+            calls.append(1)
+            return real()
+
+        agent._core._next_action = counting
+        time.sleep(0.3)  # long enough for any polling loop to show itself
+        assert calls == []
+        run_agent(agent, "ping")
+        assert take_response(agent, timeout=WAIT).content[0].text == "pong"
+        assert calls, "the message woke the loop"
+
+
+@pytest.mark.spec("10")
+def test_abort_stops_running_tools_answers_the_rest_and_serves_the_next_message():
+    """abort: the running tool sees the signal, calls not yet run get "Operation aborted", stop_reason "aborted"."""
+    started = threading.Event()
+    saw_abort = threading.Event()
+
+    def waits(tool_call_id, args, signal, on_partial_result):
+        started.set()
+        if signal.wait(WAIT):
+            saw_abort.set()
+        return text_result("stopped early")
+
+    ran_later = []
+    llm = ScriptedLLM([tool_call_reply(("a", "waits", {}), ("b", "later", {}), ("c", "later", {})), "next run"])
+    later = make_tool("later", lambda *a: ran_later.append(1) or text_result("x"))
+    with make_agent(llm, make_tool("waits", waits), later) as agent:
+        run_agent(agent, "go")
+        assert started.wait(WAIT)
+        assert abort(agent) is True
+        response = take_response(agent, timeout=WAIT)
+        assert response.stop_reason == "aborted" and saw_abort.is_set()
+        results = [m for m in agent.history() if m.role == "tool"]
+        assert [(m.tool_call_id, m.content[0].text) for m in results] == [
+            ("a", "stopped early"),
+            ("b", "Operation aborted"),
+            ("c", "Operation aborted"),
+        ]
+        assert ran_later == []
+        run_agent(agent, "again")
+        assert take_response(agent, timeout=WAIT).content[0].text == "next run"
+        assert abort(agent) is False or agent.loop_state is not LoopState.IDLE
+
+
+@pytest.mark.spec("10")
+def test_continue_runs_the_llm_on_the_current_history():
+    """continue(): after a terminating tool and an external update, the LLM runs without a new user message."""
+    handoff = make_tool("handoff", lambda *a: text_result("job 7 queued", terminate=True))
+    llm = ScriptedLLM([tool_call_reply(("h", "handoff", {})), "job 7 finished: ok"])
+    with make_agent(llm, handoff) as agent:
+        run_agent(agent, "start job 7")
+        assert take_response(agent, timeout=WAIT).stop_reason == "tool_use_terminated"
+        assert agent.wait_until_idle(WAIT)
+        agent._core.append(UserMessage([TextContent("[system] job 7 completed")]))  # the external system's result
+        continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).content[0].text == "job 7 finished: ok"
+        roles = [m["role"] for m in llm.requests[1]["messages"]]
+        assert roles == ["system", "user", "assistant", "tool", "user"]
+
+
+@pytest.mark.spec("10")
+def test_continue_on_an_empty_history_is_a_clear_error():
+    """continue_agent with no conversation raises EmptyHistoryError."""
+    with make_agent(ScriptedLLM()) as agent:
+        with pytest.raises(EmptyHistoryError) as raised:
+            continue_agent(agent)
+        assert str(raised.value) == "cannot continue: the conversation history is empty; send a message with run_agent first"
+
+
+@pytest.mark.spec("5")
+def test_shutdown_lets_the_active_run_finish_and_returns_queued_messages():
+    """shutdown: the run in progress completes and is delivered; messages still queued are returned."""
+    llm = GatedLLM()
+    agent = make_agent(llm)
+    run_agent(agent, "in progress")
+    llm.wait_entered()
+    run_agent(agent, "queued 1")
+    follow_up(agent, "queued follow-up")
+    result = {}
+    closer = threading.Thread(target=lambda: result.setdefault("queued", shutdown(agent, timeout=WAIT)))
+    closer.start()
+    llm.open()
+    closer.join(WAIT)
+    assert not closer.is_alive()
+    assert take_response(agent, timeout=WAIT).content[0].text == "saw ['in progress']"
+    assert result["queued"] == [{"role": "user", "content": "queued 1"}, {"role": "user", "content": "queued follow-up"}]
+    assert not agent._core._thread.is_alive()
+
+
+@pytest.mark.spec("5")
+def test_shutdown_with_timeout_aborts_a_run_that_does_not_finish():
+    """A run still going after the timeout is aborted; a cooperative tool stops and the response is delivered."""
+    started = threading.Event()
+
+    def waits(tool_call_id, args, signal, on_partial_result):
+        started.set()
+        signal.wait(WAIT)
+        return text_result("stopped")
+
+    agent = make_agent(ScriptedLLM([tool_call_reply(("a", "waits", {}))]), make_tool("waits", waits))
+    run_agent(agent, "go")
+    assert started.wait(WAIT)
+    assert shutdown(agent, timeout=0.05) == []
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "aborted" and "shutdown" in response.error_message
+
+
+@pytest.mark.spec("5")
+def test_responses_wait_for_room_in_the_output_channel():
+    """With the output channel full, responses are held, not dropped, and delivered as room appears."""
+    llm = ScriptedLLM([f"r{i}" for i in range(20)])
+    with make_agent(llm) as agent:
+        for i in range(20):
+            run_agent(agent, f"m{i}")
+            if i < 16:
+                # one message per run, so that there are at least 17 responses
+                with agent._core._wake:
+                    assert agent._core._wake.wait_for(lambda: agent.output_channel.qsize() == i + 1 or agent._core._pending_output, WAIT)
+        texts = [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)]
+        assert texts == [f"r{i}" for i in range(16)]
+        assert take_response(agent, timeout=WAIT).content[0].text.startswith("r16")
+
+
+@pytest.mark.spec("5")
+def test_a_dead_loop_refuses_messages_instead_of_queueing_them_forever(caplog):
+    """If the loop thread dies (a bug), run_agent says so instead of queueing into a channel nobody reads."""
+    from yiemagent import AgentClosedError
+
+    agent = make_agent(ScriptedLLM(["x"]))
+    try:
+
+        def broken():
+            raise RuntimeError("bug in the loop")
+
+        agent._core._next_action = broken
+        agent._core.ring()
+        agent._core._thread.join(WAIT)
+        assert not agent._core._thread.is_alive()
+        [record] = [r for r in caplog.records if r.exc_info and r.exc_info[0] is RuntimeError]
+        assert (record.name, record.levelname, record.getMessage()) == ("yiemagent.agent", "ERROR", "the agent loop failed; the agent stops serving")
+        for send in (run_agent, follow_up):
+            with pytest.raises(AgentClosedError) as raised:
+                send(agent, "anyone there?")
+            assert str(raised.value) == "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
+    finally:
+        shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("10")
+def test_leaving_the_with_block_normally_lets_the_active_run_finish():
+    """``with agent:`` ends with shutdown alone: a run still active is not aborted, its response is delivered."""
+    llm = GatedLLM()
+    with make_agent(llm) as agent:
+        run_agent(agent, "in progress")
+        llm.wait_entered()
+        for i in range(16):  # the input channel is full now (the run takes input only at its next round)
+            run_agent(agent, f"queued {i}")
+
+        def send_then_open():
+            # blocks on the full channel until shutdown begins, then lets the LLM answer
+            with pytest.raises(AgentClosedError):
+                run_agent(agent, "blocked")
+            llm.open()
+
+        opener = threading.Thread(target=send_then_open, daemon=True)
+        opener.start()
+    opener.join(WAIT)
+    response = take_response(agent, timeout=WAIT)
+    assert (response.stop_reason, response.error_message) == (None, None)
+    assert response.content == [TextContent("saw ['in progress']")]
+
+
+@pytest.mark.spec("10")
+def test_an_exception_leaving_the_with_block_aborts_the_run_and_propagates():
+    """``with agent:`` left by an exception aborts the active run (reason "aborted by abort()"), shuts down, and re-raises it."""
+    from yiemagent.streaming import current_abort_signal
+
+    entered = threading.Event()
+
+    def llm(formatted):
+        entered.set()
+        current_abort_signal().wait(WAIT)
+        return "too late"
+
+    agent = make_agent(llm)
+    try:
+        with pytest.raises(RuntimeError, match="the caller failed"):
+            with agent:
+                run_agent(agent, "go")
+                assert entered.wait(WAIT)
+                raise RuntimeError("the caller failed")
+        assert agent.closing and not agent._core._thread.is_alive()
+        response = take_response(agent, timeout=WAIT)
+        assert (response.stop_reason, response.error_message) == ("aborted", "aborted by abort()")
+    finally:
+        shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("10")
+def test_abort_without_a_reason_names_abort_in_the_response():
+    """abort(agent) with no reason: the run ends "aborted" with error_message "aborted by abort()"."""
+    llm = GatedLLM()
+    with make_agent(llm) as agent:
+        run_agent(agent, "go")
+        llm.wait_entered()
+        assert abort(agent) is True
+        llm.open()
+        response = take_response(agent, timeout=WAIT)
+        assert (response.stop_reason, response.error_message) == ("aborted", "aborted by abort()")
+
+
+@pytest.mark.spec("10")
+def test_continue_during_a_run_is_queued_even_while_the_history_is_still_empty():
+    """continue_agent while a run is active is queued: the history may be empty at that moment (here the run's only
+    input was dropped), the check for an empty history is for an idle agent only."""
+    outcome = []
+    holder = {}
+
+    def sink(event):
+        if isinstance(event, AgentRunStartEvent) and not outcome:
+            try:
+                continue_agent(holder["agent"])
+                outcome.append(("queued", holder["agent"].history()))
+            except Exception as exc:  # the test reports it below
+                outcome.append(("raised", exc))
+
+    llm = ScriptedLLM(["continued"])
+    with YiemAgent(llm_call=llm, agent_event_sink=sink, tool_store=ToolStore("loop")) as agent:
+        holder["agent"] = agent
+        agent.input_channel.put({"role": "assistant", "content": "not a user message"})  # by hand: dropped by the run
+        first = take_response(agent, timeout=WAIT)
+        assert first.stop_reason == "error" and "dropped" in first.error_message
+        assert outcome == [("queued", [])]
+        assert take_response(agent, timeout=WAIT).content == [TextContent("continued")]
+
+
+@pytest.mark.spec("10")
+def test_continue_counts_a_follow_up_the_loop_has_taken_but_not_yet_placed():
+    """A follow-up the loop took from its channel but has not yet moved into the input (``_carry``: the input was
+    full a moment ago) is queued input: continue_agent on an otherwise empty agent is accepted, not refused as empty.
+
+    The state lasts only until the loop moves the follow-up; the test holds the loop's lock to look at it."""
+    llm = ScriptedLLM(["answered"])
+    with make_agent(llm) as agent:
+        core = agent._core
+        with core._wake:
+            core._carry.append(({"role": "user", "content": "carried"}, None))  # (message, the context it was sent in)
+            continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).content == [TextContent("answered")]
+        assert [m["content"] for m in llm.requests[0]["messages"] if m["role"] == "user"] == ["carried"]
+
+
+@pytest.mark.spec("5")
+def test_wait_until_idle_honours_its_timeout():
+    """wait_until_idle(timeout) returns False when a run is still active after the timeout, True once idle."""
+    llm = GatedLLM()
+    with make_agent(llm) as agent:
+        run_agent(agent, "go")
+        llm.wait_entered()
+        assert agent.wait_until_idle(0.05) is False
+        llm.open()
+        take_response(agent, timeout=WAIT)
+        assert agent.wait_until_idle(WAIT) is True
+
+
+@pytest.mark.spec("5")
+def test_taking_a_response_from_a_full_output_channel_wakes_the_loop_to_deliver_the_next():
+    """A response held because the output channel was full is delivered as soon as a taker makes room, with
+    nothing else happening in the agent (the output channel rings the loop on every get)."""
+    llm = ScriptedLLM([f"r{i}" for i in range(17)])
+    with make_agent(llm) as agent:
+        core = agent._core
+        for i in range(17):
+            run_agent(agent, f"m{i}")
+            with core._wake:
+                assert core._wake.wait_for(lambda: core._run is None and agent.output_channel.qsize() + len(core._pending_output) == i + 1, WAIT)
+        with core._wake:  # the loop is asleep: the 17th response waits for room
+            assert core._wake.wait_for(lambda: agent.loop_state is LoopState.IDLE, WAIT)
+            assert agent.output_channel.full() and len(core._pending_output) == 1
+        assert [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)] == [f"r{i}" for i in range(16)]
+        assert take_response(agent, timeout=WAIT).content[0].text == "r16"
+
+
+@pytest.mark.spec("5")
+def test_a_run_shutdown_left_running_delivers_its_response_then_closes_the_output():
+    """A run still in an LLM call that ignores the abort is left running by shutdown; when it ends it delivers
+    its response itself, is no longer active, and closes the output channel: the next take raises at once."""
+    llm = GatedLLM()
+    agent = make_agent(llm)
+    run_agent(agent, "go")
+    llm.wait_entered()
+    closer, returned = threading.Thread(target=lambda: returned.append(shutdown(agent, timeout=0.05)), daemon=True), []
+    closer.start()
+    closer.join(WAIT / 2)  # the LLM call would hold it for WAIT: shutdown waits 2 x 0.05 s, then leaves the run
+    assert returned == [[]], "shutdown waited for a run that does not finish"
+    assert agent.loop_state is LoopState.IDLE and list(agent.loop_state_history)[-2:] == [LoopState.PROCESSING, LoopState.IDLE]
+    llm.open()
+    response = take_response(agent, timeout=WAIT)
+    assert (response.stop_reason, response.error_message) == ("aborted", "aborted by shutdown: the run did not finish within 0.05 s")
+    with pytest.raises(AgentClosedError) as raised:
+        take_response(agent, timeout=WAIT)
+    assert str(raised.value) == "the agent has been shut down and every response was taken"
+    assert agent.state.active_run is False and agent.undelivered_responses == []
+
+
+@pytest.mark.spec("5")
+def test_a_run_shutdown_left_running_keeps_its_response_when_the_output_channel_is_full():
+    """The response of a run that shutdown left running, finding the output channel full, is kept in
+    ``undelivered_responses`` (decision 16: nothing lost)."""
+    gated = GatedLLM()
+    llm = ScriptedLLM([*[f"r{i}" for i in range(16)], gated])
+    agent = make_agent(llm)
+    for i in range(16):
+        run_agent(agent, f"m{i}")
+        with agent._core._wake:
+            assert agent._core._wake.wait_for(lambda: agent.output_channel.qsize() == i + 1, WAIT)
+    run_agent(agent, "last")
+    gated.wait_entered()
+    assert shutdown(agent, timeout=0.05) == []
+    gated.open()
+    agent._core._worker.thread.join(WAIT)
+    assert not agent._core._worker.thread.is_alive()
+    [kept] = agent.undelivered_responses
+    assert (kept.stop_reason, kept.error_message) == ("aborted", "aborted by shutdown: the run did not finish within 0.05 s")
+    assert [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)] == [f"r{i}" for i in range(16)]
+    with pytest.raises(AgentClosedError):
+        take_response(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("5")
+def test_sends_blocked_on_full_channels_are_woken_when_the_loop_dies():
+    """A run_agent or follow_up blocked on a full channel when the loop thread dies (a bug, injected) raises
+    AgentClosedError saying so, instead of waiting for ever on a channel nobody reads."""
+    llm = GatedLLM()
+    agent = make_agent(llm)
+    try:
+        run_agent(agent, "go")
+        llm.wait_entered()
+        for i in range(16):
+            run_agent(agent, f"input {i}")
+        for i in range(32):  # the input is full: follow-ups stay in their channel
+            follow_up(agent, f"follow-up {i}")
+        outcomes = {}
+
+        def blocked(send):
+            try:
+                send(agent, "blocked")
+                outcomes[send.__name__] = "sent"
+            except AgentClosedError as exc:
+                outcomes[send.__name__] = str(exc)
+
+        senders = [threading.Thread(target=blocked, args=(send,), daemon=True) for send in (run_agent, follow_up)]
+        for sender in senders:
+            sender.start()
+
+        def broken():
+            raise RuntimeError("bug in the loop")
+
+        agent._core._next_action = broken
+        agent._core.ring()
+        agent._core._thread.join(WAIT)
+        for sender in senders:
+            sender.join(WAIT)
+        why = "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
+        assert outcomes == {"run_agent": why, "follow_up": why}
+        assert agent.loop_state is LoopState.IDLE, "a stopped loop reports IDLE"
+    finally:
+        llm.open()
+        shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("5")
+def test_the_loop_state_history_keeps_the_last_256_states():
+    """loop_state_history is capped: the last 256 states, the oldest dropped (a long-lived agent does not grow it)."""
+    with make_agent(ScriptedLLM([f"r{i}" for i in range(70)])) as agent:
+        assert agent.loop_state_history.maxlen == 256
+        for i in range(70):  # at least four states a run: new message, processing, completed, idle
+            run_agent(agent, f"m{i}")
+            take_response(agent, timeout=WAIT)
+            assert agent.wait_until_idle(WAIT)
+        assert len(agent.loop_state_history) == 256 and agent.loop_state_history[-1] is LoopState.IDLE
+
+
+@pytest.mark.spec("5")
+def test_shutdown_keeps_a_response_held_for_a_full_output_channel(caplog):
+    """shutdown with the output channel full and a response still held for it: the held response goes to
+    ``undelivered_responses`` (decision 16: nothing lost), the loop ends cleanly, the others stay takeable."""
+    llm = ScriptedLLM([f"r{i}" for i in range(17)])
+    agent = make_agent(llm)
+    core = agent._core
+    for i in range(17):
+        run_agent(agent, f"m{i}")
+        with core._wake:
+            assert core._wake.wait_for(lambda: core._run is None and agent.output_channel.qsize() + len(core._pending_output) == i + 1, WAIT)
+    assert shutdown(agent, timeout=WAIT) == []
+    assert [r.content[0].text for r in agent.undelivered_responses] == ["r16"]
+    assert not agent._core._thread.is_alive() and "the agent loop failed" not in caplog.text
+    assert [take_response(agent).content[0].text for _ in range(16)] == [f"r{i}" for i in range(16)]
+
+
+@pytest.mark.spec("5")
+def test_a_follow_up_taken_when_the_input_filled_up_is_moved_once_there_is_room():
+    """Decision 7: follow-ups are moved into the input as far as it has room; the one taken from its channel
+    when the input filled up is held by the loop and moved at the next room, so every follow-up is answered,
+    in order, and the agent becomes idle."""
+    gated = GatedLLM()
+    llm = ScriptedLLM([gated, *[f"r{i}" for i in range(10)]])
+    with make_agent(llm) as agent:
+        run_agent(agent, "go")
+        gated.wait_entered()
+        for i in range(16):
+            run_agent(agent, f"input {i}")
+        for i in range(17):  # the input is full: they wait in their channel; then 16 fit, one is held
+            follow_up(agent, f"follow-up {i}")
+        gated.open()
+        assert agent.wait_until_idle(WAIT), "a follow-up was left behind"
+        assert all(isinstance(state, LoopState) for state in agent.loop_state_history)
+        assert LoopState.FOLLOW_UP_QUEUED in agent.loop_state_history
+        users = [m.content[0].text for m in agent.history() if m.role == "user"]
+        assert users == ["go", *[f"input {i}" for i in range(16)], *[f"follow-up {i}" for i in range(17)]]
+        assert len(llm.requests) == 4

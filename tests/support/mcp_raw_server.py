@@ -1,0 +1,170 @@
+"""A misbehaving MCP server over stdio, written by hand (newline-delimited JSON-RPC).
+
+``python tests/support/mcp_raw_server.py MODE [--http]`` where MODE is one of:
+
+- ``plain``: behaves; its one tool ``ping`` answers ``pong``.
+- ``nonsense``: ``tools/call`` answers with a result that is not MCP (content not a list);
+  a call to ``garbage`` gets a line that is not JSON at all, then a valid answer;
+  ``shaped`` answers structured content that breaks its own outputSchema.
+- ``hang``: ``tools/call`` is never answered.
+- ``exit``: ``tools/call`` makes the process exit at once (a crash mid-call).
+- ``stubborn``: ignores SIGTERM and the end of its stdin; only SIGKILL stops it.
+- ``silent``: never answers ``initialize`` (it says ``GOT initialize (pid N)`` on stderr).
+- ``badschema``: lists a tool whose inputSchema is not JSON Schema beside a good one.
+- ``paged``: lists its tools on two pages: ``ping``; then ``titled`` (with a title),
+  ``structured_only`` (structured content, empty content), ``quiet_error`` (an error
+  without a message) and ``ping`` again.
+- ``endless``: every ``tools/list`` page has one more tool and a next cursor, for ever.
+- ``listschema``: lists ``ping`` between tools the SDK's types refuse (an ``inputSchema``
+  that is a list, a string, an object without ``"type": "object"``, a tool without a name),
+  so that a client taking the page whole would refuse every tool.
+
+With ``--http`` it serves the same answers over streamable HTTP instead (one JSON reply
+per POST, no SSE stream) on 127.0.0.1 at a free port, printing ``PORT <n>`` on stdout.
+
+A cancellation it receives is reported on stderr as ``GOT notifications/cancelled``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+
+MODE = sys.argv[1]
+HTTP = "--http" in sys.argv[2:]
+
+TOOLS = [
+    {"name": "ping", "description": "Answer pong.", "inputSchema": {"type": "object", "properties": {}}},
+]
+if MODE == "nonsense":
+    TOOLS.append({
+        "name": "shaped", "description": "Structured content that breaks its own outputSchema.",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    })
+if MODE == "listschema":
+    TOOLS[:0] = [{"name": "listed", "description": "A schema that is a list.", "inputSchema": [{"type": "object"}]}]
+    TOOLS += [
+        {"name": "stringy", "inputSchema": "object"},
+        {"name": "untyped", "inputSchema": {"properties": {"x": {"type": "string"}}}},
+        {"description": "No name at all.", "inputSchema": {"type": "object"}},
+    ]
+if MODE == "badschema":
+    TOOLS.append({"name": "broken", "description": "A tool with a bad schema.", "inputSchema": {"type": "object", "properties": {"x": {"type": 5}}}})
+
+
+SECOND_PAGE = [
+    {"name": "titled", "title": "Titled Tool", "description": "Has a title.", "inputSchema": {"type": "object"}},
+    {"name": "structured_only", "description": "Structured content only.", "inputSchema": {"type": "object"}},
+    {"name": "quiet_error", "description": "An error without words.", "inputSchema": {"type": "object"}},
+    TOOLS[0],
+]
+CALLS = {
+    "structured_only": {"content": [], "structuredContent": {"n": 1}},
+    "quiet_error": {"content": [], "isError": True},
+}
+
+
+def tools_page(cursor: "str | None") -> dict:
+    if MODE == "paged":
+        return {"tools": SECOND_PAGE} if cursor else {"tools": TOOLS, "nextCursor": "page-2"}
+    if MODE == "endless":
+        n = int(cursor or 0) + 1
+        return {"tools": [{"name": f"t{n}", "inputSchema": {"type": "object"}}], "nextCursor": str(n)}
+    return {"tools": TOOLS}
+
+
+def write_line(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def answer(request: dict, send=write_line) -> None:
+    method, rid = request.get("method"), request.get("id")
+    if method == "initialize":
+        if MODE == "silent":
+            import os
+            sys.stderr.write(f"GOT initialize (pid {os.getpid()})\n")
+            sys.stderr.flush()
+            return
+        send({"jsonrpc": "2.0", "id": rid, "result": {
+            "protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": f"raw-{MODE}", "version": "0"},
+        }})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": rid, "result": tools_page((request.get("params") or {}).get("cursor"))})
+    elif method == "tools/call":
+        name = request["params"]["name"]
+        if MODE == "hang":
+            return
+        if MODE == "exit":
+            sys.stdout.flush()
+            import os
+            os._exit(3)
+        if MODE == "nonsense":
+            if name == "shaped":
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": [], "structuredContent": {"n": "x"}}})
+            elif name == "garbage":
+                sys.stdout.write("this is not JSON\n")
+                sys.stdout.flush()
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "pong"}]}})
+            else:
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": "not a list", "isError": "maybe"}})
+            return
+        send({"jsonrpc": "2.0", "id": rid, "result": CALLS.get(name, {"content": [{"type": "text", "text": "pong"}]})})
+    elif rid is not None:
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no method {method}"}})
+
+
+def serve_http() -> None:
+    """Streamable HTTP, the simplest form the spec allows: every POST answered by one JSON body."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            replies: list = []
+            answer(request, replies.append)
+            body = json.dumps(replies[0]).encode() if replies else b""
+            self.send_response(200 if replies else 202)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # no server-initiated stream
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_DELETE = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(f"PORT {server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+def main() -> None:
+    if HTTP:
+        serve_http()
+        return
+    if MODE == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("method") == "notifications/cancelled":
+            sys.stderr.write("GOT notifications/cancelled\n")
+            sys.stderr.flush()
+        answer(request)
+    if MODE == "stubborn":
+        threading.Event().wait()  # stdin closed: stay anyway
+
+
+if __name__ == "__main__":
+    main()

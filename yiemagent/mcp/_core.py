@@ -1,0 +1,164 @@
+"""The inside of an ``MCPClient``: its event-loop thread, its one connection, its calls in flight, closing.
+
+``MCPClient`` (client.py) is the shell a caller holds; ``ClientCore`` is what the loop
+thread and the futures' callbacks hold, so that nothing of the client's own machinery
+keeps the shell alive (docs/mcp.md "A dropped client"; the agent does the same, see
+docs/failures.md "A dropped agent"). When the last reference to the shell goes without
+``close()``, ``abandon`` warns as Python does for an unclosed resource
+(``ResourceWarning``) and closes the core on a short-lived thread of its own: the
+connection closes, a stdio server is stopped (killed if it must be), the loop thread ends.
+
+Thread safety: ``_lock`` guards ``_closed`` and ``_calls``; every method may be called
+from any thread. The event loop and the connection live on the thread named
+``yiemagent-mcp-<label>``, which only the portal touches; ``label``, ``timeout_s`` and
+``redact`` never change.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from .._secrets import Secrets, install_log_filter, remove_log_filter
+from ..errors import YiemAgentError
+from ._session import CLOSE_GRACE_S, Connection, NotConnectedError, Transport, start_loop
+
+__all__ = ["ClientCore", "MCPConnectionError", "abandon", "leaf"]
+
+logger = logging.getLogger("yiemagent.mcp")
+
+
+class MCPConnectionError(YiemAgentError, ConnectionError):
+    """An MCP server could not be started, reached or initialized, or did not list its tools.
+
+    Raised by ``MCPClient.stdio``, ``MCPClient.http`` and ``tools()`` — the caller's
+    set-up. A failing tool call never raises: it is an error result (spec §12).
+    """
+
+
+def leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside (nested) exception groups, which anyio task groups raise."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
+
+
+class ClientCore:
+    """One connection on one event-loop thread; connected when the constructor returns.
+
+    Raises:
+        MCPConnectionError: the server could not be started or reached, or did not
+            answer ``initialize`` within ``timeout_s`` (the loop thread has ended).
+    """
+
+    def __init__(self, transport: Transport, label: str, timeout_s: float, secrets: Secrets) -> None:
+        self.label = label
+        self.timeout_s = timeout_s
+        self._secrets = secrets  # held here: the log filter holds it weakly
+        self.redact: Callable[[str], str] = secrets.redact
+        self._lock = threading.Lock()  # guards _closed and _calls
+        self._closed = False
+        self._calls: set[concurrent.futures.Future[Any]] = set()
+        self._conn = Connection(transport, label, timeout_s, self.redact)
+        install_log_filter(secrets)
+        self._portal, self._thread = start_loop(f"yiemagent-mcp-{label}")
+        try:
+            self._run, _ = self._portal.start_task(self._conn.run, name=f"mcp-connection-{label}")
+        except BaseException as exc:
+            self._stop_loop()
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):  # Ctrl-C while connecting is the caller's, not a failure
+                raise
+            raise self.connection_error(f"could not connect to MCP server {label!r}", exc) from None
+        self._run.add_done_callback(self._connection_ended)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def connection(self) -> Connection:
+        """The connection, whose coroutines ``submit`` runs on the loop thread."""
+        return self._conn
+
+    def connection_error(self, what: str, exc: BaseException) -> MCPConnectionError:
+        """``MCPConnectionError`` saying ``what`` failed and why, masked (and logged at DEBUG only: the caller reports it)."""
+        cause = leaf(exc)
+        if isinstance(cause, TimeoutError) and not str(cause):
+            detail = f"no answer within {self.timeout_s:g} s (timeout_s)"
+        else:
+            detail = f"{type(cause).__name__}: {cause}"
+        error = MCPConnectionError(self.redact(f"{what}: {detail}"))
+        logger.debug("%s", error)
+        return error
+
+    def _connection_ended(self, future: concurrent.futures.Future[Any]) -> None:
+        """Log why the connection task ended, unless ``close()`` ended it."""
+        if future.cancelled() or future.exception() is None:
+            return
+        message = self.redact(f"MCP server {self.label!r}: the connection failed: {leaf(future.exception())!r}")
+        # while closing, a server already gone (a refused DELETE, a dead pipe) is expected
+        logger.log(logging.DEBUG if self._closed else logging.WARNING, "%s", message)
+
+    def submit(self, func: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        """Run the coroutine function ``func(*args)`` on the loop thread; its future is cancelled by ``close``.
+
+        Raises:
+            NotConnectedError: the client is closed.
+        """
+        with self._lock:
+            if self._closed:
+                raise NotConnectedError(f"the MCPClient for {self.label!r} is closed")
+            future = self._portal.start_task_soon(func, *args)
+            self._calls.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self._calls.discard(future)
+
+    def close(self) -> None:
+        """Cancel the calls in flight, close the connection, stop the loop and join its thread (each step bounded)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            calls = list(self._calls)
+        for future in calls:
+            future.cancel()
+        try:
+            self._portal.start_task_soon(self._conn.stop).result(timeout=5)
+            self._run.result(timeout=CLOSE_GRACE_S + 5)
+        except concurrent.futures.TimeoutError:
+            logger.error("MCP server %r: the connection did not close in time; its thread is abandoned", self.label)
+        except BaseException:  # the connection had already failed; _connection_ended logged why
+            pass
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        try:
+            self._portal.start_task_soon(self._portal.stop, True).result(timeout=5)
+        except BaseException:  # the loop is already gone
+            pass
+        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            logger.error("MCP event loop thread %r did not end; abandoning it (a daemon thread)", self._thread.name)
+        remove_log_filter(self._secrets)
+
+
+def abandon(core: ClientCore) -> None:
+    """The shell was collected without ``close()``: warn as Python does for unclosed resources, then close the core."""
+    if core.closed:
+        return
+    # stacklevel 3: the line that dropped the client (2 would be weakref.finalize.__call__)
+    warnings.warn(
+        f"MCPClient for MCP server {core.label!r} was garbage-collected without close(); its connection is closed",
+        ResourceWarning,
+        stacklevel=3,
+    )
+    # on a thread of its own: closing waits for the loop thread, and a finalizer may run on any thread, that one too
+    threading.Thread(target=core.close, name=f"yiemagent-mcp-{core.label}-abandon", daemon=True).start()
