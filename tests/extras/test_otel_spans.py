@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -11,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from helpers import WAIT, blocking_tool, make_tool, text_result
+from helpers import WAIT, blocking_tool, make_agent, make_tool, text_result
 from yiemagent import AssistantMessage, TextContent, abort, run_agent, shutdown, take_response, tee
 from yiemagent.llm import OpenAIClient, ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
@@ -259,3 +260,25 @@ def test_a_span_processor_that_raises_does_not_break_the_run(agents, traced):
     assert ask(agent).stop_reason == "stop"
     shutdown(agent, timeout=WAIT)
     assert len(traced.spans()) == 4
+
+
+def test_a_dropped_agent_still_ends_its_runs_spans(traced):
+    """An agent its caller dropped mid-run (collected, never shut down) still ends the call's span and the run's."""
+    run_ended = threading.Event()
+
+    class WatchRun(SimpleSpanProcessor):
+        def on_end(self, span):
+            if span.name == "invoke_agent":
+                run_ended.set()
+
+    traced.provider.add_span_processor(WatchRun(InMemorySpanExporter()))
+    tool, entered, release = blocking_tool("slow")
+    agent = make_agent(NamedLLM([tool_call_reply(("c1", "slow", {})), "done"]), tool, sink=traced.sink())
+    run_agent(agent, "go")
+    assert entered.wait(WAIT)
+    with pytest.warns(ResourceWarning):
+        del agent
+        gc.collect()
+    release.set()
+    assert run_ended.wait(WAIT)
+    assert {s.name for s in traced.spans()} >= {"invoke_agent", "execute_tool slow", "chat test-model"}
