@@ -3,7 +3,7 @@
 Tested here with a plain ``contextvars.ContextVar``: whatever the caller of ``run_agent``,
 ``follow_up`` or ``continue_agent`` set is what the run, its hooks, its tools (sequential
 and parallel) and its event sink see; nothing the run sets leaks back or into the next
-run. tests/test_otel_spans.py proves the same with a real OpenTelemetry span.
+run. tests/extras/test_otel_spans.py proves the same with a real OpenTelemetry span.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 # The stop reasons of a run that did not do what it was asked (its invoke_agent span's
-# status is ERROR, error.type the stop reason): decisions 11 and 12, API.md's third push.
+# status is ERROR, error.type the stop reason): decisions 11 and 12 and docs/tracing.md "Status".
 FAILED_RUN_STOP_REASONS = frozenset({"error", "aborted", "max_rounds", "output_invalid", "usage_limit"})
 
 # gen_ai.provider.name: the conventions' well-known values, from what a client calls its
