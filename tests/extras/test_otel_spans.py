@@ -15,6 +15,7 @@ from opentelemetry.trace import StatusCode
 from helpers import WAIT, blocking_tool, make_agent, make_tool, text_result
 from yiemagent import AssistantMessage, TextContent, abort, run_agent, shutdown, take_response, tee
 from yiemagent.llm import OpenAIClient, ScriptedLLM
+from yiemagent.messages import text_of
 from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.otel import OTelSink
 
@@ -221,18 +222,23 @@ def test_a_run_started_inside_a_users_span_is_its_child(agents, traced):
     assert run.context.trace_id == request.get_span_context().trace_id
 
 
-def test_a_span_a_tool_starts_is_a_child_of_its_call_span(agents, traced):
+@pytest.mark.parametrize("parallel", [False, True], ids=["sequential", "parallel"])
+def test_a_span_a_tool_starts_is_a_child_of_its_call_span(agents, traced, parallel):
     """A span started inside a tool's execute (an instrumented library) is a child of that call's execute_tool span."""
     tracer = traced.provider.get_tracer("a library")
 
-    def traced_tool(*args):
-        with tracer.start_as_current_span("inner work"):
+    def traced_tool(tool_call_id, args, signal, on_partial_result):
+        with tracer.start_as_current_span(f"inner work {tool_call_id}"):
             return text_result("ok")
 
-    agent = agents(NamedLLM([tool_call_reply(("c1", "work", {})), "done"]), [make_tool("work", traced_tool)], agent_event_sink=traced.sink())
+    llm = NamedLLM([tool_call_reply(("c1", "work", {}), ("c2", "work", {})), "done"])
+    tool = make_tool("work", traced_tool, parallel=parallel)
+    agent = agents(llm, [tool], agent_event_sink=traced.sink(), parallel_tool_execute=parallel)
     ask(agent)
     shutdown(agent, timeout=WAIT)
-    assert traced.one("inner work").parent.span_id == traced.one("execute_tool work").context.span_id
+    calls = {s.attributes["gen_ai.tool.call.id"]: s for s in traced.named("execute_tool work")}
+    for call_id in ("c1", "c2"):
+        assert traced.one(f"inner work {call_id}").parent.span_id == calls[call_id].context.span_id
 
 
 def test_a_sink_that_raises_beside_the_tracer_does_not_stop_a_span(agents, traced):
@@ -282,3 +288,22 @@ def test_a_dropped_agent_still_ends_its_runs_spans(traced):
     release.set()
     assert run_ended.wait(WAIT)
     assert {s.name for s in traced.spans()} >= {"invoke_agent", "execute_tool slow", "chat test-model"}
+
+
+def test_an_agent_run_from_inside_a_tool_is_a_child_of_that_call(agents, traced):
+    """A sub-agent a tool runs (sharing the sink) has its own invoke_agent span, a child of the tool's execute_tool span."""
+    sink = traced.sink()
+
+    def delegate(tool_call_id, args, signal, on_partial_result):
+        inner = agents(NamedLLM(["inner answer"]), agent_event_sink=sink)
+        return text_result(text_of(ask(inner, "sub-task").content))
+
+    agent = agents(NamedLLM([tool_call_reply(("c1", "delegate", {})), "done"]), [make_tool("delegate", delegate)], agent_event_sink=sink)
+    assert ask(agent).stop_reason == "stop"
+    shutdown(agent, timeout=WAIT)
+    outer, inner = sorted(traced.named("invoke_agent"), key=lambda s: s.start_time)
+    call = traced.one("execute_tool delegate")
+    assert inner.parent.span_id == call.context.span_id and call.parent.span_id == outer.context.span_id
+    assert call.status.status_code is StatusCode.UNSET  # the sub-agent answered
+    inner_chat = [c for c in traced.named("chat test-model") if c.parent.span_id == inner.context.span_id]
+    assert len(inner_chat) == 1 and len(traced.named("chat test-model")) == 3
