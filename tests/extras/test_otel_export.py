@@ -96,3 +96,22 @@ def test_a_run_that_never_ends_is_exported_as_abandoned_when_the_process_exits()
     for span in by_name.values():
         assert span.end_time_unix_nano >= span.start_time_unix_nano > 0
         assert attributes(span)["error.type"] == "abandoned"
+
+
+def test_yiemagent_never_imports_opentelemetry_and_the_extra_is_named_when_missing():
+    """`import yiemagent` loads no OpenTelemetry; without it, importing yiemagent.otel raises ImportError naming the extra."""
+    script = textwrap.dedent(
+        """
+        import sys
+        import yiemagent, yiemagent.cli.commands
+        assert not any(name.startswith("opentelemetry") for name in sys.modules), "opentelemetry imported"
+        sys.modules["opentelemetry"] = None  # as if the extra were not installed
+        try:
+            import yiemagent.otel
+        except ImportError as exc:
+            print(exc)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=_env())
+    assert done.returncode == 0, done.stderr
+    assert 'pip install "yiemagent[otel]"' in done.stdout

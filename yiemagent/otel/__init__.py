@@ -18,14 +18,12 @@ package without the extra raises ``ImportError`` saying what to install.
 
 from __future__ import annotations
 
-from importlib import metadata as _metadata
-
 _HINT = 'yiemagent.otel needs the OpenTelemetry API: pip install "yiemagent[otel]"'
 
 try:
-    _metadata.version("opentelemetry-api")
-except _metadata.PackageNotFoundError:
-    raise ImportError(_HINT) from None
+    import opentelemetry.trace  # noqa: F401 - the one dependency of the sink
+except ImportError as _missing:
+    raise ImportError(_HINT) from _missing
 
 from .sink import OTelSink
 
