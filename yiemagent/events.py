@@ -1,4 +1,4 @@
-"""Lifecycle events and the serialising emitter that delivers them (spec §13).
+"""What reaches the sink: lifecycle events, the serialising emitter, the streaming side channel (spec §13).
 
 The three tool events are the spec's. The run and LLM-round events are beyond the spec,
 named in its style, so that a user can watch a whole run (docs/events.md lists them all).
@@ -13,32 +13,85 @@ Beyond the spec (docs/tracing.md): every event carries ``time_ns``, when it happ
 so a sink sees the real start and end of calls that ran in parallel even though it
 receives their events one after another. ``time_ns`` is left out of ``==`` and ``repr``:
 two events that say the same thing are equal whenever they were made.
+
+Streaming: how a streaming ``llm_call`` hands deltas to the agent, and how the agent
+relays them (the second half of this module).
+
+Beyond the spec (docs/streaming.md). ``llm_call(formatted) -> AssistantMessage`` stays
+the one interface between the agent and an LLM; streaming adds a side channel, held in a
+``contextvars.ContextVar`` for the duration of one call:
+
+- the run wraps each ``llm_call`` in ``stream_to(on_delta, signal)``;
+- a client that streams calls ``emit_delta(kind, text)`` for every text or thinking
+  fragment as its bytes arrive (it does nothing when no one listens), and may call
+  ``current_abort_signal()`` to learn the run's ``AbortSignal``, so that an abort can
+  close its connection and stop reading at once.
+
+A custom ``llm_call`` needs nothing more to stream: call ``emit_delta`` from the thread
+that ``llm_call`` was called in. Work it hands to another thread must carry the context
+along (``contextvars.copy_context().run(...)``), or capture ``current_stream()`` first and
+call its ``emit``. Deltas are shown to the user only; the reply that enters the history is
+the ``AssistantMessage`` the call returns (decision 14: a tool call runs only from it).
+
+Thread safety: the variable is per thread (each thread starts with an empty context),
+so two agents streaming at once never see each other's target. ``emit_delta`` may be
+called from any thread that holds the context; the agent's emitter serialises the sink.
+
+The agent's side: the run wraps each ``llm_call`` in ``relay_deltas(...)``, which opens
+the side channel (``stream_to``) with a ``DeltaRelay`` as its target. The relay turns each
+``emit_delta(kind, text)`` of the client into ``LLMDeltaEvent(run_id, round, kind, text)``
+and hands it to the agent's ``EventEmitter``, so that:
+
+- the deltas of a round come after its ``LLMCallStartEvent`` (emitted before the block)
+  and before its ``LLMCallEndEvent`` (emitted after it): the relay is closed when
+  ``llm_call`` returns or raises, and a delta sent later — by a thread the client left
+  running — is dropped, as a partial result after ``execute`` returned is (decision 8);
+- a delta sent after the run's abort signal fired is dropped too: the user asked the run
+  to stop, and the reply will not be kept (the run ends "aborted");
+- the sink is never called from two threads at once (decision 8), even when a client
+  emits from a thread of its own that carries the call's context: the emitter's lock
+  serialises every call into the sink.
+
+Deltas are for the user's eyes only. What enters the history, and the only thing a tool
+call is ever run from, is the complete ``AssistantMessage`` that ``llm_call`` returns
+(decision 14).
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from .messages import AssistantMessage, LLMUsage
-from .types import AgentContext, AgentToolResult
+from .types import AbortSignal, AgentContext, AgentToolResult
 
 __all__ = [
+    "DELTA_KINDS",
     "AgentRunEndEvent",
     "AgentRunStartEvent",
+    "DeltaRelay",
     "EventEmitter",
     "LLMCallEndEvent",
     "LLMCallStartEvent",
     "LLMDeltaEvent",
+    "StreamTarget",
     "ToolExecEndEvent",
     "ToolExecStartEvent",
     "ToolExecUpdateEvent",
     "as_emitter",
+    "call_unstreamed",
+    "current_abort_signal",
+    "current_stream",
+    "emit_delta",
+    "relay_deltas",
+    "stream_to",
     "tee",
 ]
 
@@ -275,3 +328,123 @@ def tee(*sinks: Optional[Callable[[Any], Any]]) -> Callable[[Any], None]:
         if sink is not None and not callable(sink):
             raise TypeError(f"tee() sink {index} is not callable: {type(sink).__name__}: {sink!r:.80}")
     return _Tee(tuple(s for s in sinks if s is not None))
+
+
+# --- streaming: the side channel a streaming llm_call emits into (docs/streaming.md) ---
+
+_stream_logger = logging.getLogger("yiemagent.stream")
+
+DELTA_KINDS = ("text", "thinking")
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class StreamTarget:
+    """Where the deltas of the current LLM call go, and the signal that aborts it."""
+
+    on_delta: Callable[[str, str], None]
+    signal: Optional[AbortSignal] = None
+
+    def emit(self, kind: str, text: str) -> None:
+        if kind not in DELTA_KINDS:
+            raise ValueError(f"delta kind must be one of {DELTA_KINDS}, got {kind!r}")
+        if text:
+            self.on_delta(kind, text)
+
+
+_target: contextvars.ContextVar[Optional[StreamTarget]] = contextvars.ContextVar("yiemagent_stream_target", default=None)
+
+
+@contextmanager
+def stream_to(on_delta: Callable[[str, str], None], signal: Optional[AbortSignal] = None) -> Iterator[StreamTarget]:
+    """Send the deltas of the LLM call made inside the ``with`` block to ``on_delta(kind, text)``."""
+    target = StreamTarget(on_delta, signal)
+    token = _target.set(target)
+    try:
+        yield target
+    finally:
+        _target.reset(token)
+
+
+def current_stream() -> Optional[StreamTarget]:
+    """The target of the LLM call running in this context, or None when no one listens."""
+    return _target.get()
+
+
+def emit_delta(kind: str, text: str) -> None:
+    """Hand one ``"text"`` or ``"thinking"`` fragment to whoever listens; else do nothing."""
+    target = _target.get()
+    if target is not None:
+        target.emit(kind, text)
+
+
+def current_abort_signal() -> Optional[AbortSignal]:
+    """The abort signal of the run whose LLM call is running in this context, if any."""
+    target = _target.get()
+    return target.signal if target is not None else None
+
+
+def call_unstreamed(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` outside any stream: what it emits goes nowhere, and it sees no abort signal.
+
+    For calling a sink with a delta: a sink that makes an LLM call of its own (a streaming
+    client) would otherwise emit into the very round it is being told about, re-entering
+    the relay that is calling it.
+    """
+    return contextvars.copy_context().run(_unstreamed, fn, args)
+
+
+def _unstreamed(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
+    _target.set(None)  # in the copied context only
+    return fn(*args)
+
+
+# --- the agent's side: one round's deltas become LLMDeltaEvents ----------------------
+
+
+class DeltaRelay:
+    """The ``on_delta(kind, text)`` of one LLM round: emits an ``LLMDeltaEvent`` per delta.
+
+    ``StreamTarget.emit`` has already refused unknown kinds and skipped empty text.
+
+    Thread safety: called from the thread running ``llm_call`` or any thread carrying its
+    context; ``_lock`` guards ``_open``, so a delta racing ``close()`` is either delivered
+    before the close returns or dropped — never after the round's end event.
+    """
+
+    __slots__ = ("_emit", "_run_id", "_round", "_signal", "_lock", "_open")
+
+    def __init__(self, emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> None:
+        self._emit = emit
+        self._run_id = run_id
+        self._round = round
+        self._signal = signal
+        self._lock = threading.Lock()  # guards _open
+        self._open = True
+
+    def __call__(self, kind: str, text: str) -> None:
+        with self._lock:
+            if not self._open:
+                _stream_logger.debug("a %s delta of run %d round %d after llm_call returned was dropped", kind, self._run_id, self._round)
+                return
+            if self._signal is not None and self._signal.aborted:
+                _stream_logger.debug("a %s delta of run %d round %d after the abort was dropped", kind, self._run_id, self._round)
+                return
+            # the sink runs outside the round's stream: a streaming LLM call it makes itself
+            # would emit into this relay and wait for ever on _lock, which this thread holds
+            call_unstreamed(self._emit, LLMDeltaEvent(self._run_id, self._round, kind, text))
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+
+
+@contextmanager
+def relay_deltas(emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> Iterator[DeltaRelay]:
+    """Around one ``llm_call``: its deltas reach ``emit`` until the block ends; the client sees ``signal``."""
+    relay = DeltaRelay(emit, run_id, round, signal)
+    try:
+        with stream_to(relay, signal):
+            yield relay
+    finally:
+        relay.close()

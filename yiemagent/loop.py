@@ -44,15 +44,13 @@ from collections.abc import Callable
 from typing import Any, Optional, Union
 
 from .errors import AgentClosedError
-from .events import EventEmitter
+from .events import EventEmitter, call_unstreamed
 from .messages import AgentMessage, AssistantMessage, LLMUsage, UsageMeter
 from ._failures import describe_error
 from .registry import ToolStore
-from .run import CONTINUE, Run, process_message
-from .streaming import call_unstreamed
+from .run import CONTINUE, HistoryWriter, Run, process_message
 from ._threads import RunWorker
 from .history.sessions import Session
-from .history.sessions import HistoryWriter
 from .types import AgentLoopConfig, AgentState
 
 __all__ = ["AgentCore", "Channel", "LoopState", "current_core"]

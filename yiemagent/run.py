@@ -13,6 +13,7 @@ and a run reaches its agent only through ``RunHost``.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -25,13 +26,16 @@ from .formatting import openai_to_user_message
 from .messages import AgentMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
 from ._failures import describe_error, user_code_errors
-from .streaming import relay_deltas
+from .errors import AgentClosedError
+from .events import relay_deltas
+from .history.sessions import Session, release_session
 from .types import AbortSignal, AgentContext, AgentLoopConfig, AgentState, AgentToolCallBatch
 from .messages import add_usage
 
 __all__ = [
     "CONTINUE",
     "DEFAULT_MAX_ROUNDS",
+    "HistoryWriter",
     "Run",
     "RunHost",
     "check_max_rounds",
@@ -41,6 +45,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger("yiemagent.run")
+_sessions_logger = logging.getLogger("yiemagent.sessions")  # a store that failed (docs/sessions.md)
 
 CONTINUE = object()
 """Put on the input channel by ``continue_agent``: asks for a run without adding a message."""
@@ -54,7 +59,7 @@ TRUNCATED_CALL_MESSAGE = (
 class RunHost(Protocol):
     """What a run may touch of its agent: the whole interface between the two.
 
-    The agent's core (``_core.AgentCore``) implements it; a run never reaches further.
+    The agent's core (``loop.AgentCore``) implements it; a run never reaches further.
     Each member has one job, so that a feature can grow the run without reaching into
     the agent: a session stores each message in ``append``; streaming wraps ``llm_call``;
     limits read ``max_rounds``; usage goes to ``record_usage``.
@@ -121,6 +126,113 @@ class Run:
     rounds: int = 0
     took_first_input: bool = False  # until then, queued input is what this run is about to take
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
+
+
+# --- where messages enter the history (spec §6; docs/sessions.md) ---------------------
+
+
+class HistoryWriter:
+    """Where every message enters an agent's history: ``state.messages``, then the session.
+
+    Spec: §6 (the run appends input, replies and results); docs/sessions.md "The agent
+    with a session": each message is stored as it enters the history, before the next LLM
+    round can see it. ``release`` ends the agent's hold on the session (decision 17).
+
+    Thread safety: two locks, taken in this order. ``store_lock`` is held across the
+    session's ``append``, so the session's order is the history's; only appenders take
+    it. ``lock`` guards ``state.messages``, ``_failure`` and the hold's flags
+    (``_storing``, ``_release_asked``, ``_released``) and is held only for a list or flag
+    operation, never across the session: a session that stalls (a disk, a database lock)
+    blocks the thread appending and those queued behind it, never a reader of the history,
+    and never ``release``, which leaves the release to a store in progress. Neither lock is
+    held while taking the agent's ``_wake`` (the agent never waits for ``store_lock`` while
+    holding ``_wake``), so there is no lock-order cycle. Any thread may call any method.
+    """
+
+    __slots__ = ("state", "session", "lock", "store_lock", "_failure", "_storing", "_release_asked", "_released")
+
+    def __init__(self, state: AgentState, session: Optional[Session]) -> None:
+        self.state = state
+        self.session = session
+        self.lock = threading.Lock()  # guards state.messages, _failure and the hold's flags; never held across the session
+        self.store_lock = threading.Lock()  # orders appends: held from the memory append to the session's return
+        self._failure: Optional[str] = None  # the first store that failed since take_failure
+        self._storing = False  # a session.append is in progress (it releases the hold if asked meanwhile)
+        self._release_asked = False  # the agent has ended: no store starts any more
+        self._released = False  # release_session was called (once)
+
+    def append(self, message: AgentMessage) -> None:
+        """Keep ``message`` in memory and store it; never raises (the run's path).
+
+        A session that fails leaves the message in memory (the conversation stays whole,
+        so valid to send) and records the failure: the run takes it with ``take_failure``
+        before its next LLM round and ends with stop_reason "error" naming it, so no round
+        sees a message the session lacks without the caller being told. Called in the
+        agent's run thread, where anything the session raises — ``SystemExit`` too — is
+        contained (``pipeline.user_code_errors``): it must not strand the run's response.
+        """
+        with self.store_lock:
+            with self.lock:
+                self.state.messages.append(message)
+                if self.session is None:
+                    return
+                if self._release_asked:  # the agent has ended; another agent may hold the session now
+                    self._failure = self._failure or f"the agent has released the session {self.session!r}; a message was not stored"
+                    return
+                self._storing = True
+            try:
+                self.session.append(message)
+            except user_code_errors() as exc:  # sqlite3.Error, OSError, a custom session's own
+                why = f"the session {self.session!r} could not store a {getattr(message, 'role', '?')} message: {type(exc).__name__}: {exc}"
+                _sessions_logger.error("%s", why, exc_info=True)
+                with self.lock:
+                    self._failure = self._failure or why
+            finally:
+                self._stored()
+
+    def append_stored_first(self, message: AgentMessage) -> None:
+        """Store ``message``, then keep it (``add_message`` while idle): a failure raises and nothing is added."""
+        with self.store_lock:
+            with self.lock:
+                if self._release_asked:
+                    raise AgentClosedError("the agent has been shut down; it takes no more messages")
+                self._storing = True
+            try:
+                if self.session is not None:
+                    self.session.append(message)
+                with self.lock:
+                    self.state.messages.append(message)
+            finally:
+                self._stored()
+
+    def _stored(self) -> None:
+        with self.lock:
+            self._storing = False
+            release = self._release_asked and not self._released
+            self._released = self._released or release
+        if release and self.session is not None:
+            release_session(self.session)
+
+    def release(self) -> None:
+        """End the agent's hold on its session (decision 17): now, or when the store in progress returns.
+
+        Called as the agent ends, by the thread that stored its last message (the loop
+        thread, or a run ``shutdown`` left running). From then on no store starts, so the
+        next holder's messages never interleave with this agent's. Never waits for a
+        stalled session and never raises; calling it again does nothing.
+        """
+        with self.lock:
+            self._release_asked = True
+            release = not self._storing and not self._released
+            self._released = self._released or release
+        if release and self.session is not None:
+            release_session(self.session)
+
+    def take_failure(self) -> Optional[str]:
+        """The first store failure since the last call, if any; clears it."""
+        with self.lock:
+            failure, self._failure = self._failure, None
+            return failure
 
 
 # --- the cap on LLM rounds (decision 12) ---------------------------------------------

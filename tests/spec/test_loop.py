@@ -323,7 +323,7 @@ def test_leaving_the_with_block_normally_lets_the_active_run_finish():
 @pytest.mark.spec("10")
 def test_an_exception_leaving_the_with_block_aborts_the_run_and_propagates():
     """``with agent:`` left by an exception aborts the active run (reason "aborted by abort()"), shuts down, and re-raises it."""
-    from yiemagent.streaming import current_abort_signal
+    from yiemagent.events import current_abort_signal
 
     entered = threading.Event()
 

@@ -27,7 +27,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from ..streaming import current_stream, emit_delta
+from ..events import current_stream, emit_delta
 from ..types import AbortSignal
 
 __all__ = ["ABORTED", "DEADLINE", "CallGuard", "GuardedAdapter"]
