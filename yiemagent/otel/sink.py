@@ -49,7 +49,7 @@ from typing import Any, Optional
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
 
 from ..events import (
     AgentRunEndEvent,
@@ -62,6 +62,7 @@ from ..events import (
 )
 from ..messages import text_of
 from . import _content as content
+from ._spans import RunSpans, end_span, fail_span
 
 __all__ = ["OTelSink"]
 
@@ -72,43 +73,12 @@ try:
 except metadata.PackageNotFoundError:  # run from a source tree that was never installed
     _VERSION = "0"
 
-_RUNS: contextvars.ContextVar[Mapping["OTelSink", "_Run"]] = contextvars.ContextVar("yiemagent_otel_runs", default={})
+_RUNS: contextvars.ContextVar[Mapping["OTelSink", "RunSpans"]] = contextvars.ContextVar("yiemagent_otel_runs", default={})
 """The open run of each sink, in the context of that run (see the module docstring)."""
 
 _SINKS: "weakref.WeakSet[OTelSink]" = weakref.WeakSet()  # every live sink: the exit handler ends their open runs
 _EXIT_HOOK = threading.Lock()  # guards _exit_hooked
 _exit_hooked = False
-
-
-class _Run:
-    """The open spans of one run.
-
-    Thread safety: ``lock`` guards every field but ``run_id``, ``span``, ``parent`` and
-    ``thread``, which are set once. ``tokens`` are detached only in ``thread`` (a token
-    belongs to the context it was attached in).
-    """
-
-    __slots__ = ("run_id", "span", "parent", "thread", "lock", "tokens", "chat", "chat_round", "chat_start_ns", "chat_provider",
-                 "chat_streamed", "tools", "attached_tool", "provider", "model", "counted", "ended")
-
-    def __init__(self, run_id: Optional[int], span: Optional[Span], parent: Optional[otel_context.Context], thread: int) -> None:
-        self.run_id = run_id
-        self.span = span
-        self.parent = parent  # the context the run's child spans start in: the run's span in the caller's context
-        self.thread = thread  # the run thread, where its spans are made current
-        self.lock = threading.Lock()
-        self.tokens: list[tuple[object, Optional[Span]]] = []  # attached contexts, innermost last
-        self.chat: Optional[Span] = None
-        self.chat_round = 0
-        self.chat_start_ns = 0
-        self.chat_provider: Optional[str] = None  # what the round's start event called the provider
-        self.chat_streamed = False
-        self.tools: dict[str, Span] = {}  # open execute_tool spans by tool_call_id
-        self.attached_tool: Optional[Span] = None  # the tool span current in the run thread, if any
-        self.provider: Optional[str] = None  # gen_ai.provider.name, once a round told it
-        self.model: Optional[str] = None
-        self.counted = False  # a round reported its usage: the run's sum means something
-        self.ended = False
 
 
 class OTelSink:
@@ -130,8 +100,8 @@ class OTelSink:
         self.capture_content = bool(capture_content)
         self._tracer = trace.get_tracer("yiemagent", _VERSION, tracer_provider=tracer_provider)
         self._lock = threading.Lock()  # guards _open and _loose
-        self._open: dict[int, _Run] = {}  # runs started and not yet ended, by id(_Run)
-        self._loose = _Run(None, None, None, 0)  # tool calls made outside any run (execute_tool_calls called directly)
+        self._open: dict[int, RunSpans] = {}  # runs started and not yet ended, by id(RunSpans)
+        self._loose = RunSpans(None, None, None, 0)  # tool calls made outside any run (execute_tool_calls called directly)
         _SINKS.add(self)
 
     def __repr__(self) -> str:
@@ -148,7 +118,7 @@ class OTelSink:
 
     # --- finding the run -----------------------------------------------------------------
 
-    def _find(self, run_id: Optional[int] = None, tool_call_id: Optional[str] = None) -> Optional[_Run]:
+    def _find(self, run_id: Optional[int] = None, tool_call_id: Optional[str] = None) -> Optional[RunSpans]:
         """The open run ``event`` belongs to: the one of this context, else the sink's only open run."""
         run = _RUNS.get().get(self)
         if run is not None and not run.ended and (run_id is None or run.run_id == run_id):
@@ -163,12 +133,12 @@ class OTelSink:
 
     # --- making spans current in the run thread ------------------------------------------
 
-    def _attach(self, run: _Run, span: Span) -> None:
+    def _attach(self, run: RunSpans, span: Span) -> None:
         if threading.get_ident() == run.thread and run.parent is not None:
             current = run.parent if span is run.span else trace.set_span_in_context(span, run.parent)
             run.tokens.append((otel_context.attach(current), span))
 
-    def _detach(self, run: _Run, span: Optional[Span]) -> bool:
+    def _detach(self, run: RunSpans, span: Optional[Span]) -> bool:
         """Detach ``span`` (and anything attached after it) if it is attached here; True if it was."""
         if threading.get_ident() != run.thread or not any(s is span for _, s in run.tokens):
             return False
@@ -179,7 +149,7 @@ class OTelSink:
                 return True
         return True
 
-    def _detach_tool(self, run: _Run) -> None:
+    def _detach_tool(self, run: RunSpans) -> None:
         """The run thread moves on: the tool span it made current (a parallel call, ended in its own thread) is current no more."""
         if run.attached_tool is not None and self._detach(run, run.attached_tool):
             run.attached_tool = None
@@ -195,7 +165,7 @@ class OTelSink:
             attributes={"gen_ai.operation.name": "invoke_agent", "yiemagent.run.id": event.run_id},
             start_time=event.time_ns,
         )
-        run = _Run(event.run_id, span, trace.set_span_in_context(span, parent), threading.get_ident())
+        run = RunSpans(event.run_id, span, trace.set_span_in_context(span, parent), threading.get_ident())
         _RUNS.set({**_RUNS.get(), self: run})
         with self._lock:
             self._open[id(run)] = run
@@ -227,30 +197,30 @@ class OTelSink:
                     attributes["gen_ai.output.messages"] = content.output_messages(response)
                 span.set_attributes(attributes)
                 if response.stop_reason in content.FAILED_RUN_STOP_REASONS:
-                    _fail(span, str(response.stop_reason), content.mask(response.error_message or str(response.stop_reason)))
+                    fail_span(span, str(response.stop_reason), content.mask(response.error_message or str(response.stop_reason)))
             finally:
                 if threading.get_ident() == run.thread:
                     while run.tokens:
                         otel_context.detach(run.tokens.pop()[0])
                 self._forget(run)
-                _end(span, event.time_ns)
+                end_span(span, event.time_ns)
 
-    def _forget(self, run: _Run) -> None:
+    def _forget(self, run: RunSpans) -> None:
         with self._lock:
             self._open.pop(id(run), None)
         runs = _RUNS.get()
         if runs.get(self) is run:
             _RUNS.set({sink: r for sink, r in runs.items() if sink is not self})
 
-    def _end_children(self, run: _Run, end_ns: int, why: str) -> None:
+    def _end_children(self, run: RunSpans, end_ns: int, why: str) -> None:
         """End the round and call spans of ``run`` still open (their end events never came); ``run.lock`` held."""
         open_spans = ([run.chat] if run.chat is not None else []) + list(run.tools.values())
         run.chat = None
         run.tools.clear()
         run.attached_tool = None
         for span in open_spans:
-            _fail(span, why, f"the span's end event never came; it was ended when its run ended ({why})")
-            _end(span, end_ns)
+            fail_span(span, why, f"the span's end event never came; it was ended when its run ended ({why})")
+            end_span(span, end_ns)
 
     # --- LLM rounds ----------------------------------------------------------------------
 
@@ -321,12 +291,12 @@ class OTelSink:
                 run.provider = run.provider or provider
                 span.set_attributes(attributes)
                 if event.error is not None:
-                    _fail(span, event.error_type or "_OTHER", content.mask(event.error))
+                    fail_span(span, event.error_type or "_OTHER", content.mask(event.error))
                 elif reply is not None and reply.stop_reason == "error":  # an llm_call that reports its failure
-                    _fail(span, "error", content.mask(reply.error_message or "the reply's stop_reason is 'error'"))
+                    fail_span(span, "error", content.mask(reply.error_message or "the reply's stop_reason is 'error'"))
             finally:
                 self._detach(run, span)
-                _end(span, event.time_ns)
+                end_span(span, event.time_ns)
 
     # --- tool calls ----------------------------------------------------------------------
 
@@ -355,8 +325,8 @@ class OTelSink:
             if run.tokens and run.tokens[-1][1] is span:
                 run.attached_tool = span
         if stale is not None:  # the same id again before its end came
-            _fail(stale, "incomplete", "a call with the same id started before this one ended")
-            _end(stale, event.time_ns)
+            fail_span(stale, "incomplete", "a call with the same id started before this one ended")
+            end_span(stale, event.time_ns)
 
     def _tool_end(self, event: ToolExecEndEvent) -> None:
         run = self._find(tool_call_id=event.tool_call_id)
@@ -369,13 +339,13 @@ class OTelSink:
             try:
                 result = event.result
                 if event.is_error:
-                    _fail(span, content.tool_error_type(result), content.mask(text_of(result.content)) if self.capture_content else None)
+                    fail_span(span, content.tool_error_type(result), content.mask(text_of(result.content)) if self.capture_content else None)
                 elif self.capture_content:
                     span.set_attribute("gen_ai.tool.call.result", content.tool_result(result))
             finally:
                 if run.attached_tool is span and self._detach(run, span):
                     run.attached_tool = None
-                _end(span, event.time_ns)
+                end_span(span, event.time_ns)
 
     # --- the exit handler ----------------------------------------------------------------
 
@@ -392,29 +362,12 @@ class OTelSink:
                     continue
                 run.ended = True
                 self._end_children(run, now, "abandoned")
-                _fail(run.span, "abandoned", "the run had not ended when the process exited")
-                _end(run.span, now)
+                fail_span(run.span, "abandoned", "the run had not ended when the process exited")
+                end_span(run.span, now)
                 with self._lock:
                     self._open.pop(id(run), None)
             finally:
                 run.lock.release()
-
-
-def _fail(span: Span, error_type: str, description: Optional[str]) -> None:
-    """Mark ``span`` failed, the conventions' way: status ERROR and ``error.type``."""
-    try:
-        span.set_attribute("error.type", error_type)
-        span.set_status(Status(StatusCode.ERROR, description))
-    except Exception:
-        logger.warning("could not mark a span failed", exc_info=True)
-
-
-def _end(span: Span, end_ns: int) -> None:
-    """End ``span`` at ``end_ns``; a span processor or exporter that raises is logged, never lets a span stay open."""
-    try:
-        span.end(end_time=end_ns)
-    except Exception:
-        logger.warning("a span processor raised while a span ended", exc_info=True)
 
 
 def _end_all_abandoned() -> None:
