@@ -16,6 +16,7 @@ from helpers import WAIT, blocking_tool, make_agent, make_tool, text_result
 from yiemagent import AssistantMessage, TextContent, abort, run_agent, shutdown, take_response, tee
 from yiemagent.llm import OpenAIClient, ScriptedLLM
 from yiemagent.messages import text_of
+from yiemagent.streaming import emit_delta
 from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.otel import OTelSink
 
@@ -307,3 +308,18 @@ def test_an_agent_run_from_inside_a_tool_is_a_child_of_that_call(agents, traced)
     assert call.status.status_code is StatusCode.UNSET  # the sub-agent answered
     inner_chat = [c for c in traced.named("chat test-model") if c.parent.span_id == inner.context.span_id]
     assert len(inner_chat) == 1 and len(traced.named("chat test-model")) == 3
+
+
+def test_a_streamed_round_says_so_with_its_time_to_first_chunk(agents, traced):
+    """A round whose llm_call streams deltas has gen_ai.request.stream and the seconds to its first delta on its chat span."""
+    def streaming(formatted):
+        emit_delta("text", "hel")
+        emit_delta("text", "lo")
+        return AssistantMessage([TextContent("hello")], stop_reason="stop")
+
+    agent = agents(NamedLLM([streaming]), agent_event_sink=traced.sink())
+    ask(agent)
+    shutdown(agent, timeout=WAIT)
+    chat = traced.one("chat test-model")
+    assert chat.attributes["gen_ai.request.stream"] is True
+    assert 0 <= chat.attributes["gen_ai.response.time_to_first_chunk"] <= (chat.end_time - chat.start_time) / 1e9
