@@ -312,6 +312,7 @@ def test_an_agent_run_from_inside_a_tool_is_a_child_of_that_call(agents, traced)
 
 def test_a_streamed_round_says_so_with_its_time_to_first_chunk(agents, traced):
     """A round whose llm_call streams deltas has gen_ai.request.stream and the seconds to its first delta on its chat span."""
+
     def streaming(formatted):
         emit_delta("text", "hel")
         emit_delta("text", "lo")
