@@ -11,7 +11,8 @@ thread, is not counted), then with ``capture_content=True``, then with the SDK's
 synchronous ``SimpleSpanProcessor``; and, to show where the time goes, with the API alone
 (no SDK: the sink's own work) and the SDK's cost of the same number of spans without the
 agent. The goal: tracing on costs at most 1.5x W1's time per
-call with tracing off. Each figure is the median of the runs; nothing is asserted.
+call with tracing off. Each figure is the median of the runs, the configurations taking
+turns run by run; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -57,20 +58,25 @@ class InstantModel:
         return self.answer if last.get("role") == "tool" else self.calls
 
 
-def per_call_us(sink: Optional[Callable[[Any], None]]) -> float:
-    """W1 with ``sink``: the median time of one run, per tool call, in microseconds."""
+def per_call_us(sinks: dict[str, Optional[Callable[[Any], None]]]) -> dict[str, float]:
+    """W1 with each of ``sinks``: the median time of one run, per tool call, in microseconds.
+
+    The sinks take turns run by run, so a machine that gets busier or quieter while the
+    benchmark runs weighs on every figure alike and the ratios stay fair.
+    """
     store = ToolStore("bench")
     register_tool(store, AgentTool("noop", "No-op", "does nothing", SCHEMA, lambda i, a, s, p: RESULT))
-    # a fresh history each run, so every run is the same size
-    timings = []
+    timings: dict[str, list[float]] = {name: [] for name in sinks}
     for _ in range(RUNS):
-        agent = YiemAgent(llm_call=InstantModel(), agent_event_sink=sink, tool_store=store, builtin_tools=False)
-        start = time.perf_counter()
-        run_agent(agent, "go")
-        take_response(agent, timeout=30)
-        timings.append(time.perf_counter() - start)
-        shutdown(agent, timeout=30)
-    return statistics.median(timings) / CALLS * 1e6
+        for name, sink in sinks.items():
+            # a fresh agent and history each run, so every run is the same size
+            agent = YiemAgent(llm_call=InstantModel(), agent_event_sink=sink, tool_store=store, builtin_tools=False)
+            start = time.perf_counter()
+            run_agent(agent, "go")
+            take_response(agent, timeout=30)
+            timings[name].append(time.perf_counter() - start)
+            shutdown(agent, timeout=30)
+    return {name: statistics.median(values) / CALLS * 1e6 for name, values in timings.items()}
 
 
 def main() -> None:
@@ -78,18 +84,21 @@ def main() -> None:
     batch.add_span_processor(BatchSpanProcessor(Dropping(), max_queue_size=1 << 16))
     simple = TracerProvider()
     simple.add_span_processor(SimpleSpanProcessor(Dropping()))
-    per_call_us(lambda event: None)  # warm up: imports, caches, the first threads
-    off = per_call_us(lambda event: None)
-    rows = [
-        ("OTelSink, API only (no SDK)", per_call_us(OTelSink(NoOpTracerProvider()))),
-        ("OTelSink, BatchSpanProcessor", per_call_us(OTelSink(batch))),
-        ("OTelSink, capture_content=True", per_call_us(OTelSink(batch, capture_content=True))),
-        ("OTelSink, SimpleSpanProcessor", per_call_us(OTelSink(simple))),
-    ]
-    print(f"tracing overhead, W1: a run of {CALLS} sequential no-op tool calls and 2 instant LLM rounds ({RUNS} runs, median):")
-    print(f"  tracing off (no-op sink)         {off:7.1f} us per call")
-    for name, value in rows:
-        print(f"  {name:32s} {value:7.1f} us per call = {value / off:4.2f}x   goal <= 1.50x")
+    off = "tracing off (no-op sink)"
+    sinks = {
+        off: lambda event: None,
+        "OTelSink, API only (no SDK)": OTelSink(NoOpTracerProvider()),
+        "OTelSink, BatchSpanProcessor": OTelSink(batch),
+        "OTelSink, capture_content=True": OTelSink(batch, capture_content=True),
+        "OTelSink, SimpleSpanProcessor": OTelSink(simple),
+    }
+    per_call_us({off: sinks[off]})  # warm up: imports, caches, the first threads
+    figures = per_call_us(sinks)
+    print(f"tracing overhead, W1: a run of {CALLS} sequential no-op tool calls and 2 instant LLM rounds ({RUNS} runs each, median):")
+    print(f"  {off:32s} {figures[off]:7.1f} us per call")
+    for name, value in figures.items():
+        if name != off:
+            print(f"  {name:32s} {value:7.1f} us per call = {value / figures[off]:4.2f}x   goal <= 1.50x")
     tracer = batch.get_tracer("bench")
     spans = 1 + 2 + CALLS  # invoke_agent, two chat rounds, the calls
     sdk = min(_time(lambda: [tracer.start_span("s", attributes={"a": "b", "c": "d"}).end() for _ in range(spans)]) for _ in range(RUNS))
