@@ -11,6 +11,7 @@ flight would outnumber its threads, so no call ever waits for a free worker.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import queue
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar
 if TYPE_CHECKING:
     from .types import AbortSignal
 
-__all__ = ["RunWorker", "start_daemon", "tool_pool", "wait_on_daemon"]
+__all__ = ["RunWorker", "run_coroutine", "start_daemon", "tool_pool", "wait_on_daemon"]
 
 logger = logging.getLogger("yiemagent.run")
 
@@ -153,3 +154,67 @@ def wait_on_daemon(
     if finished.is_set():
         return True, outcome.get("result"), outcome.get("error")
     return False, None, None
+
+
+def run_coroutine(coroutine: Any, signal: Optional["AbortSignal"]) -> Any:
+    """Run ``coroutine`` to its end on an event loop of its own, in this thread (an ``async def`` tool, docs/api.md).
+
+    Beyond the spec, whose tools are plain functions: each call gets a fresh loop, so no
+    loop is shared between threads or calls. When ``signal`` fires (``abort``, or the
+    call's ``timeout_s``) the task is cancelled: the coroutine sees ``CancelledError`` at
+    its next ``await``. Whatever the coroutine left behind (tasks it started, async
+    generators, the loop's default executor) is cancelled and waited for, and the loop is
+    closed, before this returns or raises: nothing is left running. Called in a thread
+    where a loop already runs (``execute`` called by hand from async code), the coroutine
+    runs on a thread of its own, which this waits for.
+
+    Raises:
+        asyncio.CancelledError: the task was cancelled (a ``BaseException``: the caller
+            turns it into an error result naming why).
+        Exception: whatever the coroutine raised.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: no loop runs in this thread (the run thread, a pool thread)
+        pass
+    else:  # execute called by hand from async code: a loop of its own needs a thread of its own
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["result"] = run_coroutine(coroutine, signal)
+            except BaseException as exc:  # carried back to the caller
+                outcome["error"] = exc
+
+        context = contextvars.copy_context()
+        thread = start_daemon(lambda: context.run(run), "yiemagent-tool-async")
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("result")
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(coroutine)
+
+        def cancel() -> None:  # in the thread that fired the signal
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop has closed meanwhile: the task is over
+                pass
+
+        unregister = signal.on_abort(cancel) if signal is not None else (lambda: None)
+        try:
+            return loop.run_until_complete(task)
+        finally:
+            unregister()
+    finally:
+        try:
+            left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task_left in left:
+                task_left.cancel()
+            if left:
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable
@@ -35,9 +36,10 @@ from .registry import ToolStore
 from .run import CONTINUE
 from .history.sessions import Session, hold_session, release_session
 from .types import DEFAULT_SYSTEM_PROMPT, AgentState
+from .typed.output import OutputSpec
 from .tools import register_builtin_tools, resolve_builtin_names
 
-__all__ = ["YiemAgent", "abort", "add_message", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
+__all__ = ["YiemAgent", "abort", "add_message", "ask", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
 
 logger = logging.getLogger("yiemagent.agent")
 
@@ -99,6 +101,9 @@ class YiemAgent:
     starts from ``session.messages()`` (tool calls a crash left unanswered get error
     results, stored too, see ``history.complete_tool_calls``) and stores each message as it
     enters the history. ``agent.usage`` is the token usage summed over all runs.
+    ``output_type`` / ``output_retries`` make the final answer typed (``typed/output.py``,
+    docs/api.md "Typed answers"); ``deps`` is what tools receive in their ``RunContext``
+    (``context.py``).
 
     Raises:
         TypeError: an argument has the wrong type (``llm_call``, the sink or a hook not
@@ -106,7 +111,9 @@ class YiemAgent:
         MessageFormatError: an entry of ``messages`` (or of the session) cannot be sent to
             an LLM (decision 15).
         ValueError: both ``session`` and ``messages`` given; a bad ``max_rounds``; an
-            unknown name in ``builtin_tools``.
+            unknown name in ``builtin_tools``; ``output_type`` with a store that already
+            has a ``final_result`` tool; a negative ``output_retries``.
+        ToolDefinitionError: an ``output_type`` JSON Schema cannot express.
 
     Thread safety:
         Three threads take part. The caller's threads use the public functions, which
@@ -163,8 +170,12 @@ class YiemAgent:
         max_rounds: Optional[int] = DEFAULT_MAX_ROUNDS,
         builtin_tools: Union[bool, Iterable[str]] = True,
         session: Optional[Session] = None,
+        output_type: Any = None,
+        output_retries: int = 1,
+        deps: Any = None,
     ) -> None:
         _require_callable("llm_call", llm_call, optional=False)
+        output_spec = OutputSpec(output_type, output_retries) if output_type is not None else None
         for argument, value in (
             ("agent_event_sink", agent_event_sink),
             ("prepare_context", prepare_context),
@@ -193,6 +204,8 @@ class YiemAgent:
 
             store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
             register_builtin_tools(store, builtin_names, keep_existing=tool_store is not None)
+            if output_spec is not None and output_spec.tool is not None and output_spec.tool.name in store.tools:
+                raise ValueError(f"output_type needs the tool name {output_spec.tool.name!r} for the final answer; the tool store already has a tool by that name")
             name = f"yiemagent-{session_id or hex(id(self))[2:]}"
             self._core = AgentCore(
                 name=name,
@@ -207,11 +220,14 @@ class YiemAgent:
                 parallel_tool_execute=parallel_tool_execute,
                 max_rounds=max_rounds,
                 session=session,
+                output_spec=output_spec,
+                deps=deps,
             )
         except BaseException:
             if session is not None:
                 release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
             raise
+        self._ask_lock = threading.Lock()  # one ask() at a time: one request, one reply
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
 
@@ -272,6 +288,35 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
             on a full channel; the message was not taken.
     """
     agent.input_channel.put(_as_user_input(agent, message))
+
+
+def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None) -> AssistantMessage:
+    """One request, one reply: ``run_agent`` then ``take_response`` (beyond the spec, docs/api.md "Reading a reply").
+
+    Waits until the agent is idle first, and holds the agent's ask lock throughout, so that
+    two asks (in a row or from two threads) give two runs and two replies; ``run_agent`` alone
+    lets a message that arrives during a run join that run (spec §6 step 1), one reply for
+    both. ``timeout`` bounds the whole call. Do not mix it with ``run_agent`` calls whose
+    responses are still untaken: it returns the next response of the output channel.
+
+    Raises:
+        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``.
+        MessageFormatError, AgentClosedError: as ``run_agent``; ``take_response``'s errors.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left() -> Optional[float]:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    if not agent._ask_lock.acquire(timeout=-1 if deadline is None else left()):  # type: ignore[arg-type]
+        raise TimeoutError(f"another ask() on this agent did not finish within {timeout} s")
+    try:
+        if not agent.wait_until_idle(left()):
+            raise TimeoutError(f"the agent did not become idle within {timeout} s")
+        run_agent(agent, message)
+        return take_response(agent, left())
+    finally:
+        agent._ask_lock.release()
 
 
 def follow_up(agent: YiemAgent, message: Any) -> None:

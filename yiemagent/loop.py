@@ -269,7 +269,11 @@ class AgentCore:
         parallel_tool_execute: bool,
         max_rounds: Optional[int] = None,
         session: Optional[Session] = None,
+        output_spec: Any = None,
+        deps: Any = None,
     ) -> None:
+        self.output_spec = output_spec  # typed/output.py OutputSpec, or None (beyond the spec)
+        self.deps = deps  # handed to tools in their RunContext (context.py; beyond the spec)
         self.llm_call = llm_call
         self.prepare_context = prepare_context
         self.format_msg_for_llm = format_msg_for_llm

@@ -261,6 +261,23 @@ class AssistantMessage(AgentMessage):
     error_message: Optional[str] = None
     timestamp: datetime = field(default_factory=utc_now, metadata=_TIMESTAMP)
     role: str = field(default="assistant", init=False)
+    output: Any = None  # beyond the spec: the typed answer (docs/api.md "Typed answers"); None without output_type
+
+    @property
+    def text(self) -> str:
+        """The reply's text blocks joined (beyond the spec, docs/api.md "Reading a reply"); "" when there are none.
+
+        Safe on any reply, also a failed one whose content is empty (where ``content[0].text``
+        raises ``IndexError``). Text blocks are ``TextContent`` and plain ``{"type": "text"}``
+        dicts (a text with citations); tool calls and thinking are left out.
+        """
+        parts: list[str] = []
+        for block in self.content if isinstance(self.content, (list, tuple)) else []:
+            if isinstance(block, TextContent) and isinstance(block.text, str):
+                parts.append(block.text)
+            elif isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+        return "".join(parts)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ from .errors import AgentClosedError
 from .events import relay_deltas
 from .history.sessions import Session, release_session
 from .types import AbortSignal, AgentContext, AgentLoopConfig, AgentState, AgentToolCallBatch
+from .typed.output import OutputSpec, output_invalid_response
+from .context import RunContext, run_context
 from .messages import add_usage
 
 __all__ = [
@@ -84,6 +86,8 @@ class RunHost(Protocol):
         record_usage(usage): add the run's summed usage to the agent's total.
         history(): a copy of the history.
         ring(): wake the loop thread (after the run took its first input).
+        output_spec (optional, beyond the spec): the typed answer (``typed/output.py``), or None.
+        deps (optional, beyond the spec): what tools receive in their ``RunContext`` (``context.py``).
     """
 
     state: AgentState
@@ -387,6 +391,9 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
         return None, [], None, f"prepare_context raised {describe_error(exc)}"
     if not isinstance(ctx, AgentContext):
         return None, [], None, f"prepare_context returned {type(ctx).__name__}; expected an AgentContext"
+    answer = _output_spec(host)
+    if answer is not None and answer.tool is not None:  # beyond the spec: the final-answer tool (typed/output.py)
+        ctx = AgentContext(ctx.system_prompt, ctx.messages, {**ctx.tools, answer.tool.name: answer.tool})
     try:
         formatted = host.format_msg_for_llm(ctx, emit)
     except user_code_errors() as exc:
@@ -414,8 +421,15 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
     return reply, calls, ctx, error
 
 
+def _output_spec(host: RunHost) -> Optional[OutputSpec]:
+    """The agent's typed answer (``YiemAgent(output_type=...)``), or None; a host may have none."""
+    return getattr(host, "output_spec", None)
+
+
 def _rounds(host: RunHost, run: Run) -> AssistantMessage:
     paused = False  # the last reply was a turn the server paused (stop_reason "pause_turn")
+    answer = _output_spec(host)
+    invalid_answers = 0  # beyond the spec: typed answers that failed their check (typed/output.py)
     while True:
         if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
             return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
@@ -434,6 +448,11 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             return _error_response(error or "no reply")
         if reply.stop_reason == "error":  # an llm_call that reports its failure instead of raising
             return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
+        verdict = None
+        if answer is not None and not tool_calls and reply.stop_reason != "pause_turn":
+            verdict = answer.from_text(reply)
+            if verdict.valid:
+                reply = replace(reply, output=verdict.value)
         host.append(reply)
 
         # beyond the spec: a paused turn (Anthropic's server tools) is sent again to go on, a round like any (docs/streaming.md)
@@ -441,18 +460,35 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if paused:
             continue
         if not tool_calls:  # step 5 (the calls were extracted by normalize_reply)
-            return reply  # no tool calls: this is the final response
+            if verdict is None or verdict.valid:
+                return reply  # no tool calls: this is the final response
+            invalid_answers += 1
+            if invalid_answers > answer.retries:  # type: ignore[union-attr]
+                return output_invalid_response(verdict.why or "", answer.retries)  # type: ignore[union-attr]
+            host.append(answer.retry_message(verdict.why or ""))  # type: ignore[union-attr]
+            continue
         if reply.stop_reason == "length":  # decision 10: a cut-off call is never run
             batch = answer_tool_calls_with_error(tool_calls, TRUNCATED_CALL_MESSAGE, host.emit)
         else:  # step 6
             context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
             host.state.pending_tool_calls = {c.id for c in tool_calls}
+            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, tuple(context.messages), None)
             try:
-                batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
+                with run_context(run_ctx):  # beyond the spec: what tools and hooks see of the run (context.py)
+                    batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
             finally:
                 host.state.pending_tool_calls = set()
         for tool_result in batch.messages:
             host.append(normalize_tool_result(tool_result))
+        given = answer.from_batch(tool_calls, batch.messages) if answer is not None and not run.signal.aborted else None
+        if given is not None:  # the final-answer tool was called (typed/output.py)
+            if given.valid:
+                final = answer.final_message(reply, given.value)  # type: ignore[union-attr]
+                host.append(final)
+                return final
+            invalid_answers += 1
+            if invalid_answers > answer.retries:  # type: ignore[union-attr]
+                return output_invalid_response(given.why or "", answer.retries)  # type: ignore[union-attr]
         if batch.terminate:
             return _terminated_response(reply, batch)
         if run.signal.aborted:

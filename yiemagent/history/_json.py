@@ -60,6 +60,7 @@ from ..messages import (
     content_from_dict,
 )
 from ..normalize import normalize_message
+from ..typed._codecs import to_json_value
 
 __all__ = [
     "decode_value",
@@ -260,7 +261,7 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
     data: dict[str, Any] = {"role": message.role}  # type: ignore[attr-defined]
     for f in fields(message):  # type: ignore[arg-type]
         value = getattr(message, f.name)
-        if f.name == "role":
+        if f.name == "role" or (f.name == "output" and value is None):  # no answer: the form stays what it was
             continue
         if f.name == "timestamp":
             data[f.name] = value.isoformat() if isinstance(value, datetime) else encode_value(value)
@@ -270,6 +271,11 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
             data[f.name] = _usage_counts(value)
             if data[f.name] is None:  # counts that are not ints (a tool's LLMUsage(1.5)) would not load again
                 logger.warning("a %s message's usage %r has counts that are not ints; stored without its usage", message.role, value)  # type: ignore[attr-defined]
+        elif f.name == "output" and value is not None:  # a typed answer: its JSON form (docs/api.md "Typed answers")
+            try:
+                data[f.name] = to_json_value(value)
+            except (TypeError, ValueError):
+                data[f.name] = encode_value(value)
         else:
             data[f.name] = encode_value(value)
     return data
