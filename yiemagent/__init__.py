@@ -16,7 +16,7 @@ from .agent import (
     shutdown,
     take_response,
 )
-from .context import RunContext, current_run_context
+from .types import RunContext, current_run_context
 from .batch import (
     execute_tool_calls,
     execute_tool_calls_parallel,

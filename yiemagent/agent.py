@@ -103,7 +103,7 @@ class YiemAgent:
     enters the history. ``agent.usage`` is the token usage summed over all runs.
     ``output_type`` / ``output_retries`` make the final answer typed (``typed/output.py``,
     docs/api.md "Typed answers"); ``deps`` is what tools receive in their ``RunContext``
-    (``context.py``).
+    (``types.py``).
 
     Raises:
         TypeError: an argument has the wrong type (``llm_call``, the sink or a hook not

@@ -11,7 +11,7 @@ import logging
 from concurrent.futures import Future
 from typing import Any, Optional
 
-from .context import call_context
+from .types import call_context
 from ._threads import tool_pool
 from .events import EventEmitter, ToolExecEndEvent, ToolExecStartEvent, as_emitter
 from .pipeline import (
@@ -65,7 +65,7 @@ def _execute_and_finalize(
 ) -> FinalizedOutcome:
     """EXECUTE then FINALIZE one prepared call and emit its end event; never raises."""
     try:
-        with call_context(prep.tool_call.id):  # the call's RunContext, in the thread that runs it (context.py)
+        with call_context(prep.tool_call.id):  # the call's RunContext, in the thread that runs it (types.py)
             executed = execute_prepared_tool_call(prep, signal, emit)
             finalized = finalize_executed_tool_call(context, assistant_msg, prep, executed, config, signal)
     except user_code_errors() as exc:  # a bug in this library must still not lose the call
@@ -100,7 +100,7 @@ def _start_and_prepare(
     if _aborted(signal):
         prep: PreparedToolCall | ImmediateOutcome = ImmediateOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
     else:
-        with call_context(tool_call.id):  # before_tool_call sees the call's RunContext (context.py)
+        with call_context(tool_call.id):  # before_tool_call sees the call's RunContext (types.py)
             prep = prepare_tool_call(context, assistant_msg, tool_call, config, signal)
     if isinstance(prep, ImmediateOutcome):
         return _end_immediately(tool_call, prep, emit)

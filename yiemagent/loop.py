@@ -273,7 +273,7 @@ class AgentCore:
         deps: Any = None,
     ) -> None:
         self.output_spec = output_spec  # typed/output.py OutputSpec, or None (beyond the spec)
-        self.deps = deps  # handed to tools in their RunContext (context.py; beyond the spec)
+        self.deps = deps  # handed to tools in their RunContext (types.py; beyond the spec)
         self.llm_call = llm_call
         self.prepare_context = prepare_context
         self.format_msg_for_llm = format_msg_for_llm

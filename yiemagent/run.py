@@ -31,7 +31,7 @@ from .events import relay_deltas
 from .history.sessions import Session, release_session
 from .types import AbortSignal, AgentContext, AgentLoopConfig, AgentState, AgentToolCallBatch
 from .typed.output import OutputSpec, output_invalid_response
-from .context import RunContext, run_context
+from .types import RunContext, run_context
 from .messages import add_usage
 
 __all__ = [
@@ -87,7 +87,7 @@ class RunHost(Protocol):
         history(): a copy of the history.
         ring(): wake the loop thread (after the run took its first input).
         output_spec (optional, beyond the spec): the typed answer (``typed/output.py``), or None.
-        deps (optional, beyond the spec): what tools receive in their ``RunContext`` (``context.py``).
+        deps (optional, beyond the spec): what tools receive in their ``RunContext`` (``types.py``).
     """
 
     state: AgentState
@@ -474,7 +474,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             host.state.pending_tool_calls = {c.id for c in tool_calls}
             run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, tuple(context.messages), None)
             try:
-                with run_context(run_ctx):  # beyond the spec: what tools and hooks see of the run (context.py)
+                with run_context(run_ctx):  # beyond the spec: what tools and hooks see of the run (types.py)
                     batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
             finally:
                 host.state.pending_tool_calls = set()

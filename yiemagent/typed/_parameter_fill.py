@@ -7,7 +7,7 @@ functions"). Three kinds of parameter are filled in here, never by the model:
   the one table of them. A name in it is left out of the schema, filled in on each call,
   and never taken from the model, also through ``**kwargs``.
 - the run's context: a parameter annotated ``RunContext`` (``RUN_CONTEXT``) receives the
-  call's ``current_run_context()`` (context.py), whatever its name; it is left out of the
+  call's ``current_run_context()`` (types.py), whatever its name; it is left out of the
   schema and never taken from the model.
 - defaults. The schema shows the model a parameter's default; whatever an earlier call did
   to that object, the next call that leaves the argument out must receive the default the
@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple, Optional
 
-from ..context import RunContext, current_run_context
+from ..types import RunContext, current_run_context
 from ..types import AbortSignal
 
 __all__ = ["INJECTED", "PIPELINE_PARAMETERS", "RUN_CONTEXT", "Injected", "admits", "fresh_default", "is_immutable", "wants_run_context"]
@@ -61,7 +61,7 @@ PIPELINE_PARAMETERS = tuple(INJECTED)
 
 RUN_CONTEXT = Injected(lambda signal, on_partial_result: current_run_context(), RunContext, "the run's RunContext")
 """A parameter annotated ``RunContext`` (or ``Optional[RunContext]``), whatever its name: the call's
-``current_run_context()`` (context.py), None when ``execute`` is called outside a run."""
+``current_run_context()`` (types.py), None when ``execute`` is called outside a run."""
 
 
 def wants_run_context(annotation: Any) -> bool:

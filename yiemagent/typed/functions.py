@@ -83,7 +83,7 @@ def tool(
       schema's ``propertyNames`` excludes them); annotating ``signal`` or
       ``on_partial_result`` with a type that value never has is a ``ToolDefinitionError``.
       A parameter annotated ``RunContext`` (any name) receives the call's
-      ``current_run_context()`` and is left out of the schema too (context.py).
+      ``current_run_context()`` and is left out of the schema too (types.py).
     - An ``async def`` function (or a callable whose ``__call__`` is one) is awaited on an
       event loop of its own in the thread that runs the call; ``abort`` and ``timeout_s``
       cancel it (``_threads.run_coroutine``). Async generators are refused.
@@ -355,7 +355,7 @@ def _plan(
         if p.name in bound:
             continue  # a keyword bound by functools.partial: configuration, not the model's
         if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD) and wants_run_context(hints.get(p.name)):
-            parameters.append(_Parameter(p.name, positional, False, None, RUN_CONTEXT))  # not the model's (context.py)
+            parameters.append(_Parameter(p.name, positional, False, None, RUN_CONTEXT))  # not the model's (types.py)
             continue
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
             raise ToolDefinitionError(f"tool {tool_name!r}: parameter '*{p.name}' cannot be filled from named JSON arguments; use a list parameter")
