@@ -19,7 +19,7 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import IO, Any, Optional, Protocol, Union
+from typing import IO, Any, Optional, Protocol, Self, Union
 
 from ._json import message_from_json, message_to_json
 from ._locked_files import release_hold, take_hold
@@ -27,7 +27,7 @@ from ..errors import MessageFormatError, SessionInUseError
 from ..messages import AgentMessage
 from .._failures import user_code_errors
 
-__all__ = ["HeldSession", "SQLiteSession", "Session", "hold_session", "release_session"]
+__all__ = ["ConnectedSession", "HeldSession", "SQLiteSession", "Session", "hold_session", "release_session"]
 
 logger = logging.getLogger("yiemagent.sessions")
 
@@ -98,7 +98,34 @@ def release_session(session: Session) -> None:
             logger.error("the session %r could not be released: %s: %s", session, type(exc).__name__, exc, exc_info=True)
 
 
-class SQLiteSession:
+class ConnectedSession:
+    """What the shipped sessions share: one connection (``_conn``, guarded by ``_lock``) and a hold.
+
+    ``close`` ends the hold (``release``), then closes the connection; a ``with`` block closes it.
+    """
+
+    _lock: threading.Lock
+    _conn: Any
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """End the hold, if any, and close the connection; further calls raise ``ValueError``. Calling it again does nothing."""
+        self.release()
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+class SQLiteSession(ConnectedSession):
     """A session stored in an SQLite database: one row per message, in order.
 
     Beyond the spec (docs/sessions.md). Uses the standard library's
@@ -260,20 +287,6 @@ class SQLiteSession:
             hold, self._hold = self._hold, None
             if hold is not None and hold is not True:
                 release_hold(hold)  # type: ignore[arg-type]
-
-    def close(self) -> None:
-        """End the hold, if any, and close the connection; further calls raise ``ValueError``. Calling it again does nothing."""
-        self.release()
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> "SQLiteSession":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SQLiteSession({self.path!r}, {self.session_id!r})"
