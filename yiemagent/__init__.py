@@ -15,6 +15,11 @@ from .agent import (
     shutdown,
     take_response,
 )
+from .approvals import (
+    approve,
+    pending_approvals,
+    reject,
+)
 from .batch import (
     execute_tool_calls,
     execute_tool_calls_parallel,
@@ -66,6 +71,7 @@ from .agent import add_message
 from .history import load_history, save_history
 from .messages import (
     AgentMessage,
+    ApprovalMessage,
     AssistantMessage,
     ImageContent,
     LLMModel,
@@ -117,6 +123,7 @@ from .types import (
     ExecutedOutcome,
     FinalizedOutcome,
     ImmediateOutcome,
+    PendingApproval,
     PreparedToolCall,
 )
 
@@ -137,6 +144,7 @@ __all__ = [
     "AgentToolCallBatch",
     "AgentToolResult",
     "AnthropicClient",
+    "ApprovalMessage",
     "AssistantMessage",
     "BeforeToolCallContext",
     "EmptyHistoryError",
@@ -155,6 +163,7 @@ __all__ = [
     "MessageFormatError",
     "OfflineLLM",
     "OpenAIClient",
+    "PendingApproval",
     "PostgresSession",
     "PreparedToolCall",
     "SQLiteSession",
@@ -174,6 +183,7 @@ __all__ = [
     "YiemAgentError",
     "abort",
     "add_message",
+    "approve",
     "clear_tools",
     "continue_agent",
     "create_error_tool_result",
@@ -193,11 +203,13 @@ __all__ = [
     "load_history",
     "message_from_dict",
     "openai_to_user_message",
+    "pending_approvals",
     "prepare_context",
     "prepare_tool_call",
     "prepare_tool_call_arguments",
     "register_all_tools",
     "register_tool",
+    "reject",
     "run_agent",
     "save_history",
     "should_terminate",

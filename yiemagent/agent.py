@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
 from ._threads import start_daemon
+from .approvals import approve, pending_approvals, reject, superseding_results
 from .loop import AgentCore
 from ._format_cache import History
 from .errors import AgentClosedError, EmptyHistoryError, MessageFormatError
@@ -37,7 +38,19 @@ from .history.sessions import Session, hold_session, release_session
 from .types import DEFAULT_SYSTEM_PROMPT, AgentState
 from .tools import register_builtin_tools, resolve_builtin_names
 
-__all__ = ["YiemAgent", "abort", "add_message", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
+__all__ = [
+    "YiemAgent",
+    "abort",
+    "add_message",
+    "approve",
+    "continue_agent",
+    "follow_up",
+    "pending_approvals",
+    "reject",
+    "run_agent",
+    "shutdown",
+    "take_response",
+]
 
 logger = logging.getLogger("yiemagent.agent")
 
@@ -343,7 +356,11 @@ def add_message(agent: YiemAgent, message: AgentMessage) -> None:
     """
     if not isinstance(message, AgentMessage):
         raise MessageFormatError(f"add_message takes an AgentMessage (UserMessage, AssistantMessage, ToolResultMessage), got {type(message).__name__}")
-    agent._core.add_message(normalize_message(message))  # decision 15: checked in the caller's thread
+    message = normalize_message(message)  # decision 15: checked in the caller's thread
+    if not agent._core.busy():  # decision 18: a new message answers the calls waiting for approval (a run does it itself)
+        for result in superseding_results(agent._core.history(), message):
+            agent._core.add_message(result)
+    agent._core.add_message(message)
 
 
 def abort(agent: YiemAgent, reason: str = "aborted by abort()") -> bool:
