@@ -112,6 +112,9 @@ def test_continue_runs_the_approved_call_with_its_new_arguments_and_answers_the_
         assert results["c3"][0].is_error and results["c3"][0].content == [TextContent("not that one")]
         assert not results["c1"][0].is_error
         assert len(llm.requests) == 2  # StrictLLM checked that every call had its result
+        sent = llm.requests[1]["messages"]
+        assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool", "tool"]  # no approval step is sent
+        assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ["c2", "c1", "c3"]
     finally:
         shutdown(agent)
 
@@ -315,5 +318,47 @@ def test_continue_agent_on_an_empty_history_still_raises():
     try:
         with pytest.raises(EmptyHistoryError):
             continue_agent(agent)
+    finally:
+        shutdown(agent)
+
+
+def test_a_parallel_batch_defers_some_calls_and_runs_the_others():
+    """In a parallel batch the deferred calls wait while the others run concurrently, each answered once after approval."""
+    ran, llm = Ran(), StrictLLM(three_calls(), AssistantMessage([TextContent("ok")], stop_reason="stop"))
+    agent = make_agent(
+        llm, ran.tool("delete", parallel=True), ran.tool("read", parallel=True), builtin_tools=False,
+        before_tool_call=defer_deletes, parallel_tool_execute=True,
+    )
+    try:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+        assert ran.calls == [("read", {"path": "/tmp/b"})]
+        approve(agent, "c1")
+        approve(agent, "c3")
+        continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        assert sorted((name, args["path"]) for name, args in ran.calls) == [("delete", "/tmp/a"), ("delete", "/tmp/c"), ("read", "/tmp/b")]
+        assert {k: len(v) for k, v in results_by_call(agent.history()).items()} == {"c1": 1, "c2": 1, "c3": 1}
+    finally:
+        shutdown(agent)
+
+
+def test_an_abort_during_a_deferring_batch_leaves_nothing_waiting():
+    """A batch aborted after a deferral: the deferred call is answered "Operation aborted" and the run ends "aborted"."""
+    from yiemagent import abort
+
+    def read_then_abort(tool_call_id, args, signal, on_partial_result):
+        abort(agent)
+        return text_result("read")
+
+    llm = StrictLLM(three_calls())
+    ran = Ran()
+    agent = make_agent(llm, ran.tool("delete"), make_tool("read", read_then_abort, schema=SCHEMA_PATH), builtin_tools=False, before_tool_call=defer_deletes)
+    try:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=WAIT).stop_reason == "aborted"
+        assert pending_approvals(agent) == []
+        assert {k: len(v) for k, v in results_by_call(agent.history()).items()} == {"c1": 1, "c2": 1, "c3": 1}
+        assert ran.calls == []
     finally:
         shutdown(agent)
