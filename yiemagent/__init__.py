@@ -50,6 +50,7 @@ from .events import (
     ToolExecEndEvent,
     ToolExecStartEvent,
     ToolExecUpdateEvent,
+    tee,
 )
 from .extraction import (
     extract_tool_calls,
@@ -215,6 +216,7 @@ __all__ = [
     "should_terminate",
     "shutdown",
     "take_response",
+    "tee",
     "tool",
     "validate_required_args",
     "validate_tool_arguments",

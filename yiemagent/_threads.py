@@ -33,9 +33,16 @@ _MIN_THREADS = 8
 class ElasticToolPool:
     """A ``ThreadPoolExecutor`` that is replaced by a larger one when it could fill up.
 
+    At most ``_MIN_THREADS`` threads stay for good: when the calls in flight fall to none
+    after a burst grew the pool beyond that, the grown executor is shut down and its
+    threads exit at once (docs/performance.md "A long-lived process"); a thread that waits
+    for work is blocked in the executor's queue, never polling.
+
     Thread safety: ``submit`` may be called from any thread. ``_lock`` guards
-    ``_executor``, ``_size`` and ``_in_flight``. An outgrown executor is shut down without
-    waiting: its running calls finish on its threads, which then exit.
+    ``_executor``, ``_size`` and ``_in_flight``, and is held across ``executor.submit``
+    so that no call is handed to an executor another thread has just shut down. An
+    outgrown or drained executor is shut down without waiting: its running calls finish
+    on its threads, which then exit.
     """
 
     def __init__(self) -> None:
@@ -46,6 +53,9 @@ class ElasticToolPool:
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Run ``fn(*args)`` on a thread that is free now; the pool grows if none would be."""
+        # in the submitter's context: a tool sees the run's context variables (the streaming
+        # target, the agent it belongs to — which ``shutdown`` reads to know it must not wait)
+        context = contextvars.copy_context()
         with self._lock:
             self._in_flight += 1
             if self._executor is None or self._in_flight > self._size:
@@ -54,16 +64,22 @@ class ElasticToolPool:
                 self._executor = ThreadPoolExecutor(self._size, thread_name_prefix="yiemagent-tool")
                 if outgrown is not None:
                     outgrown.shutdown(wait=False)
-            executor = self._executor
-        # in the submitter's context: a tool sees the run's context variables (the streaming
-        # target, the agent it belongs to — which ``shutdown`` reads to know it must not wait)
-        future = executor.submit(contextvars.copy_context().run, fn, *args)
+            # under the lock: another submit may replace (and shut down) this executor as soon
+            # as the lock is free, and a shut-down executor refuses new calls
+            future = self._executor.submit(context.run, fn, *args)
+        # outside it: a call already done runs _release at once, in this thread
         future.add_done_callback(self._release)
         return future
 
     def _release(self, _future: Future[Any]) -> None:
         with self._lock:
             self._in_flight -= 1
+            if self._in_flight or self._executor is None or self._size <= _MIN_THREADS:
+                return
+            # idle after a burst: the burst's threads exit now (they would otherwise wait for
+            # work for good); the next batch starts a pool of _MIN_THREADS again
+            drained, self._executor, self._size = self._executor, None, 0
+        drained.shutdown(wait=False)
 
 
 tool_pool = ElasticToolPool()

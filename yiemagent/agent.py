@@ -275,7 +275,9 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
     async handoff, spec §10 — once checked, decision 15: a ``UserMessage`` whose content
     is a str gets it as one text block). Blocks while the input channel is full (16
     messages). Once it returned, the message is processed or returned by ``shutdown``
-    (decision 16).
+    (decision 16). A run this message starts runs in a copy of the caller's
+    ``contextvars`` context, with its tools, hooks and event sink: a run started inside an
+    OpenTelemetry span is that span's child (docs/tracing.md "Trace context").
 
     Raises:
         MessageFormatError: the message is not of a form a user message can take.

@@ -6,6 +6,13 @@ named in its style, so that a user can watch a whole run (docs/events.md lists t
 An event sink is any callable ``sink(event) -> None``. The library never calls it
 directly: it goes through an ``EventEmitter``, which guarantees decision 8 — the sink is
 never called from two threads at once, and an exception it raises is logged and dropped.
+``tee(*sinks)`` makes one sink of several.
+
+Beyond the spec (docs/tracing.md): every event carries ``time_ns``, when it happened
+(``time.time_ns()``, taken in the thread where it happened, before the emitter's lock),
+so a sink sees the real start and end of calls that ran in parallel even though it
+receives their events one after another. ``time_ns`` is left out of ``==`` and ``repr``:
+two events that say the same thing are equal whenever they were made.
 
 Streaming: how a streaming ``llm_call`` hands deltas to the agent, and how the agent
 relays them (the second half of this module).
@@ -56,13 +63,14 @@ import contextvars
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar
 
 from .messages import AssistantMessage, LLMUsage
-from .types import AbortSignal, AgentToolResult
+from .types import AbortSignal, AgentContext, AgentToolResult
 
 __all__ = [
     "DELTA_KINDS",
@@ -84,12 +92,18 @@ __all__ = [
     "emit_delta",
     "relay_deltas",
     "stream_to",
+    "tee",
 ]
 
 logger = logging.getLogger("yiemagent.events")
 # Everything a sink raises is contained (issue 9): SystemExit or any BaseException from a
 # sink would otherwise end the run thread, and no response would ever come.
 _SINK_ERRORS = (BaseException,)
+
+
+def _now() -> Any:
+    """``time_ns``: when an event happened (docs/tracing.md); out of ``==`` and ``repr``."""
+    return field(default_factory=time.time_ns, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +116,7 @@ class ToolExecStartEvent:
     tool_call_id: str
     tool_name: str
     arguments: dict[str, Any]
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +130,7 @@ class ToolExecUpdateEvent:
     tool_name: str
     arguments: dict[str, Any]
     partial_result: Any
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +144,7 @@ class ToolExecEndEvent:
     tool_name: str
     result: AgentToolResult
     is_error: bool
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +159,7 @@ class AgentRunStartEvent:
 
     run_id: int
     new_messages: int
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,25 +177,39 @@ class AgentRunEndEvent:
     rounds: int
     duration_s: float
     usage: LLMUsage = field(default_factory=LLMUsage)
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
 class LLMCallStartEvent:
     """An LLM round is starting (beyond the spec); ``round`` counts from 1 within the run.
 
-    Thread safety: immutable; may be shared between threads.
+    ``model`` and ``provider`` name what the round asks for, as far as the agent knows
+    (``YiemAgent(model=LLMModel(...))``, else the ``model`` and ``provider`` attributes of
+    ``llm_call``, which the clients have), or None. ``context`` is the ``AgentContext`` the
+    request was formatted from (its ``messages`` are that round's own list), for a sink
+    that records what was sent (docs/tracing.md); it is left out of ``==`` and ``repr``.
+
+    Thread safety: immutable; may be shared between threads (the context must not be changed).
     """
 
     run_id: int
     round: int
     message_count: int
+    model: Optional[str] = None
+    provider: Optional[str] = None
+    context: Optional[AgentContext] = field(default=None, compare=False, repr=False)
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
 class LLMCallEndEvent:
     """An LLM round ended (beyond the spec).
 
-    ``response`` is None when the call failed; ``error`` then says why.
+    ``response`` is None when the call failed; ``error`` then says why and ``error_type``
+    names the kind of failure in one word: the class name of what ``llm_call`` raised
+    (``"LLMError"``, ``"TimeoutError"``…), ``"aborted"`` when the run was aborted during
+    the call, ``"invalid_reply"`` when the reply could not be used (decision 15).
 
     Thread safety: immutable; may be shared between threads.
     """
@@ -188,6 +220,8 @@ class LLMCallEndEvent:
     response: Optional[AssistantMessage]
     usage: Optional[LLMUsage]
     error: Optional[str]
+    error_type: Optional[str] = None
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +240,7 @@ class LLMDeltaEvent:
     round: int
     kind: str
     text: str
+    time_ns: int = _now()
 
 
 class EventEmitter:
@@ -237,7 +272,7 @@ class EventEmitter:
             try:
                 sink(event)
             except _SINK_ERRORS:
-                if threading.current_thread() is threading.main_thread() and sys.exc_info()[0] is KeyboardInterrupt:
+                if _reraise_ctrl_c():
                     raise  # a real Ctrl-C in a script that drives the pipeline itself
                 logger.exception("event sink %r raised on %s; the event was dropped", sink, type(event).__name__)
 
@@ -245,6 +280,54 @@ class EventEmitter:
 def as_emitter(sink: Any) -> EventEmitter:
     """Wrap a sink in an ``EventEmitter``, or return it if it already is one."""
     return sink if isinstance(sink, EventEmitter) else EventEmitter(sink)
+
+
+def _reraise_ctrl_c() -> bool:
+    """True when the exception being handled is a real Ctrl-C in the main thread: it must stop the caller."""
+    return threading.current_thread() is threading.main_thread() and sys.exc_info()[0] is KeyboardInterrupt
+
+
+class _Tee:
+    """The sink ``tee`` returns: calls each of ``sinks`` in turn, containing each one's failure.
+
+    Thread safety: ``sinks`` is an immutable tuple; the sinks are called one after another
+    in the calling thread (an agent's emitter never calls one sink from two threads at once).
+    """
+
+    __slots__ = ("sinks",)
+
+    def __init__(self, sinks: tuple[Callable[[Any], Any], ...]) -> None:
+        self.sinks = sinks
+
+    def __call__(self, event: Any) -> None:
+        for sink in self.sinks:
+            try:
+                sink(event)
+            except _SINK_ERRORS:
+                if _reraise_ctrl_c():
+                    raise
+                logger.exception("event sink %r raised on %s; the event was dropped for it, the other sinks still get it", sink, type(event).__name__)
+
+    def __repr__(self) -> str:
+        return f"tee({', '.join(map(repr, self.sinks))})"
+
+
+def tee(*sinks: Optional[Callable[[Any], Any]]) -> Callable[[Any], None]:
+    """One event sink that calls each of ``sinks`` in turn, in the order given (beyond the spec).
+
+    For an agent watched by several sinks — the console printer and a tracer
+    (``tee(ConsolePrinter(), OTelSink())``, docs/tracing.md). A sink that raises (anything,
+    ``SystemExit`` included) is logged on the ``yiemagent.events`` logger with its
+    traceback and the others still get the event; only a real Ctrl-C in the main thread
+    propagates. ``None`` entries are skipped, so an optional sink can be passed as it is.
+
+    Raises:
+        TypeError: a sink is neither callable nor None.
+    """
+    for index, sink in enumerate(sinks):
+        if sink is not None and not callable(sink):
+            raise TypeError(f"tee() sink {index} is not callable: {type(sink).__name__}: {sink!r:.80}")
+    return _Tee(tuple(s for s in sinks if s is not None))
 
 
 # --- streaming: the side channel a streaming llm_call emits into (docs/streaming.md) ---

@@ -22,7 +22,7 @@ from jsonschema.protocols import Validator
 
 from ._threads import wait_on_daemon
 from ._failures import ABORTED_MESSAGE, USER_CODE_ERRORS, create_error_tool_result, describe_error, user_code_errors
-from ._bounds import cap_text, preview, short_repr
+from ._bounds import cap_text, json_copy, preview, short_repr
 from .errors import ToolArgumentsError
 from .events import EventEmitter, ToolExecUpdateEvent, as_emitter
 from .messages import LLMUsage, MessageContent, TextContent, ToolResultMessage
@@ -240,6 +240,8 @@ def prepare_tool_call(
         return ImmediateOutcome(
             create_error_tool_result(f"validate_required_args of tool {tool.name!r} raised {describe_error(exc)}"), True
         )
+    # the hook and the tool get arguments of their own: the call in the history keeps what the model sent
+    args = json_copy(args)
 
     hook = config.before_tool_call
     if hook is not None:

@@ -358,6 +358,7 @@ def _error_response(why: str) -> AssistantMessage:
 
 def _aborted_response(run: Run) -> AssistantMessage:
     reason = run.signal.reason or "aborted by abort()"
+    logger.info("run %d aborted: %s", run.id, reason)
     return AssistantMessage([TextContent("Run aborted.")], stop_reason="aborted", error_message=reason)
 
 
@@ -380,6 +381,27 @@ def _terminated_response(reply: AssistantMessage, batch: AgentToolCallBatch) -> 
         stop_reason="tool_use_terminated",
         error_message="One or more tool calls failed" if failed else None,
     )
+
+
+def _requested_model(host: RunHost) -> tuple[Optional[str], Optional[str]]:
+    """The model and provider a round asks for, as far as the agent knows (``LLMCallStartEvent``).
+
+    The agent's ``state.model`` when it has one, else the ``model`` and ``provider``
+    attributes of ``llm_call`` (``OpenAIClient``, ``AnthropicClient``…); None where
+    neither says. Read each round: ``llm_call`` may be replaced between runs.
+    """
+    configured, llm_call = host.state.model, host.llm_call
+    model = _text_attribute(configured, "name") or _text_attribute(llm_call, "model")
+    return model, _text_attribute(configured, "provider") or _text_attribute(llm_call, "provider")
+
+
+def _text_attribute(owner: Any, name: str) -> Optional[str]:
+    """``owner.name`` when it is a non-empty str, else None (also when reading it raises: it is user code)."""
+    try:
+        value = getattr(owner, name, None)
+    except user_code_errors():
+        return None
+    return value if isinstance(value, str) and value else None
 
 
 def _reported_usage(raw: Any) -> Optional[LLMUsage]:
@@ -410,21 +432,26 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
         formatted = host.format_msg_for_llm(ctx, emit)
     except user_code_errors() as exc:
         return None, [], None, f"format_msg_for_llm raised {describe_error(exc)}"
-    emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages)))
+    model, provider = _requested_model(host)
+    emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
     started = time.perf_counter()
-    reply, calls, error, usage = None, [], None, None
+    reply, calls, error, error_type, usage = None, [], None, None, None
     try:
         with relay_deltas(emit, run.id, run.rounds, run.signal):  # its deltas reach the sink until it returns
             raw = host.llm_call(formatted)
         usage = _reported_usage(raw)
         reply, calls, error = normalize_reply(raw)
+        error_type = "invalid_reply" if error is not None else None
     except user_code_errors() as exc:
-        error = f"LLM call failed: {describe_error(exc)}"
+        error, error_type = f"LLM call failed: {describe_error(exc)}", type(exc).__qualname__
     # tokens spent count even when an abort drops the reply, or decision 15 refuses it
     run.usage = add_usage(run.usage, usage)
     if run.signal.aborted:  # a reply cut short by abort (or finished after it) never enters the history
-        reply, calls, error = None, [], f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
-    emit(LLMCallEndEvent(run.id, run.rounds, time.perf_counter() - started, reply, usage, error))
+        reply, calls, error_type = None, [], "aborted"
+        error = f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
+    duration = time.perf_counter() - started
+    logger.debug("run %d round %d: llm_call took %.3f s%s", run.id, run.rounds, duration, f"; {error}" if error else "")
+    emit(LLMCallEndEvent(run.id, run.rounds, duration, reply, usage, error, error_type))
     return reply, calls, ctx, error
 
 
@@ -513,6 +540,7 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     messages, taken, dropped, continued = _read_input(host)
     run.took_first_input = True
     host.ring()
+    logger.debug("run %d started: %d new message(s)%s", run.id, taken, " (continue_agent)" if continued else "")
     host.emit(AgentRunStartEvent(run.id, taken))
     try:
         ended = _resume(host, run, messages)  # approvals first: their results go before any new message (decision 18)
@@ -531,5 +559,11 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
         _answer_unanswered_calls(host, response.error_message or "internal error")
     host.state.error_message = response.error_message if response.stop_reason == "error" else None
     host.record_usage(run.usage)
-    host.emit(AgentRunEndEvent(run.id, response, run.rounds, time.perf_counter() - started, run.usage))
+    duration = time.perf_counter() - started
+    # docs/tracing.md "Logging": DEBUG only, so that a quiet run that succeeds logs nothing at INFO or above
+    logger.debug(
+        "run %d ended: stop_reason %r after %d round(s) in %.3f s, %d input + %d output tokens",
+        run.id, response.stop_reason, run.rounds, duration, run.usage.input_tokens, run.usage.output_tokens,
+    )
+    host.emit(AgentRunEndEvent(run.id, response, run.rounds, duration, run.usage))
     return response

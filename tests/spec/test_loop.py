@@ -394,7 +394,7 @@ def test_continue_counts_a_follow_up_the_loop_has_taken_but_not_yet_placed():
     with make_agent(llm) as agent:
         core = agent._core
         with core._wake:
-            core._carry.append({"role": "user", "content": "carried"})
+            core._carry.append(({"role": "user", "content": "carried"}, None))  # (message, the context it was sent in)
             continue_agent(agent)
         assert take_response(agent, timeout=WAIT).content == [TextContent("answered")]
         assert [m["content"] for m in llm.requests[0]["messages"] if m["role"] == "user"] == ["carried"]

@@ -55,6 +55,8 @@ from typing import Any, Optional
 
 import jsonschema
 
+from .._bounds import json_copy
+
 __all__ = ["NO_DEFAULT", "Codec", "InexpressibleType", "codec_for", "json_default", "to_json_value", "type_name"]
 
 _NONE_TYPE = type(None)
@@ -104,16 +106,6 @@ def type_name(tp: Any) -> str:
 
 
 def _identity(value: Any) -> Any:
-    return value
-
-
-def _fresh_json(value: Any) -> Any:
-    """A JSON value in containers of its own: an ``Any`` argument is never the tool call's own
-    object, which the history holds (a function that changed it would change the model's message)."""
-    if isinstance(value, dict):
-        return {k: _fresh_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fresh_json(v) for v in value]
     return value
 
 
@@ -292,7 +284,7 @@ def _compile(tp: Any, stack: tuple[Any, ...]) -> Codec:
     if origin is not None and origin in _TYPEDDICT_MARKERS:  # TypedDict markers; required is read from the class
         return _compile(args[0], stack)
     if tp is Any or tp is object:
-        return Codec({}, _fresh_json, False)
+        return Codec({}, json_copy, False)
     if tp is None or tp is _NONE_TYPE:
         return Codec({"type": "null"}, _identity)
     if tp is bool:
