@@ -51,6 +51,7 @@ __all__ = [
     "pending_approvals",
     "reject",
     "resume_approvals",
+    "start_of_run",
     "superseding_results",
     "waiting_calls",
 ]
@@ -208,6 +209,33 @@ def resume_approvals(
         append(result)
     pending = _pending_of({i: w for i, w in waiting.items() if i not in by_id})
     return Resumed(results, pending, terminate and len(results) == len(approved) and not pending)
+
+
+def start_of_run(host: Any, signal: Optional[AbortSignal], messages: list[AgentMessage]) -> Optional[AssistantMessage]:
+    """The start of a run after approvals (decision 18): decisions taken, approved calls run, rejected answered.
+
+    ``host`` is the run's ``run.RunHost``; ``messages`` the run's input, not yet appended:
+    the approval steps and tool results queued before any new message (``add_message``
+    during the last run) are appended first and taken off the list. Returns the run's
+    response when it must end here: calls still wait and no new message came (stop_reason
+    "awaiting_approval"), or the resumed calls all asked to terminate. None when the run
+    goes on to its rounds (or nothing was waiting).
+    """
+    lead = 0
+    while lead < len(messages) and isinstance(messages[lead], (ApprovalMessage, ToolResultMessage)):
+        host.append(messages[lead])
+        lead += 1
+    del messages[:lead]
+    if not waiting_calls(host.history())[1]:
+        return None
+    resumed = resume_approvals(host.history, host.append, host.state.system_prompt, host.state.tools, host.loop_config(), signal, host.emit)
+    if any(isinstance(m, (UserMessage, AssistantMessage)) for m in messages):
+        return None  # the new message answers what still waits (run._append_input)
+    if resumed.pending:
+        return awaiting_response(resumed.pending)
+    if resumed.terminate:
+        return AssistantMessage([TextContent("Tool execution completed.")], stop_reason="tool_use_terminated")
+    return None
 
 
 def answer_deferred_aborted(deferred: Sequence[PendingApproval]) -> list[ToolResultMessage]:

@@ -19,12 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Protocol
 
-from .approvals import answer_deferred_aborted, awaiting_response, deferral_steps, resume_approvals, superseding_results, waiting_calls
+from .approvals import answer_deferred_aborted, awaiting_response, deferral_steps, start_of_run, superseding_results
 from .batch import answer_tool_calls_with_error, execute_tool_calls
 from .events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
-from .messages import AgentMessage, ApprovalMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage, UserMessage
+from .messages import AgentMessage, ApprovalMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
 from ._failures import describe_error, user_code_errors
 from .errors import AgentClosedError
@@ -325,31 +325,6 @@ def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optiona
     return taken, dropped, continued
 
 
-def _resume(host: RunHost, run: Run, messages: list[AgentMessage]) -> Optional[AssistantMessage]:
-    """The start of a run after approvals (decision 18): decisions taken, approved calls run, rejected answered.
-
-    Returns the run's response when it must end here: calls still wait and no new message
-    came (stop_reason "awaiting_approval"), or the resumed calls all asked to terminate.
-    None when the run goes on to its rounds (or nothing was waiting).
-    """
-    # decisions and results queued before any new message (add_message during the last run) count first
-    lead = 0
-    while lead < len(messages) and isinstance(messages[lead], (ApprovalMessage, ToolResultMessage)):
-        host.append(messages[lead])
-        lead += 1
-    del messages[:lead]
-    if not waiting_calls(host.history())[1]:
-        return None
-    resumed = resume_approvals(host.history, host.append, host.state.system_prompt, host.state.tools, host.loop_config(), run.signal, host.emit)
-    if any(isinstance(m, (UserMessage, AssistantMessage)) for m in messages):
-        return None  # the new message answers what still waits (_append_input)
-    if resumed.pending:
-        return awaiting_response(resumed.pending)
-    if resumed.terminate:
-        return AssistantMessage([TextContent("Tool execution completed.")], stop_reason="tool_use_terminated")
-    return None
-
-
 def _error_response(why: str) -> AssistantMessage:
     """Decision 11: a failed run ends with stop_reason "error" and says why."""
     logger.warning("run ended with an error: %s", why)
@@ -543,7 +518,7 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     logger.debug("run %d started: %d new message(s)%s", run.id, taken, " (continue_agent)" if continued else "")
     host.emit(AgentRunStartEvent(run.id, taken))
     try:
-        ended = _resume(host, run, messages)  # approvals first: their results go before any new message (decision 18)
+        ended = start_of_run(host, run.signal, messages)  # approvals first: their results go before any new message (decision 18)
         _append_input(host, messages)
         if ended is not None:
             response = ended
