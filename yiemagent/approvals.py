@@ -36,7 +36,7 @@ from .errors import ToolArgumentsError
 from .extraction import extract_tool_calls
 from .messages import AgentMessage, ApprovalMessage, AssistantMessage, TextContent, ToolResultMessage, UserMessage
 from .normalize import normalize_message, normalize_tool_result
-from .pipeline import ABORTED_MESSAGE, validate_tool_arguments
+from .pipeline import ABORTED_MESSAGE, prepare_tool_call_arguments, validate_tool_arguments
 from .types import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCall, PendingApproval
 
 __all__ = [
@@ -272,17 +272,25 @@ def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]
 
     Raises:
         ValueError: no call of that id is waiting for approval.
-        ToolArgumentsError: ``arguments`` is not a dict, or fails the tool's schema (nothing is recorded).
+        ToolArgumentsError: ``arguments`` is not a dict, or, through the tool's
+            ``prepare_arguments``, fails its validation (nothing is recorded).
         MessageFormatError: ``arguments`` is not JSON (it could not be stored).
     """
     waiting = _waiting_one(agent, tool_call_id)
     if arguments is None:
         arguments = waiting.call.arguments
-    if not isinstance(arguments, dict):
+    elif not isinstance(arguments, dict):
         raise ToolArgumentsError(f"approve(arguments=...) expects a dict of arguments, got {type(arguments).__name__}")
-    tool = agent._core.state.tools.get(waiting.call.name)
-    if tool is not None:
-        validate_tool_arguments(tool, replace(waiting.call, arguments=arguments))
+    else:  # checked now, as the pipeline will check them (prepare_arguments, then the schema), so a person hears of a slip at once
+        tool = agent._core.state.tools.get(waiting.call.name)
+        if tool is not None:
+            try:
+                prepared = prepare_tool_call_arguments(tool, replace(waiting.call, arguments=arguments))
+            except ToolArgumentsError:
+                raise
+            except Exception as exc:
+                raise ToolArgumentsError(f"prepare_arguments of tool {tool.name!r} raised {type(exc).__name__}: {exc}") from exc
+            validate_tool_arguments(tool, prepared)
     _record(agent, ApprovalMessage(tool_call_id, waiting.call.name, "approved", dict(arguments), ""))
 
 

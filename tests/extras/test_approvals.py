@@ -362,3 +362,20 @@ def test_an_abort_during_a_deferring_batch_leaves_nothing_waiting():
         assert ran.calls == []
     finally:
         shutdown(agent)
+
+
+def test_approve_checks_new_arguments_as_the_pipeline_will_after_prepare_arguments():
+    """New arguments pass through the tool's prepare_arguments before the schema check, as they will when the call runs."""
+    ran = Ran()
+    delete = ran.tool("delete", prepare_arguments=lambda args: {"path": str(args.get("path"))})
+    llm = StrictLLM(calls_reply(call("x", "delete", '{"path": "/p"}')), AssistantMessage([TextContent("ok")], stop_reason="stop"))
+    agent = make_agent(llm, delete, builtin_tools=False, before_tool_call=defer_deletes)
+    try:
+        run_agent(agent, "go")
+        take_response(agent, timeout=WAIT)
+        approve(agent, "x", arguments={"path": 7})  # prepare_arguments makes it "7"
+        continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        assert ran.calls == [("delete", {"path": "7"})]
+    finally:
+        shutdown(agent)
