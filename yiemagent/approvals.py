@@ -129,21 +129,21 @@ def _pending_of(waiting: Mapping[str, Waiting]) -> list[PendingApproval]:
     return [PendingApproval(w.call.id, w.call.name, dict(w.call.arguments), w.deferred_because) for w in waiting.values() if w.decision == "deferred"]
 
 
-def _error_result(call: AgentToolCall, text: str) -> ToolResultMessage:
-    return ToolResultMessage(call.id, call.name, [TextContent(text)], {}, is_error=True)
-
-
-def superseding_results(messages: Sequence[AgentMessage], incoming: AgentMessage) -> list[ToolResultMessage]:
+def superseding_results(messages: Sequence[AgentMessage], incoming: AgentMessage, emit: Any = None) -> list[ToolResultMessage]:
     """The error results that must enter the history before ``incoming`` (decision 18).
 
     A user or assistant message while calls wait answers each of them: a rejected one with
-    its reason, any other with "superseded by a new message". A tool result or an approval
-    step needs none.
+    its reason, any other with "superseded by a new message"; a run passes its ``emit``, so
+    each such call gets its start and end events there (decision 1). A tool result or an
+    approval step needs none.
     """
     if not isinstance(incoming, (UserMessage, AssistantMessage)):
         return []
     _, waiting = waiting_calls(messages)
-    return [_error_result(w.call, w.reason if w.decision == "rejected" else SUPERSEDED_REASON) for w in waiting.values()]
+    results = []
+    for w in waiting.values():
+        results += answer_tool_calls_with_error([w.call], w.reason if w.decision == "rejected" else SUPERSEDED_REASON, emit).messages
+    return results
 
 
 def _never_defers(hook: Optional[Callable[..., Any]]) -> Optional[Callable[..., Any]]:

@@ -313,7 +313,7 @@ def _read_input(host: RunHost, *, with_input: bool = True) -> tuple[list[AgentMe
 def _append_input(host: RunHost, messages: list[AgentMessage]) -> None:
     """Append input; a new message first answers the calls still waiting for approval (decision 18)."""
     for message in messages:
-        for result in superseding_results(host.history(), message) if not isinstance(message, ToolResultMessage) else ():
+        for result in superseding_results(host.history(), message, host.emit) if not isinstance(message, ToolResultMessage) else ():
             host.append(result)
         host.append(message)
 

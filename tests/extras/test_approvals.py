@@ -136,9 +136,9 @@ def test_continue_with_a_call_still_undecided_runs_the_decided_ones_and_waits_ag
 
 
 def test_a_new_message_while_approvals_wait_rejects_them_as_superseded():
-    """run_agent while calls wait: each gets an error result "superseded by a new message", before the new message."""
-    ran, llm = Ran(), StrictLLM(three_calls(), AssistantMessage([TextContent("ok")], stop_reason="stop"))
-    agent, _ = deferred_agent(ran, llm)
+    """run_agent while calls wait: each gets an error result "superseded by a new message", before the new message, with its events."""
+    ran, llm, events = Ran(), StrictLLM(three_calls(), AssistantMessage([TextContent("ok")], stop_reason="stop")), []
+    agent, _ = deferred_agent(ran, llm, sink=events.append)
     try:
         run_agent(agent, "never mind")
         assert take_response(agent, timeout=WAIT).stop_reason == "stop"
@@ -149,6 +149,8 @@ def test_a_new_message_while_approvals_wait_rejects_them_as_superseded():
         assert all(history.index(r) < last_user for r in results["c1"] + results["c3"])
         assert [name for name, _ in ran.calls] == ["read"]
         assert pending_approvals(agent) == []
+        superseded = [e for e in events if isinstance(e, ToolExecEndEvent) and e.tool_call_id in ("c1", "c3")]
+        assert [(e.tool_call_id, e.is_error) for e in superseded[-2:]] == [("c1", True), ("c3", True)]  # the run's events say so
     finally:
         shutdown(agent)
 
