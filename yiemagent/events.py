@@ -96,7 +96,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger("yiemagent.events")
-# Everything a sink raises is contained (issue 9): SystemExit or any BaseException from a
+# Everything a sink raises is contained (docs/failures.md): SystemExit or any BaseException from a
 # sink would otherwise end the run thread, and no response would ever come.
 _SINK_ERRORS = (BaseException,)
 
@@ -166,7 +166,7 @@ class AgentRunStartEvent:
 class AgentRunEndEvent:
     """A run ended; ``response`` is what was put on the output channel (beyond the spec).
 
-    ``usage`` is the sum over the run's LLM rounds (API.md "Usage", decision 13); a
+    ``usage`` is the sum over the run's LLM rounds (docs/api.md "Events"; decision 13); a
     round whose call failed adds nothing.
 
     Thread safety: immutable; may be shared between threads.
@@ -226,7 +226,7 @@ class LLMCallEndEvent:
 
 @dataclass(frozen=True, slots=True)
 class LLMDeltaEvent:
-    """A fragment of a streamed LLM reply arrived (beyond the spec; API.md "Streaming").
+    """A fragment of a streamed LLM reply arrived (beyond the spec; docs/streaming.md).
 
     ``kind`` is ``"text"`` or ``"thinking"``. The deltas of one round come after its
     ``LLMCallStartEvent`` and before its ``LLMCallEndEvent``; joined, the deltas of a

@@ -3,10 +3,10 @@
 Endpoints come from flags or the environment: ``--base-url`` / ``OPENAI_BASE_URL``,
 ``--api-key`` / ``OPENAI_API_KEY`` (``ANTHROPIC_API_KEY`` with ``--anthropic``),
 ``--model`` / ``YIEMAGENT_MODEL``. With no endpoint the offline keyword planner answers,
-and the CLI says so when it starts. Against a server the reply streams (issue 14): the
+and the CLI says so when it starts. Against a server the reply streams (docs/streaming.md): the
 answer is printed as it is written, the thinking of a reasoning model dimmed on stderr;
 ``--no-stream`` waits for whole replies instead. ``--session PATH`` (``ask`` and ``chat``)
-keeps the conversation in an SQLite database, so a chat survives a restart (issue 13).
+keeps the conversation in an SQLite database, so a chat survives a restart (docs/sessions.md).
 ``--mcp "COMMAND ARGS"`` (repeatable) adds the tools of an MCP server started over stdio
 (the ``yiemagent[mcp]`` extra; docs/mcp.md). ``--otel`` exports every run, LLM round and
 tool call as OpenTelemetry spans over OTLP/HTTP to where ``OTEL_EXPORTER_OTLP_*`` says

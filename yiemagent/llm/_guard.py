@@ -1,6 +1,6 @@
 """One LLM call's deadline and abort: when either fires, the call's socket is shut down.
 
-Beyond the spec (issue 10 class 5, issue 14 "abort stops reading promptly"). requests'
+Beyond the spec (docs/failures.md; docs/streaming.md: an abort stops reading at once). requests'
 ``timeout`` bounds each read, not the call: a server trickling a byte every few seconds
 could hold a call for ever. A ``CallGuard`` bounds the whole call (connecting, waiting
 for headers, the body or the stream, the waits between retries) by ``deadline_s``, and

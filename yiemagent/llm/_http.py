@@ -1,6 +1,6 @@
 """POSTing JSON to an LLM server: one session per thread, retries, the deadline, capped reads, clear errors.
 
-Beyond the spec (API.md "Beyond the spec", decisions 13 and 14). Every failure is an
+Beyond the spec (docs/failures.md; docs/conformance.md decisions 13 and 14). Every failure is an
 ``LLMError`` (``status``, ``retryable``, the cause as ``__cause__``), its text masked by
 ``_secrets``.
 

@@ -1,6 +1,6 @@
 """``MCPClient``: a Model Context Protocol server's tools as blocking ``AgentTool`` s.
 
-API.md "Second push", "MCP servers". The SDK is asyncio-based; the client owns one
+docs/mcp.md; docs/api.md "MCP servers". The SDK is asyncio-based; the client owns one
 event-loop thread (see ``_session``) and every public method, and every tool's
 ``execute``, is a plain blocking call that hands a coroutine to that thread and waits
 for its future with a deadline. docs/mcp.md describes the threads and every failure.

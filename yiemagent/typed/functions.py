@@ -1,6 +1,6 @@
 """Tools from plain, typed Python functions: ``tool()``.
 
-Beyond the spec: API.md "Second push", "Tools from plain Python functions". A tool is
+Beyond the spec: docs/api.md "Tools from plain functions". A tool is
 usually a typed function with a docstring (as with pydantic-ai's ``@agent.tool_plain``,
 openai-agents' ``@function_tool`` and smolagents' ``@tool``); ``tool()`` turns one into
 the spec's ``AgentTool`` (§3): the ``input_schema`` comes from the signature
@@ -55,7 +55,7 @@ def tool(
 ) -> Any:
     """Make an ``AgentTool`` from a typed function: ``@tool``, ``@tool(name=...)`` or ``tool(fn)``.
 
-    Spec: §3 (agentTool); API.md "Second push", "Tools from plain Python functions".
+    Spec: §3 (agentTool); docs/api.md "Tools from plain functions".
 
     - ``name`` defaults to the function's ``__name__`` and must match
       ``[A-Za-z0-9_-]{1,64}`` (what OpenAI and Anthropic accept); ``label`` to the name
@@ -230,7 +230,7 @@ class FunctionToolExecute:
 
 
 def to_tool_result(value: Any) -> AgentToolResult:
-    """What a function returned, as a tool result (API.md "Tools from plain Python functions").
+    """What a function returned, as a tool result (docs/api.md "Tools from plain functions").
 
     An ``AgentToolResult`` as it is; a ``str`` one ``TextContent``; a content block
     (``TextContent``/``ImageContent``), or a list of them, that content; anything else
