@@ -17,6 +17,11 @@ from .agent import (
     take_response,
 )
 from .types import RunContext, current_run_context
+from .approvals import (
+    approve,
+    pending_approvals,
+    reject,
+)
 from .batch import (
     execute_tool_calls,
     execute_tool_calls_parallel,
@@ -69,6 +74,7 @@ from .agent import add_message
 from .history import load_history, save_history
 from .messages import (
     AgentMessage,
+    ApprovalMessage,
     AssistantMessage,
     ImageContent,
     LLMModel,
@@ -120,6 +126,7 @@ from .types import (
     ExecutedOutcome,
     FinalizedOutcome,
     ImmediateOutcome,
+    PendingApproval,
     PreparedToolCall,
 )
 
@@ -140,6 +147,7 @@ __all__ = [
     "AgentToolCallBatch",
     "AgentToolResult",
     "AnthropicClient",
+    "ApprovalMessage",
     "AssistantMessage",
     "BeforeToolCallContext",
     "EmptyHistoryError",
@@ -158,6 +166,7 @@ __all__ = [
     "MessageFormatError",
     "OfflineLLM",
     "OpenAIClient",
+    "PendingApproval",
     "PostgresSession",
     "PreparedToolCall",
     "RunContext",
@@ -178,6 +187,7 @@ __all__ = [
     "YiemAgentError",
     "abort",
     "add_message",
+    "approve",
     "ask",
     "clear_tools",
     "continue_agent",
@@ -199,11 +209,13 @@ __all__ = [
     "load_history",
     "message_from_dict",
     "openai_to_user_message",
+    "pending_approvals",
     "prepare_context",
     "prepare_tool_call",
     "prepare_tool_call_arguments",
     "register_all_tools",
     "register_tool",
+    "reject",
     "run_agent",
     "save_history",
     "should_terminate",

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
 from ._threads import start_daemon
+from .approvals import approve, pending_approvals, reject, superseding_results
 from .loop import AgentCore
 from ._format_cache import History
 from .errors import AgentClosedError, EmptyHistoryError, MessageFormatError
@@ -39,7 +40,20 @@ from .types import DEFAULT_SYSTEM_PROMPT, AgentState
 from .typed.output import OutputSpec
 from .tools import register_builtin_tools, resolve_builtin_names
 
-__all__ = ["YiemAgent", "abort", "add_message", "ask", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
+__all__ = [
+    "YiemAgent",
+    "abort",
+    "add_message",
+    "approve",
+    "ask",
+    "continue_agent",
+    "follow_up",
+    "pending_approvals",
+    "reject",
+    "run_agent",
+    "shutdown",
+    "take_response",
+]
 
 logger = logging.getLogger("yiemagent.agent")
 
@@ -351,7 +365,9 @@ def continue_agent(agent: YiemAgent) -> None:
     """Run the LLM on the current history without a new user message (spec §10 "Async handoff").
 
     For instance after a terminating tool handed work to an external system whose
-    result has since been added to the history.
+    result has since been added to the history. After a run that ended
+    "awaiting_approval", the run first runs the approved calls and answers the rejected
+    ones (``yiemagent.approvals``, decision 18); calls still undecided keep it waiting.
 
     Raises:
         EmptyHistoryError: there is no conversation to continue.
@@ -376,6 +392,9 @@ def add_message(agent: YiemAgent, message: AgentMessage) -> None:
     this message carries. If ``shutdown`` gives up on the run it waits for, ``shutdown``
     returns it (decision 16).
 
+    A user or assistant message appended while tool calls wait for approval first
+    answers them, "superseded by a new message" (decision 18).
+
     Thread safety: callable from any thread; a run cannot start between the decision
     "idle or not" and the append (``AgentCore.add_message``), and the session is called
     without the agent's loop lock held. The message is checked (decision 15) in the
@@ -390,7 +409,9 @@ def add_message(agent: YiemAgent, message: AgentMessage) -> None:
     """
     if not isinstance(message, AgentMessage):
         raise MessageFormatError(f"add_message takes an AgentMessage (UserMessage, AssistantMessage, ToolResultMessage), got {type(message).__name__}")
-    agent._core.add_message(normalize_message(message))  # decision 15: checked in the caller's thread
+    message = normalize_message(message)  # decision 15: checked in the caller's thread
+    # decision 18: appended now, a new message first answers the calls waiting for approval (queued, the run does)
+    agent._core.add_message(message, before=lambda history: superseding_results(history, message))
 
 
 def abort(agent: YiemAgent, reason: str = "aborted by abort()") -> bool:

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from .types import call_context
 from ._threads import tool_pool
+from .messages import TextContent
 from .events import EventEmitter, ToolExecEndEvent, ToolExecStartEvent, as_emitter
 from .pipeline import (
     ABORTED_MESSAGE,
@@ -30,8 +31,10 @@ from .types import (
     AgentLoopConfig,
     AgentToolCall,
     AgentToolCallBatch,
+    AgentToolResult,
     FinalizedOutcome,
     ImmediateOutcome,
+    PendingApproval,
     PreparedToolCall,
 )
 
@@ -90,11 +93,13 @@ def _start_and_prepare(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
     emit: EventEmitter,
-) -> PreparedToolCall | FinalizedOutcome:
+) -> PreparedToolCall | FinalizedOutcome | PendingApproval:
     """Emit the call's start event, then PREPARE it — unless the signal has already fired.
 
     Returns the prepared call, or the finalized outcome of a call that ended here (its
-    end event already emitted).
+    end event already emitted), or the ``PendingApproval`` of a call ``before_tool_call``
+    deferred (decision 18): its end event carries a result whose ``details`` say
+    ``{"deferred": True, "reason": ...}``; that result never enters the history.
     """
     emit(ToolExecStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
     if _aborted(signal):
@@ -104,11 +109,17 @@ def _start_and_prepare(
             prep = prepare_tool_call(context, assistant_msg, tool_call, config, signal)
     if isinstance(prep, ImmediateOutcome):
         return _end_immediately(tool_call, prep, emit)
+    if isinstance(prep, PendingApproval):
+        waiting = AgentToolResult([TextContent(f"Awaiting approval: {prep.reason}")], {"deferred": True, "reason": prep.reason})
+        emit(ToolExecEndEvent(tool_call.id, tool_call.name, waiting, False))
     return prep
 
 
-def _batch(finalized: list[FinalizedOutcome]) -> AgentToolCallBatch:
-    return AgentToolCallBatch([create_tool_result_message(f) for f in finalized], should_terminate(finalized))
+def _batch(steps: list[FinalizedOutcome | PendingApproval]) -> AgentToolCallBatch:
+    finalized = [s for s in steps if isinstance(s, FinalizedOutcome)]
+    deferred = [s for s in steps if isinstance(s, PendingApproval)]
+    terminate = should_terminate(finalized) and not deferred
+    return AgentToolCallBatch([create_tool_result_message(f) for f in finalized], terminate, deferred)
 
 
 def execute_tool_calls_sequential(
@@ -127,7 +138,7 @@ def execute_tool_calls_sequential(
     reject a history in which a tool call has no result.
     """
     emit = as_emitter(event_sink)
-    finalized: list[FinalizedOutcome] = []
+    finalized: list[FinalizedOutcome | PendingApproval] = []
     for tool_call in tool_calls:
         step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit)
         if isinstance(step, PreparedToolCall):
@@ -156,7 +167,7 @@ def execute_tool_calls_parallel(
     ``execute_prepared_tool_call``).
     """
     emit = as_emitter(event_sink)
-    slots: list[FinalizedOutcome | Future[FinalizedOutcome]] = []
+    slots: list[FinalizedOutcome | PendingApproval | Future[FinalizedOutcome]] = []
     for tool_call in tool_calls:
         step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit)
         if isinstance(step, PreparedToolCall):

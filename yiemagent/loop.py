@@ -40,6 +40,7 @@ import queue
 import threading
 import time
 from collections import deque
+from contextlib import nullcontext
 from collections.abc import Callable
 from typing import Any, Optional, Union
 
@@ -304,6 +305,7 @@ class AgentCore:
         self._carry: deque[tuple[Any, Optional[contextvars.Context]]] = deque()
         self._added: deque[AgentMessage] = deque()  # add_message during a run, for its next round
         self._adding = 0  # add_message calls storing while idle: no run starts until they are in the history
+        self._before_lock = threading.Lock()  # one idle add_message at a time computes and appends what goes before its message
         self._closing = False
         self._force_exit = False
         self._loop_exited = False
@@ -562,13 +564,16 @@ class AgentCore:
         """Token usage summed over every run so far (decision 13)."""
         return self._usage.total
 
-    def add_message(self, message: AgentMessage) -> None:
+    def add_message(self, message: AgentMessage, before: Optional[Callable[[list[AgentMessage]], list[AgentMessage]]] = None) -> None:
         """``history.add_message``: append now while no run appends (stored first), else queue for the run's next round.
 
         Decided under ``_wake``; appending now, the call counts itself in ``_adding`` (no run
         starts while it is non-zero) and stores without ``_wake``, so a stalled session
         blocks this caller and the next run's start, never a send or ``shutdown``. Raises
         ``AgentClosedError`` once closing, or what the session raised (nothing added).
+        Appending now, ``before(history)`` gives the messages that must go in first (the
+        answers to calls waiting for approval, decision 18), under ``_before_lock`` so two
+        callers do not both answer them; a queued message leaves that to the run.
         """
         with self._wake:
             if self._closing:
@@ -578,7 +583,10 @@ class AgentCore:
                 return
             self._adding += 1
         try:
-            self._writer.append_stored_first(message)
+            with self._before_lock if before is not None else nullcontext():
+                for earlier in before(self.history()) if before is not None else ():
+                    self._writer.append_stored_first(earlier)
+                self._writer.append_stored_first(message)
         finally:
             with self._wake:
                 self._adding -= 1

@@ -23,6 +23,7 @@ from dataclasses_json import DataClassJsonMixin, config
 
 __all__ = [
     "AgentMessage",
+    "ApprovalMessage",
     "AssistantMessage",
     "ImageContent",
     "LLMModel",
@@ -300,10 +301,38 @@ class ToolResultMessage(AgentMessage):
     role: str = field(default="tool", init=False)
 
 
+APPROVAL_DECISIONS = ("deferred", "approved", "rejected", "resumed")
+
+
+@dataclass(frozen=True)
+class ApprovalMessage(AgentMessage):
+    """One step of a deferred tool call's approval, kept in the history, never sent to an LLM.
+
+    Beyond the spec (docs/api.md "Approvals that wait for a person", decision 18). The
+    history holds the pending state, so a session carries it to another process:
+    ``decision`` is "deferred" (``before_tool_call`` deferred the call; ``arguments`` are
+    the call's, ``reason`` the hook's), "approved" (``arguments``: those it will run with),
+    "rejected" (``reason``: the text of its error result) or "resumed" (an approved call
+    starts running: a crash from here on leaves it lost, not pending). The formatter sends
+    no message for it; ``yiemagent.approvals`` reads it.
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    decision: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    timestamp: datetime = field(default_factory=utc_now, metadata=_TIMESTAMP)
+    role: str = field(default="approval", init=False)
+
+
 _MESSAGE_TYPES: dict[str, type[AgentMessage]] = {
     "user": UserMessage,
     "assistant": AssistantMessage,
     "tool": ToolResultMessage,
+    "approval": ApprovalMessage,
 }
 
 
@@ -311,7 +340,7 @@ def message_from_dict(data: dict[str, Any]) -> AgentMessage:
     """Rebuild any message from ``to_dict()`` output, choosing the type by ``role``.
 
     Raises:
-        ValueError: the role is not one of "user", "assistant", "tool".
+        ValueError: the role is not one of "user", "assistant", "tool", "approval".
     """
     role = data.get("role")
     message_type = _MESSAGE_TYPES.get(role)  # type: ignore[arg-type]

@@ -38,6 +38,7 @@ from .types import (
     ExecutedOutcome,
     FinalizedOutcome,
     ImmediateOutcome,
+    PendingApproval,
     PreparedToolCall,
 )
 
@@ -202,7 +203,7 @@ def prepare_tool_call(
     tool_call: AgentToolCall,
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
-) -> PreparedToolCall | ImmediateOutcome:
+) -> PreparedToolCall | ImmediateOutcome | PendingApproval:
     """Resolve, prepare and validate one tool call, then ask ``before_tool_call``.
 
     Spec: §8.1 "Phase 1: Prepare" (prepareToolCall); §14 "beforeToolCall Hook".
@@ -213,6 +214,10 @@ def prepare_tool_call(
     validator raised or rejected them, the hook raised, returned something that is not
     None or a dict, or blocked the call, or the signal fired during the hook.
     Never raises for input that came from the model or for a failing hook.
+
+    Beyond the spec (decision 18): a hook that answers ``{"defer": True, "reason": ...}``
+    gets a ``PendingApproval``: the call is neither run nor answered until a person
+    approves or rejects it (``yiemagent.approvals``).
     """
     tool = context.tools.get(tool_call.name)
     if tool is None:
@@ -261,6 +266,9 @@ def prepare_tool_call(
             if before.get("block"):
                 reason = before.get("reason")
                 return ImmediateOutcome(create_error_tool_result(str(reason) if reason else "Tool execution was blocked"), True)
+            if before.get("defer"):  # decision 18: waits for a person (docs/api.md "Approvals that wait for a person")
+                reason = before.get("reason")
+                return PendingApproval(tool_call.id, tool.name, dict(tool_call.arguments), str(reason) if reason else "awaiting approval")
     return PreparedToolCall(tool, tool_call, args)
 
 

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Protocol
 
+from .approvals import answer_deferred_aborted, awaiting_response, deferral_steps, start_of_run, superseding_results
 from .batch import answer_tool_calls_with_error, execute_tool_calls
 from .events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
-from .messages import AgentMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage
+from .messages import AgentMessage, ApprovalMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
 from ._failures import describe_error, user_code_errors
 from .errors import AgentClosedError
@@ -284,18 +285,18 @@ def max_rounds_response(max_rounds: int) -> AssistantMessage:
     return AssistantMessage([TextContent(f"Stopped after {max_rounds} LLM rounds (max_rounds).")], stop_reason="max_rounds", error_message=why)
 
 
-def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optional[str], bool]:
-    """Spec §6 step 1: move every queued input message into the history.
+def _read_input(host: RunHost, *, with_input: bool = True) -> tuple[list[AgentMessage], int, Optional[str], bool]:
+    """Spec §6 step 1: every queued input message, checked, in order, not yet appended.
 
-    Returns (how many were taken, why the first dropped item was dropped or None,
-    whether ``continue_agent`` asked for this run). Messages given to ``add_message``
-    during the run join first, also when ``with_input`` is False (a closing
-    agent: ``shutdown`` returns its input, but an added message is the run's to append).
+    Returns (the messages, how many came from the input channel, why the first dropped
+    item was dropped or None, whether ``continue_agent`` asked for this run). Messages
+    given to ``add_message`` during the run come first, also when ``with_input`` is False
+    (a closing agent: ``shutdown`` returns its input, but an added message is the run's to
+    append).
     """
-    for added in host.take_added():
-        host.append(added)
+    messages = list(host.take_added())
     if not with_input:
-        return 0, None, False
+        return messages, 0, None, False
     taken, dropped, continued = 0, None, False
     for raw in host.take_input():
         if raw is CONTINUE:
@@ -308,8 +309,23 @@ def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optiona
             logger.error("dropped a message put on the input channel that is not a valid user message: %.300r", raw, exc_info=True)
             dropped = dropped or f"a message put on the input channel is not a valid user message and was dropped: {describe_error(exc)}"
             continue
-        host.append(message)
+        messages.append(message)
         taken += 1
+    return messages, taken, dropped, continued
+
+
+def _append_input(host: RunHost, messages: list[AgentMessage]) -> None:
+    """Append input; a new message first answers the calls still waiting for approval (decision 18)."""
+    for message in messages:
+        for result in superseding_results(host.history(), message, host.emit) if not isinstance(message, ToolResultMessage) else ():
+            host.append(result)
+        host.append(message)
+
+
+def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optional[str], bool]:
+    """Spec §6 step 1: move every queued input message into the history (``_read_input``, then append)."""
+    messages, taken, dropped, continued = _read_input(host, with_input=with_input)
+    _append_input(host, messages)
     return taken, dropped, continued
 
 
@@ -480,6 +496,14 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
                 host.state.pending_tool_calls = set()
         for tool_result in batch.messages:
             host.append(normalize_tool_result(tool_result))
+        if batch.deferred:  # decision 18: the pending state goes into the history, and the run ends
+            if run.signal.aborted:  # nothing waits after an abort
+                for result in answer_deferred_aborted(batch.deferred):
+                    host.append(result)
+                return _aborted_response(run)
+            for step in deferral_steps(batch.deferred):
+                host.append(normalize_message(step))
+            return awaiting_response(batch.deferred)
         given = answer.from_batch(tool_calls, batch.messages) if answer is not None and not run.signal.aborted else None
         if given is not None:  # the final-answer tool was called (typed/output.py)
             if given.valid:
@@ -502,6 +526,8 @@ def _answer_unanswered_calls(host: RunHost, why: str) -> None:
     for message in reversed(history):
         if isinstance(message, ToolResultMessage):
             answered.add(message.tool_call_id)
+        elif isinstance(message, ApprovalMessage):  # an approval step (decision 18) answers nothing
+            continue
         elif isinstance(message, AssistantMessage):
             for call in extract_tool_calls(message)[1]:
                 if call.id not in answered:
@@ -522,13 +548,17 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     conversation to send to an LLM again. Never raises.
     """
     started = time.perf_counter()
-    taken, dropped, continued = _take_input(host)
+    messages, taken, dropped, continued = _read_input(host)
     run.took_first_input = True
     host.ring()
     logger.debug("run %d started: %d new message(s)%s", run.id, taken, " (continue_agent)" if continued else "")
     host.emit(AgentRunStartEvent(run.id, taken))
     try:
-        if taken == 0 and host.closing:  # shutdown took this run's input (decision 16): no LLM round for nothing
+        ended = start_of_run(host, run.signal, messages)  # approvals first: their results go before any new message (decision 18)
+        _append_input(host, messages)
+        if ended is not None:
+            response = ended
+        elif taken == 0 and host.closing:  # shutdown took this run's input (decision 16): no LLM round for nothing
             response = AssistantMessage([], stop_reason="aborted", error_message="the agent was shut down before the run took its input")
         elif taken == 0 and dropped and not continued:  # nothing to answer: a round would send the LLM no new message
             response = _error_response(dropped)

@@ -36,6 +36,7 @@ __all__ = [
     "ExecutedOutcome",
     "FinalizedOutcome",
     "ImmediateOutcome",
+    "PendingApproval",
     "PreparedToolCall",
     "RunContext",
     "call_context",
@@ -430,11 +431,33 @@ class FinalizedOutcome:
 
 
 @dataclass(frozen=True)
+class PendingApproval:
+    """A tool call that waits for a person's decision (beyond the spec; decision 18).
+
+    ``prepare_tool_call`` returns one when ``before_tool_call`` answers
+    ``{"defer": True, "reason": ...}``; ``pending_approvals(agent)`` lists them, read from
+    the history (docs/api.md "Approvals that wait for a person").
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    reason: str
+
+
+@dataclass(frozen=True)
 class AgentToolCallBatch:
     """The tool-result messages of one batch, in call order, and whether to stop (spec §10).
+
+    ``deferred`` (beyond the spec, decision 18): the calls ``before_tool_call`` deferred,
+    in call order; they have no result in ``messages``, and a batch with any does not
+    terminate.
 
     Thread safety: immutable; may be shared between threads.
     """
 
     messages: list[ToolResultMessage]
     terminate: bool
+    deferred: list[PendingApproval] = field(default_factory=list)

@@ -50,6 +50,7 @@ from .._bounds import short_repr
 from ..errors import MessageFormatError
 from ..messages import (
     AgentMessage,
+    ApprovalMessage,
     AssistantMessage,
     ImageContent,
     LLMUsage,
@@ -76,7 +77,7 @@ logger = logging.getLogger("yiemagent.history")
 
 TAG = "$type"
 _USAGE_FIELDS = frozenset(f.name for f in fields(LLMUsage))
-_TYPES: dict[str, type[AgentMessage]] = {"user": UserMessage, "assistant": AssistantMessage, "tool": ToolResultMessage}
+_TYPES: dict[str, type[AgentMessage]] = {"user": UserMessage, "assistant": AssistantMessage, "tool": ToolResultMessage, "approval": ApprovalMessage}
 MAX_DEPTH = 200  # values nested deeper are stored as a repr tag (Python's recursion limit is near 1000)
 _OPTIONAL_STR = {"api", "provider", "model", "stop_reason", "error_message"}
 # Ints of at most this many bits (578 decimal digits) stay JSON numbers: Python converts an
@@ -290,7 +291,7 @@ def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
     ``LLMUsage``, a field of the wrong type): the check only mends those, and it costs
     more than the rest of storing or loading a reply, which the agent checks anyway.
     """
-    if isinstance(message, UserMessage):
+    if isinstance(message, (UserMessage, ApprovalMessage)):
         return normalize_message(message)
     content = message.content  # type: ignore[attr-defined]
     usage = message.usage  # type: ignore[attr-defined]
@@ -346,7 +347,7 @@ def _field(name: str, value: Any) -> Any:
         return None if value is None else _usage(value)
     if name in _OPTIONAL_STR:
         return None if value is None else _expect(value, str, repr(name))
-    if name in ("tool_call_id", "tool_name"):
+    if name in ("tool_call_id", "tool_name", "decision", "reason"):
         return _expect(value, str, repr(name))
     if name == "is_error":
         return _expect(value, bool, "'is_error'")
