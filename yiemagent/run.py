@@ -314,8 +314,26 @@ def _read_input(host: RunHost, *, with_input: bool = True) -> tuple[list[AgentMe
     return messages, taken, dropped, continued
 
 
+def _approval_steps_in_play(history: list[AgentMessage], messages: list[AgentMessage]) -> bool:
+    """Whether a call may wait for approval: an approval step after the history's last assistant message, or in the input.
+
+    A call waits only through such a step (approvals.py), so a run without one never asks
+    approvals.py anything: the cost of decision 18 is this backward look, in a run with no approvals.
+    """
+    for message in reversed(history):
+        if isinstance(message, AssistantMessage):
+            break
+        if isinstance(message, ApprovalMessage):
+            return True
+    return any(isinstance(message, ApprovalMessage) for message in messages)
+
+
 def _append_input(host: RunHost, messages: list[AgentMessage]) -> None:
     """Append input; a new message first answers the calls still waiting for approval (decision 18)."""
+    if not _approval_steps_in_play(host.history(), messages):
+        for message in messages:
+            host.append(message)
+        return
     for message in messages:
         for result in superseding_results(host.history(), message, host.emit) if not isinstance(message, ToolResultMessage) else ():
             host.append(result)
@@ -554,7 +572,8 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     logger.debug("run %d started: %d new message(s)%s", run.id, taken, " (continue_agent)" if continued else "")
     host.emit(AgentRunStartEvent(run.id, taken))
     try:
-        ended = start_of_run(host, run.signal, messages)  # approvals first: their results go before any new message (decision 18)
+        # approvals first: their results go before any new message (decision 18)
+        ended = start_of_run(host, run.signal, messages) if _approval_steps_in_play(host.history(), messages) else None
         _append_input(host, messages)
         if ended is not None:
             response = ended
