@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from ..messages import ImageContent, TextContent
+from ..types import ImageContent, TextContent
 
 __all__ = ["agent_tool_names", "content_blocks", "error_text", "tool_label"]
 

@@ -19,9 +19,8 @@ from typing import Any, Optional
 
 from .._secrets import Secrets
 from ..errors import ToolError, ToolSchemaError
-from ..messages import TextContent
+from ..types import AbortSignal, AgentTool, AgentToolResult, TextContent
 from ..registry import check_input_schema
-from ..types import AbortSignal, AgentTool, AgentToolResult
 from ._convert import agent_tool_names, content_blocks, error_text, tool_label
 from ._core import ClientCore, MCPConnectionError, abandon, leaf
 from ._session import NotConnectedError, Transport, http_transport, stdio_transport
