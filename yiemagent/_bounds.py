@@ -118,22 +118,36 @@ def _refuse_constant(name: str) -> Any:
     raise _NotJSONConstant(f"{name} is not JSON")
 
 
-def loads_json(text: str, *, constants: bool = False) -> Any:
+# The four readers, built once: ``json.loads`` with hooks builds a new decoder at every call.
+_READERS = {
+    (constants, long_ints): json.JSONDecoder(
+        parse_constant=_constant if constants else _refuse_constant,
+        parse_float=_read_float,
+        **({"parse_int": _read_int} if long_ints else {}),
+    )
+    for constants in (False, True)
+    for long_ints in (False, True)
+}
+
+
+def loads_json(text: "str | bytes", *, constants: bool = False) -> Any:
     """``text`` parsed as strict JSON; a number it cannot hold becomes an ``UnreadableNumber``.
 
     Raises:
         json.JSONDecodeError: the text is not JSON (a ``ValueError``).
         JSONTooDeepError: nested deeper than the parser can follow (a ``ValueError``).
         ValueError: ``NaN``/``Infinity``/``-Infinity`` with ``constants=False``.
+        TypeError: ``text`` is neither str nor UTF-8 bytes (as ``json.loads``).
     """
-    parse_constant = _constant if constants else _refuse_constant
+    if not isinstance(text, str):
+        text = text.decode(json.detect_encoding(text), "surrogatepass") if isinstance(text, (bytes, bytearray)) else text
     try:
         try:
-            return json.loads(text, parse_constant=parse_constant, parse_float=_read_float)
+            return _READERS[constants, False].decode(text)
         except (json.JSONDecodeError, _NotJSONConstant):
             raise
         except ValueError:  # int() refused a long integer: read again, long integers kept as text
-            return json.loads(text, parse_constant=parse_constant, parse_float=_read_float, parse_int=_read_int)
+            return _READERS[constants, True].decode(text)
     except RecursionError:
         raise JSONTooDeepError("JSON nested too deeply to read") from None
 

@@ -210,3 +210,36 @@ def test_a_formatted_dict_saying_stream_false_wins_over_the_client():
         OpenAIClient(f"{server.url}/v1", "m", stream=True)({**FORMATTED, "stream": False})
     sent = server.requests[0].json()
     assert sent["stream"] is False and "stream_options" not in sent
+
+
+_values = st.one_of(st.none(), st.text(max_size=3), st.integers(-1, 1), st.lists(st.none(), max_size=1), st.dictionaries(st.sampled_from(["a"]), st.none(), max_size=1))
+_deltas = st.dictionaries(st.sampled_from(["role", "content", "refusal", "reasoning", "tool_calls"]), _values, max_size=3)
+_choices = st.fixed_dictionaries({"delta": st.one_of(_deltas, _values)}, optional={"index": st.sampled_from([0, 1, None]), "finish_reason": st.sampled_from([None, "stop"]), "logprobs": st.none()})
+_chunks = st.one_of(
+    st.builds(lambda text, role: {"choices": [{"delta": {"content": text, **role}}]}, st.text(max_size=3), st.sampled_from([{}, {"role": "assistant"}])),
+    st.fixed_dictionaries({"choices": st.lists(_choices, max_size=2)}, optional={"model": st.sampled_from(["m", None]), "id": st.just("x"), "usage": st.none()}),
+    _values,
+)
+
+
+def _read(chunks, plain: bool):
+    from yiemagent.llm._wire import ReplyError
+    from yiemagent.llm.openai import OpenAIStream
+
+    stream, emitted = OpenAIStream(emit=lambda kind, text: emitted.append((kind, text))), []
+    if not plain:
+        stream._add_plain_text = lambda chunk: False  # the general path alone
+    try:
+        for chunk in chunks:
+            stream.add(chunk)
+        message = stream.finish(done=True)
+        return emitted, message.content, message.stop_reason, message.model
+    except (LLMError, ReplyError) as exc:
+        return emitted, type(exc).__name__, str(exc)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_chunks, max_size=4))
+def test_the_plain_text_step_reads_every_chunk_as_the_general_path_does(chunks):
+    """A chunk the one-step reading of a text delta takes gives the same text, events, errors and message as the full reading."""
+    assert _read(chunks, plain=True) == _read(chunks, plain=False)

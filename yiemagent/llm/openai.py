@@ -61,6 +61,9 @@ _MESSAGE_KEYS = {
     "tool": ("role", "content", "tool_call_id"),
     "function": ("role", "content", "name"),
 }
+_PLAIN_CHUNK_KEYS = frozenset({"id", "object", "created", "model", "choices", "system_fingerprint", "service_tier", "obfuscation"})
+_PLAIN_CHOICE_KEYS = frozenset({"index", "delta", "logprobs", "finish_reason"})
+_PLAIN_DELTA_KEYS = frozenset({"role", "content", "refusal"})
 CUSTOM, LEGACY = "custom", "function_call"  # AgentToolCall.type of a custom call and of a legacy function_call
 
 
@@ -272,6 +275,8 @@ class OpenAIStream:
         self._model: Any = None
 
     def add(self, chunk: Any) -> bool:
+        if self._add_plain_text(chunk):
+            return False
         chunk = require_object(chunk, "a stream event")
         error = payload_error(chunk)
         if error is not None:
@@ -296,6 +301,31 @@ class OpenAIStream:
             if choice.get("index") in (0, None):  # as a whole reply reads choices[0]: with n > 1 the others interleave
                 self._add_choice(choice)
         return False
+
+    def _add_plain_text(self, chunk: Any) -> bool:
+        """The common chunk, one choice whose delta is text alone, taken in one step; False for any other.
+
+        What it takes, the general path would have read the same way (the text appended and
+        emitted); every other chunk, down to a ``finish_reason`` or an unknown key, goes there.
+        """
+        if type(chunk) is not dict or not chunk.keys() <= _PLAIN_CHUNK_KEYS:
+            return False
+        choices = chunk.get("choices")
+        if type(choices) is not list or len(choices) != 1:
+            return False
+        choice = choices[0]
+        if type(choice) is not dict or not choice.keys() <= _PLAIN_CHOICE_KEYS or choice.get("finish_reason") is not None or choice.get("index") not in (0, None):
+            return False
+        delta = choice.get("delta")
+        if type(delta) is not dict or not delta.keys() <= _PLAIN_DELTA_KEYS or type(delta.get("content", "")) is not str:
+            return False
+        self._model = chunk.get("model") or self._model
+        self._answered = True
+        text = delta.get("content")
+        if text:
+            self._text.append(text)
+            self._emit("text", text)
+        return True
 
     def _add_choice(self, choice: dict[str, Any]) -> None:
         self._answered = True
