@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import heapq
+import itertools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar
 if TYPE_CHECKING:
     from .types import AbortSignal
 
-__all__ = ["RunWorker", "run_coroutine", "start_daemon", "tool_pool", "wait_on_daemon"]
+__all__ = ["RunWorker", "call_at", "run_coroutine", "start_daemon", "tool_pool", "wait_on_daemon"]
 
 logger = logging.getLogger("yiemagent.run")
 
@@ -84,6 +87,86 @@ class ElasticToolPool:
 
 
 tool_pool = ElasticToolPool()
+
+
+class _Deadline:
+    __slots__ = ("when", "order", "fn", "cancelled")
+
+    def __init__(self, when: float, order: int, fn: Callable[[], Any]) -> None:
+        self.when, self.order, self.fn, self.cancelled = when, order, fn, False
+
+    def __lt__(self, other: "_Deadline") -> bool:
+        return (self.when, self.order) < (other.when, other.order)
+
+
+class DeadlineWatch:
+    """One thread that runs callbacks at their deadlines (the LLM calls' ``deadline_s``).
+
+    A ``threading.Timer`` per call started and stopped a thread for every LLM request (a
+    tenth of a millisecond and two context switches each, docs/performance.md); this one
+    thread, started on first use, serves every call of the process. Idle, it is blocked
+    on its condition; with deadlines pending, it sleeps until the nearest one or until a
+    nearer one is added. A cancelled deadline is dropped from the heap once cancelled ones
+    are half of it, so calls that end long before their deadline leave nothing behind.
+
+    Thread safety: ``call_at`` and the cancel it returns may be called from any thread;
+    ``_ready`` (a ``Condition``) guards ``_heap``, ``_cancelled`` and ``_thread``. A
+    callback runs on the watch's thread, outside the lock, and must not block.
+    """
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition(threading.Lock())
+        self._heap: list[_Deadline] = []
+        self._cancelled = 0
+        self._order = itertools.count()
+        self._thread: Optional[threading.Thread] = None
+
+    def call_at(self, when: float, fn: Callable[[], Any]) -> Callable[[], None]:
+        """Run ``fn()`` at ``time.monotonic()`` ``when``; returns the cancel (harmless after it ran)."""
+        entry = _Deadline(when, next(self._order), fn)
+        with self._ready:
+            heapq.heappush(self._heap, entry)
+            if self._heap[0] is entry:
+                self._ready.notify()
+            if self._thread is None:
+                self._thread = start_daemon(self._watch, "yiemagent-deadlines")
+        return lambda: self._cancel(entry)
+
+    def _cancel(self, entry: _Deadline) -> None:
+        with self._ready:
+            if entry.cancelled or entry.fn is None:  # type: ignore[comparison-overlap]
+                return
+            entry.cancelled, entry.fn = True, None  # type: ignore[assignment]
+            self._cancelled += 1
+            if self._cancelled > 32 and self._cancelled * 2 > len(self._heap):
+                self._heap = [e for e in self._heap if not e.cancelled]
+                heapq.heapify(self._heap)
+                self._cancelled = 0
+
+    def _watch(self) -> None:
+        while True:
+            with self._ready:
+                while True:
+                    while self._heap and self._heap[0].cancelled:
+                        heapq.heappop(self._heap)
+                        self._cancelled -= 1
+                    if not self._heap:
+                        self._ready.wait()
+                        continue
+                    delay = self._heap[0].when - time.monotonic()
+                    if delay <= 0:
+                        entry = heapq.heappop(self._heap)
+                        fn, entry.fn = entry.fn, None  # type: ignore[assignment]
+                        break
+                    self._ready.wait(delay)
+            try:
+                fn()
+            except BaseException:  # a callback never raises (CallGuard.trip); a bug is logged, the watch lives
+                logger.exception("a deadline callback failed")
+
+
+_deadlines = DeadlineWatch()
+call_at = _deadlines.call_at
 
 
 class RunWorker:

@@ -11,8 +11,8 @@ each connection they hand out in the calling thread), and tripping it shuts that
 connection's socket down (``shutdown(SHUT_RDWR)``, which wakes a ``recv`` blocked in
 another thread where ``close`` would not). The blocked read returns or raises at once;
 the transport sees ``guard.reason`` and raises the matching ``LLMError``. A
-``threading.Timer`` trips the deadline; ``AbortSignal.on_abort`` trips the abort. No
-polling.
+deadline is tripped by the process's one deadline thread (``_threads.call_at``), the abort
+by ``AbortSignal.on_abort``. No polling.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from .._threads import call_at
 from ..events import current_stream, emit_delta
 from ..types import AbortSignal
 
@@ -42,7 +43,7 @@ class CallGuard:
     """The deadline and abort of one call, and whether any delta was shown yet.
 
     Thread safety: made and used by the calling thread; ``trip`` may be called from any
-    thread (the timer's, the aborting one). ``_lock`` guards ``_connection``, ``_finished`` and ``reason``.
+    thread (the deadline thread's, the aborting one). ``_lock`` guards ``_connection``, ``_finished`` and ``reason``.
     """
 
     def __init__(self, deadline_s: Optional[float], signal: Optional[AbortSignal]) -> None:
@@ -56,17 +57,14 @@ class CallGuard:
         self.reason: Optional[str] = None
         self._tripped = threading.Event()  # set once reason is; retry waits block on it
         self.emitted = False  # a delta went to a listener: retrying would show it twice
-        self._timer: Optional[threading.Timer] = None
+        self._cancel_deadline = lambda: None
         self._unregister = lambda: None
         self._token: Optional[contextvars.Token[Optional[CallGuard]]] = None
 
     def __enter__(self) -> "CallGuard":
         self._token = _current.set(self)
         if self._deadline is not None:
-            self._timer = threading.Timer(max(self._deadline - time.monotonic(), 0.0), self.trip, (DEADLINE,))
-            self._timer.name = "yiemagent-llm-deadline"
-            self._timer.daemon = True
-            self._timer.start()
+            self._cancel_deadline = call_at(self._deadline, lambda: self.trip(DEADLINE))
         if self._signal is not None:
             self._unregister = self._signal.on_abort(lambda: self.trip(ABORTED))
         return self
@@ -79,8 +77,7 @@ class CallGuard:
             sockets, self._sockets = self._sockets, []
         for duplicate in sockets:
             duplicate.close()  # the connection keeps its own descriptor
-        if self._timer is not None:
-            self._timer.cancel()
+        self._cancel_deadline()
         self._unregister()
         if self._token is not None:
             _current.reset(self._token)
