@@ -22,3 +22,12 @@ def test_the_packages_top_level_holds_at_most_26_modules():
     """Subpackages hold the extensions and the private machinery that grew beyond one module (docs/architecture.md)."""
     modules = sorted(p.name for p in (ROOT / "yiemagent").glob("*.py"))
     assert len(modules) <= MAX_TOP_LEVEL_MODULES, modules
+
+
+def test_every_module_and_subpackage_has_its_line_in_the_architecture_doc():
+    """docs/architecture.md gives each top-level module (the face apart) and each subpackage one line."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    package = ROOT / "yiemagent"
+    names = [p.name for p in package.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    names += [f"{p.name}/" for p in package.iterdir() if (p / "__init__.py").exists()]
+    assert [name for name in names if f"`{name}`" not in text] == []
