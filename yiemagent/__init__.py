@@ -73,6 +73,7 @@ from .messages import (
     MessageContent,
     TextContent,
     ToolResultMessage,
+    UsageLimits,
     UserMessage,
     message_from_dict,
 )
@@ -150,6 +151,7 @@ __all__ = [
     "LLMError",
     "LLMModel",
     "LLMUsage",
+    "UsageLimits",
     "LoopState",
     "MessageContent",
     "MessageFormatError",

@@ -22,7 +22,7 @@ from .batch import answer_tool_calls_with_error, execute_tool_calls
 from .events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
-from .messages import AgentMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage
+from .messages import AgentMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage, UsageLimits
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
 from ._failures import describe_error, user_code_errors
 from .streaming import relay_deltas
@@ -38,6 +38,7 @@ __all__ = [
     "max_rounds_response",
     "process_message",
     "rounds_exhausted",
+    "usage_limit_response",
 ]
 
 logger = logging.getLogger("yiemagent.run")
@@ -65,6 +66,7 @@ class RunHost(Protocol):
             ``error_message``. It changes ``messages`` only through ``append``.
         llm_call, prepare_context, format_msg_for_llm: the agent's current hooks.
         max_rounds: LLM rounds per run, or None for no limit (decision 12).
+        usage_limits: the run's ``UsageLimits``, or None (checked beside ``max_rounds``).
         loop_config(): the ``AgentLoopConfig`` (tool hooks, execution mode) for a batch.
         emit: the ``EventEmitter``; called from the run thread and from tool threads.
         closing: True once ``shutdown`` began; the run then takes no more input.
@@ -87,6 +89,7 @@ class RunHost(Protocol):
     format_msg_for_llm: Callable[..., Any]
     emit: Callable[[Any], None]
     max_rounds: Optional[int]
+    usage_limits: Optional[UsageLimits]
 
     @property
     def closing(self) -> bool: ...
@@ -121,6 +124,7 @@ class Run:
     rounds: int = 0
     took_first_input: bool = False  # until then, queued input is what this run is about to take
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
+    tool_calls: int = 0  # tool calls run (a call cut off by the token limit is not run); for UsageLimits
 
 
 # --- the cap on LLM rounds (decision 12) ---------------------------------------------
@@ -166,6 +170,16 @@ def max_rounds_response(max_rounds: int) -> AssistantMessage:
     )
     logger.warning("run stopped: %s", why)
     return AssistantMessage([TextContent(f"Stopped after {max_rounds} LLM rounds (max_rounds).")], stop_reason="max_rounds", error_message=why)
+
+
+def usage_limit_response(passed: str) -> AssistantMessage:
+    """The response of a run stopped by its ``UsageLimits``: stop_reason "usage_limit", the limit and the count named.
+
+    Made by the agent, so (like "max_rounds") it is not added to the history.
+    """
+    why = f"the run passed its usage limit {passed} and was stopped; every tool call has its result; call continue_agent to go on"
+    logger.warning("run stopped: %s", why)
+    return AssistantMessage([TextContent(f"Stopped: usage limit {passed}.")], stop_reason="usage_limit", error_message=why)
 
 
 def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optional[str], bool]:
@@ -280,6 +294,9 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
     while True:
         if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
             return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
+        passed = host.usage_limits.passed(run.usage, run.tool_calls) if run.rounds and host.usage_limits else None
+        if passed is not None:  # checked where max_rounds is: after the round's results are in the history
+            return usage_limit_response(passed)
         if run.rounds and not paused:  # a paused turn goes back as the last message: input joins after it is done
             _take_input(host, with_input=not host.closing)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
@@ -308,6 +325,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         else:  # step 6
             context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
             host.state.pending_tool_calls = {c.id for c in tool_calls}
+            run.tool_calls += len(tool_calls)
             try:
                 batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
             finally:
