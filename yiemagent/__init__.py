@@ -57,6 +57,7 @@ from .llm import (
     OfflineLLM,
     OpenAIClient,
 )
+from .llm.fallback import FallbackLLM
 from .formatting import (
     format_msg_for_llm,
     openai_to_user_message,
@@ -157,6 +158,7 @@ __all__ = [
     "MessageFormatError",
     "OfflineLLM",
     "OpenAIClient",
+    "FallbackLLM",
     "PostgresSession",
     "PreparedToolCall",
     "SQLiteSession",
