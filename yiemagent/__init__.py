@@ -42,6 +42,7 @@ from .events import (
     LLMCallEndEvent,
     LLMCallStartEvent,
     LLMDeltaEvent,
+    SubAgentEvent,
     ToolExecEndEvent,
     ToolExecStartEvent,
     ToolExecUpdateEvent,
@@ -98,6 +99,7 @@ from .history.sessions import (
     SQLiteSession,
 )
 from .history.postgres import PostgresSession
+from .tools.agent_tool import agent_tool
 from .tools import (
     get_time_tool,
     get_weather_tool,
@@ -149,6 +151,7 @@ __all__ = [
     "LLMCallEndEvent",
     "LLMCallStartEvent",
     "LLMDeltaEvent",
+    "SubAgentEvent",
     "LLMError",
     "LLMModel",
     "LLMUsage",
@@ -201,6 +204,7 @@ __all__ = [
     "prepare_tool_call",
     "prepare_tool_call_arguments",
     "register_all_tools",
+    "agent_tool",
     "register_tool",
     "run_agent",
     "save_history",

@@ -27,6 +27,7 @@ __all__ = [
     "LLMCallEndEvent",
     "LLMCallStartEvent",
     "LLMDeltaEvent",
+    "SubAgentEvent",
     "ToolExecEndEvent",
     "ToolExecStartEvent",
     "ToolExecUpdateEvent",
@@ -153,6 +154,23 @@ class LLMDeltaEvent:
     round: int
     kind: str
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubAgentEvent:
+    """An event of a sub-agent's run, as the parent's sink sees it (beyond the spec; docs/api.md "Agents as tools").
+
+    ``tool_call_id`` is the parent's call of the ``agent_tool`` whose sub-agent emitted
+    ``event``; a sub-agent of a sub-agent nests one ``SubAgentEvent`` in another. They come
+    between the call's ``ToolExecStartEvent`` and ``ToolExecEndEvent``, through the
+    parent's emitter (decision 8: never two sink calls at once, also for sub-agents run in
+    parallel).
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    tool_call_id: str
+    event: Any
 
 
 class EventEmitter:

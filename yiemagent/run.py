@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Protocol
 
 from .batch import answer_tool_calls_with_error, execute_tool_calls
-from .events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent
+from .events import AgentRunEndEvent, AgentRunStartEvent, EventEmitter, LLMCallEndEvent, LLMCallStartEvent, SubAgentEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
 from .messages import AgentMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage, UsageLimits
@@ -289,6 +289,30 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
     return reply, calls, ctx, error
 
 
+class _SubRunUsage:
+    """The sink of one batch: passes each event on to the agent's emitter, and sums the usage of sub-runs.
+
+    A sub-run is an ``agent_tool`` call's sub-agent (tools/agent_tool.py): its
+    ``AgentRunEndEvent`` reaches here as a ``SubAgentEvent``, and its usage joins the
+    run's (docs/api.md "Agents as tools"). A sub-agent's sub-agent is already in its
+    parent's sum, so only the outer ``SubAgentEvent`` counts.
+
+    Thread safety: called from tool threads, serialised by the ``EventEmitter`` around it;
+    ``usage`` is read by the run thread once the batch is over.
+    """
+
+    __slots__ = ("emit", "usage")
+
+    def __init__(self, emit: Callable[[Any], None]) -> None:
+        self.emit = emit
+        self.usage = LLMUsage()
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, SubAgentEvent) and isinstance(event.event, AgentRunEndEvent):
+            self.usage = add_usage(self.usage, event.event.usage)
+        self.emit(event)
+
+
 def _rounds(host: RunHost, run: Run) -> AssistantMessage:
     paused = False  # the last reply was a turn the server paused (stop_reason "pause_turn")
     while True:
@@ -327,9 +351,11 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             host.state.pending_tool_calls = {c.id for c in tool_calls}
             run.tool_calls += len(tool_calls)
             try:
-                batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
+                sub_runs = _SubRunUsage(host.emit)
+                batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, EventEmitter(sub_runs))
             finally:
                 host.state.pending_tool_calls = set()
+            run.usage = add_usage(run.usage, sub_runs.usage)  # an agent_tool's sub-runs spent for this run
         for tool_result in batch.messages:
             host.append(normalize_tool_result(tool_result))
         if batch.terminate:
