@@ -25,7 +25,7 @@ import httpx2
 from anyio.from_thread import BlockingPortal
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import Implementation, PaginatedRequestParams
+from mcp_types import Implementation, PaginatedRequestParams, ToolListChangedNotification
 
 from .. import __version__
 from ._listing import ToolListing
@@ -108,8 +108,18 @@ class Connection:
     Thread safety: loop thread only (see the module docstring).
     """
 
-    def __init__(self, transport: Transport, label: str, timeout_s: float, redact: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        label: str,
+        timeout_s: float,
+        redact: Callable[[str], str],
+        on_tools: Optional[Callable[[list[Any]], None]] = None,
+    ) -> None:
         self.label = label
+        self._on_tools = on_tools  # called on this thread with the new list after notifications/tools/list_changed
+        self._tasks: Optional[anyio.abc.TaskGroup] = None  # where relisting runs (a notification handler must not wait)
+        self._relisting: Optional[anyio.Event] = None  # set when the relist in flight is done
         self.timeout_s = timeout_s
         self._transport = transport
         self._listing = ToolListing(label, redact)  # one bad tool of a tools/list page leaves out that tool only
@@ -131,8 +141,11 @@ class Connection:
             # close before the transport's task group it encloses, which anyio forbids.)
             with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
                 async with AsyncExitStack() as stack:
+                    self._tasks = await stack.enter_async_context(anyio.create_task_group())  # exits last: relists end first
                     read, write = self._listing.wrap(*await stack.enter_async_context(self._transport()))
-                    session = await stack.enter_async_context(ClientSession(read, write, client_info=_CLIENT_INFO))
+                    session = await stack.enter_async_context(
+                        ClientSession(read, write, client_info=_CLIENT_INFO, message_handler=self._notified)
+                    )
                     self._listing.version = (await session.initialize()).protocol_version
                     scope.deadline = math.inf
                     self.session = session
@@ -152,6 +165,30 @@ class Connection:
         """Ask ``run`` to close the connection (called on the loop thread, through the portal)."""
         if self._stop is not None:
             self._stop.set()
+
+    async def _notified(self, message: Any) -> None:
+        """The session's message handler: ``notifications/tools/list_changed`` starts a relist (docs/mcp.md "Tools that change")."""
+        if isinstance(message, ToolListChangedNotification) and self._on_tools is not None and self._tasks is not None:
+            done = self._relisting = anyio.Event()
+            self._tasks.start_soon(self._relist, done)
+
+    async def _relist(self, done: anyio.Event) -> None:
+        try:
+            with anyio.fail_after(self.timeout_s):
+                tools = await self.list_tools()
+            if self._relisting is done and self._on_tools is not None:  # a later notification's relist wins
+                self._on_tools(tools)
+        except Exception as exc:  # the connection closed, the server did not answer: the old list stays
+            logger.warning("MCP server %r: relisting its tools after tools/list_changed failed: %r", self.label, leaf_text(exc))
+        finally:
+            done.set()
+
+    async def relisted(self) -> None:
+        """Wait (at most ``timeout_s``) for the relist a ``list_changed`` started, if one is in flight."""
+        pending = self._relisting
+        if pending is not None:
+            with anyio.move_on_after(self.timeout_s):
+                await pending.wait()
 
     def _session(self) -> ClientSession:
         if self.session is None:
@@ -176,4 +213,41 @@ class Connection:
         With ``on_progress`` the request carries a progress token and each progress
         notification is awaited as ``on_progress(progress, total, message)``.
         """
-        return await self._session().call_tool(name, arguments, progress_callback=on_progress)
+        result = await self._session().call_tool(name, arguments, progress_callback=on_progress)
+        await self.relisted()  # a call that changed the tool list returns once the new list is in place
+        return result
+
+    async def _pages(self, method: str, field: str) -> list[Any]:
+        """Every item of a paginated list request (``list_resources``, ``list_prompts``), at most 100 pages."""
+        fetch = getattr(self._session(), method)
+        result = await fetch()
+        items = list(getattr(result, field))
+        for _ in range(_MAX_PAGES - 1):
+            if not result.next_cursor:
+                break
+            result = await fetch(params=PaginatedRequestParams(cursor=result.next_cursor))
+            items.extend(getattr(result, field))
+        return items
+
+    async def list_resources(self) -> list[Any]:
+        """Every resource the server lists (``resources/list``)."""
+        return await self._pages("list_resources", "resources")
+
+    async def read_resource(self, uri: str) -> Any:
+        """``resources/read`` of one URI."""
+        return await self._session().read_resource(uri)
+
+    async def list_prompts(self) -> list[Any]:
+        """Every prompt the server lists (``prompts/list``)."""
+        return await self._pages("list_prompts", "prompts")
+
+    async def get_prompt(self, name: str, arguments: Optional[dict[str, str]]) -> Any:
+        """``prompts/get`` of one prompt with its arguments."""
+        return await self._session().get_prompt(name, arguments)
+
+
+def leaf_text(exc: BaseException) -> str:
+    """The first real exception inside (nested) exception groups, in words."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return f"{type(exc).__name__}: {exc}"
