@@ -25,7 +25,7 @@ import httpx2
 from anyio.from_thread import BlockingPortal
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import Implementation, PaginatedRequestParams, ToolListChangedNotification
+from mcp_types import Implementation, PaginatedRequestParams
 
 from .. import __version__
 from ._listing import ToolListing
@@ -122,7 +122,8 @@ class Connection:
         self._relisting: Optional[anyio.Event] = None  # set when the relist in flight is done
         self.timeout_s = timeout_s
         self._transport = transport
-        self._listing = ToolListing(label, redact)  # one bad tool of a tools/list page leaves out that tool only
+        # one bad tool of a tools/list page leaves out that tool only; it also sees tools/list_changed in wire order
+        self._listing = ToolListing(label, redact, self._list_changed)
         self.session: Optional[ClientSession] = None
         self._stop: Optional[anyio.Event] = None
 
@@ -143,9 +144,7 @@ class Connection:
                 async with AsyncExitStack() as stack:
                     self._tasks = await stack.enter_async_context(anyio.create_task_group())  # exits last: relists end first
                     read, write = self._listing.wrap(*await stack.enter_async_context(self._transport()))
-                    session = await stack.enter_async_context(
-                        ClientSession(read, write, client_info=_CLIENT_INFO, message_handler=self._notified)
-                    )
+                    session = await stack.enter_async_context(ClientSession(read, write, client_info=_CLIENT_INFO))
                     self._listing.version = (await session.initialize()).protocol_version
                     scope.deadline = math.inf
                     self.session = session
@@ -166,9 +165,13 @@ class Connection:
         if self._stop is not None:
             self._stop.set()
 
-    async def _notified(self, message: Any) -> None:
-        """The session's message handler: ``notifications/tools/list_changed`` starts a relist (docs/mcp.md "Tools that change")."""
-        if isinstance(message, ToolListChangedNotification) and self._on_tools is not None and self._tasks is not None:
+    def _list_changed(self) -> None:
+        """``notifications/tools/list_changed`` was read: start a relist (docs/mcp.md "Tools that change").
+
+        Called by the read stream as the notification is read, so a response read after it
+        (the call during which the server changed its tools) waits for the relist.
+        """
+        if self._on_tools is not None and self._tasks is not None and self.session is not None:
             done = self._relisting = anyio.Event()
             self._tasks.start_soon(self._relist, done)
 
