@@ -15,6 +15,7 @@ import sys
 import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ToolListChangedNotification
 
 from mcp_http_server import PNG
 
@@ -45,11 +46,16 @@ def secret() -> str:
     return "the secret is 42"
 
 
+async def changed(ctx: Context) -> None:
+    """notifications/tools/list_changed on the call's own stream (over HTTP: the POST's), so it comes before the call's answer."""
+    await ctx.session.send_notification(ToolListChangedNotification(), related_request_id=ctx.request_id)
+
+
 @server.tool()
 async def unlock(ctx: Context) -> str:
     """Add the tool 'secret' and tell the client the list changed."""
     server.add_tool(secret, name="secret")
-    await ctx.session.send_tool_list_changed()
+    await changed(ctx)
     return "unlocked"
 
 
@@ -57,7 +63,7 @@ async def unlock(ctx: Context) -> str:
 async def lock(ctx: Context) -> str:
     """Remove the tool 'secret' and tell the client the list changed."""
     server.remove_tool("secret")
-    await ctx.session.send_tool_list_changed()
+    await changed(ctx)
     return "locked"
 
 
