@@ -68,9 +68,9 @@ async def lock(ctx: Context) -> str:
 
 
 @server.tool()
-def big(megabytes: float) -> str:
-    """A text of about ``megabytes`` MB."""
-    return "x" * int(megabytes * 1_000_000)
+def big(megabytes: float, char: str = "x") -> str:
+    """A text of ``megabytes`` million characters ``char``."""
+    return char * int(megabytes * 1_000_000)
 
 
 def main() -> None:

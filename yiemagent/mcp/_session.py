@@ -23,12 +23,13 @@ from typing import Any, Optional
 import anyio
 import httpx2
 from anyio.from_thread import BlockingPortal
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation, PaginatedRequestParams
 
 from .. import __version__
 from ._listing import ToolListing
+from ._stdio import stdio_client
 
 __all__ = ["Connection", "NotConnectedError", "http_transport", "start_loop", "stdio_transport"]
 
@@ -37,6 +38,8 @@ logger = logging.getLogger("yiemagent.mcp")
 # How long closing may take once the server was asked to stop; the SDK's own stdio
 # shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL) fits well inside it.
 CLOSE_GRACE_S = 10.0
+MAX_HTTP_EVENT_BYTES = 64 * 1024 * 1024
+"""The largest SSE event (one message) taken over streamable HTTP: the LLM clients' max_reply_bytes; the SDK's default is 1 MiB."""
 _MAX_PAGES = 100  # tools/list pages followed: a server whose cursor never ends cannot hang tools()
 _CLIENT_INFO = Implementation(name="yiemagent", version=__version__)
 
@@ -75,7 +78,7 @@ def start_loop(thread_name: str) -> tuple[BlockingPortal, threading.Thread]:
 
 
 def stdio_transport(command: list[str], env: Optional[dict[str, str]], cwd: Optional[str], errlog: Any) -> Transport:
-    """The SDK's stdio transport: start ``command`` as a subprocess and speak JSON-RPC on its pipes.
+    """The stdio transport (``_stdio``: the SDK's, with a linear-time reader): start ``command`` and speak JSON-RPC on its pipes.
 
     ``env`` is added to the SDK's safe default environment (HOME, PATH, ...); the
     server's stderr goes to ``errlog``.
@@ -92,7 +95,7 @@ def http_transport(url: str, headers: Optional[dict[str, str]], timeout_s: float
         # read stays long: the server may hold an SSE stream open; calls are bounded by the client
         timeout = httpx2.Timeout(min(timeout_s, 30.0), read=max(timeout_s, 300.0))
         async with httpx2.AsyncClient(headers=headers or {}, timeout=timeout) as client:
-            async with streamable_http_client(url, http_client=client) as streams:
+            async with streamable_http_client(url, http_client=client, max_sse_event_size=MAX_HTTP_EVENT_BYTES) as streams:
                 yield streams
 
     return open_http
