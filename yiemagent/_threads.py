@@ -11,6 +11,7 @@ flight would outnumber its threads, so no call ever waits for a free worker.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import queue
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar
 if TYPE_CHECKING:
     from .types import AbortSignal
 
-__all__ = ["RunWorker", "start_daemon", "tool_pool", "wait_on_daemon"]
+__all__ = ["RunWorker", "run_coroutine", "start_daemon", "tool_pool", "wait_on_daemon"]
 
 logger = logging.getLogger("yiemagent.run")
 
@@ -33,9 +34,16 @@ _MIN_THREADS = 8
 class ElasticToolPool:
     """A ``ThreadPoolExecutor`` that is replaced by a larger one when it could fill up.
 
+    At most ``_MIN_THREADS`` threads stay for good: when the calls in flight fall to none
+    after a burst grew the pool beyond that, the grown executor is shut down and its
+    threads exit at once (docs/performance.md "A long-lived process"); a thread that waits
+    for work is blocked in the executor's queue, never polling.
+
     Thread safety: ``submit`` may be called from any thread. ``_lock`` guards
-    ``_executor``, ``_size`` and ``_in_flight``. An outgrown executor is shut down without
-    waiting: its running calls finish on its threads, which then exit.
+    ``_executor``, ``_size`` and ``_in_flight``, and is held across ``executor.submit``
+    so that no call is handed to an executor another thread has just shut down. An
+    outgrown or drained executor is shut down without waiting: its running calls finish
+    on its threads, which then exit.
     """
 
     def __init__(self) -> None:
@@ -46,6 +54,9 @@ class ElasticToolPool:
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Run ``fn(*args)`` on a thread that is free now; the pool grows if none would be."""
+        # in the submitter's context: a tool sees the run's context variables (the streaming
+        # target, the agent it belongs to — which ``shutdown`` reads to know it must not wait)
+        context = contextvars.copy_context()
         with self._lock:
             self._in_flight += 1
             if self._executor is None or self._in_flight > self._size:
@@ -54,16 +65,22 @@ class ElasticToolPool:
                 self._executor = ThreadPoolExecutor(self._size, thread_name_prefix="yiemagent-tool")
                 if outgrown is not None:
                     outgrown.shutdown(wait=False)
-            executor = self._executor
-        # in the submitter's context: a tool sees the run's context variables (the streaming
-        # target, the agent it belongs to — which ``shutdown`` reads to know it must not wait)
-        future = executor.submit(contextvars.copy_context().run, fn, *args)
+            # under the lock: another submit may replace (and shut down) this executor as soon
+            # as the lock is free, and a shut-down executor refuses new calls
+            future = self._executor.submit(context.run, fn, *args)
+        # outside it: a call already done runs _release at once, in this thread
         future.add_done_callback(self._release)
         return future
 
     def _release(self, _future: Future[Any]) -> None:
         with self._lock:
             self._in_flight -= 1
+            if self._in_flight or self._executor is None or self._size <= _MIN_THREADS:
+                return
+            # idle after a burst: the burst's threads exit now (they would otherwise wait for
+            # work for good); the next batch starts a pool of _MIN_THREADS again
+            drained, self._executor, self._size = self._executor, None, 0
+        drained.shutdown(wait=False)
 
 
 tool_pool = ElasticToolPool()
@@ -137,3 +154,67 @@ def wait_on_daemon(
     if finished.is_set():
         return True, outcome.get("result"), outcome.get("error")
     return False, None, None
+
+
+def run_coroutine(coroutine: Any, signal: Optional["AbortSignal"]) -> Any:
+    """Run ``coroutine`` to its end on an event loop of its own, in this thread (an ``async def`` tool, docs/api.md).
+
+    Beyond the spec, whose tools are plain functions: each call gets a fresh loop, so no
+    loop is shared between threads or calls. When ``signal`` fires (``abort``, or the
+    call's ``timeout_s``) the task is cancelled: the coroutine sees ``CancelledError`` at
+    its next ``await``. Whatever the coroutine left behind (tasks it started, async
+    generators, the loop's default executor) is cancelled and waited for, and the loop is
+    closed, before this returns or raises: nothing is left running. Called in a thread
+    where a loop already runs (``execute`` called by hand from async code), the coroutine
+    runs on a thread of its own, which this waits for.
+
+    Raises:
+        asyncio.CancelledError: the task was cancelled (a ``BaseException``: the caller
+            turns it into an error result naming why).
+        Exception: whatever the coroutine raised.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: no loop runs in this thread (the run thread, a pool thread)
+        pass
+    else:  # execute called by hand from async code: a loop of its own needs a thread of its own
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["result"] = run_coroutine(coroutine, signal)
+            except BaseException as exc:  # carried back to the caller
+                outcome["error"] = exc
+
+        context = contextvars.copy_context()
+        thread = start_daemon(lambda: context.run(run), "yiemagent-tool-async")
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("result")
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(coroutine)
+
+        def cancel() -> None:  # in the thread that fired the signal
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop has closed meanwhile: the task is over
+                pass
+
+        unregister = signal.on_abort(cancel) if signal is not None else (lambda: None)
+        try:
+            return loop.run_until_complete(task)
+        finally:
+            unregister()
+    finally:
+        try:
+            left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task_left in left:
+                task_left.cancel()
+            if left:
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()

@@ -15,12 +15,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
 from ._threads import start_daemon
+from .approvals import approve, pending_approvals, reject, superseding_results
 from .loop import AgentCore
 from ._format_cache import History
 from .errors import AgentClosedError, EmptyHistoryError, MessageFormatError
@@ -35,9 +37,23 @@ from .registry import ToolStore
 from .run import CONTINUE
 from .history.sessions import Session, hold_session, release_session
 from .types import DEFAULT_SYSTEM_PROMPT, AgentState
+from .typed.output import OutputSpec
 from .tools import register_builtin_tools, resolve_builtin_names
 
-__all__ = ["YiemAgent", "abort", "add_message", "continue_agent", "follow_up", "run_agent", "shutdown", "take_response"]
+__all__ = [
+    "YiemAgent",
+    "abort",
+    "add_message",
+    "approve",
+    "ask",
+    "continue_agent",
+    "follow_up",
+    "pending_approvals",
+    "reject",
+    "run_agent",
+    "shutdown",
+    "take_response",
+]
 
 logger = logging.getLogger("yiemagent.agent")
 
@@ -100,6 +116,9 @@ class YiemAgent:
     starts from ``session.messages()`` (tool calls a crash left unanswered get error
     results, stored too, see ``history.complete_tool_calls``) and stores each message as it
     enters the history. ``agent.usage`` is the token usage summed over all runs.
+    ``output_type`` / ``output_retries`` make the final answer typed (``typed/output.py``,
+    docs/api.md "Typed answers"); ``deps`` is what tools receive in their ``RunContext``
+    (``types.py``).
 
     Raises:
         TypeError: an argument has the wrong type (``llm_call``, the sink or a hook not
@@ -107,7 +126,9 @@ class YiemAgent:
         MessageFormatError: an entry of ``messages`` (or of the session) cannot be sent to
             an LLM (decision 15).
         ValueError: both ``session`` and ``messages`` given; a bad ``max_rounds``; an
-            unknown name in ``builtin_tools``.
+            unknown name in ``builtin_tools``; ``output_type`` with a store that already
+            has a ``final_result`` tool; a negative ``output_retries``.
+        ToolDefinitionError: an ``output_type`` JSON Schema cannot express.
 
     Thread safety:
         Three threads take part. The caller's threads use the public functions, which
@@ -165,9 +186,13 @@ class YiemAgent:
         max_rounds: Optional[int] = DEFAULT_MAX_ROUNDS,
         builtin_tools: Union[bool, Iterable[str]] = True,
         session: Optional[Session] = None,
+        output_type: Any = None,
+        output_retries: int = 1,
+        deps: Any = None,
         usage_limits: Optional[UsageLimits] = None,
     ) -> None:
         _require_callable("llm_call", llm_call, optional=False)
+        output_spec = OutputSpec(output_type, output_retries) if output_type is not None else None
         for argument, value in (
             ("agent_event_sink", agent_event_sink),
             ("prepare_context", prepare_context),
@@ -198,6 +223,8 @@ class YiemAgent:
 
             store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
             register_builtin_tools(store, builtin_names, keep_existing=tool_store is not None)
+            if output_spec is not None and output_spec.tool is not None and output_spec.tool.name in store.tools:
+                raise ValueError(f"output_type needs the tool name {output_spec.tool.name!r} for the final answer; the tool store already has a tool by that name")
             name = f"yiemagent-{session_id or hex(id(self))[2:]}"
             self._core = AgentCore(
                 name=name,
@@ -213,11 +240,14 @@ class YiemAgent:
                 max_rounds=max_rounds,
                 usage_limits=usage_limits,
                 session=session,
+                output_spec=output_spec,
+                deps=deps,
             )
         except BaseException:
             if session is not None:
                 release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
             raise
+        self._ask_lock = threading.Lock()  # one ask() at a time: one request, one reply
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
 
@@ -268,7 +298,9 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
     async handoff, spec §10 — once checked, decision 15: a ``UserMessage`` whose content
     is a str gets it as one text block). Blocks while the input channel is full (16
     messages). Once it returned, the message is processed or returned by ``shutdown``
-    (decision 16).
+    (decision 16). A run this message starts runs in a copy of the caller's
+    ``contextvars`` context, with its tools, hooks and event sink: a run started inside an
+    OpenTelemetry span is that span's child (docs/tracing.md "Trace context").
 
     Raises:
         MessageFormatError: the message is not of a form a user message can take.
@@ -276,6 +308,35 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
             on a full channel; the message was not taken.
     """
     agent.input_channel.put(_as_user_input(agent, message))
+
+
+def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None) -> AssistantMessage:
+    """One request, one reply: ``run_agent`` then ``take_response`` (beyond the spec, docs/api.md "Reading a reply").
+
+    Waits until the agent is idle first, and holds the agent's ask lock throughout, so that
+    two asks (in a row or from two threads) give two runs and two replies; ``run_agent`` alone
+    lets a message that arrives during a run join that run (spec §6 step 1), one reply for
+    both. ``timeout`` bounds the whole call. Do not mix it with ``run_agent`` calls whose
+    responses are still untaken: it returns the next response of the output channel.
+
+    Raises:
+        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``.
+        MessageFormatError, AgentClosedError: as ``run_agent``; ``take_response``'s errors.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left() -> Optional[float]:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    if not agent._ask_lock.acquire(timeout=-1 if deadline is None else left()):  # type: ignore[arg-type]
+        raise TimeoutError(f"another ask() on this agent did not finish within {timeout} s")
+    try:
+        if not agent.wait_until_idle(left()):
+            raise TimeoutError(f"the agent did not become idle within {timeout} s")
+        run_agent(agent, message)
+        return take_response(agent, left())
+    finally:
+        agent._ask_lock.release()
 
 
 def follow_up(agent: YiemAgent, message: Any) -> None:
@@ -310,7 +371,9 @@ def continue_agent(agent: YiemAgent) -> None:
     """Run the LLM on the current history without a new user message (spec §10 "Async handoff").
 
     For instance after a terminating tool handed work to an external system whose
-    result has since been added to the history.
+    result has since been added to the history. After a run that ended
+    "awaiting_approval", the run first runs the approved calls and answers the rejected
+    ones (``yiemagent.approvals``, decision 18); calls still undecided keep it waiting.
 
     Raises:
         EmptyHistoryError: there is no conversation to continue.
@@ -335,6 +398,9 @@ def add_message(agent: YiemAgent, message: AgentMessage) -> None:
     this message carries. If ``shutdown`` gives up on the run it waits for, ``shutdown``
     returns it (decision 16).
 
+    A user or assistant message appended while tool calls wait for approval first
+    answers them, "superseded by a new message" (decision 18).
+
     Thread safety: callable from any thread; a run cannot start between the decision
     "idle or not" and the append (``AgentCore.add_message``), and the session is called
     without the agent's loop lock held. The message is checked (decision 15) in the
@@ -349,7 +415,9 @@ def add_message(agent: YiemAgent, message: AgentMessage) -> None:
     """
     if not isinstance(message, AgentMessage):
         raise MessageFormatError(f"add_message takes an AgentMessage (UserMessage, AssistantMessage, ToolResultMessage), got {type(message).__name__}")
-    agent._core.add_message(normalize_message(message))  # decision 15: checked in the caller's thread
+    message = normalize_message(message)  # decision 15: checked in the caller's thread
+    # decision 18: appended now, a new message first answers the calls waiting for approval (queued, the run does)
+    agent._core.add_message(message, before=lambda history: superseding_results(history, message))
 
 
 def abort(agent: YiemAgent, reason: str = "aborted by abort()") -> bool:

@@ -11,7 +11,9 @@ import logging
 from concurrent.futures import Future
 from typing import Any, Optional
 
+from .types import call_context
 from ._threads import tool_pool
+from .messages import TextContent
 from .events import EventEmitter, ToolExecEndEvent, ToolExecStartEvent, as_emitter
 from .pipeline import (
     ABORTED_MESSAGE,
@@ -29,8 +31,10 @@ from .types import (
     AgentLoopConfig,
     AgentToolCall,
     AgentToolCallBatch,
+    AgentToolResult,
     FinalizedOutcome,
     ImmediateOutcome,
+    PendingApproval,
     PreparedToolCall,
 )
 
@@ -64,8 +68,9 @@ def _execute_and_finalize(
 ) -> FinalizedOutcome:
     """EXECUTE then FINALIZE one prepared call and emit its end event; never raises."""
     try:
-        executed = execute_prepared_tool_call(prep, signal, emit)
-        finalized = finalize_executed_tool_call(context, assistant_msg, prep, executed, config, signal)
+        with call_context(prep.tool_call.id):  # the call's RunContext, in the thread that runs it (types.py)
+            executed = execute_prepared_tool_call(prep, signal, emit)
+            finalized = finalize_executed_tool_call(context, assistant_msg, prep, executed, config, signal)
     except user_code_errors() as exc:  # a bug in this library must still not lose the call
         logger.exception("internal error while running tool %r", prep.tool.name)
         finalized = FinalizedOutcome(
@@ -88,24 +93,33 @@ def _start_and_prepare(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
     emit: EventEmitter,
-) -> PreparedToolCall | FinalizedOutcome:
+) -> PreparedToolCall | FinalizedOutcome | PendingApproval:
     """Emit the call's start event, then PREPARE it — unless the signal has already fired.
 
     Returns the prepared call, or the finalized outcome of a call that ended here (its
-    end event already emitted).
+    end event already emitted), or the ``PendingApproval`` of a call ``before_tool_call``
+    deferred (decision 18): its end event carries a result whose ``details`` say
+    ``{"deferred": True, "reason": ...}``; that result never enters the history.
     """
     emit(ToolExecStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
     if _aborted(signal):
         prep: PreparedToolCall | ImmediateOutcome = ImmediateOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
     else:
-        prep = prepare_tool_call(context, assistant_msg, tool_call, config, signal)
+        with call_context(tool_call.id):  # before_tool_call sees the call's RunContext (types.py)
+            prep = prepare_tool_call(context, assistant_msg, tool_call, config, signal)
     if isinstance(prep, ImmediateOutcome):
         return _end_immediately(tool_call, prep, emit)
+    if isinstance(prep, PendingApproval):
+        waiting = AgentToolResult([TextContent(f"Awaiting approval: {prep.reason}")], {"deferred": True, "reason": prep.reason})
+        emit(ToolExecEndEvent(tool_call.id, tool_call.name, waiting, False))
     return prep
 
 
-def _batch(finalized: list[FinalizedOutcome]) -> AgentToolCallBatch:
-    return AgentToolCallBatch([create_tool_result_message(f) for f in finalized], should_terminate(finalized))
+def _batch(steps: list[FinalizedOutcome | PendingApproval]) -> AgentToolCallBatch:
+    finalized = [s for s in steps if isinstance(s, FinalizedOutcome)]
+    deferred = [s for s in steps if isinstance(s, PendingApproval)]
+    terminate = should_terminate(finalized) and not deferred
+    return AgentToolCallBatch([create_tool_result_message(f) for f in finalized], terminate, deferred)
 
 
 def execute_tool_calls_sequential(
@@ -124,7 +138,7 @@ def execute_tool_calls_sequential(
     reject a history in which a tool call has no result.
     """
     emit = as_emitter(event_sink)
-    finalized: list[FinalizedOutcome] = []
+    finalized: list[FinalizedOutcome | PendingApproval] = []
     for tool_call in tool_calls:
         step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit)
         if isinstance(step, PreparedToolCall):
@@ -153,7 +167,7 @@ def execute_tool_calls_parallel(
     ``execute_prepared_tool_call``).
     """
     emit = as_emitter(event_sink)
-    slots: list[FinalizedOutcome | Future[FinalizedOutcome]] = []
+    slots: list[FinalizedOutcome | PendingApproval | Future[FinalizedOutcome]] = []
     for tool_call in tool_calls:
         step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit)
         if isinstance(step, PreparedToolCall):

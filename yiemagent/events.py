@@ -1,4 +1,4 @@
-"""Lifecycle events and the serialising emitter that delivers them (spec §13).
+"""What reaches the sink: lifecycle events, the serialising emitter, the streaming side channel (spec §13).
 
 The three tool events are the spec's. The run and LLM-round events are beyond the spec,
 named in its style, so that a user can watch a whole run (docs/events.md lists them all).
@@ -6,38 +6,105 @@ named in its style, so that a user can watch a whole run (docs/events.md lists t
 An event sink is any callable ``sink(event) -> None``. The library never calls it
 directly: it goes through an ``EventEmitter``, which guarantees decision 8 — the sink is
 never called from two threads at once, and an exception it raises is logged and dropped.
+``tee(*sinks)`` makes one sink of several.
+
+Beyond the spec (docs/tracing.md): every event carries ``time_ns``, when it happened
+(``time.time_ns()``, taken in the thread where it happened, before the emitter's lock),
+so a sink sees the real start and end of calls that ran in parallel even though it
+receives their events one after another. ``time_ns`` is left out of ``==`` and ``repr``:
+two events that say the same thing are equal whenever they were made.
+
+Streaming: how a streaming ``llm_call`` hands deltas to the agent, and how the agent
+relays them (the second half of this module).
+
+Beyond the spec (docs/streaming.md). ``llm_call(formatted) -> AssistantMessage`` stays
+the one interface between the agent and an LLM; streaming adds a side channel, held in a
+``contextvars.ContextVar`` for the duration of one call:
+
+- the run wraps each ``llm_call`` in ``stream_to(on_delta, signal)``;
+- a client that streams calls ``emit_delta(kind, text)`` for every text or thinking
+  fragment as its bytes arrive (it does nothing when no one listens), and may call
+  ``current_abort_signal()`` to learn the run's ``AbortSignal``, so that an abort can
+  close its connection and stop reading at once.
+
+A custom ``llm_call`` needs nothing more to stream: call ``emit_delta`` from the thread
+that ``llm_call`` was called in. Work it hands to another thread must carry the context
+along (``contextvars.copy_context().run(...)``), or capture ``current_stream()`` first and
+call its ``emit``. Deltas are shown to the user only; the reply that enters the history is
+the ``AssistantMessage`` the call returns (decision 14: a tool call runs only from it).
+
+Thread safety: the variable is per thread (each thread starts with an empty context),
+so two agents streaming at once never see each other's target. ``emit_delta`` may be
+called from any thread that holds the context; the agent's emitter serialises the sink.
+
+The agent's side: the run wraps each ``llm_call`` in ``relay_deltas(...)``, which opens
+the side channel (``stream_to``) with a ``DeltaRelay`` as its target. The relay turns each
+``emit_delta(kind, text)`` of the client into ``LLMDeltaEvent(run_id, round, kind, text)``
+and hands it to the agent's ``EventEmitter``, so that:
+
+- the deltas of a round come after its ``LLMCallStartEvent`` (emitted before the block)
+  and before its ``LLMCallEndEvent`` (emitted after it): the relay is closed when
+  ``llm_call`` returns or raises, and a delta sent later — by a thread the client left
+  running — is dropped, as a partial result after ``execute`` returned is (decision 8);
+- a delta sent after the run's abort signal fired is dropped too: the user asked the run
+  to stop, and the reply will not be kept (the run ends "aborted");
+- the sink is never called from two threads at once (decision 8), even when a client
+  emits from a thread of its own that carries the call's context: the emitter's lock
+  serialises every call into the sink.
+
+Deltas are for the user's eyes only. What enters the history, and the only thing a tool
+call is ever run from, is the complete ``AssistantMessage`` that ``llm_call`` returns
+(decision 14).
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from .messages import AssistantMessage, LLMUsage
-from .types import AgentToolResult
+from .types import AbortSignal, AgentContext, AgentToolResult
 
 __all__ = [
+    "DELTA_KINDS",
     "AgentRunEndEvent",
     "AgentRunStartEvent",
+    "DeltaRelay",
     "EventEmitter",
     "LLMCallEndEvent",
     "LLMCallStartEvent",
     "LLMDeltaEvent",
+    "StreamTarget",
     "SubAgentEvent",
     "ToolExecEndEvent",
     "ToolExecStartEvent",
     "ToolExecUpdateEvent",
     "as_emitter",
+    "call_unstreamed",
+    "current_abort_signal",
+    "current_stream",
+    "emit_delta",
+    "relay_deltas",
+    "stream_to",
+    "tee",
 ]
 
 logger = logging.getLogger("yiemagent.events")
-# Everything a sink raises is contained (issue 9): SystemExit or any BaseException from a
+# Everything a sink raises is contained (docs/failures.md): SystemExit or any BaseException from a
 # sink would otherwise end the run thread, and no response would ever come.
 _SINK_ERRORS = (BaseException,)
+
+
+def _now() -> Any:
+    """``time_ns``: when an event happened (docs/tracing.md); out of ``==`` and ``repr``."""
+    return field(default_factory=time.time_ns, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +117,7 @@ class ToolExecStartEvent:
     tool_call_id: str
     tool_name: str
     arguments: dict[str, Any]
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +131,7 @@ class ToolExecUpdateEvent:
     tool_name: str
     arguments: dict[str, Any]
     partial_result: Any
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +145,7 @@ class ToolExecEndEvent:
     tool_name: str
     result: AgentToolResult
     is_error: bool
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +160,14 @@ class AgentRunStartEvent:
 
     run_id: int
     new_messages: int
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
 class AgentRunEndEvent:
     """A run ended; ``response`` is what was put on the output channel (beyond the spec).
 
-    ``usage`` is the sum over the run's LLM rounds (API.md "Usage", decision 13); a
+    ``usage`` is the sum over the run's LLM rounds (docs/api.md "Events"; decision 13); a
     round whose call failed adds nothing.
 
     Thread safety: immutable; may be shared between threads.
@@ -107,25 +178,39 @@ class AgentRunEndEvent:
     rounds: int
     duration_s: float
     usage: LLMUsage = field(default_factory=LLMUsage)
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
 class LLMCallStartEvent:
     """An LLM round is starting (beyond the spec); ``round`` counts from 1 within the run.
 
-    Thread safety: immutable; may be shared between threads.
+    ``model`` and ``provider`` name what the round asks for, as far as the agent knows
+    (``YiemAgent(model=LLMModel(...))``, else the ``model`` and ``provider`` attributes of
+    ``llm_call``, which the clients have), or None. ``context`` is the ``AgentContext`` the
+    request was formatted from (its ``messages`` are that round's own list), for a sink
+    that records what was sent (docs/tracing.md); it is left out of ``==`` and ``repr``.
+
+    Thread safety: immutable; may be shared between threads (the context must not be changed).
     """
 
     run_id: int
     round: int
     message_count: int
+    model: Optional[str] = None
+    provider: Optional[str] = None
+    context: Optional[AgentContext] = field(default=None, compare=False, repr=False)
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
 class LLMCallEndEvent:
     """An LLM round ended (beyond the spec).
 
-    ``response`` is None when the call failed; ``error`` then says why.
+    ``response`` is None when the call failed; ``error`` then says why and ``error_type``
+    names the kind of failure in one word: the class name of what ``llm_call`` raised
+    (``"LLMError"``, ``"TimeoutError"``…), ``"aborted"`` when the run was aborted during
+    the call, ``"invalid_reply"`` when the reply could not be used (decision 15).
 
     Thread safety: immutable; may be shared between threads.
     """
@@ -136,11 +221,13 @@ class LLMCallEndEvent:
     response: Optional[AssistantMessage]
     usage: Optional[LLMUsage]
     error: Optional[str]
+    error_type: Optional[str] = None
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
 class LLMDeltaEvent:
-    """A fragment of a streamed LLM reply arrived (beyond the spec; API.md "Streaming").
+    """A fragment of a streamed LLM reply arrived (beyond the spec; docs/streaming.md).
 
     ``kind`` is ``"text"`` or ``"thinking"``. The deltas of one round come after its
     ``LLMCallStartEvent`` and before its ``LLMCallEndEvent``; joined, the deltas of a
@@ -154,6 +241,7 @@ class LLMDeltaEvent:
     round: int
     kind: str
     text: str
+    time_ns: int = _now()
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +290,7 @@ class EventEmitter:
             try:
                 sink(event)
             except _SINK_ERRORS:
-                if threading.current_thread() is threading.main_thread() and sys.exc_info()[0] is KeyboardInterrupt:
+                if _reraise_ctrl_c():
                     raise  # a real Ctrl-C in a script that drives the pipeline itself
                 logger.exception("event sink %r raised on %s; the event was dropped", sink, type(event).__name__)
 
@@ -210,3 +298,171 @@ class EventEmitter:
 def as_emitter(sink: Any) -> EventEmitter:
     """Wrap a sink in an ``EventEmitter``, or return it if it already is one."""
     return sink if isinstance(sink, EventEmitter) else EventEmitter(sink)
+
+
+def _reraise_ctrl_c() -> bool:
+    """True when the exception being handled is a real Ctrl-C in the main thread: it must stop the caller."""
+    return threading.current_thread() is threading.main_thread() and sys.exc_info()[0] is KeyboardInterrupt
+
+
+class _Tee:
+    """The sink ``tee`` returns: calls each of ``sinks`` in turn, containing each one's failure.
+
+    Thread safety: ``sinks`` is an immutable tuple; the sinks are called one after another
+    in the calling thread (an agent's emitter never calls one sink from two threads at once).
+    """
+
+    __slots__ = ("sinks",)
+
+    def __init__(self, sinks: tuple[Callable[[Any], Any], ...]) -> None:
+        self.sinks = sinks
+
+    def __call__(self, event: Any) -> None:
+        for sink in self.sinks:
+            try:
+                sink(event)
+            except _SINK_ERRORS:
+                if _reraise_ctrl_c():
+                    raise
+                logger.exception("event sink %r raised on %s; the event was dropped for it, the other sinks still get it", sink, type(event).__name__)
+
+    def __repr__(self) -> str:
+        return f"tee({', '.join(map(repr, self.sinks))})"
+
+
+def tee(*sinks: Optional[Callable[[Any], Any]]) -> Callable[[Any], None]:
+    """One event sink that calls each of ``sinks`` in turn, in the order given (beyond the spec).
+
+    For an agent watched by several sinks — the console printer and a tracer
+    (``tee(ConsolePrinter(), OTelSink())``, docs/tracing.md). A sink that raises (anything,
+    ``SystemExit`` included) is logged on the ``yiemagent.events`` logger with its
+    traceback and the others still get the event; only a real Ctrl-C in the main thread
+    propagates. ``None`` entries are skipped, so an optional sink can be passed as it is.
+
+    Raises:
+        TypeError: a sink is neither callable nor None.
+    """
+    for index, sink in enumerate(sinks):
+        if sink is not None and not callable(sink):
+            raise TypeError(f"tee() sink {index} is not callable: {type(sink).__name__}: {sink!r:.80}")
+    return _Tee(tuple(s for s in sinks if s is not None))
+
+
+# --- streaming: the side channel a streaming llm_call emits into (docs/streaming.md) ---
+
+_stream_logger = logging.getLogger("yiemagent.stream")
+
+DELTA_KINDS = ("text", "thinking")
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class StreamTarget:
+    """Where the deltas of the current LLM call go, and the signal that aborts it."""
+
+    on_delta: Callable[[str, str], None]
+    signal: Optional[AbortSignal] = None
+
+    def emit(self, kind: str, text: str) -> None:
+        if kind not in DELTA_KINDS:
+            raise ValueError(f"delta kind must be one of {DELTA_KINDS}, got {kind!r}")
+        if text:
+            self.on_delta(kind, text)
+
+
+_target: contextvars.ContextVar[Optional[StreamTarget]] = contextvars.ContextVar("yiemagent_stream_target", default=None)
+
+
+@contextmanager
+def stream_to(on_delta: Callable[[str, str], None], signal: Optional[AbortSignal] = None) -> Iterator[StreamTarget]:
+    """Send the deltas of the LLM call made inside the ``with`` block to ``on_delta(kind, text)``."""
+    target = StreamTarget(on_delta, signal)
+    token = _target.set(target)
+    try:
+        yield target
+    finally:
+        _target.reset(token)
+
+
+def current_stream() -> Optional[StreamTarget]:
+    """The target of the LLM call running in this context, or None when no one listens."""
+    return _target.get()
+
+
+def emit_delta(kind: str, text: str) -> None:
+    """Hand one ``"text"`` or ``"thinking"`` fragment to whoever listens; else do nothing."""
+    target = _target.get()
+    if target is not None:
+        target.emit(kind, text)
+
+
+def current_abort_signal() -> Optional[AbortSignal]:
+    """The abort signal of the run whose LLM call is running in this context, if any."""
+    target = _target.get()
+    return target.signal if target is not None else None
+
+
+def call_unstreamed(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` outside any stream: what it emits goes nowhere, and it sees no abort signal.
+
+    For calling a sink with a delta: a sink that makes an LLM call of its own (a streaming
+    client) would otherwise emit into the very round it is being told about, re-entering
+    the relay that is calling it.
+    """
+    return contextvars.copy_context().run(_unstreamed, fn, args)
+
+
+def _unstreamed(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
+    _target.set(None)  # in the copied context only
+    return fn(*args)
+
+
+# --- the agent's side: one round's deltas become LLMDeltaEvents ----------------------
+
+
+class DeltaRelay:
+    """The ``on_delta(kind, text)`` of one LLM round: emits an ``LLMDeltaEvent`` per delta.
+
+    ``StreamTarget.emit`` has already refused unknown kinds and skipped empty text.
+
+    Thread safety: called from the thread running ``llm_call`` or any thread carrying its
+    context; ``_lock`` guards ``_open``, so a delta racing ``close()`` is either delivered
+    before the close returns or dropped — never after the round's end event.
+    """
+
+    __slots__ = ("_emit", "_run_id", "_round", "_signal", "_lock", "_open")
+
+    def __init__(self, emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> None:
+        self._emit = emit
+        self._run_id = run_id
+        self._round = round
+        self._signal = signal
+        self._lock = threading.Lock()  # guards _open
+        self._open = True
+
+    def __call__(self, kind: str, text: str) -> None:
+        with self._lock:
+            if not self._open:
+                _stream_logger.debug("a %s delta of run %d round %d after llm_call returned was dropped", kind, self._run_id, self._round)
+                return
+            if self._signal is not None and self._signal.aborted:
+                _stream_logger.debug("a %s delta of run %d round %d after the abort was dropped", kind, self._run_id, self._round)
+                return
+            # the sink runs outside the round's stream: a streaming LLM call it makes itself
+            # would emit into this relay and wait for ever on _lock, which this thread holds
+            call_unstreamed(self._emit, LLMDeltaEvent(self._run_id, self._round, kind, text))
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+
+
+@contextmanager
+def relay_deltas(emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> Iterator[DeltaRelay]:
+    """Around one ``llm_call``: its deltas reach ``emit`` until the block ends; the client sees ``signal``."""
+    relay = DeltaRelay(emit, run_id, round, signal)
+    try:
+        with stream_to(relay, signal):
+            yield relay
+    finally:
+        relay.close()

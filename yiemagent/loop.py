@@ -11,6 +11,12 @@ every put and get. The loop thread sleeps on that condition and re-reads the cha
 when it rings: idle means blocked, and a message wakes the loop at once, whether it came
 through ``run_agent`` or straight through ``agent.input_channel.put``.
 
+A channel may carry, with each item, the ``contextvars`` context of the thread that put
+it (``carry_context=True``: the input and follow-up channels). The run an item starts
+runs in that context, so whatever the caller set in a ``ContextVar`` — the current
+OpenTelemetry span, a request id — is what the run, its tools and its hooks see
+(beyond the spec; docs/tracing.md "Trace context").
+
 A channel can be closed (decision 16). Closing is atomic with respect to every put: a
 put either landed before the close (and the item is processed or returned by
 ``shutdown``) or raises ``AgentClosedError`` — including a put that was blocked on a full
@@ -34,18 +40,18 @@ import queue
 import threading
 import time
 from collections import deque
+from contextlib import nullcontext
 from collections.abc import Callable
 from typing import Any, Optional, Union
 
 from .errors import AgentClosedError
-from .events import EventEmitter
+from .events import EventEmitter, call_unstreamed
 from .messages import AgentMessage, AssistantMessage, LLMUsage, UsageLimits, UsageMeter
 from ._failures import describe_error
 from .registry import ToolStore
-from .run import CONTINUE, Run, process_message
+from .run import CONTINUE, HistoryWriter, Run, process_message
 from ._threads import RunWorker
 from .history.sessions import Session
-from .history.sessions import HistoryWriter
 from .types import AgentLoopConfig, AgentState
 
 __all__ = ["AgentCore", "Channel", "LoopState", "current_core"]
@@ -71,15 +77,31 @@ class Channel(queue.Queue):
     locks freely (no lock-order inversion with the loop, which reads ``qsize()`` while
     holding the agent's condition).
 
-    Thread safety: as ``queue.Queue``; any thread may put, get and close. ``_closed`` is
-    guarded by the queue's own ``mutex`` (the lock behind ``not_full`` and ``not_empty``),
-    which is what makes a close atomic with respect to every put and get.
+    With ``carry_context``, ``put`` also keeps ``contextvars.copy_context()`` of the putting
+    thread beside the item (``_contexts``, in step with ``queue``: one entry per item);
+    ``head_context`` and ``take_nowait`` read it, ``get`` and ``drain`` drop it.
+
+    Thread safety: as ``queue.Queue``; any thread may put, get and close. ``_closed`` and
+    ``_contexts`` are guarded by the queue's own ``mutex`` (the lock behind ``not_full``
+    and ``not_empty``), which is what makes a close atomic with respect to every put and get.
     """
 
-    def __init__(self, maxsize: int, on_change: Optional[Callable[[], None]] = None) -> None:
+    def __init__(self, maxsize: int, on_change: Optional[Callable[[], None]] = None, *, carry_context: bool = False) -> None:
         super().__init__(maxsize)
         self.on_change = on_change
         self._closed: Optional[str] = None  # why the channel was closed; guarded by self.mutex
+        # the context each item was put in, in step with self.queue; guarded by self.mutex
+        self._contexts: Optional[deque[Optional[contextvars.Context]]] = deque() if carry_context else None
+
+    # an item and its context go in and out together; called with self.mutex held
+    def _put_with(self, item: Any, context: Optional[contextvars.Context]) -> None:
+        self._put(item)
+        if self._contexts is not None:
+            self._contexts.append(context)
+
+    def _get_with(self) -> tuple[Any, Optional[contextvars.Context]]:
+        item = self._get()
+        return item, (self._contexts.popleft() if self._contexts is not None else None)
 
     @property
     def closed(self) -> bool:
@@ -112,14 +134,17 @@ class Channel(queue.Queue):
                 if remaining is not None and remaining <= 0:
                     raise queue.Full
                 self.not_full.wait(remaining)
-            self._put(item)
+            self._put_with(item, contextvars.copy_context() if self._contexts is not None else None)
             self.unfinished_tasks += 1
             self.not_empty.notify()
         if self.on_change is not None:
             self.on_change()
 
-    def put_internal(self, item: Any) -> None:
+    def put_internal(self, item: Any, context: Optional[contextvars.Context] = None) -> None:
         """Put without blocking, even on a closed channel: the loop moving a follow-up it already accepted.
+
+        ``context`` is the one the item was first sent in (``take_nowait`` of the channel it
+        came from); it is kept with the item as ``put`` would keep the caller's.
 
         Raises:
             queue.Full: the channel has no room.
@@ -127,7 +152,7 @@ class Channel(queue.Queue):
         with self.not_full:
             if 0 < self.maxsize <= self._qsize():
                 raise queue.Full
-            self._put(item)
+            self._put_with(item, context)
             self.unfinished_tasks += 1
             self.not_empty.notify()
         if self.on_change is not None:
@@ -149,16 +174,36 @@ class Channel(queue.Queue):
                 if remaining is not None and remaining <= 0:
                     raise queue.Empty
                 self.not_empty.wait(remaining)
-            item = self._get()
+            item, _ = self._get_with()
             self.not_full.notify()
         if self.on_change is not None:
             self.on_change()
         return item
 
+    def take_nowait(self) -> tuple[Any, Optional[contextvars.Context]]:
+        """``get_nowait``, with the context the item was put in (None when the channel keeps none).
+
+        Raises:
+            queue.Empty: the channel is empty.
+        """
+        with self.not_empty:
+            if not self._qsize():
+                raise queue.Empty
+            entry = self._get_with()
+            self.not_full.notify()
+        if self.on_change is not None:
+            self.on_change()
+        return entry
+
+    def head_context(self) -> Optional[contextvars.Context]:
+        """The context the first item in the channel was put in; None when empty or when none is kept."""
+        with self.mutex:
+            return self._contexts[0] if self._contexts else None
+
     def drain(self) -> list[Any]:
         """Take every item that is in the channel now, without blocking (closed or not)."""
         with self.not_empty:
-            items = [self._get() for _ in range(self._qsize())]
+            items = [self._get_with()[0] for _ in range(self._qsize())]
             if items:
                 self.not_full.notify_all()
         if items and self.on_change is not None:
@@ -226,7 +271,11 @@ class AgentCore:
         max_rounds: Optional[int] = None,
         usage_limits: Optional[UsageLimits] = None,
         session: Optional[Session] = None,
+        output_spec: Any = None,
+        deps: Any = None,
     ) -> None:
+        self.output_spec = output_spec  # typed/output.py OutputSpec, or None (beyond the spec)
+        self.deps = deps  # handed to tools in their RunContext (types.py; beyond the spec)
         self.llm_call = llm_call
         self.prepare_context = prepare_context
         self.format_msg_for_llm = format_msg_for_llm
@@ -245,17 +294,20 @@ class AgentCore:
 
         # the doorbell, and the lock of the loop bookkeeping below (see "Thread safety")
         self._wake = threading.Condition(threading.RLock())
-        self.input_channel = Channel(16, self.ring)
-        self.follow_up_channel = Channel(32, self.ring)
+        # the input channels keep each message's sender's context: the run it starts runs in it
+        self.input_channel = Channel(16, self.ring, carry_context=True)
+        self.follow_up_channel = Channel(32, self.ring, carry_context=True)
         self.output_channel = Channel(16, self.ring)
         self._run: Optional[Run] = None
         self._run_done = False
         self._run_response: Optional[AssistantMessage] = None
         self._run_count = 0
         self._pending_output: deque[AssistantMessage] = deque()
-        self._carry: deque[Any] = deque()  # follow-ups taken but not yet placed (input was full)
+        # follow-ups taken but not yet placed (input was full), each with its sender's context
+        self._carry: deque[tuple[Any, Optional[contextvars.Context]]] = deque()
         self._added: deque[AgentMessage] = deque()  # add_message during a run, for its next round
         self._adding = 0  # add_message calls storing while idle: no run starts until they are in the history
+        self._before_lock = threading.Lock()  # one idle add_message at a time computes and appends what goes before its message
         self._closing = False
         self._force_exit = False
         self._loop_exited = False
@@ -351,7 +403,18 @@ class AgentCore:
         self._worker.submit(lambda: self._execute_run(run))
 
     def _execute_run(self, run: Run) -> None:
-        """The run thread: process, then hand the response to the loop (or deliver it, if the loop is gone).
+        """The run thread: the run, in a copy of the context its first input was sent in (docs/tracing.md).
+
+        Its hooks, tools (``tool_pool`` copies the run thread's context) and sink see what
+        the sender set; nothing the run sets leaks back. No input left (``shutdown`` took
+        it): an empty context. Never inside the sender's LLM-call stream (``call_unstreamed``).
+        """
+        sent_in = self.input_channel.head_context()
+        context = sent_in.copy() if sent_in is not None else contextvars.Context()
+        context.run(call_unstreamed, self._run_and_hand_over, run)
+
+    def _run_and_hand_over(self, run: Run) -> None:
+        """Process, then hand the response to the loop (or deliver it, if the loop is gone).
 
         Messages ``add_message`` queued during the last round are appended here, without
         ``_wake``, before the run is marked done (after which ``add_message`` appends at
@@ -413,11 +476,11 @@ class AgentCore:
             while not self._closing:
                 if not self._carry:
                     try:
-                        self._carry.append(self.follow_up_channel.get_nowait())
+                        self._carry.append(self.follow_up_channel.take_nowait())
                     except queue.Empty:
                         return
                 try:
-                    self.input_channel.put_internal(self._carry[0])
+                    self.input_channel.put_internal(*self._carry[0])  # with the context it was sent in
                 except queue.Full:
                     return
                 self._carry.popleft()
@@ -503,13 +566,16 @@ class AgentCore:
         """Token usage summed over every run so far (decision 13)."""
         return self._usage.total
 
-    def add_message(self, message: AgentMessage) -> None:
+    def add_message(self, message: AgentMessage, before: Optional[Callable[[list[AgentMessage]], list[AgentMessage]]] = None) -> None:
         """``history.add_message``: append now while no run appends (stored first), else queue for the run's next round.
 
         Decided under ``_wake``; appending now, the call counts itself in ``_adding`` (no run
         starts while it is non-zero) and stores without ``_wake``, so a stalled session
         blocks this caller and the next run's start, never a send or ``shutdown``. Raises
         ``AgentClosedError`` once closing, or what the session raised (nothing added).
+        Appending now, ``before(history)`` gives the messages that must go in first (the
+        answers to calls waiting for approval, decision 18), under ``_before_lock`` so two
+        callers do not both answer them; a queued message leaves that to the run.
         """
         with self._wake:
             if self._closing:
@@ -519,7 +585,10 @@ class AgentCore:
                 return
             self._adding += 1
         try:
-            self._writer.append_stored_first(message)
+            with self._before_lock if before is not None else nullcontext():
+                for earlier in before(self.history()) if before is not None else ():
+                    self._writer.append_stored_first(earlier)
+                self._writer.append_stored_first(message)
         finally:
             with self._wake:
                 self._adding -= 1
@@ -552,7 +621,7 @@ class AgentCore:
             self.input_channel.close(why)
             self.follow_up_channel.close(why)
             queued = [m for m in self.input_channel.drain() if m is not CONTINUE]
-            queued.extend(self._carry)
+            queued.extend(item for item, _ in self._carry)
             self._carry.clear()
             queued.extend(self.follow_up_channel.drain())
             self._wake.notify_all()

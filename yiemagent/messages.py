@@ -23,6 +23,7 @@ from dataclasses_json import DataClassJsonMixin, config
 
 __all__ = [
     "AgentMessage",
+    "ApprovalMessage",
     "AssistantMessage",
     "ImageContent",
     "LLMModel",
@@ -310,6 +311,23 @@ class AssistantMessage(AgentMessage):
     error_message: Optional[str] = None
     timestamp: datetime = field(default_factory=utc_now, metadata=_TIMESTAMP)
     role: str = field(default="assistant", init=False)
+    output: Any = None  # beyond the spec: the typed answer (docs/api.md "Typed answers"); None without output_type
+
+    @property
+    def text(self) -> str:
+        """The reply's text blocks joined (beyond the spec, docs/api.md "Reading a reply"); "" when there are none.
+
+        Safe on any reply, also a failed one whose content is empty (where ``content[0].text``
+        raises ``IndexError``). Text blocks are ``TextContent`` and plain ``{"type": "text"}``
+        dicts (a text with citations); tool calls and thinking are left out.
+        """
+        parts: list[str] = []
+        for block in self.content if isinstance(self.content, (list, tuple)) else []:
+            if isinstance(block, TextContent) and isinstance(block.text, str):
+                parts.append(block.text)
+            elif isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+        return "".join(parts)
 
 
 @dataclass(frozen=True)
@@ -332,10 +350,38 @@ class ToolResultMessage(AgentMessage):
     role: str = field(default="tool", init=False)
 
 
+APPROVAL_DECISIONS = ("deferred", "approved", "rejected", "resumed")
+
+
+@dataclass(frozen=True)
+class ApprovalMessage(AgentMessage):
+    """One step of a deferred tool call's approval, kept in the history, never sent to an LLM.
+
+    Beyond the spec (docs/api.md "Approvals that wait for a person", decision 18). The
+    history holds the pending state, so a session carries it to another process:
+    ``decision`` is "deferred" (``before_tool_call`` deferred the call; ``arguments`` are
+    the call's, ``reason`` the hook's), "approved" (``arguments``: those it will run with),
+    "rejected" (``reason``: the text of its error result) or "resumed" (an approved call
+    starts running: a crash from here on leaves it lost, not pending). The formatter sends
+    no message for it; ``yiemagent.approvals`` reads it.
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    decision: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    timestamp: datetime = field(default_factory=utc_now, metadata=_TIMESTAMP)
+    role: str = field(default="approval", init=False)
+
+
 _MESSAGE_TYPES: dict[str, type[AgentMessage]] = {
     "user": UserMessage,
     "assistant": AssistantMessage,
     "tool": ToolResultMessage,
+    "approval": ApprovalMessage,
 }
 
 
@@ -343,7 +389,7 @@ def message_from_dict(data: dict[str, Any]) -> AgentMessage:
     """Rebuild any message from ``to_dict()`` output, choosing the type by ``role``.
 
     Raises:
-        ValueError: the role is not one of "user", "assistant", "tool".
+        ValueError: the role is not one of "user", "assistant", "tool", "approval".
     """
     role = data.get("role")
     message_type = _MESSAGE_TYPES.get(role)  # type: ignore[arg-type]

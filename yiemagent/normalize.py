@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, Optional
 from ._bounds import NotJSONError, clean_str, json_safe, plain, short_repr
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
-from .messages import AgentMessage, AssistantMessage, ImageContent, LLMUsage, MessageContent, TextContent, ToolResultMessage, UserMessage
+from .messages import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, MessageContent, TextContent, ToolResultMessage, UserMessage
 from .types import AgentToolCall
 
 __all__ = ["CheckedReply", "normalize_content", "normalize_message", "normalize_reply", "normalize_tool_result"]
@@ -260,4 +260,22 @@ def normalize_message(message: AgentMessage) -> AgentMessage:
         if not isinstance(message.content, (list, tuple, str)) and message.content is not None:
             raise MessageFormatError(f"ToolResultMessage content is {type(message.content).__name__}; expected a list of content blocks")
         return normalize_tool_result(message)
-    raise MessageFormatError(f"{type(message).__name__} is not a UserMessage, AssistantMessage or ToolResultMessage")
+    if isinstance(message, ApprovalMessage):  # never sent; checked so that it stores and loads again
+        return _normalize_approval(message)
+    raise MessageFormatError(f"{type(message).__name__} is not a UserMessage, AssistantMessage, ToolResultMessage or ApprovalMessage")
+
+
+def _normalize_approval(message: ApprovalMessage) -> ApprovalMessage:
+    """An approval step checked: its ids and texts are str, its decision known, its arguments a JSON object."""
+    for name in ("tool_call_id", "tool_name", "reason"):
+        if not isinstance(getattr(message, name), str):
+            raise MessageFormatError(f"ApprovalMessage {name} is {type(getattr(message, name)).__name__}; expected a str")
+    if message.decision not in APPROVAL_DECISIONS:
+        raise MessageFormatError(f"ApprovalMessage decision is {short_repr(message.decision, 40)}; expected one of {APPROVAL_DECISIONS}")
+    if not isinstance(message.arguments, dict):
+        raise MessageFormatError(f"ApprovalMessage arguments are {type(message.arguments).__name__}; expected a dict")
+    try:
+        arguments = json_safe(message.arguments, _path="arguments")
+    except NotJSONError as exc:
+        raise MessageFormatError(f"ApprovalMessage {exc}") from None
+    return message if arguments is message.arguments else replace(message, arguments=arguments)

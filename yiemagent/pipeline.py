@@ -9,19 +9,23 @@ from; nothing raises out of the pipeline (spec §8.1 "Key design principle", §1
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Optional
 
+import jsonschema
+from jsonschema.protocols import Validator
+
 from ._threads import wait_on_daemon
 from ._failures import ABORTED_MESSAGE, USER_CODE_ERRORS, create_error_tool_result, describe_error, user_code_errors
-from ._bounds import short_repr
+from ._bounds import cap_text, json_copy, preview, short_repr
 from .errors import ToolArgumentsError
 from .events import EventEmitter, SubAgentEvent, ToolExecUpdateEvent, as_emitter
 from .messages import LLMUsage, MessageContent, TextContent, ToolResultMessage
-from .schema import validate_required_args
 from .types import (
     AbortSignal,
     AfterToolCallContext,
@@ -34,11 +38,13 @@ from .types import (
     ExecutedOutcome,
     FinalizedOutcome,
     ImmediateOutcome,
+    PendingApproval,
     PreparedToolCall,
 )
 
 __all__ = [
     "ABORTED_MESSAGE",
+    "compiled_validator",
     "create_error_tool_result",
     "create_tool_result_message",
     "execute_prepared_tool_call",
@@ -53,6 +59,81 @@ logger = logging.getLogger("yiemagent.pipeline")
 
 _SUGGEST_MAX_CHARS = 64  # no suggestion for a longer unknown name: difflib is quadratic, and no tool is named so
 _AFTER_HOOK_KEYS = ("content", "details", "usage", "terminate", "is_error")
+
+
+# --- spec §8.1 "Validate arguments": the default validator, on jsonschema ----------------
+# Decision 4: the default validator checks the whole ``input_schema``, not only its
+# ``required`` list. Compiled validators are cached per schema object, so a tool's schema
+# is compiled once, not on every call.
+
+_CACHE_SIZE = 1024
+# id(schema) -> (schema, validator). The schema itself is kept so that its id cannot be
+# reused by another object while the entry lives; the identity check below makes a
+# stale id harmless anyway.
+_cache: OrderedDict[int, tuple[Any, Validator]] = OrderedDict()
+_cache_lock = threading.Lock()  # guards _cache
+
+
+def compiled_validator(schema: dict[str, Any]) -> Validator:
+    """The cached jsonschema validator for this schema object."""
+    key = id(schema)
+    with _cache_lock:
+        entry = _cache.get(key)
+        if entry is not None and entry[0] is schema:
+            _cache.move_to_end(key)
+            return entry[1]
+    validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator = validator_class(schema)
+    with _cache_lock:
+        _cache[key] = (schema, validator)
+        if len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return validator
+
+
+def _field_of(error: jsonschema.ValidationError) -> str:
+    """The argument a validation error is about, as a path like ``units`` or ``items/0``."""
+    path = "/".join(str(p) for p in error.absolute_path)
+    if error.validator == "required" and isinstance(error.instance, dict):
+        # "required" errors sit on the parent object; name the missing field itself.
+        missing = [name for name in error.validator_value if name not in error.instance]
+        if missing:
+            return "/".join(filter(None, [path, str(missing[0])]))
+    return path or "(arguments)"
+
+
+def validate_required_args(args: Any, input_schema: dict[str, Any]) -> Optional[str]:
+    """Validate ``args`` against the whole ``input_schema``; None when valid.
+
+    Spec: §8.1 default ``validateRequiredArgs(args, inputSchema)``.
+    Deviation: decision 4 — every keyword of the schema is checked, not only
+    ``required``.
+
+    Returns an error text that names each failing field and shows the arguments that
+    were received, e.g. ``city: 'city' is a required property. Received arguments:
+    {}``.
+    """
+    validator = compiled_validator(input_schema)
+    problems = sorted((_field_of(e), e.message) for e in validator.iter_errors(args))
+    if not problems:
+        return None
+    # error texts echo model input: each part is capped (docs/failures.md), the whole text by the pipeline
+    lines = "; ".join(f"{field}: {cap_text(message, 300)}" for field, message in problems[:20])
+    # preview() bounds the depth and turns keys into str, so only a value JSON cannot hold
+    # reaches _shown; the text is for the model to read, not to parse back
+    received = json.dumps(preview(args), ensure_ascii=False, sort_keys=True, default=_shown)
+    return f"{lines}. Received arguments: {cap_text(received, 1000)}"
+
+
+def _shown(value: Any) -> str:
+    """A value JSON cannot hold, in words: its bounded repr, or its type if even repr fails."""
+    try:
+        return short_repr(value)
+    except Exception:  # a hostile __repr__ must not turn a validation error into a crash
+        return f"<{type(value).__name__} object>"
+
+
+# --- spec §8: the three phases ----------------------------------------------------------
 
 
 def _unknown_tool_message(name: str, tools: Mapping[str, AgentTool]) -> str:
@@ -122,7 +203,7 @@ def prepare_tool_call(
     tool_call: AgentToolCall,
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
-) -> PreparedToolCall | ImmediateOutcome:
+) -> PreparedToolCall | ImmediateOutcome | PendingApproval:
     """Resolve, prepare and validate one tool call, then ask ``before_tool_call``.
 
     Spec: §8.1 "Phase 1: Prepare" (prepareToolCall); §14 "beforeToolCall Hook".
@@ -133,6 +214,10 @@ def prepare_tool_call(
     validator raised or rejected them, the hook raised, returned something that is not
     None or a dict, or blocked the call, or the signal fired during the hook.
     Never raises for input that came from the model or for a failing hook.
+
+    Beyond the spec (decision 18): a hook that answers ``{"defer": True, "reason": ...}``
+    gets a ``PendingApproval``: the call is neither run nor answered until a person
+    approves or rejects it (``yiemagent.approvals``).
     """
     tool = context.tools.get(tool_call.name)
     if tool is None:
@@ -155,6 +240,8 @@ def prepare_tool_call(
         return ImmediateOutcome(
             create_error_tool_result(f"validate_required_args of tool {tool.name!r} raised {describe_error(exc)}"), True
         )
+    # the hook and the tool get arguments of their own: the call in the history keeps what the model sent
+    args = json_copy(args)
 
     hook = config.before_tool_call
     if hook is not None:
@@ -179,6 +266,9 @@ def prepare_tool_call(
             if before.get("block"):
                 reason = before.get("reason")
                 return ImmediateOutcome(create_error_tool_result(str(reason) if reason else "Tool execution was blocked"), True)
+            if before.get("defer"):  # decision 18: waits for a person (docs/api.md "Approvals that wait for a person")
+                reason = before.get("reason")
+                return PendingApproval(tool_call.id, tool.name, dict(tool_call.arguments), str(reason) if reason else "awaiting approval")
     return PreparedToolCall(tool, tool_call, args)
 
 

@@ -13,13 +13,35 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
 
 from ._bounds import NotJSONError, json_safe
 from .errors import ToolDefinitionError, ToolSchemaError
-from .schema import check_input_schema
 from .types import AgentTool
 
-__all__ = ["ToolStore", "clear_tools", "get_tools", "register_tool"]
+__all__ = ["ToolStore", "check_input_schema", "clear_tools", "get_tools", "register_tool"]
+
+
+def check_input_schema(tool_name: str, schema: Any) -> None:
+    """Raise ``ToolSchemaError`` naming the tool if ``schema`` is not valid JSON Schema.
+
+    The metaschema is the one the schema names in ``$schema``, else Draft 2020-12. A
+    top-level ``"type"`` must be ``"object"`` (spec §7: the arguments are one object).
+    """
+    if not isinstance(schema, dict):
+        raise ToolSchemaError(f"tool {tool_name!r}: input_schema must be a JSON object (dict), got {type(schema).__name__}")
+    if "type" in schema and schema["type"] != "object":
+        # a tool's arguments are always one JSON object (spec §7); every LLM API rejects another top-level type
+        raise ToolSchemaError(f"tool {tool_name!r}: input_schema must describe an object (\"type\": \"object\"), got \"type\": {schema['type']!r}")
+    validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator_class.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise ToolSchemaError(f"tool {tool_name!r}: input_schema is not a valid JSON Schema at {where}: {exc.message}") from exc
 
 
 class ToolStore:

@@ -13,25 +13,32 @@ and a run reaches its agent only through ``RunHost``.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Protocol
 
+from .approvals import answer_deferred_aborted, awaiting_response, deferral_steps, start_of_run, superseding_results
 from .batch import answer_tool_calls_with_error, execute_tool_calls
 from .events import AgentRunEndEvent, AgentRunStartEvent, EventEmitter, LLMCallEndEvent, LLMCallStartEvent, SubAgentEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
-from .messages import AgentMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage, UsageLimits
+from .messages import AgentMessage, ApprovalMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage, UsageLimits
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
 from ._failures import describe_error, user_code_errors
-from .streaming import relay_deltas
+from .errors import AgentClosedError
+from .events import relay_deltas
+from .history.sessions import Session, release_session
 from .types import AbortSignal, AgentContext, AgentLoopConfig, AgentState, AgentToolCallBatch
+from .typed.output import OutputSpec, output_invalid_response
+from .types import RunContext, run_context
 from .messages import add_usage
 
 __all__ = [
     "CONTINUE",
     "DEFAULT_MAX_ROUNDS",
+    "HistoryWriter",
     "Run",
     "RunHost",
     "check_max_rounds",
@@ -42,6 +49,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger("yiemagent.run")
+_sessions_logger = logging.getLogger("yiemagent.sessions")  # a store that failed (docs/sessions.md)
 
 CONTINUE = object()
 """Put on the input channel by ``continue_agent``: asks for a run without adding a message."""
@@ -55,7 +63,7 @@ TRUNCATED_CALL_MESSAGE = (
 class RunHost(Protocol):
     """What a run may touch of its agent: the whole interface between the two.
 
-    The agent's core (``_core.AgentCore``) implements it; a run never reaches further.
+    The agent's core (``loop.AgentCore``) implements it; a run never reaches further.
     Each member has one job, so that a feature can grow the run without reaching into
     the agent: a session stores each message in ``append``; streaming wraps ``llm_call``;
     limits read ``max_rounds``; usage goes to ``record_usage``.
@@ -81,6 +89,8 @@ class RunHost(Protocol):
         record_usage(usage): add the run's summed usage to the agent's total.
         history(): a copy of the history.
         ring(): wake the loop thread (after the run took its first input).
+        output_spec (optional, beyond the spec): the typed answer (``typed/output.py``), or None.
+        deps (optional, beyond the spec): what tools receive in their ``RunContext`` (``types.py``).
     """
 
     state: AgentState
@@ -125,6 +135,113 @@ class Run:
     took_first_input: bool = False  # until then, queued input is what this run is about to take
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
     tool_calls: int = 0  # tool calls run (a call cut off by the token limit is not run); for UsageLimits
+
+
+# --- where messages enter the history (spec §6; docs/sessions.md) ---------------------
+
+
+class HistoryWriter:
+    """Where every message enters an agent's history: ``state.messages``, then the session.
+
+    Spec: §6 (the run appends input, replies and results); docs/sessions.md "The agent
+    with a session": each message is stored as it enters the history, before the next LLM
+    round can see it. ``release`` ends the agent's hold on the session (decision 17).
+
+    Thread safety: two locks, taken in this order. ``store_lock`` is held across the
+    session's ``append``, so the session's order is the history's; only appenders take
+    it. ``lock`` guards ``state.messages``, ``_failure`` and the hold's flags
+    (``_storing``, ``_release_asked``, ``_released``) and is held only for a list or flag
+    operation, never across the session: a session that stalls (a disk, a database lock)
+    blocks the thread appending and those queued behind it, never a reader of the history,
+    and never ``release``, which leaves the release to a store in progress. Neither lock is
+    held while taking the agent's ``_wake`` (the agent never waits for ``store_lock`` while
+    holding ``_wake``), so there is no lock-order cycle. Any thread may call any method.
+    """
+
+    __slots__ = ("state", "session", "lock", "store_lock", "_failure", "_storing", "_release_asked", "_released")
+
+    def __init__(self, state: AgentState, session: Optional[Session]) -> None:
+        self.state = state
+        self.session = session
+        self.lock = threading.Lock()  # guards state.messages, _failure and the hold's flags; never held across the session
+        self.store_lock = threading.Lock()  # orders appends: held from the memory append to the session's return
+        self._failure: Optional[str] = None  # the first store that failed since take_failure
+        self._storing = False  # a session.append is in progress (it releases the hold if asked meanwhile)
+        self._release_asked = False  # the agent has ended: no store starts any more
+        self._released = False  # release_session was called (once)
+
+    def append(self, message: AgentMessage) -> None:
+        """Keep ``message`` in memory and store it; never raises (the run's path).
+
+        A session that fails leaves the message in memory (the conversation stays whole,
+        so valid to send) and records the failure: the run takes it with ``take_failure``
+        before its next LLM round and ends with stop_reason "error" naming it, so no round
+        sees a message the session lacks without the caller being told. Called in the
+        agent's run thread, where anything the session raises — ``SystemExit`` too — is
+        contained (``pipeline.user_code_errors``): it must not strand the run's response.
+        """
+        with self.store_lock:
+            with self.lock:
+                self.state.messages.append(message)
+                if self.session is None:
+                    return
+                if self._release_asked:  # the agent has ended; another agent may hold the session now
+                    self._failure = self._failure or f"the agent has released the session {self.session!r}; a message was not stored"
+                    return
+                self._storing = True
+            try:
+                self.session.append(message)
+            except user_code_errors() as exc:  # sqlite3.Error, OSError, a custom session's own
+                why = f"the session {self.session!r} could not store a {getattr(message, 'role', '?')} message: {type(exc).__name__}: {exc}"
+                _sessions_logger.error("%s", why, exc_info=True)
+                with self.lock:
+                    self._failure = self._failure or why
+            finally:
+                self._stored()
+
+    def append_stored_first(self, message: AgentMessage) -> None:
+        """Store ``message``, then keep it (``add_message`` while idle): a failure raises and nothing is added."""
+        with self.store_lock:
+            with self.lock:
+                if self._release_asked:
+                    raise AgentClosedError("the agent has been shut down; it takes no more messages")
+                self._storing = True
+            try:
+                if self.session is not None:
+                    self.session.append(message)
+                with self.lock:
+                    self.state.messages.append(message)
+            finally:
+                self._stored()
+
+    def _stored(self) -> None:
+        with self.lock:
+            self._storing = False
+            release = self._release_asked and not self._released
+            self._released = self._released or release
+        if release and self.session is not None:
+            release_session(self.session)
+
+    def release(self) -> None:
+        """End the agent's hold on its session (decision 17): now, or when the store in progress returns.
+
+        Called as the agent ends, by the thread that stored its last message (the loop
+        thread, or a run ``shutdown`` left running). From then on no store starts, so the
+        next holder's messages never interleave with this agent's. Never waits for a
+        stalled session and never raises; calling it again does nothing.
+        """
+        with self.lock:
+            self._release_asked = True
+            release = not self._storing and not self._released
+            self._released = self._released or release
+        if release and self.session is not None:
+            release_session(self.session)
+
+    def take_failure(self) -> Optional[str]:
+        """The first store failure since the last call, if any; clears it."""
+        with self.lock:
+            failure, self._failure = self._failure, None
+            return failure
 
 
 # --- the cap on LLM rounds (decision 12) ---------------------------------------------
@@ -182,18 +299,18 @@ def usage_limit_response(passed: str) -> AssistantMessage:
     return AssistantMessage([TextContent(f"Stopped: usage limit {passed}.")], stop_reason="usage_limit", error_message=why)
 
 
-def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optional[str], bool]:
-    """Spec §6 step 1: move every queued input message into the history.
+def _read_input(host: RunHost, *, with_input: bool = True) -> tuple[list[AgentMessage], int, Optional[str], bool]:
+    """Spec §6 step 1: every queued input message, checked, in order, not yet appended.
 
-    Returns (how many were taken, why the first dropped item was dropped or None,
-    whether ``continue_agent`` asked for this run). Messages given to ``add_message``
-    during the run join first, also when ``with_input`` is False (a closing
-    agent: ``shutdown`` returns its input, but an added message is the run's to append).
+    Returns (the messages, how many came from the input channel, why the first dropped
+    item was dropped or None, whether ``continue_agent`` asked for this run). Messages
+    given to ``add_message`` during the run come first, also when ``with_input`` is False
+    (a closing agent: ``shutdown`` returns its input, but an added message is the run's to
+    append).
     """
-    for added in host.take_added():
-        host.append(added)
+    messages = list(host.take_added())
     if not with_input:
-        return 0, None, False
+        return messages, 0, None, False
     taken, dropped, continued = 0, None, False
     for raw in host.take_input():
         if raw is CONTINUE:
@@ -206,8 +323,41 @@ def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optiona
             logger.error("dropped a message put on the input channel that is not a valid user message: %.300r", raw, exc_info=True)
             dropped = dropped or f"a message put on the input channel is not a valid user message and was dropped: {describe_error(exc)}"
             continue
-        host.append(message)
+        messages.append(message)
         taken += 1
+    return messages, taken, dropped, continued
+
+
+def _approval_steps_in_play(history: list[AgentMessage], messages: list[AgentMessage]) -> bool:
+    """Whether a call may wait for approval: an approval step after the history's last assistant message, or in the input.
+
+    A call waits only through such a step (approvals.py), so a run without one never asks
+    approvals.py anything: the cost of decision 18 is this backward look, in a run with no approvals.
+    """
+    for message in reversed(history):
+        if isinstance(message, AssistantMessage):
+            break
+        if isinstance(message, ApprovalMessage):
+            return True
+    return any(isinstance(message, ApprovalMessage) for message in messages)
+
+
+def _append_input(host: RunHost, messages: list[AgentMessage]) -> None:
+    """Append input; a new message first answers the calls still waiting for approval (decision 18)."""
+    if not _approval_steps_in_play(host.history(), messages):
+        for message in messages:
+            host.append(message)
+        return
+    for message in messages:
+        for result in superseding_results(host.history(), message, host.emit) if not isinstance(message, ToolResultMessage) else ():
+            host.append(result)
+        host.append(message)
+
+
+def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optional[str], bool]:
+    """Spec §6 step 1: move every queued input message into the history (``_read_input``, then append)."""
+    messages, taken, dropped, continued = _read_input(host, with_input=with_input)
+    _append_input(host, messages)
     return taken, dropped, continued
 
 
@@ -219,6 +369,7 @@ def _error_response(why: str) -> AssistantMessage:
 
 def _aborted_response(run: Run) -> AssistantMessage:
     reason = run.signal.reason or "aborted by abort()"
+    logger.info("run %d aborted: %s", run.id, reason)
     return AssistantMessage([TextContent("Run aborted.")], stop_reason="aborted", error_message=reason)
 
 
@@ -241,6 +392,27 @@ def _terminated_response(reply: AssistantMessage, batch: AgentToolCallBatch) -> 
         stop_reason="tool_use_terminated",
         error_message="One or more tool calls failed" if failed else None,
     )
+
+
+def _requested_model(host: RunHost) -> tuple[Optional[str], Optional[str]]:
+    """The model and provider a round asks for, as far as the agent knows (``LLMCallStartEvent``).
+
+    The agent's ``state.model`` when it has one, else the ``model`` and ``provider``
+    attributes of ``llm_call`` (``OpenAIClient``, ``AnthropicClient``…); None where
+    neither says. Read each round: ``llm_call`` may be replaced between runs.
+    """
+    configured, llm_call = host.state.model, host.llm_call
+    model = _text_attribute(configured, "name") or _text_attribute(llm_call, "model")
+    return model, _text_attribute(configured, "provider") or _text_attribute(llm_call, "provider")
+
+
+def _text_attribute(owner: Any, name: str) -> Optional[str]:
+    """``owner.name`` when it is a non-empty str, else None (also when reading it raises: it is user code)."""
+    try:
+        value = getattr(owner, name, None)
+    except user_code_errors():
+        return None
+    return value if isinstance(value, str) and value else None
 
 
 def _reported_usage(raw: Any) -> Optional[LLMUsage]:
@@ -267,25 +439,33 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
         return None, [], None, f"prepare_context raised {describe_error(exc)}"
     if not isinstance(ctx, AgentContext):
         return None, [], None, f"prepare_context returned {type(ctx).__name__}; expected an AgentContext"
+    answer = _output_spec(host)
+    if answer is not None and answer.tool is not None:  # beyond the spec: the final-answer tool (typed/output.py)
+        ctx = AgentContext(ctx.system_prompt, ctx.messages, {**ctx.tools, answer.tool.name: answer.tool})
     try:
         formatted = host.format_msg_for_llm(ctx, emit)
     except user_code_errors() as exc:
         return None, [], None, f"format_msg_for_llm raised {describe_error(exc)}"
-    emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages)))
+    model, provider = _requested_model(host)
+    emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
     started = time.perf_counter()
-    reply, calls, error, usage = None, [], None, None
+    reply, calls, error, error_type, usage = None, [], None, None, None
     try:
         with relay_deltas(emit, run.id, run.rounds, run.signal):  # its deltas reach the sink until it returns
             raw = host.llm_call(formatted)
         usage = _reported_usage(raw)
         reply, calls, error = normalize_reply(raw)
+        error_type = "invalid_reply" if error is not None else None
     except user_code_errors() as exc:
-        error = f"LLM call failed: {describe_error(exc)}"
+        error, error_type = f"LLM call failed: {describe_error(exc)}", type(exc).__qualname__
     # tokens spent count even when an abort drops the reply, or decision 15 refuses it
     run.usage = add_usage(run.usage, usage)
     if run.signal.aborted:  # a reply cut short by abort (or finished after it) never enters the history
-        reply, calls, error = None, [], f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
-    emit(LLMCallEndEvent(run.id, run.rounds, time.perf_counter() - started, reply, usage, error))
+        reply, calls, error_type = None, [], "aborted"
+        error = f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
+    duration = time.perf_counter() - started
+    logger.debug("run %d round %d: llm_call took %.3f s%s", run.id, run.rounds, duration, f"; {error}" if error else "")
+    emit(LLMCallEndEvent(run.id, run.rounds, duration, reply, usage, error, error_type))
     return reply, calls, ctx, error
 
 
@@ -313,12 +493,20 @@ class _SubRunUsage:
         self.emit(event)
 
 
+def _output_spec(host: RunHost) -> Optional[OutputSpec]:
+    """The agent's typed answer (``YiemAgent(output_type=...)``), or None; a host may have none."""
+    return getattr(host, "output_spec", None)
+
+
 def _rounds(host: RunHost, run: Run) -> AssistantMessage:
     paused = False  # the last reply was a turn the server paused (stop_reason "pause_turn")
+    answer = _output_spec(host)
+    invalid_answers = 0  # beyond the spec: typed answers that failed their check (typed/output.py)
     while True:
         if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
             return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
-        passed = host.usage_limits.passed(run.usage, run.tool_calls) if run.rounds and host.usage_limits else None
+        limits = getattr(host, "usage_limits", None)  # UsageLimits or None; a host may have none
+        passed = limits.passed(run.usage, run.tool_calls) if run.rounds and limits is not None else None
         if passed is not None:  # checked where max_rounds is: after the round's results are in the history
             return usage_limit_response(passed)
         if run.rounds and not paused:  # a paused turn goes back as the last message: input joins after it is done
@@ -336,6 +524,11 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             return _error_response(error or "no reply")
         if reply.stop_reason == "error":  # an llm_call that reports its failure instead of raising
             return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
+        verdict = None
+        if answer is not None and not tool_calls and reply.stop_reason != "pause_turn":
+            verdict = answer.from_text(reply)
+            if verdict.valid:
+                reply = replace(reply, output=verdict.value)
         host.append(reply)
 
         # beyond the spec: a paused turn (Anthropic's server tools) is sent again to go on, a round like any (docs/streaming.md)
@@ -343,21 +536,46 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if paused:
             continue
         if not tool_calls:  # step 5 (the calls were extracted by normalize_reply)
-            return reply  # no tool calls: this is the final response
+            if verdict is None or verdict.valid:
+                return reply  # no tool calls: this is the final response
+            invalid_answers += 1
+            if invalid_answers > answer.retries:  # type: ignore[union-attr]
+                return output_invalid_response(verdict.why or "", answer.retries)  # type: ignore[union-attr]
+            host.append(answer.retry_message(verdict.why or ""))  # type: ignore[union-attr]
+            continue
         if reply.stop_reason == "length":  # decision 10: a cut-off call is never run
             batch = answer_tool_calls_with_error(tool_calls, TRUNCATED_CALL_MESSAGE, host.emit)
         else:  # step 6
             context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
             host.state.pending_tool_calls = {c.id for c in tool_calls}
             run.tool_calls += len(tool_calls)
+            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, tuple(context.messages), None)
+            sub_runs = _SubRunUsage(host.emit)  # an agent_tool's sub-runs: their usage joins the run's
             try:
-                sub_runs = _SubRunUsage(host.emit)
-                batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, EventEmitter(sub_runs))
+                with run_context(run_ctx):  # beyond the spec: what tools and hooks see of the run (types.py)
+                    batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, EventEmitter(sub_runs))
             finally:
                 host.state.pending_tool_calls = set()
             run.usage = add_usage(run.usage, sub_runs.usage)  # an agent_tool's sub-runs spent for this run
         for tool_result in batch.messages:
             host.append(normalize_tool_result(tool_result))
+        if batch.deferred:  # decision 18: the pending state goes into the history, and the run ends
+            if run.signal.aborted:  # nothing waits after an abort
+                for result in answer_deferred_aborted(batch.deferred):
+                    host.append(result)
+                return _aborted_response(run)
+            for step in deferral_steps(batch.deferred):
+                host.append(normalize_message(step))
+            return awaiting_response(batch.deferred)
+        given = answer.from_batch(tool_calls, batch.messages) if answer is not None and not run.signal.aborted else None
+        if given is not None:  # the final-answer tool was called (typed/output.py)
+            if given.valid:
+                final = answer.final_message(reply, given.value)  # type: ignore[union-attr]
+                host.append(final)
+                return final
+            invalid_answers += 1
+            if invalid_answers > answer.retries:  # type: ignore[union-attr]
+                return output_invalid_response(given.why or "", answer.retries)  # type: ignore[union-attr]
         if batch.terminate:
             return _terminated_response(reply, batch)
         if run.signal.aborted:
@@ -371,6 +589,8 @@ def _answer_unanswered_calls(host: RunHost, why: str) -> None:
     for message in reversed(history):
         if isinstance(message, ToolResultMessage):
             answered.add(message.tool_call_id)
+        elif isinstance(message, ApprovalMessage):  # an approval step (decision 18) answers nothing
+            continue
         elif isinstance(message, AssistantMessage):
             for call in extract_tool_calls(message)[1]:
                 if call.id not in answered:
@@ -391,12 +611,18 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     conversation to send to an LLM again. Never raises.
     """
     started = time.perf_counter()
-    taken, dropped, continued = _take_input(host)
+    messages, taken, dropped, continued = _read_input(host)
     run.took_first_input = True
     host.ring()
+    logger.debug("run %d started: %d new message(s)%s", run.id, taken, " (continue_agent)" if continued else "")
     host.emit(AgentRunStartEvent(run.id, taken))
     try:
-        if taken == 0 and host.closing:  # shutdown took this run's input (decision 16): no LLM round for nothing
+        # approvals first: their results go before any new message (decision 18)
+        ended = start_of_run(host, run.signal, messages) if _approval_steps_in_play(host.history(), messages) else None
+        _append_input(host, messages)
+        if ended is not None:
+            response = ended
+        elif taken == 0 and host.closing:  # shutdown took this run's input (decision 16): no LLM round for nothing
             response = AssistantMessage([], stop_reason="aborted", error_message="the agent was shut down before the run took its input")
         elif taken == 0 and dropped and not continued:  # nothing to answer: a round would send the LLM no new message
             response = _error_response(dropped)
@@ -408,5 +634,11 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
         _answer_unanswered_calls(host, response.error_message or "internal error")
     host.state.error_message = response.error_message if response.stop_reason == "error" else None
     host.record_usage(run.usage)
-    host.emit(AgentRunEndEvent(run.id, response, run.rounds, time.perf_counter() - started, run.usage))
+    duration = time.perf_counter() - started
+    # docs/tracing.md "Logging": DEBUG only, so that a quiet run that succeeds logs nothing at INFO or above
+    logger.debug(
+        "run %d ended: stop_reason %r after %d round(s) in %.3f s, %d input + %d output tokens",
+        run.id, response.stop_reason, run.rounds, duration, run.usage.input_tokens, run.usage.output_tokens,
+    )
+    host.emit(AgentRunEndEvent(run.id, response, run.rounds, duration, run.usage))
     return response

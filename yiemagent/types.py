@@ -3,16 +3,19 @@
 Spec: §3 (agentTool, agentToolResult), §7 (agentToolCall), §8 (preparedToolCall,
 immediateOutcome, executedOutcome, finalizedOutcome), §10 (agentToolCallBatch), §14
 (beforeToolCallContext, afterToolCallContext), §19 "Tool Types", "Lifecycle Outcome
-Types", "Context & Config Types".
+Types", "Context & Config Types". Beyond the spec, beside the hooks' contexts: ``RunContext``,
+the context a tool call sees of its run (``current_run_context()``).
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import numbers
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from ._format_cache import History
@@ -33,7 +36,12 @@ __all__ = [
     "ExecutedOutcome",
     "FinalizedOutcome",
     "ImmediateOutcome",
+    "PendingApproval",
     "PreparedToolCall",
+    "RunContext",
+    "call_context",
+    "current_run_context",
+    "run_context",
 ]
 
 
@@ -311,6 +319,71 @@ class AfterToolCallContext:
     context: AgentContext
 
 
+# --- beyond the spec: a context for tools (docs/api.md "A context for tools, async tools") ---
+# The spec's ``execute`` receives only (id, args, signal, onPartialResult) (§3). Beyond it, a
+# tool or a hook often needs what the run knows: the application's own objects (a database
+# handle, the user), which run and round this is, the tokens spent so far, the conversation.
+# ``YiemAgent(deps=...)`` gives the application's objects; the run builds a ``RunContext`` for
+# each batch and each call of it sees it, with its own ``tool_call_id``:
+#
+# - through ``current_run_context()``, from any ``execute``, ``before_tool_call`` or
+#   ``after_tool_call`` (a context variable, set in the thread that runs them: the run
+#   thread, a pool thread of a parallel batch, the thread of a call with ``timeout_s``);
+# - as an argument of a ``tool()`` function, to a parameter annotated ``RunContext`` (it is
+#   not in the schema; the model never sends it).
+#
+# Thread safety: a ``RunContext`` is immutable (``messages`` is a tuple: a snapshot taken when
+# the batch started, which later messages do not change); each thread sees its own value of
+# the context variable (``contextvars``).
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a tool call may know of its run.
+
+    Attributes:
+        deps: the agent's ``deps`` (``YiemAgent(deps=...)``), as given; None without.
+        run_id: the run's number (1 for the agent's first run), as in the run's events.
+        round: the LLM round whose tool calls these are (1-based).
+        usage: the run's ``LLMUsage`` so far, this round's reply included.
+        messages: a read-only snapshot of the history the batch started from.
+        tool_call_id: the id of the call being run; None outside one call.
+    """
+
+    deps: Any
+    run_id: int
+    round: int
+    usage: LLMUsage
+    messages: tuple[AgentMessage, ...]
+    tool_call_id: Optional[str]
+
+
+_current: contextvars.ContextVar[Optional[RunContext]] = contextvars.ContextVar("yiemagent_run_context", default=None)
+
+
+def current_run_context() -> Optional[RunContext]:
+    """The ``RunContext`` of the tool call this thread is running, or None outside a run's tools and hooks."""
+    return _current.get()
+
+
+@contextmanager
+def run_context(context: Optional[RunContext]) -> Iterator[Optional[RunContext]]:
+    """Make ``context`` current in this thread for the ``with`` block (the run sets it around a batch)."""
+    token = _current.set(context)
+    try:
+        yield context
+    finally:
+        _current.reset(token)
+
+
+@contextmanager
+def call_context(tool_call_id: str) -> Iterator[Optional[RunContext]]:
+    """The current context with ``tool_call_id`` set, for one call's PREPARE, EXECUTE and FINALIZE; nothing outside a run."""
+    outer = _current.get()
+    with run_context(replace(outer, tool_call_id=tool_call_id) if outer is not None else None) as context:
+        yield context
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedToolCall:
     """A call that passed preparation: the resolved tool and its validated arguments (spec §8.1).
@@ -358,11 +431,33 @@ class FinalizedOutcome:
 
 
 @dataclass(frozen=True)
+class PendingApproval:
+    """A tool call that waits for a person's decision (beyond the spec; decision 18).
+
+    ``prepare_tool_call`` returns one when ``before_tool_call`` answers
+    ``{"defer": True, "reason": ...}``; ``pending_approvals(agent)`` lists them, read from
+    the history (docs/api.md "Approvals that wait for a person").
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    reason: str
+
+
+@dataclass(frozen=True)
 class AgentToolCallBatch:
     """The tool-result messages of one batch, in call order, and whether to stop (spec §10).
+
+    ``deferred`` (beyond the spec, decision 18): the calls ``before_tool_call`` deferred,
+    in call order; they have no result in ``messages``, and a batch with any does not
+    terminate.
 
     Thread safety: immutable; may be shared between threads.
     """
 
     messages: list[ToolResultMessage]
     terminate: bool
+    deferred: list[PendingApproval] = field(default_factory=list)

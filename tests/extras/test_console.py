@@ -18,7 +18,7 @@ from yiemagent import (
     take_response,
 )
 from yiemagent.cli.console import ConsolePrinter
-from yiemagent.streaming import current_abort_signal, emit_delta
+from yiemagent.events import current_abort_signal, emit_delta
 from helpers import WAIT
 
 

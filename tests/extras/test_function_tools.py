@@ -184,20 +184,18 @@ def test_a_lambda_needs_a_name_and_a_string_is_not_a_function():
         tool(42)
 
 
-def test_async_functions_are_refused():
-    """An async def cannot run in the tool threads: ToolDefinitionError says so."""
+def test_async_functions_and_async_callables_are_tools():
+    """An async def function and an instance with an async __call__ are both tools; each call is awaited (docs/api.md)."""
 
     async def fetch(url: str) -> str:
         return url
 
     class Fetcher:
         async def __call__(self, url: str) -> str:
-            return url
+            return url.upper()
 
-    with pytest.raises(ToolDefinitionError, match="async function"):
-        tool(fetch)
-    with pytest.raises(ToolDefinitionError, match="async function"):
-        tool(Fetcher(), name="fetch")
+    assert tool(fetch).execute("c1", {"url": "a"}, None, lambda p: None).content[0].text == "a"
+    assert tool(Fetcher(), name="fetch").execute("c1", {"url": "a"}, None, lambda p: None).content[0].text == "A"
 
 
 # --- docstring styles ---------------------------------------------------------------------------

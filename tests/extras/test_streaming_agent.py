@@ -1,6 +1,6 @@
 """The agent side of streaming (issue 14): a custom llm_call's deltas reach the sink as LLMDeltaEvent.
 
-The llm_calls here stream through the documented protocol (yiemagent.streaming,
+The llm_calls here stream through the documented protocol (yiemagent.events,
 docs/streaming.md) — from the calling thread and from threads of their own carrying the
 call's context — so these tests hold for any client, not only the two HTTP ones.
 """
@@ -40,7 +40,7 @@ from yiemagent import (
     take_response,
 )
 from yiemagent.llm.scripted import tool_call_reply
-from yiemagent.streaming import current_abort_signal, emit_delta, stream_to
+from yiemagent.events import current_abort_signal, emit_delta, stream_to
 
 
 

@@ -1,4 +1,4 @@
-"""The side channel a streaming llm_call uses (yiemagent.streaming) and AbortSignal.on_abort."""
+"""The side channel a streaming llm_call uses (yiemagent.events, also yiemagent.streaming) and AbortSignal.on_abort."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from yiemagent import AbortSignal
-from yiemagent.streaming import current_abort_signal, current_stream, emit_delta, stream_to
+from yiemagent.events import current_abort_signal, current_stream, emit_delta, stream_to
 
 
 def test_emit_delta_without_a_listener_does_nothing():

@@ -289,7 +289,7 @@ def test_a_run_does_not_start_between_add_messages_choice_and_its_append(agents,
     """add_message chose 'append now' (no run), then was preempted before storing: a run_agent meanwhile must
     not start a run that appends its input first. The added message comes first, as the caller saw it."""
     from yiemagent import AgentRunStartEvent
-    from yiemagent.history.sessions import HistoryWriter
+    from yiemagent.run import HistoryWriter
 
     preempted, resume = threading.Event(), threading.Event()
     original = HistoryWriter.append_stored_first

@@ -23,7 +23,7 @@ from yiemagent import AbortSignal, LLMError, extract_tool_calls
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent._secrets import DeltaMasker, Secrets
 from yiemagent.llm._wire import message_text
-from yiemagent.streaming import stream_to
+from yiemagent.events import stream_to
 from helpers import WAIT
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}

@@ -12,7 +12,7 @@ from localserver import LocalServer, Reply
 from yiemagent import LLMUsage, ToolStore, YiemAgent, register_tool, run_agent, take_response
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.llm._wire import message_text
-from yiemagent.streaming import stream_to
+from yiemagent.events import stream_to
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
 SSE = {"Content-Type": "text/event-stream"}

@@ -28,7 +28,7 @@ from yiemagent.llm._wire import message_text
 from yiemagent.llm.anthropic import build_anthropic_request
 from yiemagent.messages import message_from_dict
 from yiemagent.normalize import normalize_message
-from yiemagent.streaming import stream_to
+from yiemagent.events import stream_to
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
 

@@ -14,7 +14,7 @@ from strategies import cut, sse_cuts, stream_fragments
 from yiemagent import AbortSignal, LLMError
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.llm._wire import message_text
-from yiemagent.streaming import stream_to
+from yiemagent.events import stream_to
 from helpers import FIXTURES, WAIT
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}

@@ -12,7 +12,7 @@ from helpers import FIXTURES, WAIT, EventRecorder, make_tool, text_result
 from localserver import LocalServer, Reply
 from yiemagent import LLMError, ToolStore, YiemAgent, register_tool, run_agent, take_response
 from yiemagent.llm import AnthropicClient, OpenAIClient
-from yiemagent.streaming import stream_to
+from yiemagent.events import stream_to
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
 SSE = {"Content-Type": "text/event-stream"}

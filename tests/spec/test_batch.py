@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -63,6 +64,26 @@ def test_dispatch_is_parallel_when_config_and_all_tools_allow_it():
     ctx = context_with(recording_tool("a", log, parallel=True), recording_tool("b", log, parallel=True))
     execute_tool_calls(ctx, ASSISTANT, calls("a", "b", "nosuch"), PARALLEL, None, None)
     assert all(thread.startswith("yiemagent-tool") for _, thread in log) and len(log) == 2
+
+
+@pytest.mark.spec("9")
+def test_the_threads_a_burst_started_exit_once_the_pool_is_idle():
+    """40 calls at once run on 40 threads; once the batch is done those threads end, not kept for good."""
+    at_once = threading.Barrier(40, timeout=WAIT)
+    threads = set()
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        threads.add(threading.current_thread())
+        at_once.wait()  # all 40 are running at the same time
+        return text_result("ok")
+
+    ctx = context_with(make_tool("burst", execute, parallel=True))
+    batch = execute_tool_calls(ctx, ASSISTANT, calls(*["burst"] * 40), PARALLEL, None, None)
+    assert texts(batch) == ["ok"] * 40 and len(threads) == 40
+    deadline = time.monotonic() + WAIT
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not [t.name for t in threads if t.is_alive()]
 
 
 @pytest.mark.spec("9")
@@ -265,3 +286,28 @@ def test_hooks_and_tools_get_the_batchs_assistant_message_context_and_signal(mod
         assert hook_signal is signal, stage
         if stage != "tool":
             assert message is ASSISTANT and hook_context is context, stage
+
+
+@pytest.mark.spec("9")
+def test_calls_submitted_from_many_threads_while_the_pool_grows_all_run():
+    """64 threads submit at once, 20 times over, to a pool that grows 8 → 64: no call meets an executor just shut down."""
+    from yiemagent._threads import ElasticToolPool
+
+    for _ in range(20):
+        pool, start, release = ElasticToolPool(), threading.Barrier(64, timeout=WAIT), threading.Event()
+        futures, failures = [], []
+
+        def submit():
+            start.wait()
+            try:
+                futures.append(pool.submit(release.wait, WAIT))
+            except RuntimeError as exc:  # "cannot schedule new futures after shutdown"
+                failures.append(exc)
+
+        submitters = [threading.Thread(target=submit) for _ in range(64)]
+        for thread in submitters:
+            thread.start()
+        for thread in submitters:
+            thread.join(WAIT)
+        release.set()
+        assert not failures and [f.result(WAIT) for f in futures] == [True] * 64

@@ -323,7 +323,7 @@ def test_leaving_the_with_block_normally_lets_the_active_run_finish():
 @pytest.mark.spec("10")
 def test_an_exception_leaving_the_with_block_aborts_the_run_and_propagates():
     """``with agent:`` left by an exception aborts the active run (reason "aborted by abort()"), shuts down, and re-raises it."""
-    from yiemagent.streaming import current_abort_signal
+    from yiemagent.events import current_abort_signal
 
     entered = threading.Event()
 
@@ -394,7 +394,7 @@ def test_continue_counts_a_follow_up_the_loop_has_taken_but_not_yet_placed():
     with make_agent(llm) as agent:
         core = agent._core
         with core._wake:
-            core._carry.append({"role": "user", "content": "carried"})
+            core._carry.append(({"role": "user", "content": "carried"}, None))  # (message, the context it was sent in)
             continue_agent(agent)
         assert take_response(agent, timeout=WAIT).content == [TextContent("answered")]
         assert [m["content"] for m in llm.requests[0]["messages"] if m["role"] == "user"] == ["carried"]

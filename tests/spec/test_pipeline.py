@@ -92,6 +92,21 @@ def test_unknown_tool_message_exact_text(tools, name, expected):
     assert error_text(prepare_tool_call(context_with(*tools), ASSISTANT, call(name), SEQUENTIAL, None)) == expected
 
 
+@pytest.mark.spec("8.2")
+def test_a_tool_that_changes_its_arguments_in_place_leaves_the_models_call_as_sent():
+    """A hand-written execute that edits args (and a list inside) edits its own copy, not the call the history holds."""
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        args["city"] = "changed"
+        args["tags"].append("added")
+        return text_result("ok")
+
+    original = call("t", {"city": "Oslo", "tags": ["a"]})
+    prep = prepare_tool_call(context_with(make_tool("t", execute)), ASSISTANT, original, SEQUENTIAL, None)
+    assert not execute_prepared_tool_call(prep, None, None).is_error
+    assert original.arguments == {"city": "Oslo", "tags": ["a"]}
+
+
 @pytest.mark.spec("8.1")
 def test_prepare_arguments_hook_transforms_before_validation():
     """prepare_arguments runs before validation, so it can repair arguments the schema would reject."""

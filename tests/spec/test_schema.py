@@ -1,5 +1,5 @@
-"""schema.py: checking a tool's input_schema, the compiled-validator cache, and the text of
-a validation error (spec §8.1 "Validate arguments"; decision 4). The tests the mutation run
+"""JSON Schema on jsonschema: checking a tool's input_schema (registry.py), the compiled-validator
+cache and the text of a validation error (pipeline.py; spec §8.1 "Validate arguments"; decision 4). The tests the mutation run
 asked for: each pins a part of the error text the model reads, or the cache's identity."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from collections import OrderedDict
 
 import pytest
 
-import yiemagent.schema as schema_module
+import yiemagent.pipeline as pipeline_module
 from yiemagent.errors import ToolSchemaError
-from yiemagent.schema import check_input_schema, compiled_validator, validate_required_args
+from yiemagent.pipeline import compiled_validator, validate_required_args
+from yiemagent.registry import check_input_schema
 
 OBJECT = {"type": "object"}
 
@@ -38,9 +39,9 @@ def test_a_schema_error_at_the_top_level_is_placed_at_the_root():
 @pytest.fixture
 def small_cache(monkeypatch):
     """A fresh validator cache of 3 entries."""
-    monkeypatch.setattr(schema_module, "_cache", OrderedDict())
-    monkeypatch.setattr(schema_module, "_CACHE_SIZE", 3)
-    return schema_module._cache
+    monkeypatch.setattr(pipeline_module, "_cache", OrderedDict())
+    monkeypatch.setattr(pipeline_module, "_CACHE_SIZE", 3)
+    return pipeline_module._cache
 
 
 def distinct_schemas(n):

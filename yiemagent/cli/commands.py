@@ -3,12 +3,14 @@
 Endpoints come from flags or the environment: ``--base-url`` / ``OPENAI_BASE_URL``,
 ``--api-key`` / ``OPENAI_API_KEY`` (``ANTHROPIC_API_KEY`` with ``--anthropic``),
 ``--model`` / ``YIEMAGENT_MODEL``. With no endpoint the offline keyword planner answers,
-and the CLI says so when it starts. Against a server the reply streams (issue 14): the
+and the CLI says so when it starts. Against a server the reply streams (docs/streaming.md): the
 answer is printed as it is written, the thinking of a reasoning model dimmed on stderr;
 ``--no-stream`` waits for whole replies instead. ``--session PATH`` (``ask`` and ``chat``)
-keeps the conversation in an SQLite database, so a chat survives a restart (issue 13).
+keeps the conversation in an SQLite database, so a chat survives a restart (docs/sessions.md).
 ``--mcp "COMMAND ARGS"`` (repeatable) adds the tools of an MCP server started over stdio
-(the ``yiemagent[mcp]`` extra; docs/mcp.md).
+(the ``yiemagent[mcp]`` extra; docs/mcp.md). ``--otel`` exports every run, LLM round and
+tool call as OpenTelemetry spans over OTLP/HTTP to where ``OTEL_EXPORTER_OTLP_*`` says
+(the ``yiemagent[otel]`` extra; docs/tracing.md).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 from typing import Any, Callable, Optional, TextIO
 
 from ..agent import YiemAgent, abort, run_agent, shutdown, take_response
+from ..events import tee
 from .console import ConsolePrinter, terminal_safe
 from ..errors import AgentClosedError, MessageFormatError, SessionInUseError
 from ..llm import AnthropicClient, OfflineLLM, OpenAIClient
@@ -82,7 +85,7 @@ def _make_agent(args: argparse.Namespace, llm: Any, out: TextIO, err: TextIO) ->
     session = _open_session(args, err)
     try:
         agent = YiemAgent(
-            llm_call=llm, agent_event_sink=printer, system_prompt=args.system, parallel_tool_execute=args.parallel, session=session
+            llm_call=llm, agent_event_sink=tee(printer, getattr(args, "otel_sink", None)), system_prompt=args.system, parallel_tool_execute=args.parallel, session=session
         )
     except SessionInUseError as exc:  # decision 17: another yiemagent is in this conversation (docs/sessions.md)
         assert session is not None
@@ -221,6 +224,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-stream", action="store_true", help="wait for whole replies instead of printing them as they are written")
     parser.add_argument("-q", "--quiet", action="store_true", help="do not show LLM rounds and tool calls")
     parser.add_argument(
+        "--otel", action="store_true",
+        help="export each run, LLM round and tool call as OpenTelemetry spans over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (needs yiemagent[otel])",
+    )
+    parser.add_argument(
         "--mcp", action="append", default=[], metavar="'COMMAND ARGS'",
         help="add the tools of an MCP server started with this command over stdio, e.g. --mcp 'mcp-server-time' (repeatable; needs yiemagent[mcp])",
     )
@@ -238,6 +245,29 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Optional[list[str]] = None, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr, read: Callable[[str], str] = input) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
+    if args.otel and args.command != "demo":
+        return _with_otel(args, err, lambda: _command(args, out, err, read))
+    return _command(args, out, err, read)
+
+
+def _with_otel(args: argparse.Namespace, err: TextIO, body: Callable[[], int]) -> int:
+    """Trace ``body``'s runs with an ``OTelSink`` exporting over OTLP/HTTP (docs/tracing.md); flush at the end."""
+    try:
+        from ..otel import OTelSink
+        from ..otel.export import otlp_tracer_provider
+
+        provider = otlp_tracer_provider()
+    except (ImportError, ValueError) as exc:
+        err.write(f"error: --otel: {exc}\n")
+        return 2
+    args.otel_sink = OTelSink(provider)
+    try:
+        return body()
+    finally:
+        provider.shutdown()  # exports what the batch still holds
+
+
+def _command(args: argparse.Namespace, out: TextIO, err: TextIO, read: Callable[[str], str]) -> int:
     try:
         if args.command == "ask":
             return _with_mcp(args, err, lambda: _ask(args, out, err))

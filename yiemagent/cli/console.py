@@ -53,7 +53,7 @@ class ConsolePrinter:
     ``✓ getWeather 0.41s  Weather in Tokyo: …`` or ``✗ … (error)``. LLM rounds:
     ``llm round 1 … 0.32s, 120→30 tokens``. Colours when the stream is a terminal.
 
-    A streamed reply (issue 14) is shown as it is written: text deltas go to ``answer``
+    A streamed reply (docs/streaming.md) is shown as it is written: text deltas go to ``answer``
     (default: ``stream``; the CLI gives stdout), thinking deltas to ``stream``, dimmed,
     after a ``thinking:`` mark. A line left open by deltas is ended before anything else
     is written, and at the end of the round. ``streamed(response)`` tells whether a

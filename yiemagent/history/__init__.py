@@ -18,14 +18,13 @@ from .files import (
     load_history,
     save_history,
 )
-from .sessions import HeldSession, HistoryWriter, Session, SQLiteSession, hold_session, release_session
+from .sessions import HeldSession, Session, SQLiteSession, hold_session, release_session
 
 __all__ = [
     "FORMAT",
     "LOST_RESULT_MESSAGE",
     "VERSION",
     "HeldSession",
-    "HistoryWriter",
     "SQLiteSession",
     "Session",
     "ToolResultRepair",

@@ -50,6 +50,7 @@ from .._bounds import short_repr
 from ..errors import MessageFormatError
 from ..messages import (
     AgentMessage,
+    ApprovalMessage,
     AssistantMessage,
     ImageContent,
     LLMUsage,
@@ -60,6 +61,7 @@ from ..messages import (
     content_from_dict,
 )
 from ..normalize import normalize_message
+from ..typed._codecs import to_json_value
 
 __all__ = [
     "decode_value",
@@ -75,7 +77,7 @@ logger = logging.getLogger("yiemagent.history")
 
 TAG = "$type"
 _USAGE_FIELDS = frozenset(f.name for f in fields(LLMUsage))
-_TYPES: dict[str, type[AgentMessage]] = {"user": UserMessage, "assistant": AssistantMessage, "tool": ToolResultMessage}
+_TYPES: dict[str, type[AgentMessage]] = {"user": UserMessage, "assistant": AssistantMessage, "tool": ToolResultMessage, "approval": ApprovalMessage}
 MAX_DEPTH = 200  # values nested deeper are stored as a repr tag (Python's recursion limit is near 1000)
 _OPTIONAL_STR = {"api", "provider", "model", "stop_reason", "error_message"}
 # Ints of at most this many bits (578 decimal digits) stay JSON numbers: Python converts an
@@ -260,7 +262,7 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
     data: dict[str, Any] = {"role": message.role}  # type: ignore[attr-defined]
     for f in fields(message):  # type: ignore[arg-type]
         value = getattr(message, f.name)
-        if f.name == "role":
+        if f.name == "role" or (f.name == "output" and value is None):  # no answer: the form stays what it was
             continue
         if f.name == "timestamp":
             data[f.name] = value.isoformat() if isinstance(value, datetime) else encode_value(value)
@@ -270,6 +272,11 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
             data[f.name] = _usage_counts(value)
             if data[f.name] is None:  # counts that are not ints (a tool's LLMUsage(1.5)) would not load again
                 logger.warning("a %s message's usage %r has counts that are not ints; stored without its usage", message.role, value)  # type: ignore[attr-defined]
+        elif f.name == "output" and value is not None:  # a typed answer: its JSON form (docs/api.md "Typed answers")
+            try:
+                data[f.name] = to_json_value(value)
+            except (TypeError, ValueError):
+                data[f.name] = encode_value(value)
         else:
             data[f.name] = encode_value(value)
     return data
@@ -284,7 +291,7 @@ def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
     ``LLMUsage``, a field of the wrong type): the check only mends those, and it costs
     more than the rest of storing or loading a reply, which the agent checks anyway.
     """
-    if isinstance(message, UserMessage):
+    if isinstance(message, (UserMessage, ApprovalMessage)):
         return normalize_message(message)
     content = message.content  # type: ignore[attr-defined]
     usage = message.usage  # type: ignore[attr-defined]
@@ -340,7 +347,7 @@ def _field(name: str, value: Any) -> Any:
         return None if value is None else _usage(value)
     if name in _OPTIONAL_STR:
         return None if value is None else _expect(value, str, repr(name))
-    if name in ("tool_call_id", "tool_name"):
+    if name in ("tool_call_id", "tool_name", "decision", "reason"):
         return _expect(value, str, repr(name))
     if name == "is_error":
         return _expect(value, bool, "'is_error'")

@@ -29,7 +29,7 @@ from ._json import message_from_data, message_to_data, utf8_json
 from ._locked_files import write_atomically
 from ..errors import MessageFormatError
 from ..extraction import extract_tool_calls
-from ..messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage
+from ..messages import AgentMessage, ApprovalMessage, AssistantMessage, TextContent, ToolResultMessage
 from ..normalize import normalize_message
 from ..types import AgentToolCall
 
@@ -170,6 +170,10 @@ def complete_tool_calls(messages: list[AgentMessage], where: Optional[str] = Non
     - a call still unanswered gets an error result (``LOST_RESULT_MESSAGE``) whose timestamp
       is the assistant message's, so mending the same history twice gives equal messages.
 
+    Approval steps (``ApprovalMessage``, decision 18) among a batch's results are kept in
+    place and pass over: a call of the last batch that was deferred and not yet started
+    ("resumed") is waiting for a person, not lost, and gets no result.
+
     Moved and added results come after the batch's own, in call order. A whole history
     comes back unchanged. When anything changed, a warning on the ``yiemagent.history``
     logger names ``where`` and says what (docs/sessions.md says why logging).
@@ -191,6 +195,7 @@ def complete_tool_calls(messages: list[AgentMessage], where: Optional[str] = Non
         elif isinstance(message, ToolResultMessage) and isinstance(message.tool_call_id, str):
             results_by_id[message.tool_call_id].append(index)
     taken: set[int] = set()  # results moved to an earlier batch
+    last_batch = max(calls_at, default=-1)  # only its deferred calls may still wait (decision 18)
 
     def later_result(start: int, call_id: str) -> Optional[int]:
         owners = calls_by_id[call_id]
@@ -217,12 +222,19 @@ def complete_tool_calls(messages: list[AgentMessage], where: Optional[str] = Non
             continue
         mended.append(message)
         index += 1
-        wanted = calls_at.get(index - 1, {})
+        at = index - 1
+        wanted = calls_at.get(at, {})
         if not wanted:
             continue
         answered: set[str] = set()
-        while index < len(messages) and isinstance(messages[index], ToolResultMessage):
+        steps: dict[str, str] = {}  # call id -> its latest approval decision (decision 18)
+        while index < len(messages) and isinstance(messages[index], (ToolResultMessage, ApprovalMessage)):
             result = messages[index]
+            if isinstance(result, ApprovalMessage):
+                mended.append(result)
+                steps[result.tool_call_id] = result.decision if steps.get(result.tool_call_id) != "resumed" else "resumed"
+                index += 1
+                continue
             if index not in taken:
                 if result.tool_call_id in answered:  # type: ignore[attr-defined]
                     repair.dropped.append((index, result, "duplicate"))  # type: ignore[arg-type]
@@ -234,10 +246,12 @@ def complete_tool_calls(messages: list[AgentMessage], where: Optional[str] = Non
             index += 1
         if len(answered) == len(wanted):
             continue
-        assistant = mended[-1 - len(answered)]
+        assistant = message
         for call_id, call in wanted.items():
             if call_id in answered:
                 continue
+            if at == last_batch and steps.get(call_id, "resumed") != "resumed" and later_result(index, call_id) is None:
+                continue  # deferred and not started: it waits for approval, it is not lost
             found = later_result(index, call_id)
             if found is not None:
                 taken.add(found)

@@ -29,6 +29,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Optional
 
 from ._json import message_from_json, message_to_data
+from .sessions import ConnectedSession
 from ..errors import MessageFormatError, SessionInUseError
 from ..messages import AgentMessage
 
@@ -77,7 +78,7 @@ def _json_text(message: AgentMessage) -> str:
     return text
 
 
-class PostgresSession:
+class PostgresSession(ConnectedSession):
     """A session stored in PostgreSQL: one row per message, in order (docs/scale.md).
 
     Beyond the spec; the ``SQLiteSession`` contract (docs/sessions.md) on a database many
@@ -310,20 +311,6 @@ class PostgresSession:
             except _psycopg().Error as exc:
                 logger.warning("%r: releasing the hold failed (%s); closing the connection ends it", self, exc)
                 conn.close()
-
-    def close(self) -> None:
-        """End the hold, if any, and close the connection; further calls raise ``ValueError``. Calling it again does nothing."""
-        self.release()
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> "PostgresSession":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"PostgresSession({self.where!r}, {self.session_id!r})"

@@ -19,18 +19,15 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import IO, TYPE_CHECKING, Any, Optional, Protocol, Union
+from typing import IO, Any, Optional, Protocol, Self, Union
 
 from ._json import message_from_json, message_to_json
 from ._locked_files import release_hold, take_hold
-from ..errors import AgentClosedError, MessageFormatError, SessionInUseError
+from ..errors import MessageFormatError, SessionInUseError
 from ..messages import AgentMessage
 from .._failures import user_code_errors
 
-if TYPE_CHECKING:
-    from ..types import AgentState
-
-__all__ = ["HeldSession", "HistoryWriter", "SQLiteSession", "Session", "hold_session", "release_session"]
+__all__ = ["ConnectedSession", "HeldSession", "SQLiteSession", "Session", "hold_session", "release_session"]
 
 logger = logging.getLogger("yiemagent.sessions")
 
@@ -101,111 +98,34 @@ def release_session(session: Session) -> None:
             logger.error("the session %r could not be released: %s: %s", session, type(exc).__name__, exc, exc_info=True)
 
 
-class HistoryWriter:
-    """Where every message enters an agent's history: ``state.messages``, then the session.
+class ConnectedSession:
+    """What the shipped sessions share: one connection (``_conn``, guarded by ``_lock``) and a hold.
 
-    Spec: §6 (the run appends input, replies and results); docs/sessions.md "The agent
-    with a session": each message is stored as it enters the history, before the next LLM
-    round can see it. ``release`` ends the agent's hold on the session (decision 17).
-
-    Thread safety: two locks, taken in this order. ``store_lock`` is held across the
-    session's ``append``, so the session's order is the history's; only appenders take
-    it. ``lock`` guards ``state.messages``, ``_failure`` and the hold's flags
-    (``_storing``, ``_release_asked``, ``_released``) and is held only for a list or flag
-    operation, never across the session: a session that stalls (a disk, a database lock)
-    blocks the thread appending and those queued behind it, never a reader of the history,
-    and never ``release``, which leaves the release to a store in progress. Neither lock is
-    held while taking the agent's ``_wake`` (the agent never waits for ``store_lock`` while
-    holding ``_wake``), so there is no lock-order cycle. Any thread may call any method.
+    ``close`` ends the hold (``release``), then closes the connection; a ``with`` block closes it.
     """
 
-    __slots__ = ("state", "session", "lock", "store_lock", "_failure", "_storing", "_release_asked", "_released")
-
-    def __init__(self, state: "AgentState", session: Optional[Session]) -> None:
-        self.state = state
-        self.session = session
-        self.lock = threading.Lock()  # guards state.messages, _failure and the hold's flags; never held across the session
-        self.store_lock = threading.Lock()  # orders appends: held from the memory append to the session's return
-        self._failure: Optional[str] = None  # the first store that failed since take_failure
-        self._storing = False  # a session.append is in progress (it releases the hold if asked meanwhile)
-        self._release_asked = False  # the agent has ended: no store starts any more
-        self._released = False  # release_session was called (once)
-
-    def append(self, message: AgentMessage) -> None:
-        """Keep ``message`` in memory and store it; never raises (the run's path).
-
-        A session that fails leaves the message in memory (the conversation stays whole,
-        so valid to send) and records the failure: the run takes it with ``take_failure``
-        before its next LLM round and ends with stop_reason "error" naming it, so no round
-        sees a message the session lacks without the caller being told. Called in the
-        agent's run thread, where anything the session raises — ``SystemExit`` too — is
-        contained (``pipeline.user_code_errors``): it must not strand the run's response.
-        """
-        with self.store_lock:
-            with self.lock:
-                self.state.messages.append(message)
-                if self.session is None:
-                    return
-                if self._release_asked:  # the agent has ended; another agent may hold the session now
-                    self._failure = self._failure or f"the agent has released the session {self.session!r}; a message was not stored"
-                    return
-                self._storing = True
-            try:
-                self.session.append(message)
-            except user_code_errors() as exc:  # sqlite3.Error, OSError, a custom session's own
-                why = f"the session {self.session!r} could not store a {getattr(message, 'role', '?')} message: {type(exc).__name__}: {exc}"
-                logger.error("%s", why, exc_info=True)
-                with self.lock:
-                    self._failure = self._failure or why
-            finally:
-                self._stored()
-
-    def append_stored_first(self, message: AgentMessage) -> None:
-        """Store ``message``, then keep it (``add_message`` while idle): a failure raises and nothing is added."""
-        with self.store_lock:
-            with self.lock:
-                if self._release_asked:
-                    raise AgentClosedError("the agent has been shut down; it takes no more messages")
-                self._storing = True
-            try:
-                if self.session is not None:
-                    self.session.append(message)
-                with self.lock:
-                    self.state.messages.append(message)
-            finally:
-                self._stored()
-
-    def _stored(self) -> None:
-        with self.lock:
-            self._storing = False
-            release = self._release_asked and not self._released
-            self._released = self._released or release
-        if release and self.session is not None:
-            release_session(self.session)
+    _lock: threading.Lock
+    _conn: Any
 
     def release(self) -> None:
-        """End the agent's hold on its session (decision 17): now, or when the store in progress returns.
+        raise NotImplementedError
 
-        Called as the agent ends, by the thread that stored its last message (the loop
-        thread, or a run ``shutdown`` left running). From then on no store starts, so the
-        next holder's messages never interleave with this agent's. Never waits for a
-        stalled session and never raises; calling it again does nothing.
-        """
-        with self.lock:
-            self._release_asked = True
-            release = not self._storing and not self._released
-            self._released = self._released or release
-        if release and self.session is not None:
-            release_session(self.session)
+    def close(self) -> None:
+        """End the hold, if any, and close the connection; further calls raise ``ValueError``. Calling it again does nothing."""
+        self.release()
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
-    def take_failure(self) -> Optional[str]:
-        """The first store failure since the last call, if any; clears it."""
-        with self.lock:
-            failure, self._failure = self._failure, None
-            return failure
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
 
 
-class SQLiteSession:
+class SQLiteSession(ConnectedSession):
     """A session stored in an SQLite database: one row per message, in order.
 
     Beyond the spec (docs/sessions.md). Uses the standard library's
@@ -367,20 +287,6 @@ class SQLiteSession:
             hold, self._hold = self._hold, None
             if hold is not None and hold is not True:
                 release_hold(hold)  # type: ignore[arg-type]
-
-    def close(self) -> None:
-        """End the hold, if any, and close the connection; further calls raise ``ValueError``. Calling it again does nothing."""
-        self.release()
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> "SQLiteSession":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SQLiteSession({self.path!r}, {self.session_id!r})"

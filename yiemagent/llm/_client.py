@@ -1,6 +1,6 @@
 """What the two HTTP clients share: settings, calling with or without a stream, reading the stream.
 
-Beyond the spec (API.md "Streaming", decisions 13 and 14). A client is
+Beyond the spec (docs/streaming.md; docs/conformance.md decisions 13 and 14). A client is
 ``llm_call(formatted) -> AssistantMessage``. With ``stream=True`` (or ``"stream": True``
 in the formatted dict or the options) it reads the reply as it arrives and hands each
 text and thinking fragment to ``streaming.emit_delta`` (never a tool-call fragment: a

@@ -1,6 +1,6 @@
 """One LLM call's deadline and abort: when either fires, the call's socket is shut down.
 
-Beyond the spec (issue 10 class 5, issue 14 "abort stops reading promptly"). requests'
+Beyond the spec (docs/failures.md; docs/streaming.md: an abort stops reading at once). requests'
 ``timeout`` bounds each read, not the call: a server trickling a byte every few seconds
 could hold a call for ever. A ``CallGuard`` bounds the whole call (connecting, waiting
 for headers, the body or the stream, the waits between retries) by ``deadline_s``, and
@@ -27,7 +27,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from ..streaming import current_stream, emit_delta
+from ..events import current_stream, emit_delta
 from ..types import AbortSignal
 
 __all__ = ["ABORTED", "DEADLINE", "CallGuard", "GuardedAdapter"]

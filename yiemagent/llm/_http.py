@@ -1,6 +1,6 @@
 """POSTing JSON to an LLM server: one session per thread, retries, the deadline, capped reads, clear errors.
 
-Beyond the spec (API.md "Beyond the spec", decisions 13 and 14). Every failure is an
+Beyond the spec (docs/failures.md; docs/conformance.md decisions 13 and 14). Every failure is an
 ``LLMError`` (``status``, ``retryable``, the cause as ``__cause__``), its text masked by
 ``_secrets``.
 
@@ -37,7 +37,7 @@ from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
 from ..errors import LLMError
-from ..streaming import current_abort_signal
+from ..events import current_abort_signal
 from ._guard import ABORTED, DEADLINE, CallGuard, GuardedAdapter
 from .._secrets import Secrets, install_log_filter
 from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, loads_json, payload_error, server_message

@@ -1,6 +1,6 @@
 """What both clients read off the wire the same way: errors in a body, token counts, text parts.
 
-Beyond the spec (API.md decisions 13 and 14). Parsers raise ``ReplyError`` for a reply
+Beyond the spec (docs/conformance.md decisions 13 and 14). Parsers raise ``ReplyError`` for a reply
 that cannot be used whole; the transport turns it into an ``LLMError`` naming the URL,
 with the server's words masked (see ``_secrets``).
 """

@@ -30,7 +30,7 @@ from typing import Any, Optional
 
 from ..errors import LLMError
 from ..messages import AssistantMessage, LLMUsage, add_usage
-from ..streaming import current_stream, stream_to
+from ..events import current_stream, stream_to
 
 __all__ = ["FallbackLLM", "falls_over"]
 

@@ -389,8 +389,8 @@ class OpenAIClient(HTTPClient):
     like the key (module ``_secrets``). ``max_retry_delay_ms`` may be changed after
     construction (``YiemAgent(max_retry_delay_ms=...)`` does).
 
-    Args (beyond API.md's, all keyword-only):
-        stream: read replies as server-sent events and emit deltas (API.md "Streaming").
+    Args (beyond docs/api.md's first list, all keyword-only):
+        stream: read replies as server-sent events and emit deltas (docs/streaming.md).
         deadline_s: the longest the whole call may take, retries included (default 600;
             None: no limit). ``timeout`` bounds each connect and each read.
         headers: extra request headers (Azure's ``api-key``, OpenRouter's ``HTTP-Referer``).

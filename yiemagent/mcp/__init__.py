@@ -1,6 +1,6 @@
 """Model Context Protocol servers' tools as yiemagent tools (the optional extra ``yiemagent[mcp]``).
 
-API.md "Second push", "MCP servers"::
+docs/mcp.md; docs/api.md "MCP servers"::
 
     from yiemagent.mcp import MCPClient
 

@@ -1,6 +1,6 @@
 """``MCPClient``: a Model Context Protocol server's tools as blocking ``AgentTool`` s.
 
-API.md "Second push", "MCP servers". The SDK is asyncio-based; the client owns one
+docs/mcp.md; docs/api.md "MCP servers". The SDK is asyncio-based; the client owns one
 event-loop thread (see ``_session``) and every public method, and every tool's
 ``execute``, is a plain blocking call that hands a coroutine to that thread and waits
 for its future with a deadline. docs/mcp.md describes the threads and every failure.
@@ -20,8 +20,7 @@ from typing import Any, Optional
 from .._secrets import Secrets
 from ..errors import ToolError, ToolSchemaError
 from ..messages import AgentMessage, MessageContent, TextContent
-from ..registry import ToolStore
-from ..schema import check_input_schema
+from ..registry import ToolStore, check_input_schema
 from ..types import AbortSignal, AgentTool, AgentToolResult
 from ._convert import (
     MCPPrompt,

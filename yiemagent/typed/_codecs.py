@@ -5,7 +5,8 @@ under ``tool()`` (README "Tools from functions"). Each annotation compiles once,
 JSON Schema the model sees and a ``decode`` function that turns a JSON value that passed
 that schema into the declared Python type (a dataclass parameter receives a dataclass,
 an Enum parameter the member, a tuple a tuple, a set a set). Only the standard library's
-``typing`` and ``inspect`` are used: no model framework.
+``typing`` and ``inspect`` are used; a pydantic model (pydantic stays optional) brings its
+own schema and validation.
 
 What maps to what:
 
@@ -22,6 +23,7 @@ annotation                                schema
 ``Union[A, B]``, ``A | B``, ``Optional``  ``anyOf``
 ``Literal[...]``, ``Enum`` subclasses     ``enum`` of the (JSON scalar) values
 dataclasses, ``TypedDict``, ``NamedTuple``  ``object`` with ``properties``/``required``, closed
+pydantic ``BaseModel`` (when installed)     its ``model_json_schema()``, ``$defs`` inlined
 ``datetime``/``date``/``time``/``UUID``   ``string`` with its ``format``; ``Path``: ``string``
 ``Annotated[T, "text"]``                  T's schema with ``"description": "text"``
 ========================================  ==============================================
@@ -46,6 +48,7 @@ import datetime as dt
 import enum
 import json
 import pathlib
+import sys
 import types
 import typing
 import uuid
@@ -54,6 +57,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import jsonschema
+
+from .._bounds import json_copy
 
 __all__ = ["NO_DEFAULT", "Codec", "InexpressibleType", "codec_for", "json_default", "to_json_value", "type_name"]
 
@@ -104,16 +109,6 @@ def type_name(tp: Any) -> str:
 
 
 def _identity(value: Any) -> Any:
-    return value
-
-
-def _fresh_json(value: Any) -> Any:
-    """A JSON value in containers of its own: an ``Any`` argument is never the tool call's own
-    object, which the history holds (a function that changed it would change the model's message)."""
-    if isinstance(value, dict):
-        return {k: _fresh_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fresh_json(v) for v in value]
     return value
 
 
@@ -292,7 +287,7 @@ def _compile(tp: Any, stack: tuple[Any, ...]) -> Codec:
     if origin is not None and origin in _TYPEDDICT_MARKERS:  # TypedDict markers; required is read from the class
         return _compile(args[0], stack)
     if tp is Any or tp is object:
-        return Codec({}, _fresh_json, False)
+        return Codec({}, json_copy, False)
     if tp is None or tp is _NONE_TYPE:
         return Codec({"type": "null"}, _identity)
     if tp is bool:
@@ -334,7 +329,46 @@ def _compile(tp: Any, stack: tuple[Any, ...]) -> Codec:
         return _typeddict_codec(tp, stack)
     if isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields"):
         return _namedtuple_codec(tp, stack)
+    if _is_pydantic_model(tp):
+        return _pydantic_codec(tp)
     raise InexpressibleType(tp)
+
+
+def _is_pydantic_model(tp: Any) -> bool:
+    """A pydantic ``BaseModel`` subclass; pydantic is optional, and never imported here (a model class means it is)."""
+    pydantic = sys.modules.get("pydantic")
+    base = getattr(pydantic, "BaseModel", None)
+    return base is not None and isinstance(tp, type) and issubclass(tp, base) and tp is not base
+
+
+def _pydantic_codec(tp: Any) -> Codec:
+    """A pydantic model: its own JSON Schema (``$defs`` written inline, as every schema here) and ``model_validate``.
+
+    pydantic's ``ValidationError`` is a ``ValueError`` naming each failing field (``loc``).
+    """
+    try:
+        raw = tp.model_json_schema()
+    except Exception as exc:  # pydantic's PydanticInvalidForJsonSchema and kin
+        raise InexpressibleType(tp, f"pydantic cannot write its JSON Schema ({type(exc).__name__}: {exc})") from exc
+    definitions = raw.pop("$defs", {})
+    schema = _inline_refs(tp, raw, definitions, ())
+    return Codec(schema, tp.model_validate, getattr(tp, "__hash__", None) is not None)
+
+
+def _inline_refs(tp: Any, node: Any, definitions: dict[str, Any], active: tuple[str, ...]) -> Any:
+    """``node`` with each ``{"$ref": "#/$defs/X"}`` replaced by X; a model that refers to itself is refused."""
+    if isinstance(node, list):
+        return [_inline_refs(tp, item, definitions, active) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        name = ref[len("#/$defs/"):]
+        if name in active or name not in definitions:
+            raise InexpressibleType(tp, "it refers to itself; recursive types are not supported (the schema is written inline)")
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        return {**_inline_refs(tp, definitions[name], definitions, (*active, name)), **_inline_refs(tp, rest, definitions, active)}
+    return {k: _inline_refs(tp, v, definitions, active) for k, v in node.items()}
 
 
 def codec_for(tp: Any) -> Codec:
@@ -377,6 +411,8 @@ def to_json_value(value: Any) -> Any:
         return value.value if isinstance(value, enum.Enum) else value
     if isinstance(value, enum.Enum):
         return to_json_value(value.value)
+    if _is_pydantic_model(type(value)):
+        return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_json_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple) and hasattr(value, "_fields"):

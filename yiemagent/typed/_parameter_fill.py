@@ -1,11 +1,14 @@
 """What a ``tool()`` function's parameters receive when the model does not send them.
 
 Beyond the spec: the machinery under ``tool()`` (docs/conformance.md, "Tools from
-functions"). Two kinds of parameter are filled in here, never by the model:
+functions"). Three kinds of parameter are filled in here, never by the model:
 
 - the pipeline's (spec §3 execute's ``signal`` and ``onPartialResult``): ``INJECTED`` is
   the one table of them. A name in it is left out of the schema, filled in on each call,
   and never taken from the model, also through ``**kwargs``.
+- the run's context: a parameter annotated ``RunContext`` (``RUN_CONTEXT``) receives the
+  call's ``current_run_context()`` (types.py), whatever its name; it is left out of the
+  schema and never taken from the model.
 - defaults. The schema shows the model a parameter's default; whatever an earlier call did
   to that object, the next call that leaves the argument out must receive the default the
   schema promised. So a default is shared only when no call can change it (None, a
@@ -36,9 +39,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple, Optional
 
+from ..types import RunContext, current_run_context
 from ..types import AbortSignal
 
-__all__ = ["INJECTED", "PIPELINE_PARAMETERS", "Injected", "admits", "fresh_default", "is_immutable"]
+__all__ = ["INJECTED", "PIPELINE_PARAMETERS", "RUN_CONTEXT", "Injected", "admits", "fresh_default", "is_immutable", "wants_run_context"]
 
 
 class Injected(NamedTuple):
@@ -54,6 +58,23 @@ INJECTED: dict[str, Injected] = {
     "on_partial_result": Injected(lambda signal, on_partial_result: on_partial_result, types.FunctionType, "a callback for partial results"),
 }
 PIPELINE_PARAMETERS = tuple(INJECTED)
+
+RUN_CONTEXT = Injected(lambda signal, on_partial_result: current_run_context(), RunContext, "the run's RunContext")
+"""A parameter annotated ``RunContext`` (or ``Optional[RunContext]``), whatever its name: the call's
+``current_run_context()`` (types.py), None when ``execute`` is called outside a run."""
+
+
+def wants_run_context(annotation: Any) -> bool:
+    """Whether a parameter's annotation asks for the ``RunContext``: ``RunContext``, ``Optional[RunContext]``, ``Annotated[...]`` of those."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = annotation.__origin__
+    if annotation is RunContext:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return len(args) == 1 and args[0] is RunContext
+    return False
 
 
 def admits(annotation: Any, kind: type) -> bool:

@@ -1,6 +1,6 @@
 """Tools from plain, typed Python functions: ``tool()``.
 
-Beyond the spec: API.md "Second push", "Tools from plain Python functions". A tool is
+Beyond the spec: docs/api.md "Tools from plain functions". A tool is
 usually a typed function with a docstring (as with pydantic-ai's ``@agent.tool_plain``,
 openai-agents' ``@function_tool`` and smolagents' ``@tool``); ``tool()`` turns one into
 the spec's ``AgentTool`` (§3): the ``input_schema`` comes from the signature
@@ -18,6 +18,7 @@ reading one docstring needs.)
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import json
@@ -30,8 +31,9 @@ from typing import Any, Optional
 import docstring_parser
 import jsonschema
 
-from ._parameter_fill import INJECTED, PIPELINE_PARAMETERS, Injected, admits, fresh_default
+from ._parameter_fill import INJECTED, PIPELINE_PARAMETERS, RUN_CONTEXT, Injected, admits, fresh_default, wants_run_context
 from ._codecs import NO_DEFAULT, Codec, InexpressibleType, codec_for, json_default, to_json_value, type_name
+from .._threads import run_coroutine
 from ..errors import ToolDefinitionError, ToolError
 from ..messages import MessageContent, TextContent
 from ..types import AbortSignal, AgentTool, AgentToolResult
@@ -55,7 +57,7 @@ def tool(
 ) -> Any:
     """Make an ``AgentTool`` from a typed function: ``@tool``, ``@tool(name=...)`` or ``tool(fn)``.
 
-    Spec: §3 (agentTool); API.md "Second push", "Tools from plain Python functions".
+    Spec: §3 (agentTool); docs/api.md "Tools from plain functions".
 
     - ``name`` defaults to the function's ``__name__`` and must match
       ``[A-Za-z0-9_-]{1,64}`` (what OpenAI and Anthropic accept); ``label`` to the name
@@ -80,6 +82,11 @@ def tool(
       ``self``) is an error result naming it, also when ``**kwargs`` would take it (the
       schema's ``propertyNames`` excludes them); annotating ``signal`` or
       ``on_partial_result`` with a type that value never has is a ``ToolDefinitionError``.
+      A parameter annotated ``RunContext`` (any name) receives the call's
+      ``current_run_context()`` and is left out of the schema too (types.py).
+    - An ``async def`` function (or a callable whose ``__call__`` is one) is awaited on an
+      event loop of its own in the thread that runs the call; ``abort`` and ``timeout_s``
+      cancel it (``_threads.run_coroutine``). Async generators are refused.
     - The function receives its arguments as the types it declared; what it returns
       becomes the result (``to_tool_result``); what it raises becomes an error result
       through the pipeline, as for any tool (spec §8.2).
@@ -91,7 +98,7 @@ def tool(
 
     Raises:
         ToolDefinitionError: at decoration — a parameter type JSON Schema cannot express
-            (the message names the parameter and the type), an ``async def`` function, a
+            (the message names the parameter and the type), an async generator function, a
             ``*args`` parameter, an invalid name, annotations that cannot be resolved, a
             default that cannot be copied (a generator, a lock), naming the parameter.
     """
@@ -107,10 +114,10 @@ def tool(
         raise ToolDefinitionError(
             f"tool name {tool_name!r} is not valid: use 1-64 letters, digits, '_' or '-' (what LLM APIs accept); pass name=..."
         )
-    if inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None)):
+    if inspect.isasyncgenfunction(target) or inspect.isasyncgenfunction(getattr(target, "__call__", None)):
         raise ToolDefinitionError(
-            f"tool {tool_name!r}: {_callable_name(target)} is an async function; yiemagent runs tools in threads, "
-            "so give it a plain function (one that calls asyncio.run(...) if it must)"
+            f"tool {tool_name!r}: {_callable_name(target)} is an async generator function; a tool returns one result "
+            "(report progress with an on_partial_result parameter)"
         )
     doc = _parse_docstring(inspect.getdoc(target))
     execute, schema = _plan(fn, target, bound, tool_name, doc)
@@ -212,7 +219,18 @@ class FunctionToolExecute:
                 keywords[parameter.name] = value
         for key in unknown:  # only with **kwargs: _refuse raised otherwise
             keywords[key] = self._extra.decode(args[key])  # type: ignore[union-attr]
-        return to_tool_result(self.fn(*positional, **keywords))
+        value = self.fn(*positional, **keywords)
+        if inspect.iscoroutine(value):  # an async def function: on an event loop of its own, in this thread
+            value = self._await(value, signal)
+        return to_tool_result(value)
+
+    def _await(self, coroutine: Any, signal: Optional[AbortSignal]) -> Any:
+        """Run the coroutine (``_threads.run_coroutine``); a cancelled one is a ``ToolError`` saying why."""
+        try:
+            return run_coroutine(coroutine, signal)
+        except asyncio.CancelledError:
+            why = signal.reason if signal is not None and signal.aborted else "its task was cancelled"
+            raise ToolError(f"Tool {self.tool_name!r} was cancelled: {why}") from None
 
     def _refuse(self, unknown: list[str]) -> None:
         """Raise ``ToolError`` for arguments the function has no parameter for, or that are not the model's to send."""
@@ -230,7 +248,7 @@ class FunctionToolExecute:
 
 
 def to_tool_result(value: Any) -> AgentToolResult:
-    """What a function returned, as a tool result (API.md "Tools from plain Python functions").
+    """What a function returned, as a tool result (docs/api.md "Tools from plain functions").
 
     An ``AgentToolResult`` as it is; a ``str`` one ``TextContent``; a content block
     (``TextContent``/``ImageContent``), or a list of them, that content; anything else
@@ -336,6 +354,9 @@ def _plan(
             continue
         if p.name in bound:
             continue  # a keyword bound by functools.partial: configuration, not the model's
+        if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD) and wants_run_context(hints.get(p.name)):
+            parameters.append(_Parameter(p.name, positional, False, None, RUN_CONTEXT))  # not the model's (types.py)
+            continue
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
             raise ToolDefinitionError(f"tool {tool_name!r}: parameter '*{p.name}' cannot be filled from named JSON arguments; use a list parameter")
         codec = _codec(tool_name, p.name, hints.get(p.name, Any))

@@ -1,0 +1,56 @@
+"""Python logging: one ``yiemagent`` logger tree, quiet at INFO for a run that goes well, secrets masked (docs/tracing.md "Logging")."""
+
+from __future__ import annotations
+
+import logging
+
+from helpers import WAIT, blocking_tool, make_tool
+from localserver import LocalServer, Reply
+from yiemagent import abort, run_agent, shutdown, take_response
+from yiemagent.llm import OpenAIClient, ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+
+OK = {"choices": [{"message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}], "model": "m"}
+
+
+def test_a_run_that_goes_well_logs_nothing_at_info_and_its_story_at_debug(agents, caplog):
+    """A run with a tool round logs only DEBUG records, all under 'yiemagent': its start, each round, its end with the stop reason."""
+    agent = agents(ScriptedLLM([tool_call_reply(("c1", "echo", {})), "done"]), [make_tool("echo")])
+    with caplog.at_level(logging.DEBUG):
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        shutdown(agent, timeout=WAIT)
+    ours = [r for r in caplog.records if r.name.startswith("yiemagent")]
+    assert ours and all(r.name == "yiemagent" or r.name.startswith("yiemagent.") for r in ours)
+    assert [r for r in ours if r.levelno >= logging.INFO] == []
+    messages = [r.getMessage() for r in ours]
+    assert any(m.startswith("run 1 started") for m in messages)
+    assert sum("llm_call took" in m for m in messages) == 2
+    assert any("run 1 ended: stop_reason 'stop' after 2 round(s)" in m for m in messages)
+
+
+def test_an_aborted_run_is_logged_at_info_with_its_reason(agents, caplog):
+    """abort() is something a person wants to see: one INFO record naming the run and the reason."""
+    tool, entered, release = blocking_tool("slow")
+    agent = agents(ScriptedLLM([tool_call_reply(("c1", "slow", {}))]), [tool])
+    with caplog.at_level(logging.INFO, logger="yiemagent"):
+        run_agent(agent, "go")
+        assert entered.wait(WAIT)
+        abort(agent, "the user pressed stop")
+        release.set()
+        take_response(agent, timeout=WAIT)
+    assert [r.getMessage() for r in caplog.records if r.name == "yiemagent.run"] == ["run 1 aborted: the user pressed stop"]
+
+
+def test_a_retry_is_logged_with_its_wait_and_the_key_masked(caplog):
+    """A 503 that is retried logs one INFO record on yiemagent.llm with the wait; the key the server echoed is ***."""
+    key = "sk-logging-0123456789abcdef"
+    replies = [Reply(status=503, body={"error": {"message": f"overloaded for key {key}"}}), Reply(body=OK)]
+    with LocalServer(lambda request: replies.pop(0) if len(replies) > 1 else replies[0]) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", api_key=key, backoff_factor=0.001)
+        with caplog.at_level(logging.DEBUG, logger="yiemagent"):
+            client({"messages": [{"role": "user", "content": "hi"}]})
+    retries = [r for r in caplog.records if r.name == "yiemagent.llm" and r.levelno == logging.INFO]
+    assert len(retries) == 1 and " s after attempt 1 failed" in retries[0].getMessage()
+    assert all(key not in r.getMessage() for r in caplog.records)
+    assert "***" in retries[0].getMessage()

@@ -1,0 +1,326 @@
+"""OTelSink: a run's events as GenAI semantic-convention spans, read back from the SDK's in-memory exporter (docs/tracing.md)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from helpers import WAIT, blocking_tool, make_agent, make_tool, text_result
+from yiemagent import AssistantMessage, TextContent, abort, run_agent, shutdown, take_response, tee
+from yiemagent.llm import OpenAIClient, ScriptedLLM
+from yiemagent.messages import text_of
+from yiemagent.streaming import emit_delta
+from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.otel import OTelSink
+
+
+class Traced:
+    """A tracer provider of its own whose ended spans land in memory."""
+
+    def __init__(self):
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+
+    def sink(self, **kwargs) -> OTelSink:
+        return OTelSink(self.provider, **kwargs)
+
+    def spans(self) -> list:
+        return list(self.exporter.get_finished_spans())
+
+    def named(self, name: str) -> list:
+        return [s for s in self.spans() if s.name == name]
+
+    def one(self, name: str):
+        found = self.named(name)
+        assert len(found) == 1, [s.name for s in self.spans()]
+        return found[0]
+
+
+class NamedLLM(ScriptedLLM):
+    """ScriptedLLM that says which model and provider it is, as the HTTP clients do."""
+
+    model = "test-model"
+    provider = "openai"
+
+
+@pytest.fixture
+def traced():
+    return Traced()
+
+
+def ask(agent, text="go"):
+    run_agent(agent, text)
+    return take_response(agent, timeout=WAIT)
+
+
+def test_parallel_tools_are_sibling_spans_with_their_real_times_under_the_run(agents, traced):
+    """Two parallel calls that overlap for real are two execute_tool spans under invoke_agent whose times overlap."""
+    both = threading.Barrier(2, timeout=WAIT)
+
+    def meet(tool_call_id, args, signal, on_partial_result):
+        both.wait()
+        return text_result("met")
+
+    tool = make_tool("meet", meet, parallel=True)
+    llm = NamedLLM([tool_call_reply(("c1", "meet", {}), ("c2", "meet", {})), AssistantMessage([TextContent("done")], stop_reason="stop")])
+    agent = agents(llm, [tool], agent_event_sink=traced.sink(), parallel_tool_execute=True)
+    assert ask(agent).stop_reason == "stop"
+    shutdown(agent, timeout=WAIT)
+
+    run = traced.one("invoke_agent")
+    chats = traced.named("chat test-model")
+    calls = traced.named("execute_tool meet")
+    assert len(chats) == 2 and len(calls) == 2
+    assert run.parent is None and run.status.status_code is StatusCode.UNSET
+    for span in chats + calls:
+        assert span.parent.span_id == run.context.span_id
+        assert span.context.trace_id == run.context.trace_id
+    first, second = sorted(calls, key=lambda s: s.start_time)
+    assert first.start_time < second.end_time and second.start_time < first.end_time  # they ran at once
+    assert {c.attributes["gen_ai.tool.call.id"] for c in calls} == {"c1", "c2"}
+    for call in calls:
+        assert call.attributes["gen_ai.operation.name"] == "execute_tool"
+        assert call.attributes["gen_ai.tool.name"] == "meet"
+        assert call.status.status_code is StatusCode.UNSET
+    chat = min(chats, key=lambda s: s.start_time)
+    assert chat.kind is trace.SpanKind.CLIENT
+    assert chat.attributes["gen_ai.operation.name"] == "chat"
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
+    assert chat.attributes["gen_ai.request.model"] == "test-model"
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("tool_call",)
+    assert chat.end_time <= first.start_time  # the round's call to the model ended before its tools ran
+    assert run.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert run.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+
+
+def test_a_round_reports_its_token_usage(agents, traced):
+    """A reply's usage becomes gen_ai.usage.input_tokens and output_tokens on its chat span and the run's sum on invoke_agent."""
+    from yiemagent import LLMUsage
+
+    reply = AssistantMessage([TextContent("hi")], stop_reason="stop", usage=LLMUsage(input_tokens=11, output_tokens=7))
+    agent = agents(NamedLLM([reply]), agent_event_sink=traced.sink())
+    ask(agent)
+    shutdown(agent, timeout=WAIT)
+    for span in (traced.one("chat test-model"), traced.one("invoke_agent")):
+        assert span.attributes["gen_ai.usage.input_tokens"] == 11
+        assert span.attributes["gen_ai.usage.output_tokens"] == 7
+
+
+def test_a_failing_tool_is_an_error_span_and_the_run_is_not(agents, traced):
+    """A tool that raises gives its execute_tool span status ERROR with error.type; the run, which went on, stays unset."""
+
+    def broken(*args):
+        raise RuntimeError("disk on fire")
+
+    llm = NamedLLM([tool_call_reply(("c1", "broken", {})), "I could not do it"])
+    agent = agents(llm, [make_tool("broken", broken)], agent_event_sink=traced.sink())
+    ask(agent)
+    shutdown(agent, timeout=WAIT)
+    call = traced.one("execute_tool broken")
+    assert call.status.status_code is StatusCode.ERROR
+    assert call.attributes["error.type"] == "tool_error"
+    assert "disk on fire" not in (call.status.description or "")  # content (an error text) only with capture_content
+    assert traced.one("invoke_agent").status.status_code is StatusCode.UNSET
+
+
+def test_a_failed_llm_round_marks_its_chat_span_and_the_run(agents, traced):
+    """An llm_call that raises gives the chat span error.type the exception's type, and the run error.type "error"."""
+    agent = agents(NamedLLM([ConnectionResetError("peer went away")]), agent_event_sink=traced.sink())
+    assert ask(agent).stop_reason == "error"
+    shutdown(agent, timeout=WAIT)
+    chat = traced.one("chat test-model")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert chat.attributes["error.type"] == "ConnectionResetError"
+    run = traced.one("invoke_agent")
+    assert run.status.status_code is StatusCode.ERROR and run.attributes["error.type"] == "error"
+
+
+def test_an_aborted_run_ends_every_span_marked_aborted(agents, traced):
+    """abort() during a tool call ends the call's span and the run's, the run's with error.type "aborted"."""
+    tool, entered, release = blocking_tool("slow")
+    agent = agents(NamedLLM([tool_call_reply(("c1", "slow", {}))]), [tool], agent_event_sink=traced.sink())
+    run_agent(agent, "go")
+    assert entered.wait(WAIT)
+    assert abort(agent)
+    release.set()
+    assert take_response(agent, timeout=WAIT).stop_reason == "aborted"
+    shutdown(agent, timeout=WAIT)
+    run = traced.one("invoke_agent")
+    assert run.status.status_code is StatusCode.ERROR and run.attributes["error.type"] == "aborted"
+    assert traced.one("execute_tool slow").end_time <= run.end_time
+
+
+def test_a_run_stopped_by_max_rounds_is_an_error_span(agents, traced):
+    """A run that hits max_rounds ends its invoke_agent span with error.type "max_rounds"."""
+    llm = NamedLLM([tool_call_reply((f"c{i}", "echo", {})) for i in range(3)])
+    agent = agents(llm, [make_tool("echo")], agent_event_sink=traced.sink(), max_rounds=2)
+    assert ask(agent).stop_reason == "max_rounds"
+    shutdown(agent, timeout=WAIT)
+    run = traced.one("invoke_agent")
+    assert run.attributes["error.type"] == "max_rounds" and run.status.status_code is StatusCode.ERROR
+
+
+def test_shutdown_mid_run_ends_every_span(agents, traced):
+    """shutdown() while a tool runs still ends the tool's span and the run's."""
+    tool, entered, release = blocking_tool("slow")
+    agent = agents(NamedLLM([tool_call_reply(("c1", "slow", {}))]), [tool], agent_event_sink=traced.sink())
+    run_agent(agent, "go")
+    assert entered.wait(WAIT)
+    closer = threading.Thread(target=shutdown, args=(agent,), kwargs={"timeout": WAIT})
+    closer.start()
+    release.set()
+    closer.join(WAIT)
+    names = [s.name for s in traced.spans()]
+    assert "invoke_agent" in names and "execute_tool slow" in names and "chat test-model" in names
+
+
+def test_content_is_left_out_unless_asked_for(agents, traced):
+    """Without capture_content no prompt, reply, argument or result is recorded."""
+    llm = NamedLLM([tool_call_reply(("c1", "echo", {"city": "Paris"})), "sunny in Paris"])
+    agent = agents(llm, [make_tool("echo")], agent_event_sink=traced.sink())
+    ask(agent, "weather in Paris?")
+    shutdown(agent, timeout=WAIT)
+    for span in traced.spans():
+        assert not any("Paris" in str(value) for value in span.attributes.values()), span.name
+
+
+def test_captured_content_is_masked_with_the_clients_secrets(agents, traced):
+    """With capture_content=True the messages, arguments and results are recorded, and a live client's key is ***."""
+    key = "sk-test-0123456789abcdefSECRET"
+    client = OpenAIClient(base_url="http://127.0.0.1:9/v1", api_key=key, model="m")  # its key is now a known secret
+    llm = NamedLLM([tool_call_reply(("c1", "echo", {"token": key})), f"the key is {key}"])
+    agent = agents(llm, [make_tool("echo")], agent_event_sink=traced.sink(capture_content=True), system_prompt="be brief")
+    ask(agent, f"use {key}")
+    shutdown(agent, timeout=WAIT)
+    chat = min(traced.named("chat test-model"), key=lambda s: s.start_time)
+    call = traced.one("execute_tool echo")
+    recorded = [str(v) for s in traced.spans() for v in s.attributes.values()]
+    assert not any(key in value for value in recorded)
+    assert "***" in chat.attributes["gen_ai.input.messages"] and "be brief" in chat.attributes["gen_ai.system_instructions"]
+    assert "***" in call.attributes["gen_ai.tool.call.arguments"] and "***" in call.attributes["gen_ai.tool.call.result"]
+    assert "***" in traced.one("invoke_agent").attributes["gen_ai.output.messages"]
+    del client
+
+
+def test_a_run_started_inside_a_users_span_is_its_child(agents, traced):
+    """run_agent called with a span current: the invoke_agent span is that span's child, in its trace."""
+    agent = agents(NamedLLM(["hello"]), agent_event_sink=traced.sink())
+    tracer = traced.provider.get_tracer("the caller")
+    with tracer.start_as_current_span("web request") as request:
+        run_agent(agent, "hi")
+    take_response(agent, timeout=WAIT)
+    shutdown(agent, timeout=WAIT)
+    run = traced.one("invoke_agent")
+    assert run.parent.span_id == request.get_span_context().span_id
+    assert run.context.trace_id == request.get_span_context().trace_id
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["sequential", "parallel"])
+def test_a_span_a_tool_starts_is_a_child_of_its_call_span(agents, traced, parallel):
+    """A span started inside a tool's execute (an instrumented library) is a child of that call's execute_tool span."""
+    tracer = traced.provider.get_tracer("a library")
+
+    def traced_tool(tool_call_id, args, signal, on_partial_result):
+        with tracer.start_as_current_span(f"inner work {tool_call_id}"):
+            return text_result("ok")
+
+    llm = NamedLLM([tool_call_reply(("c1", "work", {}), ("c2", "work", {})), "done"])
+    tool = make_tool("work", traced_tool, parallel=parallel)
+    agent = agents(llm, [tool], agent_event_sink=traced.sink(), parallel_tool_execute=parallel)
+    ask(agent)
+    shutdown(agent, timeout=WAIT)
+    calls = {s.attributes["gen_ai.tool.call.id"]: s for s in traced.named("execute_tool work")}
+    for call_id in ("c1", "c2"):
+        assert traced.one(f"inner work {call_id}").parent.span_id == calls[call_id].context.span_id
+
+
+def test_a_sink_that_raises_beside_the_tracer_does_not_stop_a_span(agents, traced):
+    """tee(a raising sink, OTelSink): every span still starts and ends."""
+
+    def raising(event):
+        raise ValueError("broken printer")
+
+    llm = NamedLLM([tool_call_reply(("c1", "echo", {})), "done"])
+    agent = agents(llm, [make_tool("echo")], agent_event_sink=tee(raising, traced.sink()))
+    assert ask(agent).stop_reason == "stop"
+    shutdown(agent, timeout=WAIT)
+    assert sorted(s.name for s in traced.spans()) == ["chat test-model", "chat test-model", "execute_tool echo", "invoke_agent"]
+
+
+def test_a_span_processor_that_raises_does_not_break_the_run(agents, traced):
+    """A span processor raising on every end is logged; the run answers and its other processor sees every span."""
+
+    class Raising(SimpleSpanProcessor):
+        def on_end(self, span):
+            raise OSError("collector unreachable")
+
+    traced.provider.add_span_processor(Raising(InMemorySpanExporter()))
+    agent = agents(NamedLLM([tool_call_reply(("c1", "echo", {})), "done"]), [make_tool("echo")], agent_event_sink=traced.sink())
+    assert ask(agent).stop_reason == "stop"
+    shutdown(agent, timeout=WAIT)
+    assert len(traced.spans()) == 4
+
+
+def test_a_dropped_agent_still_ends_its_runs_spans(traced):
+    """An agent its caller dropped mid-run (collected, never shut down) still ends the call's span and the run's."""
+    run_ended = threading.Event()
+
+    class WatchRun(SimpleSpanProcessor):
+        def on_end(self, span):
+            if span.name == "invoke_agent":
+                run_ended.set()
+
+    traced.provider.add_span_processor(WatchRun(InMemorySpanExporter()))
+    tool, entered, release = blocking_tool("slow")
+    agent = make_agent(NamedLLM([tool_call_reply(("c1", "slow", {})), "done"]), tool, sink=traced.sink())
+    run_agent(agent, "go")
+    assert entered.wait(WAIT)
+    with pytest.warns(ResourceWarning):
+        del agent
+        gc.collect()
+    release.set()
+    assert run_ended.wait(WAIT)
+    assert {s.name for s in traced.spans()} >= {"invoke_agent", "execute_tool slow", "chat test-model"}
+
+
+def test_an_agent_run_from_inside_a_tool_is_a_child_of_that_call(agents, traced):
+    """A sub-agent a tool runs (sharing the sink) has its own invoke_agent span, a child of the tool's execute_tool span."""
+    sink = traced.sink()
+
+    def delegate(tool_call_id, args, signal, on_partial_result):
+        inner = agents(NamedLLM(["inner answer"]), agent_event_sink=sink)
+        return text_result(text_of(ask(inner, "sub-task").content))
+
+    agent = agents(NamedLLM([tool_call_reply(("c1", "delegate", {})), "done"]), [make_tool("delegate", delegate)], agent_event_sink=sink)
+    assert ask(agent).stop_reason == "stop"
+    shutdown(agent, timeout=WAIT)
+    outer, inner = sorted(traced.named("invoke_agent"), key=lambda s: s.start_time)
+    call = traced.one("execute_tool delegate")
+    assert inner.parent.span_id == call.context.span_id and call.parent.span_id == outer.context.span_id
+    assert call.status.status_code is StatusCode.UNSET  # the sub-agent answered
+    inner_chat = [c for c in traced.named("chat test-model") if c.parent.span_id == inner.context.span_id]
+    assert len(inner_chat) == 1 and len(traced.named("chat test-model")) == 3
+
+
+def test_a_streamed_round_says_so_with_its_time_to_first_chunk(agents, traced):
+    """A round whose llm_call streams deltas has gen_ai.request.stream and the seconds to its first delta on its chat span."""
+
+    def streaming(formatted):
+        emit_delta("text", "hel")
+        emit_delta("text", "lo")
+        return AssistantMessage([TextContent("hello")], stop_reason="stop")
+
+    agent = agents(NamedLLM([streaming]), agent_event_sink=traced.sink())
+    ask(agent)
+    shutdown(agent, timeout=WAIT)
+    chat = traced.one("chat test-model")
+    assert chat.attributes["gen_ai.request.stream"] is True
+    assert 0 <= chat.attributes["gen_ai.response.time_to_first_chunk"] <= (chat.end_time - chat.start_time) / 1e9

@@ -1,0 +1,418 @@
+"""Typed answers: ``YiemAgent(output_type=..., output_retries=...)`` (beyond the spec, docs/api.md "Typed answers").
+
+Through ScriptedLLM, and over real HTTP (tests/support/localserver.py) with OpenAIClient
+and AnthropicClient, whole and streamed.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple, Optional, TypedDict, Union
+
+import pydantic
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import WAIT, make_agent
+from localserver import LocalServer, Reply
+from yiemagent import AssistantMessage, TextContent, ToolDefinitionError, ToolResultMessage, ask, load_history, save_history, shutdown, tool
+from yiemagent.llm import AnthropicClient, OpenAIClient
+from yiemagent.llm.scripted import ScriptedLLM, tool_call_reply
+from yiemagent.typed._codecs import to_json_value
+
+
+class Kind(enum.Enum):
+    CAPITAL = "capital"
+    TOWN = "town"
+
+
+@dataclass(frozen=True)
+class City:
+    name: str
+    population: int
+    kind: Kind = Kind.TOWN
+    districts: tuple[str, ...] = ()
+    mayor: Optional[str] = None
+
+
+class Point(NamedTuple):
+    x: float
+    y: float
+
+
+class Row(TypedDict):
+    id: int
+    tags: list[str]
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    age: int = pydantic.Field(ge=0)
+
+
+def answer(arguments: dict, call_id: str = "c1") -> AssistantMessage:
+    return tool_call_reply((call_id, "final_result", json.dumps(arguments)))
+
+
+def typed_agent(script, output_type, **kwargs):
+    llm = ScriptedLLM(script)
+    return llm, make_agent(llm, builtin_tools=False, output_type=output_type, **kwargs)
+
+
+def test_a_dataclass_answer_through_the_final_answer_tool():
+    """A valid final_result call ends the run; ``.output`` is the dataclass, ``.text`` its JSON."""
+    llm, agent = typed_agent([answer({"name": "Paris", "population": 2100000, "kind": "capital"})], City)
+    try:
+        reply = ask(agent, "Which city?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.stop_reason == "stop"
+    assert reply.output == City("Paris", 2100000, Kind.CAPITAL)
+    assert json.loads(reply.text) == {"name": "Paris", "population": 2100000, "kind": "capital", "districts": [], "mayor": None}
+    assert agent.history()[-1] is reply  # the answer is in the history, after the tool's result
+    assert isinstance(agent.history()[-2], ToolResultMessage)
+
+
+def test_the_final_answer_tool_is_offered_with_the_answers_schema():
+    """The request lists final_result whose parameters are the answer's schema; a non-object answer is wrapped in "response"."""
+    llm, agent = typed_agent([answer({"response": [1, 2]})], list[int])
+    try:
+        reply = ask(agent, "numbers?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    (offered,) = [t["function"] for t in llm.requests[0]["tools"] if t["function"]["name"] == "final_result"]
+    assert offered["parameters"]["properties"]["response"] == {"type": "array", "items": {"type": "integer"}}
+    assert reply.output == [1, 2]
+
+
+def test_an_invalid_answer_goes_back_naming_the_field_then_a_valid_one_is_taken():
+    """The invalid call gets an error result naming the field; the model's next answer is the output."""
+    llm, agent = typed_agent(
+        [answer({"name": "Paris", "population": "many"}), answer({"name": "Paris", "population": 3}, "c2")], City
+    )
+    try:
+        reply = ask(agent, "Which city?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.output == City("Paris", 3)
+    feedback = llm.requests[1]["messages"][-1]
+    assert feedback["role"] == "tool" and "population" in feedback["content"]
+
+
+def test_after_the_retries_the_run_ends_output_invalid_naming_the_field():
+    """With output_retries=1, the second invalid answer ends the run "output_invalid", the field named."""
+    llm, agent = typed_agent([answer({"name": "A"}), answer({"name": "B"}, "c2"), "never sent"], City, output_retries=1)
+    try:
+        reply = ask(agent, "Which city?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.stop_reason == "output_invalid"
+    assert reply.output is None
+    assert "population" in reply.error_message and "required" in reply.error_message
+    assert len(llm.requests) == 2
+    assert not isinstance(agent.history()[-1], AssistantMessage) or agent.history()[-1].stop_reason != "output_invalid"
+
+
+def test_output_retries_zero_ends_at_the_first_invalid_answer():
+    """output_retries=0: no second chance."""
+    llm, agent = typed_agent(["not json"], City, output_retries=0)
+    try:
+        reply = ask(agent, "Which city?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.stop_reason == "output_invalid" and "not the answer's JSON" in reply.error_message
+    assert len(llm.requests) == 1
+
+
+def test_a_text_reply_is_read_as_the_answers_json_also_fenced():
+    """A reply without tool calls (a provider's JSON mode) is the answer when its text is valid JSON of the type."""
+    llm, agent = typed_agent(['```json\n{"x": 1.5, "y": -2}\n```'], Point)
+    try:
+        reply = ask(agent, "where?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.output == Point(1.5, -2.0) and isinstance(reply.output, Point)
+
+
+def test_an_invalid_text_answer_gets_a_user_message_naming_the_field():
+    """The retry message names the field that failed and asks for the final_result tool."""
+    llm, agent = typed_agent(['{"id": "seven", "tags": []}', '{"id": 7, "tags": ["a"]}'], Row)
+    try:
+        reply = ask(agent, "row?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.output == {"id": 7, "tags": ["a"]}
+    retry = llm.requests[1]["messages"][-1]
+    assert retry["role"] == "user" and "id" in retry["content"] and "final_result" in retry["content"]
+
+
+def test_a_str_answer_is_the_text_and_offers_no_tool():
+    """output_type=str: the reply's text is the output; no final_result tool is sent."""
+    llm, agent = typed_agent(["plain words"], str)
+    try:
+        reply = ask(agent, "say", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.output == "plain words"
+    assert not any(t["function"]["name"] == "final_result" for t in llm.requests[0].get("tools", []))
+
+
+@pytest.mark.parametrize(
+    "output_type, sent, expected",
+    [
+        (Kind, "capital", Kind.CAPITAL),
+        (Literal["yes", "no"], "no", "no"),
+        (int, 42, 42),
+        (Union[int, str], "x", "x"),
+        (Optional[Point], None, None),
+    ],
+    ids=["enum", "literal", "int", "union", "optional"],
+)
+def test_answers_of_each_kind_of_type(output_type, sent, expected):
+    """Enums, Literals, primitives and unions come back as the declared type."""
+    llm, agent = typed_agent([answer({"response": sent})], output_type)
+    try:
+        reply = ask(agent, "?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.stop_reason == "stop", reply.error_message
+    assert reply.output == expected and type(reply.output) is type(expected)
+
+
+def test_a_pydantic_model_answer_is_validated_by_pydantic():
+    """A pydantic constraint (age >= 0) refuses the answer; the corrected one is a Person."""
+    llm, agent = typed_agent([answer({"name": "Ann", "age": -1}), answer({"name": "Ann", "age": 30}, "c2")], Person)
+    try:
+        reply = ask(agent, "who?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.output == Person(name="Ann", age=30)
+    assert "age" in llm.requests[1]["messages"][-1]["content"]
+
+
+def test_tool_accepts_a_pydantic_model_parameter():
+    """tool() takes a pydantic parameter: its schema is the model's, the function receives an instance."""
+
+    def greet(person: Person) -> str:
+        """Greet someone."""
+        return f"hello {person.name} ({type(person).__name__})"
+
+    made = tool(greet)
+    assert made.input_schema["properties"]["person"]["properties"]["age"]["minimum"] == 0
+    result = made.execute("c1", {"person": {"name": "Bo", "age": 3}}, None, lambda p: None)
+    assert result.content[0].text == "hello Bo (Person)"
+
+
+def test_an_output_type_without_a_schema_is_refused_at_construction():
+    """A type JSON Schema cannot express raises ToolDefinitionError naming it."""
+    with pytest.raises(ToolDefinitionError, match="bytes"):
+        make_agent(ScriptedLLM([]), builtin_tools=False, output_type=bytes)
+
+
+def test_the_output_is_kept_in_the_json_form_of_the_history(tmp_path):
+    """save_history writes the answer's JSON; load_history gives it back as that JSON."""
+    llm, agent = typed_agent([answer({"name": "Oslo", "population": 700000})], City)
+    try:
+        reply = ask(agent, "city?", timeout=WAIT)
+        save_history(agent.history(), tmp_path / "h.json")
+    finally:
+        shutdown(agent, timeout=WAIT)
+    loaded = load_history(tmp_path / "h.json")
+    assert loaded[-1].output == to_json_value(reply.output)
+
+
+# --- over HTTP, with both clients -------------------------------------------------------
+
+
+def _sse(events, named=False) -> bytes:
+    return "".join((f"event: {e['type']}\n" if named else "") + f"data: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+def openai_answer(arguments: str, stream: bool) -> Reply:
+    if stream:
+        chunks = [
+            {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "final_result", "arguments": ""}}]}}]},
+            {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        ]
+        return Reply(chunks=[_sse(chunks) + b"data: [DONE]\n\n"])
+    call = {"id": "c1", "type": "function", "function": {"name": "final_result", "arguments": arguments}}
+    return Reply(body={"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}]})
+
+
+def anthropic_answer(arguments: str, stream: bool) -> Reply:
+    if stream:
+        events = [
+            {"type": "message_start", "message": {"model": "m", "usage": {"input_tokens": 1}}},
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t1", "name": "final_result", "input": {}}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": arguments}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 1}},
+            {"type": "message_stop"},
+        ]
+        return Reply(chunks=[_sse(events, named=True)])
+    return Reply(body={"content": [{"type": "tool_use", "id": "t1", "name": "final_result", "input": json.loads(arguments)}], "stop_reason": "tool_use", "model": "m"})
+
+
+CLIENTS = {
+    "openai": (openai_answer, lambda url, stream: OpenAIClient(url, "m", max_retries=0, stream=stream)),
+    "anthropic": (anthropic_answer, lambda url, stream: AnthropicClient("m", "k", base_url=url, max_retries=0, stream=stream)),
+}
+
+
+def _offered_tools(body: dict) -> dict[str, dict]:
+    """The tools of a request body by name, either wire format, as their JSON Schema."""
+    tools = {}
+    for entry in body.get("tools", []):
+        if "function" in entry:
+            tools[entry["function"]["name"]] = entry["function"]["parameters"]
+        else:
+            tools[entry["name"]] = entry["input_schema"]
+    return tools
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_typed_answer_over_http(client, stream):
+    """Both clients: the server sees final_result with the schema, an invalid answer comes back naming the field, the valid one is the output."""
+    make_reply, make_client = CLIENTS[client]
+    answers = [json.dumps({"name": "Rome", "population": "lots"}), json.dumps({"name": "Rome", "population": 2800000, "kind": "capital"})]
+
+    def respond(request):
+        return make_reply(answers[len(server.requests) - 1], stream)
+
+    with LocalServer(respond) as server:
+        agent = make_agent(make_client(server.url, stream), builtin_tools=False, output_type=City)
+        try:
+            reply = ask(agent, "Which city?", timeout=WAIT)
+        finally:
+            shutdown(agent, timeout=WAIT)
+        bodies = [r.json() for r in server.requests]
+    assert reply.output == City("Rome", 2800000, Kind.CAPITAL), reply.error_message
+    assert _offered_tools(bodies[0])["final_result"]["required"] == ["name", "population"]
+    assert "population" in json.dumps(bodies[1]["messages"][-1]) and "integer" in json.dumps(bodies[1]["messages"][-1])
+    assert len(bodies) == 2
+
+
+# --- the property: any value of the declared type round-trips through the model's JSON ---
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_cities = st.builds(
+    City,
+    name=_text,
+    population=st.integers(-(2**53), 2**53),
+    kind=st.sampled_from(Kind),
+    districts=st.lists(_text, max_size=3).map(tuple),
+    mayor=st.none() | _text,
+)
+_points = st.builds(Point, st.floats(allow_nan=False, allow_infinity=False), st.floats(allow_nan=False, allow_infinity=False))
+_people = st.builds(Person, name=_text, age=st.integers(0, 150))
+
+ROUND_TRIPS = [
+    (City, _cities),
+    (list[Point], st.lists(_points, max_size=3)),
+    (Union[Person, Kind], _people | st.sampled_from(Kind)),
+    (Optional[Row], st.none() | st.fixed_dictionaries({"id": st.integers(), "tags": st.lists(_text, max_size=3)})),
+]
+
+
+@pytest.fixture(scope="module")
+def shared_agents():
+    agents = {}
+    yield agents
+    for agent in agents.values():
+        shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.parametrize("index", range(len(ROUND_TRIPS)), ids=["dataclass", "list-of-namedtuple", "union-pydantic-enum", "optional-typeddict"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_value_of_the_declared_type_round_trips_through_the_models_json(shared_agents, index, data):
+    """Property: the value's JSON, sent by a model as final_result's arguments, comes back equal and of the declared type."""
+    output_type, values = ROUND_TRIPS[index]
+    value = data.draw(values)
+    if index not in shared_agents:
+        shared_agents[index] = make_agent(ScriptedLLM([]), builtin_tools=False, output_type=output_type)
+    agent = shared_agents[index]
+    spec = agent._core.output_spec
+    sent = to_json_value(value)
+    agent.llm_call = ScriptedLLM([answer({"response": sent} if spec.wrapped else sent)])
+    reply = ask(agent, "answer", timeout=WAIT)
+    assert reply.stop_reason == "stop", reply.error_message
+    assert reply.output == value and type(reply.output) is type(value)
+
+
+def test_an_abort_during_the_answers_batch_ends_the_run_aborted_not_output_invalid():
+    """A final_result call answered "Operation aborted" is not an invalid answer: the run ends "aborted"."""
+    holder = {}
+
+    @tool
+    def stop() -> str:
+        """Abort the run."""
+        from yiemagent import abort
+
+        abort(holder["agent"], "the user left")
+        return "stopping"
+
+    llm = ScriptedLLM([tool_call_reply(("s1", "stop", "{}"), ("c1", "final_result", json.dumps({"name": "A", "population": 1})))])
+    agent = holder["agent"] = make_agent(llm, stop, builtin_tools=False, output_type=City, output_retries=0)
+    try:
+        reply = ask(agent, "go", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.stop_reason == "aborted"
+
+
+def test_a_store_with_a_final_result_tool_and_bad_retries_are_refused():
+    """output_type needs the name final_result; output_retries must be an int of at least 0."""
+
+    @tool
+    def final_result(x: int) -> str:
+        return ""
+
+    with pytest.raises(ValueError, match="final_result"):
+        make_agent(ScriptedLLM([]), final_result, builtin_tools=False, output_type=City)
+    with pytest.raises(ValueError, match="output_retries"):
+        make_agent(ScriptedLLM([]), builtin_tools=False, output_type=City, output_retries=-1)
+    with pytest.raises(TypeError, match="output_retries"):
+        make_agent(ScriptedLLM([]), builtin_tools=False, output_type=City, output_retries=True)
+
+
+def test_an_answer_given_beside_another_tool_call_ends_the_run_after_both_ran():
+    """final_result beside another call: both are answered, then the run ends with the output."""
+    ran = []
+
+    @tool
+    def note(text: str) -> str:
+        """Take a note."""
+        ran.append(text)
+        return "noted"
+
+    llm = ScriptedLLM([tool_call_reply(("n1", "note", '{"text": "hi"}'), ("c1", "final_result", json.dumps({"name": "A", "population": 1})))])
+    agent = make_agent(llm, note, builtin_tools=False, output_type=City)
+    try:
+        reply = ask(agent, "go", timeout=WAIT)
+        results = [m.tool_call_id for m in agent.history() if isinstance(m, ToolResultMessage)]
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.output == City("A", 1) and ran == ["hi"] and results == ["n1", "c1"]
+
+
+def test_a_session_keeps_the_answer_for_the_next_process(tmp_path):
+    """An SQLiteSession stores .output in its JSON form; an agent opening the session sees it."""
+    from yiemagent import SQLiteSession
+
+    llm = ScriptedLLM([answer({"name": "Bern", "population": 140000})])
+    agent = make_agent(llm, builtin_tools=False, output_type=City, session=SQLiteSession(tmp_path / "s.db", "chat"))
+    try:
+        ask(agent, "city?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    later = make_agent(ScriptedLLM([]), builtin_tools=False, session=SQLiteSession(tmp_path / "s.db", "chat"))
+    try:
+        assert later.history()[-1].output == {"name": "Bern", "population": 140000, "kind": "town", "districts": [], "mayor": None}
+    finally:
+        shutdown(later, timeout=WAIT)

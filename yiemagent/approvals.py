@@ -1,0 +1,304 @@
+"""Approvals that wait for a person: deferred tool calls, kept in the history (beyond the spec).
+
+docs/api.md "Approvals that wait for a person"; decision 18. ``before_tool_call`` may
+answer ``{"defer": True, "reason": ...}``: the call is neither run nor answered, the other
+calls of the batch run as usual, and the run ends after the batch with stop_reason
+"awaiting_approval". The pending state is a list of ``ApprovalMessage`` steps in the
+history after the batch ("deferred", "approved", "rejected", "resumed"), so a session
+carries it to another process; the formatter never sends them. Then:
+
+- ``pending_approvals(agent)``: the calls still waiting for a decision;
+- ``approve(agent, id, arguments=None)`` / ``reject(agent, id, reason)``: record a decision;
+- the next run (``continue_agent``, or a new message) first runs the approved calls through
+  the normal pipeline (``before_tool_call`` is asked again, but cannot defer them again) and
+  answers the rejected ones with an error result carrying the reason;
+- a new message (``run_agent``, ``follow_up``, ``add_message`` of a user or assistant message)
+  answers every call still waiting with an error result, "superseded by a new message".
+
+Every tool call still gets exactly one result, and a deferred call runs only after its
+approval. Pending calls always belong to the last assistant message of the history: the LLM
+is not called again until each of them is answered, so only the history's tail is read.
+
+Thread safety: the verbs may be called from any thread; they read a copy of the history
+and add their step with ``add_message``'s path (stored in the session first while the
+agent is idle). Call them while the agent is idle (after the "awaiting_approval" response):
+a decision taken while a run resumes is too late for that run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Optional
+
+from .batch import answer_tool_calls_with_error, execute_tool_calls
+from .errors import ToolArgumentsError
+from .extraction import extract_tool_calls
+from .messages import AgentMessage, ApprovalMessage, AssistantMessage, TextContent, ToolResultMessage, UserMessage
+from .normalize import normalize_message, normalize_tool_result
+from .pipeline import ABORTED_MESSAGE, prepare_tool_call_arguments, validate_tool_arguments
+from .types import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCall, PendingApproval
+
+__all__ = [
+    "AWAITING_APPROVAL",
+    "SUPERSEDED_REASON",
+    "Resumed",
+    "Waiting",
+    "answer_deferred_aborted",
+    "approve",
+    "awaiting_response",
+    "deferral_steps",
+    "pending_approvals",
+    "reject",
+    "resume_approvals",
+    "start_of_run",
+    "superseding_results",
+    "waiting_calls",
+]
+
+AWAITING_APPROVAL = "awaiting_approval"
+SUPERSEDED_REASON = "superseded by a new message"
+DEFAULT_REJECT_REASON = "rejected by the user"
+LOST_AFTER_RESUME = (
+    "No result was recorded for this approved tool call: it was started, and the process running it "
+    "stopped before it finished, so it may or may not have taken effect. Check before repeating it."
+)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A deferred call of the last batch that has no result yet, and the last decision taken on it.
+
+    ``decision`` is that of its latest ``ApprovalMessage``: "deferred" (no decision yet),
+    "approved" (``arguments`` are those it runs with), "rejected" (``reason`` is the error
+    result's text) or "resumed" (it was started and left no result: lost).
+    """
+
+    call: AgentToolCall
+    decision: str
+    arguments: dict[str, Any]
+    reason: str
+    deferred_because: str
+
+
+def waiting_calls(messages: Sequence[AgentMessage]) -> tuple[Optional[AssistantMessage], dict[str, Waiting]]:
+    """The last assistant message and its deferred calls that have no result, in call order.
+
+    Reads only the messages after the last ``AssistantMessage`` (module docstring).
+    """
+    index = len(messages) - 1
+    while index >= 0 and not isinstance(messages[index], AssistantMessage):
+        index -= 1
+    if index < 0:
+        return None, {}
+    assistant = messages[index]
+    tail = messages[index + 1:]
+    if not any(isinstance(m, ApprovalMessage) for m in tail):
+        return assistant, {}  # type: ignore[return-value]
+    calls = {c.id: c for c in extract_tool_calls(assistant)[1]}
+    found: dict[str, Waiting] = {}
+    answered: set[str] = set()
+    for message in tail:
+        if isinstance(message, ToolResultMessage):
+            answered.add(message.tool_call_id)
+        elif isinstance(message, ApprovalMessage) and message.tool_call_id in calls:
+            step, current = message, found.get(message.tool_call_id)
+            if step.decision == "deferred" and current is None:
+                found[step.tool_call_id] = Waiting(calls[step.tool_call_id], "deferred", dict(step.arguments), step.reason, step.reason)
+            elif current is not None and current.decision != "resumed":  # a decision after the start comes too late
+                reason = step.reason if step.decision == "rejected" else current.reason
+                arguments = dict(step.arguments) if step.decision == "approved" else current.arguments
+                found[step.tool_call_id] = replace(current, decision=step.decision, arguments=arguments, reason=reason)
+    order = list(calls)
+    waiting = {i: found[i] for i in sorted(found, key=order.index) if i not in answered}
+    return assistant, waiting  # type: ignore[return-value]
+
+
+def deferral_steps(deferred: Sequence[PendingApproval]) -> list[ApprovalMessage]:
+    """The "deferred" steps a run appends after a batch that deferred these calls."""
+    return [ApprovalMessage(p.tool_call_id, p.tool_name, "deferred", dict(p.arguments), p.reason) for p in deferred]
+
+
+def awaiting_response(pending: Sequence[PendingApproval]) -> AssistantMessage:
+    """The response of a run that ends waiting for approvals (made by the agent, not in the history)."""
+    listed = "; ".join(f"{p.tool_name} ({p.tool_call_id}): {p.reason}" for p in pending)
+    return AssistantMessage([TextContent(f"Awaiting approval of {len(pending)} tool call(s): {listed}")], stop_reason=AWAITING_APPROVAL)
+
+
+def _pending_of(waiting: Mapping[str, Waiting]) -> list[PendingApproval]:
+    return [PendingApproval(w.call.id, w.call.name, dict(w.call.arguments), w.deferred_because) for w in waiting.values() if w.decision == "deferred"]
+
+
+def superseding_results(messages: Sequence[AgentMessage], incoming: AgentMessage, emit: Any = None) -> list[ToolResultMessage]:
+    """The error results that must enter the history before ``incoming`` (decision 18).
+
+    A user or assistant message while calls wait answers each of them: a rejected one with
+    its reason, any other with "superseded by a new message"; a run passes its ``emit``, so
+    each such call gets its start and end events there (decision 1). A tool result or an
+    approval step needs none.
+    """
+    if not isinstance(incoming, (UserMessage, AssistantMessage)):
+        return []
+    _, waiting = waiting_calls(messages)
+    results = []
+    for w in waiting.values():
+        results += answer_tool_calls_with_error([w.call], w.reason if w.decision == "rejected" else SUPERSEDED_REASON, emit).messages
+    return results
+
+
+def _never_defers(hook: Optional[Callable[..., Any]]) -> Optional[Callable[..., Any]]:
+    """``before_tool_call`` for an approved call: asked as usual, except that a defer is ignored."""
+    if hook is None:
+        return None
+
+    def asked_again(ctx: Any, signal: Any) -> Any:
+        answer = hook(ctx, signal)
+        if isinstance(answer, Mapping) and answer.get("defer"):
+            return {k: v for k, v in answer.items() if k not in ("defer", "reason")} or None
+        return answer
+
+    return asked_again
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What ``resume_approvals`` did: the results it appended, the calls still waiting, whether to stop."""
+
+    results: list[ToolResultMessage]
+    pending: list[PendingApproval]
+    terminate: bool
+
+
+def resume_approvals(
+    history: Callable[[], list[AgentMessage]],
+    append: Callable[[AgentMessage], None],
+    system_prompt: str,
+    tools: Mapping[str, Any],
+    config: AgentLoopConfig,
+    signal: Optional[AbortSignal],
+    emit: Any,
+) -> Resumed:
+    """Run the approved calls and answer the rejected ones (the start of a run, decision 18).
+
+    Each approved call gets a "resumed" step before it runs (a crash while it runs leaves it
+    lost, never pending again), then goes through PREPARE -> EXECUTE -> FINALIZE with its
+    approved arguments. Rejected calls get an error result with the reason; calls left
+    "resumed" without a result (a failure while they ran) get ``LOST_AFTER_RESUME``. The
+    results are appended in call order; calls without a decision stay waiting.
+    """
+    assistant, waiting = waiting_calls(history())
+    if assistant is None or not waiting:
+        return Resumed([], [], False)
+    approved = [w for w in waiting.values() if w.decision == "approved"]
+    for w in approved:
+        append(ApprovalMessage(w.call.id, w.call.name, "resumed", w.arguments, ""))
+    by_id: dict[str, ToolResultMessage] = {}
+    terminate = False
+    if approved:
+        calls = [replace(w.call, arguments=w.arguments, arguments_error=None) for w in approved]
+        context = AgentContext(system_prompt, history(), tools)
+        batch = execute_tool_calls(context, assistant, calls, replace(config, before_tool_call=_never_defers(config.before_tool_call)), signal, emit)
+        by_id.update((m.tool_call_id, m) for m in batch.messages)
+        terminate = batch.terminate
+    for w in waiting.values():
+        if w.decision in ("rejected", "resumed"):
+            text = w.reason if w.decision == "rejected" else LOST_AFTER_RESUME
+            by_id.update((m.tool_call_id, m) for m in answer_tool_calls_with_error([w.call], text, emit).messages)
+    results = [normalize_tool_result(by_id[i]) for i in waiting if i in by_id]
+    for result in results:
+        append(result)
+    pending = _pending_of({i: w for i, w in waiting.items() if i not in by_id})
+    return Resumed(results, pending, terminate and len(results) == len(approved) and not pending)
+
+
+def start_of_run(host: Any, signal: Optional[AbortSignal], messages: list[AgentMessage]) -> Optional[AssistantMessage]:
+    """The start of a run after approvals (decision 18): decisions taken, approved calls run, rejected answered.
+
+    ``host`` is the run's ``run.RunHost``; ``messages`` the run's input, not yet appended:
+    the approval steps and tool results queued before any new message (``add_message``
+    during the last run) are appended first and taken off the list. Returns the run's
+    response when it must end here: calls still wait and no new message came (stop_reason
+    "awaiting_approval"), or the resumed calls all asked to terminate. None when the run
+    goes on to its rounds (or nothing was waiting).
+    """
+    lead = 0
+    while lead < len(messages) and isinstance(messages[lead], (ApprovalMessage, ToolResultMessage)):
+        host.append(messages[lead])
+        lead += 1
+    del messages[:lead]
+    if not waiting_calls(host.history())[1]:
+        return None
+    resumed = resume_approvals(host.history, host.append, host.state.system_prompt, host.state.tools, host.loop_config(), signal, host.emit)
+    if any(isinstance(m, (UserMessage, AssistantMessage)) for m in messages):
+        return None  # the new message answers what still waits (run._append_input)
+    if resumed.pending:
+        return awaiting_response(resumed.pending)
+    if resumed.terminate:
+        return AssistantMessage([TextContent("Tool execution completed.")], stop_reason="tool_use_terminated")
+    return None
+
+
+def answer_deferred_aborted(deferred: Sequence[PendingApproval]) -> list[ToolResultMessage]:
+    """Results for calls deferred in a batch that was aborted: nothing waits after an abort."""
+    return [ToolResultMessage(p.tool_call_id, p.tool_name, [TextContent(ABORTED_MESSAGE)], {}, is_error=True) for p in deferred]
+
+
+# --- the verbs (the package face re-exports them) -------------------------------------
+
+
+def pending_approvals(agent: Any) -> list[PendingApproval]:
+    """The tool calls waiting for a decision, in call order (read from the history, so from a session too)."""
+    return _pending_of(waiting_calls(agent._core.history())[1])
+
+
+def _waiting_one(agent: Any, tool_call_id: str) -> Waiting:
+    waiting = waiting_calls(agent._core.history())[1]
+    found = waiting.get(tool_call_id) if isinstance(tool_call_id, str) else None
+    if found is None or found.decision == "resumed":
+        listed = ", ".join(repr(i) for i, w in waiting.items() if w.decision != "resumed") or "none"
+        raise ValueError(f"no tool call {tool_call_id!r} is waiting for approval (waiting: {listed})")
+    return found
+
+
+def _record(agent: Any, step: ApprovalMessage) -> None:
+    agent._core.add_message(normalize_message(step))
+
+
+def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]] = None) -> None:
+    """Approve a deferred call: it runs when the agent resumes (``continue_agent``), with ``arguments`` if given.
+
+    The decision is a step in the history (stored in the session). Deciding again before
+    the run resumes replaces the decision.
+
+    Raises:
+        ValueError: no call of that id is waiting for approval.
+        ToolArgumentsError: ``arguments`` is not a dict, or, through the tool's
+            ``prepare_arguments``, fails its validation (nothing is recorded).
+        MessageFormatError: ``arguments`` is not JSON (it could not be stored).
+    """
+    waiting = _waiting_one(agent, tool_call_id)
+    if arguments is None:
+        arguments = waiting.call.arguments
+    elif not isinstance(arguments, dict):
+        raise ToolArgumentsError(f"approve(arguments=...) expects a dict of arguments, got {type(arguments).__name__}")
+    else:  # checked now, as the pipeline will check them (prepare_arguments, then the schema), so a person hears of a slip at once
+        tool = agent._core.state.tools.get(waiting.call.name)
+        if tool is not None:
+            try:
+                prepared = prepare_tool_call_arguments(tool, replace(waiting.call, arguments=arguments))
+            except ToolArgumentsError:
+                raise
+            except Exception as exc:
+                raise ToolArgumentsError(f"prepare_arguments of tool {tool.name!r} raised {type(exc).__name__}: {exc}") from exc
+            validate_tool_arguments(tool, prepared)
+    _record(agent, ApprovalMessage(tool_call_id, waiting.call.name, "approved", dict(arguments), ""))
+
+
+def reject(agent: Any, tool_call_id: str, reason: str = DEFAULT_REJECT_REASON) -> None:
+    """Reject a deferred call: it never runs; when the agent resumes, its result is an error result with ``reason``.
+
+    Raises:
+        ValueError: no call of that id is waiting for approval.
+    """
+    waiting = _waiting_one(agent, tool_call_id)
+    _record(agent, ApprovalMessage(tool_call_id, waiting.call.name, "rejected", dict(waiting.call.arguments), str(reason)))

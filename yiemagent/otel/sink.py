@@ -1,0 +1,395 @@
+"""``OTelSink``: an agent's events as OpenTelemetry spans, after the GenAI semantic conventions.
+
+Beyond the spec (docs/tracing.md). One run is an ``invoke_agent`` span; inside it each
+LLM round is a ``chat {model}`` span (kind CLIENT) and each tool call an
+``execute_tool {name}`` span. A round's tool spans are the round's chat span's siblings,
+not its children: the chat span covers the model's call only, which has ended when the
+tools run (the conventions show them side by side under the encompassing span). The
+spans start and end at the events' ``time_ns``, so the calls of a parallel batch are
+sibling spans with their real start and end times, however the emitter queued their events.
+
+How the sink finds the run an event belongs to: the run runs in the context of the call
+that started it (docs/tracing.md "Trace context"), every event of the run is emitted in
+that context or a copy of it (the run thread, tool threads, the delta relay), and the
+sink keeps its open run in a ``ContextVar`` set there at ``AgentRunStartEvent``. So one
+sink may serve many agents at once, and a sub-agent started from a tool has a run of its
+own. An event seen outside any such context (a thread a tool started by hand) falls back
+on the sink's only open run, if it has exactly one.
+
+The sink also makes its spans current in the run thread (``opentelemetry.context.attach``)
+while they are open: a span a tool or a hook starts, or an instrumented HTTP library in
+``llm_call``, becomes a child of the tool's or the round's span, and an agent run started
+from inside a tool (a sub-agent) a child of that tool's span. In a parallel batch the
+tools run in threads that copied the run thread's context while their own span was
+current, so there too a tool's spans are children of its span.
+
+Every span ends: a round's or a call's span whose end event never came (a sink that
+raised on it, a bug) ends, marked ``error.type`` "incomplete", when its run ends; a run
+that never ends (an ``llm_call`` that never returns, a run ``shutdown`` gave up on) is
+ended, marked "abandoned", when the interpreter exits, before the SDK's own exit handler
+flushes the spans.
+
+Thread safety: the sink may be called from any thread, by several agents at once.
+``_lock`` guards ``_open`` and ``_loose``; each run's ``lock`` guards its spans. The sink
+never raises: a failure to record (an exporter or span processor that raises) is logged
+on the ``yiemagent.otel`` logger, and the spans still end.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextvars
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from typing import Any, Optional
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind
+
+from ..events import (
+    AgentRunEndEvent,
+    AgentRunStartEvent,
+    LLMCallEndEvent,
+    LLMCallStartEvent,
+    LLMDeltaEvent,
+    ToolExecEndEvent,
+    ToolExecStartEvent,
+)
+from ..messages import text_of
+from . import _content as content
+from ._spans import RunSpans, end_span, fail_span
+
+__all__ = ["OTelSink"]
+
+logger = logging.getLogger("yiemagent.otel")
+
+try:
+    _VERSION = metadata.version("yiemagent")
+except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    _VERSION = "0"
+
+_RUNS: contextvars.ContextVar[Mapping["OTelSink", "RunSpans"]] = contextvars.ContextVar("yiemagent_otel_runs", default={})
+"""The open run of each sink, in the context of that run (see the module docstring)."""
+
+_SINKS: "weakref.WeakSet[OTelSink]" = weakref.WeakSet()  # every live sink: the exit handler ends their open runs
+_EXIT_HOOK = threading.Lock()  # guards _exit_hooked
+_exit_hooked = False
+
+
+class OTelSink:
+    """An event sink that records each run, LLM round and tool call as an OpenTelemetry span.
+
+    ``tracer_provider``: where the spans go; None is OpenTelemetry's global provider (set
+    with ``trace.set_tracer_provider``). ``capture_content``: also record what was sent and
+    received — prompts, replies, tool arguments and results — which the conventions leave
+    off by default because it holds user data; what is recorded is masked first (every
+    live client's credentials become ``***``). docs/tracing.md lists every attribute.
+
+    Needs only ``opentelemetry-api``; without an SDK installed and configured it records
+    nothing, at almost no cost. Use ``tee`` to pair it with another sink.
+
+    Thread safety: see the module docstring; one sink may serve many agents at once.
+    """
+
+    def __init__(self, tracer_provider: Optional[trace.TracerProvider] = None, *, capture_content: bool = False) -> None:
+        self.capture_content = bool(capture_content)
+        self._tracer = trace.get_tracer("yiemagent", _VERSION, tracer_provider=tracer_provider)
+        self._lock = threading.Lock()  # guards _open and _loose
+        self._open: dict[int, RunSpans] = {}  # runs started and not yet ended, by id(RunSpans)
+        self._loose = RunSpans(None, None, None, 0)  # tool calls made outside any run (execute_tool_calls called directly)
+        _SINKS.add(self)
+
+    def __repr__(self) -> str:
+        return f"OTelSink(capture_content={self.capture_content})"
+
+    def __call__(self, event: Any) -> None:
+        handler = _HANDLERS.get(type(event))
+        if handler is None:
+            return  # ToolExecUpdateEvent, and events this sink does not know
+        try:
+            handler(self, event)
+        except Exception:  # an exporter or span processor that raises: the run goes on, its spans still end
+            logger.warning("OTelSink could not record a %s; the run's spans still end", type(event).__name__, exc_info=True)
+
+    # --- finding the run -----------------------------------------------------------------
+
+    def _find(self, run_id: Optional[int] = None, tool_call_id: Optional[str] = None) -> Optional[RunSpans]:
+        """The open run ``event`` belongs to: the one of this context, else the sink's only open run."""
+        run = _RUNS.get().get(self)
+        if run is not None and not run.ended and (run_id is None or run.run_id == run_id):
+            if tool_call_id is None or tool_call_id in run.tools:
+                return run
+        with self._lock:
+            candidates = [
+                r for r in self._open.values()
+                if (run_id is None or r.run_id == run_id) and (tool_call_id is None or tool_call_id in r.tools)
+            ]
+        return candidates[0] if len(candidates) == 1 else None
+
+    # --- making spans current in the run thread ------------------------------------------
+
+    def _attach(self, run: RunSpans, span: Span) -> None:
+        if threading.get_ident() == run.thread and run.parent is not None:
+            current = run.parent if span is run.span else trace.set_span_in_context(span, run.parent)
+            run.tokens.append((otel_context.attach(current), span))
+
+    def _detach(self, run: RunSpans, span: Optional[Span]) -> bool:
+        """Detach ``span`` (and anything attached after it) if it is attached here; True if it was."""
+        if threading.get_ident() != run.thread or not any(s is span for _, s in run.tokens):
+            return False
+        while run.tokens:
+            token, attached = run.tokens.pop()
+            otel_context.detach(token)
+            if attached is span:
+                return True
+        return True
+
+    def _detach_tool(self, run: RunSpans) -> None:
+        """The run thread moves on: the tool span it made current (a parallel call, ended in its own thread) is current no more."""
+        if run.attached_tool is not None and self._detach(run, run.attached_tool):
+            run.attached_tool = None
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def _run_start(self, event: AgentRunStartEvent) -> None:
+        parent = otel_context.get_current()  # the caller's context: a run started inside a span is its child
+        span = self._tracer.start_span(
+            "invoke_agent",
+            context=parent,
+            kind=SpanKind.INTERNAL,
+            attributes={"gen_ai.operation.name": "invoke_agent", "yiemagent.run.id": event.run_id},
+            start_time=event.time_ns,
+        )
+        run = RunSpans(event.run_id, span, trace.set_span_in_context(span, parent), threading.get_ident())
+        _RUNS.set({**_RUNS.get(), self: run})
+        with self._lock:
+            self._open[id(run)] = run
+        _hook_exit()
+        self._attach(run, span)
+
+    def _run_end(self, event: AgentRunEndEvent) -> None:
+        run = self._find(event.run_id)
+        if run is None:
+            return
+        with run.lock:
+            if run.ended:
+                return
+            run.ended = True
+            self._end_children(run, event.time_ns, "incomplete")
+            span = run.span
+            assert span is not None
+            try:
+                response = event.response
+                attributes: dict[str, Any] = {
+                    "gen_ai.provider.name": run.provider or "unknown",
+                    "gen_ai.response.finish_reasons": (content.finish_reason(response.stop_reason),),
+                }
+                if run.counted:
+                    attributes.update(content.usage_attributes(event.usage))
+                if run.model:
+                    attributes["gen_ai.request.model"] = run.model
+                if self.capture_content:
+                    attributes["gen_ai.output.messages"] = content.output_messages(response)
+                span.set_attributes(attributes)
+                if response.stop_reason in content.FAILED_RUN_STOP_REASONS:
+                    fail_span(span, str(response.stop_reason), content.mask(response.error_message or str(response.stop_reason)))
+            finally:
+                if threading.get_ident() == run.thread:
+                    while run.tokens:
+                        otel_context.detach(run.tokens.pop()[0])
+                self._forget(run)
+                end_span(span, event.time_ns)
+
+    def _forget(self, run: RunSpans) -> None:
+        with self._lock:
+            self._open.pop(id(run), None)
+        runs = _RUNS.get()
+        if runs.get(self) is run:
+            _RUNS.set({sink: r for sink, r in runs.items() if sink is not self})
+
+    def _end_children(self, run: RunSpans, end_ns: int, why: str) -> None:
+        """End the round and call spans of ``run`` still open (their end events never came); ``run.lock`` held."""
+        open_spans = ([run.chat] if run.chat is not None else []) + list(run.tools.values())
+        run.chat = None
+        run.tools.clear()
+        run.attached_tool = None
+        for span in open_spans:
+            fail_span(span, why, f"the span's end event never came; it was ended when its run ended ({why})")
+            end_span(span, end_ns)
+
+    # --- LLM rounds ----------------------------------------------------------------------
+
+    def _llm_start(self, event: LLMCallStartEvent) -> None:
+        run = self._find(event.run_id)
+        if run is None:
+            return  # a round of a run this sink did not see start
+        with run.lock:
+            self._detach_tool(run)
+            if run.chat is not None:  # the previous round's end event never came
+                self._end_children(run, event.time_ns, "incomplete")
+            provider = content.provider_name(event.provider)
+            attributes: dict[str, Any] = {"gen_ai.operation.name": "chat"}
+            if provider:
+                attributes["gen_ai.provider.name"] = provider
+            if event.model:
+                attributes["gen_ai.request.model"] = event.model
+                run.model = run.model or event.model
+            if self.capture_content and event.context is not None:
+                attributes["gen_ai.input.messages"] = content.input_messages(event.context.messages)
+                if event.context.system_prompt:
+                    attributes["gen_ai.system_instructions"] = content.system_instructions(event.context.system_prompt)
+            run.chat = self._tracer.start_span(
+                f"chat {event.model}" if event.model else "chat",
+                context=run.parent,
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+                start_time=event.time_ns,
+            )
+            run.chat_round, run.chat_start_ns, run.chat_provider, run.chat_streamed = event.round, event.time_ns, event.provider, False
+            self._attach(run, run.chat)
+
+    def _llm_delta(self, event: LLMDeltaEvent) -> None:
+        run = self._find(event.run_id)
+        if run is None:
+            return
+        with run.lock:
+            if run.chat is None or run.chat_streamed or run.chat_round != event.round:
+                return
+            run.chat_streamed = True
+            run.chat.set_attributes(
+                {"gen_ai.request.stream": True, "gen_ai.response.time_to_first_chunk": (event.time_ns - run.chat_start_ns) / 1e9}
+            )
+
+    def _llm_end(self, event: LLMCallEndEvent) -> None:
+        run = self._find(event.run_id)
+        if run is None:
+            return
+        with run.lock:
+            span = run.chat
+            if span is None or run.chat_round != event.round:
+                return
+            run.chat = None
+            try:
+                reply = event.response
+                attributes: dict[str, Any] = content.usage_attributes(event.usage)
+                run.counted = run.counted or event.usage is not None
+                provider = content.provider_name(run.chat_provider)
+                if reply is not None:
+                    provider = provider or content.provider_name(reply.provider, reply.api) or reply.provider
+                    if reply.model:
+                        attributes["gen_ai.response.model"] = reply.model
+                    attributes["gen_ai.response.finish_reasons"] = (content.finish_reason(reply.stop_reason),)
+                    if self.capture_content:
+                        attributes["gen_ai.output.messages"] = content.output_messages(reply)
+                provider = provider or run.chat_provider or "unknown"
+                attributes["gen_ai.provider.name"] = provider
+                run.provider = run.provider or provider
+                span.set_attributes(attributes)
+                if event.error is not None:
+                    fail_span(span, event.error_type or "_OTHER", content.mask(event.error))
+                elif reply is not None and reply.stop_reason == "error":  # an llm_call that reports its failure
+                    fail_span(span, "error", content.mask(reply.error_message or "the reply's stop_reason is 'error'"))
+            finally:
+                self._detach(run, span)
+                end_span(span, event.time_ns)
+
+    # --- tool calls ----------------------------------------------------------------------
+
+    def _tool_start(self, event: ToolExecStartEvent) -> None:
+        run = self._find() or self._loose
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": event.tool_name,
+            "gen_ai.tool.call.id": event.tool_call_id,
+            "gen_ai.tool.type": "function",
+        }
+        if self.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = content.tool_arguments(event.arguments)
+        with run.lock:
+            self._detach_tool(run)
+            span = self._tracer.start_span(
+                f"execute_tool {event.tool_name}",
+                context=run.parent,  # None for a loose call: the current context
+                kind=SpanKind.INTERNAL,
+                attributes=attributes,
+                start_time=event.time_ns,
+            )
+            stale = run.tools.pop(event.tool_call_id, None)
+            run.tools[event.tool_call_id] = span
+            self._attach(run, span)
+            if run.tokens and run.tokens[-1][1] is span:
+                run.attached_tool = span
+        if stale is not None:  # the same id again before its end came
+            fail_span(stale, "incomplete", "a call with the same id started before this one ended")
+            end_span(stale, event.time_ns)
+
+    def _tool_end(self, event: ToolExecEndEvent) -> None:
+        run = self._find(tool_call_id=event.tool_call_id)
+        if run is None:
+            run = self._loose
+        with run.lock:
+            span = run.tools.pop(event.tool_call_id, None)
+            if span is None:
+                return
+            try:
+                result = event.result
+                if event.is_error:
+                    fail_span(span, content.tool_error_type(result), content.mask(text_of(result.content)) if self.capture_content else None)
+                elif self.capture_content:
+                    span.set_attribute("gen_ai.tool.call.result", content.tool_result(result))
+            finally:
+                if run.attached_tool is span and self._detach(run, span):
+                    run.attached_tool = None
+                end_span(span, event.time_ns)
+
+    # --- the exit handler ----------------------------------------------------------------
+
+    def _end_abandoned(self) -> None:
+        """End every run still open (it never ended: the process is exiting), marked "abandoned"."""
+        with self._lock:
+            runs = list(self._open.values())
+        now = time.time_ns()
+        for run in runs:
+            if not run.lock.acquire(timeout=1):  # the run is inside this sink right now: leave it
+                continue
+            try:
+                if run.ended or run.span is None:
+                    continue
+                run.ended = True
+                self._end_children(run, now, "abandoned")
+                fail_span(run.span, "abandoned", "the run had not ended when the process exited")
+                end_span(run.span, now)
+                with self._lock:
+                    self._open.pop(id(run), None)
+            finally:
+                run.lock.release()
+
+
+def _end_all_abandoned() -> None:
+    for sink in list(_SINKS):
+        sink._end_abandoned()
+
+
+def _hook_exit() -> None:
+    """Register the exit handler at the first run: after the tracer provider was made, so it runs before the SDK's own."""
+    global _exit_hooked
+    with _EXIT_HOOK:
+        if not _exit_hooked:
+            atexit.register(_end_all_abandoned)
+            _exit_hooked = True
+
+
+_HANDLERS: dict[type, Callable[[OTelSink, Any], None]] = {
+    AgentRunStartEvent: OTelSink._run_start,
+    AgentRunEndEvent: OTelSink._run_end,
+    LLMCallStartEvent: OTelSink._llm_start,
+    LLMDeltaEvent: OTelSink._llm_delta,
+    LLMCallEndEvent: OTelSink._llm_end,
+    ToolExecStartEvent: OTelSink._tool_start,
+    ToolExecEndEvent: OTelSink._tool_end,
+}
