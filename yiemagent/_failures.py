@@ -11,8 +11,7 @@ import threading
 
 from ._bounds import cap_text
 from .errors import ToolError
-from .messages import TextContent
-from .types import AgentToolResult
+from .types import AgentToolResult, TextContent
 
 __all__ = ["ABORTED_MESSAGE", "USER_CODE_ERRORS", "create_error_tool_result", "describe_error", "user_code_errors"]
 

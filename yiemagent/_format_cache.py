@@ -63,10 +63,11 @@ import copy
 from collections.abc import Callable
 from typing import Any, NamedTuple, NoReturn, Optional
 
-from .messages import AgentMessage
 
 __all__ = ["APPENDING_METHODS", "EDITING_METHODS", "FrozenDict", "FrozenList", "History", "HistorySnapshot", "Lineage", "freeze", "history_wires"]
 
+
+Message = Any  # a conversation message (types.py): the cache reads only its identity and its __dict__
 
 _READ_ONLY = (
     "a message dict made by format_msg_for_llm is read-only: it is cached and shared by every "
@@ -289,7 +290,7 @@ _LATEST_ATTR = "_yiemagent_latest_request"  # on a History: its _LatestRequest
 _SKIP = FrozenDict()  # the cached "wire" of a message that is not sent (an unknown AgentMessage subclass)
 
 
-def _cache_of(msg: AgentMessage) -> Optional[_MessageCache]:
+def _cache_of(msg: Message) -> Optional[_MessageCache]:
     cache = getattr(msg, _CACHE_ATTR, None)
     if cache is None:
         cache = _MessageCache()
@@ -300,7 +301,7 @@ def _cache_of(msg: AgentMessage) -> Optional[_MessageCache]:
     return cache
 
 
-def _wire_of(msg: AgentMessage, convert: Callable[[AgentMessage], Optional[dict[str, Any]]]) -> dict[str, Any]:
+def _wire_of(msg: Message, convert: Callable[[Message], Optional[dict[str, Any]]]) -> dict[str, Any]:
     """The read-only wire dict of one message, made by ``convert`` on first use and then remembered."""
     cache = _cache_of(msg)
     wire = cache.wire if cache is not None else None
@@ -312,11 +313,11 @@ def _wire_of(msg: AgentMessage, convert: Callable[[AgentMessage], Optional[dict[
     return wire
 
 
-def _wires_of(messages: list[AgentMessage], convert: Callable[[AgentMessage], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:
+def _wires_of(messages: list[Message], convert: Callable[[Message], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:
     return [wire for wire in (_wire_of(m, convert) for m in messages) if wire is not _SKIP]
 
 
-def history_wires(given: Any, convert: Callable[[AgentMessage], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:
+def history_wires(given: Any, convert: Callable[[Message], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The wire dicts of a context's messages, in order (the system message aside); ``convert`` makes a message's (None: not sent).
 
     When ``given`` is a ``HistorySnapshot`` that still has its lineage (the default

@@ -30,7 +30,8 @@ MOVED = {
     "yiemagent.stream_relay": "yiemagent.events",
     "yiemagent.streaming": "yiemagent.events",
     "yiemagent.limits": "yiemagent.run",
-    "yiemagent.usage": "yiemagent.messages",
+    "yiemagent.usage": "yiemagent.types",
+    "yiemagent.messages": "yiemagent.types",
     "yiemagent.channels": "yiemagent.loop",
     "yiemagent.function_tools": "yiemagent.typed.functions",
 }

@@ -31,12 +31,11 @@ from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
 from .history import each_message, history_from_session
 from .run import DEFAULT_MAX_ROUNDS, check_max_rounds
-from .messages import AgentMessage, AssistantMessage, LLMModel, LLMUsage, UsageLimits
+from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, LLMUsage, UsageLimits
 from .normalize import normalize_message
 from .registry import ToolStore
 from .run import CONTINUE
 from .history.sessions import Session, hold_session, release_session
-from .types import DEFAULT_SYSTEM_PROMPT, AgentState
 from .typed.output import OutputSpec
 from .tools import register_builtin_tools, resolve_builtin_names
 

@@ -34,10 +34,21 @@ from typing import Any, Optional
 from .batch import answer_tool_calls_with_error, execute_tool_calls
 from .errors import ToolArgumentsError
 from .extraction import extract_tool_calls
-from .messages import AgentMessage, ApprovalMessage, AssistantMessage, TextContent, ToolResultMessage, UserMessage
+from .types import (
+    AbortSignal,
+    AgentContext,
+    AgentLoopConfig,
+    AgentMessage,
+    AgentToolCall,
+    ApprovalMessage,
+    AssistantMessage,
+    PendingApproval,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+)
 from .normalize import normalize_message, normalize_tool_result
 from .pipeline import ABORTED_MESSAGE, prepare_tool_call_arguments, validate_tool_arguments
-from .types import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCall, PendingApproval
 
 __all__ = [
     "AWAITING_APPROVAL",

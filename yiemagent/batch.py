@@ -11,20 +11,6 @@ import logging
 from concurrent.futures import Future
 from typing import Any, Optional
 
-from .types import call_context
-from ._threads import tool_pool
-from .messages import TextContent
-from .events import EventEmitter, ToolExecEndEvent, ToolExecStartEvent, as_emitter
-from .pipeline import (
-    ABORTED_MESSAGE,
-    create_error_tool_result,
-    create_tool_result_message,
-    describe_error,
-    execute_prepared_tool_call,
-    finalize_executed_tool_call,
-    prepare_tool_call,
-    user_code_errors,
-)
 from .types import (
     AbortSignal,
     AgentContext,
@@ -36,6 +22,20 @@ from .types import (
     ImmediateOutcome,
     PendingApproval,
     PreparedToolCall,
+    TextContent,
+    call_context,
+)
+from ._threads import tool_pool
+from .events import EventEmitter, ToolExecEndEvent, ToolExecStartEvent, as_emitter
+from .pipeline import (
+    ABORTED_MESSAGE,
+    create_error_tool_result,
+    create_tool_result_message,
+    describe_error,
+    execute_prepared_tool_call,
+    finalize_executed_tool_call,
+    prepare_tool_call,
+    user_code_errors,
 )
 
 __all__ = [

@@ -69,8 +69,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar
 
-from .messages import AssistantMessage, LLMUsage
-from .types import AbortSignal, AgentContext, AgentToolResult
+from .types import AbortSignal, AgentContext, AgentToolResult, AssistantMessage, LLMUsage
 
 __all__ = [
     "DELTA_KINDS",

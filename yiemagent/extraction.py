@@ -35,8 +35,7 @@ import logging
 from typing import Any, Optional
 
 from ._bounds import JSONTooDeepError, NotJSONError, cap_text, clean_str, json_safe, loads_json, short_repr
-from .messages import AssistantMessage
-from .types import AgentToolCall
+from .types import AgentToolCall, AssistantMessage
 
 __all__ = ["arguments_json", "extract_tool_calls", "parse_tool_arguments"]
 

@@ -23,8 +23,18 @@ from typing import Any, NamedTuple, Optional
 from ._format_cache import HistorySnapshot, history_wires
 from .errors import MessageFormatError
 from .extraction import arguments_json, extract_tool_calls
-from .messages import AgentMessage, AssistantMessage, ImageContent, TextContent, ToolResultMessage, UserMessage, text_of
-from .types import AgentContext, AgentState, AgentTool
+from .types import (
+    AgentContext,
+    AgentMessage,
+    AgentState,
+    AgentTool,
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+    text_of,
+)
 
 __all__ = [
     "assistant_message_to_openai",

@@ -46,13 +46,12 @@ from typing import Any, Optional, Union
 
 from .errors import AgentClosedError
 from .events import EventEmitter, call_unstreamed
-from .messages import AgentMessage, AssistantMessage, LLMUsage, UsageLimits, UsageMeter
+from .types import AgentLoopConfig, AgentMessage, AgentState, AssistantMessage, LLMUsage, UsageLimits, UsageMeter
 from ._failures import describe_error
 from .registry import ToolStore
 from .run import CONTINUE, HistoryWriter, Run, process_message
 from ._threads import RunWorker
 from .history.sessions import Session
-from .types import AgentLoopConfig, AgentState
 
 __all__ = ["AgentCore", "Channel", "LoopState", "current_core"]
 

@@ -30,8 +30,19 @@ from typing import Any, NamedTuple, Optional
 from ._bounds import NotJSONError, clean_str, json_safe, plain, short_repr
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
-from .messages import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, MessageContent, TextContent, ToolResultMessage, UserMessage
-from .types import AgentToolCall
+from .types import (
+    AgentMessage,
+    AgentToolCall,
+    APPROVAL_DECISIONS,
+    ApprovalMessage,
+    AssistantMessage,
+    ImageContent,
+    LLMUsage,
+    MessageContent,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+)
 
 __all__ = ["CheckedReply", "normalize_content", "normalize_message", "normalize_reply", "normalize_tool_result"]
 

@@ -25,7 +25,6 @@ from ._failures import ABORTED_MESSAGE, USER_CODE_ERRORS, create_error_tool_resu
 from ._bounds import cap_text, json_copy, preview, short_repr
 from .errors import ToolArgumentsError
 from .events import EventEmitter, SubAgentEvent, ToolExecUpdateEvent, as_emitter
-from .messages import LLMUsage, MessageContent, TextContent, ToolResultMessage
 from .types import (
     AbortSignal,
     AfterToolCallContext,
@@ -38,8 +37,12 @@ from .types import (
     ExecutedOutcome,
     FinalizedOutcome,
     ImmediateOutcome,
+    LLMUsage,
+    MessageContent,
     PendingApproval,
     PreparedToolCall,
+    TextContent,
+    ToolResultMessage,
 )
 
 __all__ = [

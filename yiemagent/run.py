@@ -24,16 +24,29 @@ from .batch import answer_tool_calls_with_error, execute_tool_calls
 from .events import AgentRunEndEvent, AgentRunStartEvent, EventEmitter, LLMCallEndEvent, LLMCallStartEvent, SubAgentEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
-from .messages import AgentMessage, ApprovalMessage, AssistantMessage, LLMUsage, TextContent, ToolResultMessage, UsageLimits
+from .types import (
+    AbortSignal,
+    AgentContext,
+    AgentLoopConfig,
+    AgentMessage,
+    AgentState,
+    AgentToolCallBatch,
+    ApprovalMessage,
+    AssistantMessage,
+    LLMUsage,
+    RunContext,
+    TextContent,
+    ToolResultMessage,
+    UsageLimits,
+    add_usage,
+    run_context,
+)
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
 from ._failures import describe_error, user_code_errors
 from .errors import AgentClosedError
 from .events import relay_deltas
 from .history.sessions import Session, release_session
-from .types import AbortSignal, AgentContext, AgentLoopConfig, AgentState, AgentToolCallBatch
 from .typed.output import OutputSpec, output_invalid_response
-from .types import RunContext, run_context
-from .messages import add_usage
 
 __all__ = [
     "CONTINUE",

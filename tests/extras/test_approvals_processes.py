@@ -23,7 +23,7 @@ import json, sys
 from yiemagent import (AgentTool, AgentToolResult, AnthropicClient, OpenAIClient, SQLiteSession, TextContent, ToolStore,
     YiemAgent, approve, continue_agent, pending_approvals, register_tool, reject, run_agent, shutdown, take_response)
 from yiemagent.llm import ScriptedLLM
-from yiemagent.messages import AssistantMessage
+from yiemagent.types import AssistantMessage
 
 db, phase, kind, url, log = sys.argv[1:6]
 

@@ -66,7 +66,7 @@ def test_a_file_or_pipe_gets_the_streamed_text_as_written():
 def test_the_cli_shows_a_whole_answer_on_a_terminal_without_obeying_it():
     """`yiemagent ask --no-stream` printed the reply raw; an error message too."""
     from yiemagent.cli.commands import _show
-    from yiemagent.messages import AssistantMessage
+    from yiemagent.types import AssistantMessage
 
     reply = AssistantMessage([TextContent("done" + CLIPBOARD)], stop_reason="error", error_message="server said" + CLEAR)
     shown = on_a_terminal(lambda tty: _show(reply, tty, tty, ConsolePrinter(io.StringIO())))

@@ -20,7 +20,7 @@ from helpers import make_tool
 from yiemagent import AgentToolResult, MessageFormatError, SQLiteSession, load_history, run_agent, save_history, shutdown, take_response
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
-from yiemagent.messages import LLMUsage, TextContent, ToolResultMessage, UserMessage
+from yiemagent.types import LLMUsage, TextContent, ToolResultMessage, UserMessage
 
 DEEP = "[" * 100_000 + "]" * 100_000  # deeper than json's own limit
 DEEPISH = "[" * 900 + "]" * 900  # json reads it; decoding it recursively does not fit the stack

@@ -15,7 +15,7 @@ from opentelemetry.trace import StatusCode
 from helpers import WAIT, blocking_tool, make_agent, make_tool, text_result
 from yiemagent import AssistantMessage, TextContent, abort, run_agent, shutdown, take_response, tee
 from yiemagent.llm import OpenAIClient, ScriptedLLM
-from yiemagent.messages import text_of
+from yiemagent.types import text_of
 from yiemagent.streaming import emit_delta
 from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.otel import OTelSink

@@ -26,7 +26,7 @@ from yiemagent.history import complete_tool_calls
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.loop import UsageMeter
-from yiemagent.messages import add_usage
+from yiemagent.types import add_usage
 
 
 

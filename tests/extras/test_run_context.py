@@ -10,7 +10,7 @@ import pytest
 from helpers import WAIT, make_agent
 from yiemagent import AssistantMessage, RunContext, ToolDefinitionError, ask, current_run_context, shutdown, tool
 from yiemagent.llm.scripted import ScriptedLLM, tool_call_reply
-from yiemagent.messages import LLMUsage
+from yiemagent.types import LLMUsage
 
 
 def test_a_tool_parameter_annotated_run_context_receives_it_and_is_not_in_the_schema():

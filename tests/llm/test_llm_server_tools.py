@@ -26,7 +26,7 @@ from yiemagent import (
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.llm._wire import message_text
 from yiemagent.llm.anthropic import build_anthropic_request
-from yiemagent.messages import message_from_dict
+from yiemagent.types import message_from_dict
 from yiemagent.normalize import normalize_message
 from yiemagent.events import stream_to
 

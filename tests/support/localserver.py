@@ -63,6 +63,9 @@ class LocalServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out in two sends: with Nagle's algorithm the body waits for
+            # the client's delayed ACK of the headers (~40 ms a reply on Linux)
+            disable_nagle_algorithm = True
 
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -155,6 +158,7 @@ class StreamingServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # each chunk goes out as it is written (see LocalServer)
 
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))

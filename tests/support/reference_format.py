@@ -16,7 +16,7 @@ from typing import Any
 
 from yiemagent import AgentContext, AgentTool, AssistantMessage, ImageContent, TextContent, ToolResultMessage, UserMessage, extract_tool_calls
 from yiemagent.formatting import _content_blocks
-from yiemagent.messages import AgentMessage, text_of
+from yiemagent.types import AgentMessage, text_of
 
 
 def _image_url(block: ImageContent) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from ..events import tee
 from .console import ConsolePrinter, terminal_safe
 from ..errors import AgentClosedError, MessageFormatError, SessionInUseError
 from ..llm import AnthropicClient, OfflineLLM, OpenAIClient
-from ..messages import AssistantMessage, text_of
+from ..types import AssistantMessage, text_of
 from ..registry import register_tool
 from ..history.sessions import SQLiteSession
 

@@ -18,7 +18,7 @@ from ..events import (
     ToolExecStartEvent,
     ToolExecUpdateEvent,
 )
-from ..messages import AssistantMessage, text_of
+from ..types import AssistantMessage, text_of
 
 __all__ = ["ConsolePrinter", "terminal_safe"]
 

@@ -16,9 +16,8 @@ from ..agent import YiemAgent, run_agent, shutdown, take_response
 from .console import ConsolePrinter
 from ..errors import ToolError
 from ..llm import OfflineLLM
-from ..messages import TextContent, text_of
+from ..types import AbortSignal, AgentTool, AgentToolResult, TextContent, text_of
 from ..registry import register_tool
-from ..types import AbortSignal, AgentTool, AgentToolResult
 
 __all__ = ["run_demo", "save_note_tool"]
 

@@ -48,7 +48,7 @@ from typing import Any, Callable
 
 from .._bounds import short_repr
 from ..errors import MessageFormatError
-from ..messages import (
+from ..types import (
     AgentMessage,
     ApprovalMessage,
     AssistantMessage,

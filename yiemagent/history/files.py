@@ -29,9 +29,8 @@ from ._json import message_from_data, message_to_data, utf8_json
 from ._locked_files import write_atomically
 from ..errors import MessageFormatError
 from ..extraction import extract_tool_calls
-from ..messages import AgentMessage, ApprovalMessage, AssistantMessage, TextContent, ToolResultMessage
+from ..types import AgentMessage, AgentToolCall, ApprovalMessage, AssistantMessage, TextContent, ToolResultMessage
 from ..normalize import normalize_message
-from ..types import AgentToolCall
 
 if TYPE_CHECKING:
     from .sessions import Session

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from ._json import message_from_json, message_to_data
 from .sessions import ConnectedSession
 from ..errors import MessageFormatError, SessionInUseError
-from ..messages import AgentMessage
+from ..types import AgentMessage
 
 if TYPE_CHECKING:
     import psycopg

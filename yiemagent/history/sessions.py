@@ -24,7 +24,7 @@ from typing import IO, Any, Optional, Protocol, Self, Union
 from ._json import message_from_json, message_to_json
 from ._locked_files import release_hold, take_hold
 from ..errors import MessageFormatError, SessionInUseError
-from ..messages import AgentMessage
+from ..types import AgentMessage
 from .._failures import user_code_errors
 
 __all__ = ["ConnectedSession", "HeldSession", "SQLiteSession", "Session", "hold_session", "release_session"]

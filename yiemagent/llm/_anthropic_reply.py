@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from ..messages import AssistantMessage, LLMUsage, TextContent
+from ..types import AssistantMessage, LLMUsage, TextContent
 from ._wire import Emit, ReplyError, loads_json, payload_error, require_object, token_count
 
 __all__ = ["AnthropicStream", "is_server_block", "parse_anthropic_response", "parse_anthropic_stream"]

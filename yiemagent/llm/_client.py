@@ -27,7 +27,7 @@ from typing import Any, Optional, Protocol
 
 import requests
 
-from ..messages import AssistantMessage, TextContent
+from ..types import AssistantMessage, TextContent
 from ._guard import CallGuard
 from ._http import Transport, iter_body, read_capped
 from .._secrets import DeltaMasker, Secrets

@@ -13,7 +13,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 from .._bounds import loads_json
-from ..messages import AssistantMessage, TextContent
+from ..types import AssistantMessage, TextContent
 
 __all__ = [
     "RETRYABLE_STATUSES",

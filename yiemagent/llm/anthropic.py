@@ -30,7 +30,7 @@ import copy
 from typing import Any, Optional
 
 from ..extraction import parse_tool_arguments
-from ..messages import AssistantMessage
+from ..types import AssistantMessage
 from ._anthropic_reply import AnthropicStream, is_server_block, parse_anthropic_response, parse_anthropic_stream
 from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES

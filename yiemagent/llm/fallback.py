@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from ..errors import LLMError
-from ..messages import AssistantMessage, LLMUsage, add_usage
+from ..types import AssistantMessage, LLMUsage, add_usage
 from ..events import current_stream, stream_to
 
 __all__ = ["FallbackLLM", "falls_over"]

@@ -22,7 +22,7 @@ import re
 from typing import Any, Optional
 
 from ..extraction import arguments_json, parse_tool_arguments
-from ..messages import AssistantMessage, TextContent
+from ..types import AssistantMessage, TextContent
 from ._wire import content_text
 
 __all__ = ["OfflineLLM"]

@@ -35,7 +35,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from ..extraction import arguments_json, parse_tool_arguments
-from ..messages import AssistantMessage, LLMUsage, TextContent
+from ..types import AssistantMessage, LLMUsage, TextContent
 from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count

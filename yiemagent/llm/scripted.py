@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Union
 
 from ..errors import LLMError
-from ..messages import AssistantMessage, TextContent
+from ..types import AssistantMessage, TextContent
 
 __all__ = ["ScriptedLLM", "tool_call_reply"]
 

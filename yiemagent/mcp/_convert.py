@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..messages import AgentMessage, AssistantMessage, ImageContent, TextContent, UserMessage
+from ..types import AgentMessage, AssistantMessage, ImageContent, TextContent, UserMessage
 
 __all__ = [
     "MCPPrompt",

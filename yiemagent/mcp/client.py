@@ -19,9 +19,8 @@ from typing import Any, Optional
 
 from .._secrets import Secrets
 from ..errors import ToolError, ToolSchemaError
-from ..messages import AgentMessage, MessageContent, TextContent
+from ..types import AbortSignal, AgentMessage, AgentTool, AgentToolResult, MessageContent, TextContent
 from ..registry import ToolStore, check_input_schema
-from ..types import AbortSignal, AgentTool, AgentToolResult
 from ._convert import (
     MCPPrompt,
     MCPResource,

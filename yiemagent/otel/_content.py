@@ -22,8 +22,17 @@ from typing import Any, Optional
 from .._failures import ABORTED_MESSAGE
 from .._secrets import redact_live_secrets
 from ..extraction import extract_tool_calls
-from ..messages import AgentMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage, text_of
-from ..types import AgentToolResult
+from ..types import (
+    AgentMessage,
+    AgentToolResult,
+    AssistantMessage,
+    ImageContent,
+    LLMUsage,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+    text_of,
+)
 
 __all__ = [
     "FAILED_RUN_STOP_REASONS",

@@ -60,7 +60,7 @@ from ..events import (
     ToolExecEndEvent,
     ToolExecStartEvent,
 )
-from ..messages import text_of
+from ..types import text_of
 from . import _content as content
 from ._spans import RunSpans, end_span, fail_span
 

@@ -32,7 +32,7 @@ from typing import Any, Optional
 from ..agent import YiemAgent, abort, run_agent, shutdown, take_response
 from ..errors import ToolDefinitionError, ToolError
 from ..events import SubAgentEvent
-from ..messages import AssistantMessage, TextContent, text_of
+from ..types import AssistantMessage, TextContent, text_of
 from ..types import AbortSignal, AgentTool, AgentToolResult
 
 __all__ = ["ANSWERED", "AGENT_TOOL_SCHEMA", "agent_tool"]

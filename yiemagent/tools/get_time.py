@@ -10,9 +10,8 @@ import zoneinfo
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from ..messages import TextContent
+from ..types import AbortSignal, AgentTool, AgentToolResult, TextContent
 from ..errors import ToolError
-from ..types import AbortSignal, AgentTool, AgentToolResult
 
 __all__ = ["get_time_execute", "get_time_prepare_arguments", "get_time_tool"]
 

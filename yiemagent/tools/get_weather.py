@@ -19,10 +19,9 @@ from typing import Any, Optional
 
 import requests
 
-from ..messages import TextContent
+from ..types import AbortSignal, AgentTool, AgentToolResult, TextContent
 from ..errors import ToolError
 from ..pipeline import ABORTED_MESSAGE
-from ..types import AbortSignal, AgentTool, AgentToolResult
 
 __all__ = ["WMO_WEATHER_CODES", "get_weather_execute", "get_weather_tool"]
 

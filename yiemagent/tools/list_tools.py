@@ -8,8 +8,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..messages import TextContent
-from ..types import AbortSignal, AgentTool, AgentToolResult
+from ..types import AbortSignal, AgentTool, AgentToolResult, TextContent
 
 if TYPE_CHECKING:
     from ..registry import ToolStore

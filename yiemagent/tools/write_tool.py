@@ -39,9 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import ToolError, ToolSchemaError
-from ..messages import TextContent
+from ..types import AbortSignal, AgentTool, AgentToolResult, TextContent
 from ..registry import check_input_schema
-from ..types import AbortSignal, AgentTool, AgentToolResult
 from ._tool_source import ToolSourceError, is_written_tool, parse_body, render_tool_source, verify_tool_source
 
 if TYPE_CHECKING:

@@ -39,8 +39,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple, Optional
 
-from ..types import RunContext, current_run_context
-from ..types import AbortSignal
+from ..types import AbortSignal, RunContext, current_run_context
 
 __all__ = ["INJECTED", "PIPELINE_PARAMETERS", "RUN_CONTEXT", "Injected", "admits", "fresh_default", "is_immutable", "wants_run_context"]
 

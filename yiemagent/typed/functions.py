@@ -35,8 +35,7 @@ from ._parameter_fill import INJECTED, PIPELINE_PARAMETERS, RUN_CONTEXT, Injecte
 from ._codecs import NO_DEFAULT, Codec, InexpressibleType, codec_for, json_default, to_json_value, type_name
 from .._threads import run_coroutine
 from ..errors import ToolDefinitionError, ToolError
-from ..messages import MessageContent, TextContent
-from ..types import AbortSignal, AgentTool, AgentToolResult
+from ..types import AbortSignal, AgentTool, AgentToolResult, MessageContent, TextContent
 
 __all__ = ["FunctionToolExecute", "PIPELINE_PARAMETERS", "TOOL_NAME_PATTERN", "to_tool_result", "tool"]
 

@@ -37,9 +37,16 @@ from typing import Any, Optional
 from ._codecs import Codec, InexpressibleType, codec_for, to_json_value, type_name
 from .._bounds import loads_json
 from ..errors import ToolDefinitionError
-from ..messages import AssistantMessage, TextContent, ToolResultMessage, UserMessage
+from ..types import (
+    AgentTool,
+    AgentToolCall,
+    AgentToolResult,
+    AssistantMessage,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+)
 from ..pipeline import validate_required_args
-from ..types import AgentTool, AgentToolCall, AgentToolResult
 
 __all__ = ["FINAL_RESULT_TOOL", "OutputSpec", "Verdict", "output_invalid_response"]
 

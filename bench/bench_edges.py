@@ -1,0 +1,171 @@
+"""`make bench`: what the agent costs at its edges, beside the floor measured in the same run.
+
+docs/performance.md "Cost at the edges". Three figures, each against the least a program
+must do to get the same bytes in and out:
+
+1. A run with one tool round over HTTP (a real ``http.server`` on 127.0.0.1) against a bare
+   ``requests.Session`` loop that posts the very bodies the agent sent and parses the replies.
+2. An agent run that streams 2,000 text deltas against an ``iter_lines`` + ``json.loads``
+   consumer of the same stream.
+3. A restart: a new agent from an ``SQLiteSession`` of 10,000 messages against
+   ``json.loads`` of the stored rows.
+
+Goals (issue "Nothing lost at the new edges", item 18): 1.3x, 2x and 2x. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+from localserver import LocalServer, Reply, Request  # noqa: E402  the tests' real http.server
+
+from yiemagent import (  # noqa: E402
+    AssistantMessage,
+    SQLiteSession,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+    YiemAgent,
+    register_tool,
+    run_agent,
+    shutdown,
+    take_response,
+    tool,
+)
+from yiemagent.llm import OpenAIClient  # noqa: E402
+from yiemagent.llm.scripted import tool_call_reply  # noqa: E402
+
+SSE = {"Content-Type": "text/event-stream"}
+
+
+@tool
+def double(x: int) -> int:
+    """Double a number."""
+    return 2 * x
+
+
+def tool_round(request: Request) -> Reply:
+    if request.json()["messages"][-1]["role"] == "user":
+        call = {"id": "c1", "type": "function", "function": {"name": "double", "arguments": '{"x": 21}'}}
+        message, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+    else:
+        message, finish = {"role": "assistant", "content": "42"}, "stop"
+    return Reply(body={"choices": [{"message": message, "finish_reason": finish}], "usage": {"prompt_tokens": 9, "completion_tokens": 3}})
+
+
+def median_of(fn, repeat: int) -> float:
+    timings = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        timings.append(time.perf_counter() - started)
+    return statistics.median(timings)
+
+
+def bench_http_round(runs: int = 200) -> None:
+    with LocalServer(tool_round) as server:
+        client = OpenAIClient(server.url, "m", max_retries=0)
+        agent = YiemAgent(llm_call=client, agent_event_sink=None, builtin_tools=False)
+        register_tool(agent.tool_store, double)
+
+        def agent_run() -> None:
+            agent.state.messages.clear()
+            run_agent(agent, "double 21")
+            take_response(agent, timeout=30)
+
+        for _ in range(20):
+            agent_run()
+        bodies = [r.body for r in server.requests[-2:]]
+        agent_s = median_of(agent_run, runs)
+        shutdown(agent)
+        session = requests.Session()
+        url = server.url + "/chat/completions"
+        headers = {"Content-Type": "application/json"}
+
+        def bare_run() -> None:
+            for body in bodies:
+                session.post(url, data=body, headers=headers, timeout=30).json()
+
+        for _ in range(20):
+            bare_run()
+        bare_s = median_of(bare_run, runs)
+    print("a run with one tool round over HTTP (two requests), median of", runs)
+    print(f"  agent {agent_s * 1e3:.2f} ms, bare requests.Session loop {bare_s * 1e3:.2f} ms: {agent_s / bare_s:.2f}x   goal <= 1.3x")
+
+
+def bench_streaming(deltas: int = 2000, runs: int = 30) -> None:
+    chunks = [{"choices": [{"delta": {"content": f"w{i} "}}]} for i in range(deltas)] + [{"choices": [{"delta": {}, "finish_reason": "stop"}]}]
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+    with LocalServer(lambda request: Reply(body=body, headers=SSE)) as server:
+        client = OpenAIClient(server.url, "m", max_retries=0, stream=True)
+        agent = YiemAgent(llm_call=client, agent_event_sink=lambda event: None, builtin_tools=False)
+
+        def agent_run() -> None:
+            agent.state.messages.clear()
+            run_agent(agent, "talk")
+            take_response(agent, timeout=30)
+
+        for _ in range(3):
+            agent_run()
+        agent_s = median_of(agent_run, runs)
+        shutdown(agent)
+        session = requests.Session()
+        url = server.url + "/chat/completions"
+
+        def bare_run() -> None:
+            text = []
+            with session.post(url, data=b'{"stream": true}', stream=True, timeout=30) as reply:
+                for line in reply.iter_lines():
+                    if line.startswith(b"data: ") and line != b"data: [DONE]":
+                        choice = json.loads(line[6:])["choices"][0]
+                        text.append(choice["delta"].get("content") or "")
+            "".join(text)
+
+        for _ in range(3):
+            bare_run()
+        bare_s = median_of(bare_run, runs)
+    print(f"an agent run streaming {deltas} deltas (a sink for each), median of {runs}")
+    print(f"  agent {agent_s * 1e3:.1f} ms, iter_lines + json.loads {bare_s * 1e3:.1f} ms: {agent_s / bare_s:.2f}x   goal <= 2x")
+
+
+def bench_restart(count: int = 10_000, runs: int = 5) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "restart.db"
+        with SQLiteSession(path, "bench", synchronous="OFF") as session:
+            for i in range(count // 4):
+                session.append(UserMessage([TextContent(f"question {i}: what is double {i}?")]))
+                session.append(tool_call_reply((f"call_{i}", "double", {"x": i})))
+                session.append(ToolResultMessage(f"call_{i}", "double", [TextContent(str(2 * i))], {"x": i}))
+                session.append(AssistantMessage([TextContent(f"It is {2 * i}.")], stop_reason="stop"))
+
+        def restart() -> None:
+            agent = YiemAgent(llm_call=lambda f: None, agent_event_sink=None, session=SQLiteSession(path, "bench"), builtin_tools=False)
+            shutdown(agent)
+
+        def floor() -> None:
+            with sqlite3.connect(path) as conn:
+                [json.loads(body) for (body,) in conn.execute("SELECT body FROM yiemagent_messages WHERE session_id = ? ORDER BY id", ("bench",))]
+
+        restart()
+        agent_s, floor_s = median_of(restart, runs), median_of(floor, runs)
+    print(f"a restart from an SQLiteSession of {count} messages, median of {runs}")
+    print(f"  new agent {agent_s * 1e3:.1f} ms, json.loads of the rows {floor_s * 1e3:.1f} ms: {agent_s / floor_s:.2f}x   goal <= 2x")
+
+
+def main() -> None:
+    bench_http_round()
+    bench_streaming()
+    bench_restart()
+
+
+if __name__ == "__main__":
+    main()
