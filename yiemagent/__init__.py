@@ -42,6 +42,7 @@ from .types import (
     RunContext,
     TextContent,
     ToolResultMessage,
+    UsageLimits,
     UserMessage,
     current_run_context,
     message_from_dict,
@@ -78,6 +79,7 @@ from .events import (
     LLMCallEndEvent,
     LLMCallStartEvent,
     LLMDeltaEvent,
+    SubAgentEvent,
     ToolExecEndEvent,
     ToolExecStartEvent,
     ToolExecUpdateEvent,
@@ -94,6 +96,7 @@ from .llm import (
     OfflineLLM,
     OpenAIClient,
 )
+from .llm.fallback import FallbackLLM
 from .formatting import (
     format_msg_for_llm,
     openai_to_user_message,
@@ -121,6 +124,7 @@ from .history.sessions import (
     SQLiteSession,
 )
 from .history.postgres import PostgresSession
+from .tools.agent_tool import agent_tool
 from .tools import (
     get_time_tool,
     get_weather_tool,
@@ -151,6 +155,7 @@ __all__ = [
     "BeforeToolCallContext",
     "EmptyHistoryError",
     "ExecutedOutcome",
+    "FallbackLLM",
     "FinalizedOutcome",
     "ImageContent",
     "ImmediateOutcome",
@@ -171,6 +176,7 @@ __all__ = [
     "RunContext",
     "SQLiteSession",
     "SessionInUseError",
+    "SubAgentEvent",
     "TextContent",
     "ToolArgumentsError",
     "ToolDefinitionError",
@@ -181,11 +187,13 @@ __all__ = [
     "ToolResultMessage",
     "ToolSchemaError",
     "ToolStore",
+    "UsageLimits",
     "UserMessage",
     "YiemAgent",
     "YiemAgentError",
     "abort",
     "add_message",
+    "agent_tool",
     "approve",
     "ask",
     "clear_tools",

@@ -31,7 +31,7 @@ from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
 from .history import each_message, history_from_session
 from .run import DEFAULT_MAX_ROUNDS, check_max_rounds
-from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, LLMUsage
+from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, LLMUsage, UsageLimits
 from .normalize import normalize_message
 from .registry import ToolStore
 from .run import CONTINUE
@@ -109,7 +109,8 @@ class YiemAgent:
     is set (``OpenAIClient``, ``AnthropicClient``).
 
     Options beyond the spec (docs/api.md "Agent options"): ``max_rounds`` caps the LLM rounds of one
-    run (decision 12; None for no limit); ``builtin_tools`` is True, False or the names
+    run (decision 12; None for no limit); ``usage_limits`` (a ``UsageLimits``) caps its tokens and tool
+    calls (stop_reason "usage_limit"); ``builtin_tools`` is True, False or the names
     of the built-ins to register; ``session`` is where the history lives: the agent
     starts from ``session.messages()`` (tool calls a crash left unanswered get error
     results, stored too, see ``history.complete_tool_calls``) and stores each message as it
@@ -162,6 +163,7 @@ class YiemAgent:
     closing = _Forward()
     session = _Forward()
     max_rounds = _Forward()
+    usage_limits = _Forward()
     usage = _Forward()  # LLMUsage summed over every run (decision 13)
 
     def __init__(
@@ -186,6 +188,7 @@ class YiemAgent:
         output_type: Any = None,
         output_retries: int = 1,
         deps: Any = None,
+        usage_limits: Optional[UsageLimits] = None,
     ) -> None:
         _require_callable("llm_call", llm_call, optional=False)
         output_spec = OutputSpec(output_type, output_retries) if output_type is not None else None
@@ -202,6 +205,8 @@ class YiemAgent:
         if not isinstance(system_prompt, str):
             raise TypeError(f"YiemAgent(system_prompt=...) expects a str, got {type(system_prompt).__name__}")
         max_rounds = check_max_rounds(max_rounds)
+        if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
+            raise TypeError(f"YiemAgent(usage_limits=...) expects a UsageLimits or None, got {type(usage_limits).__name__}")
         builtin_names = resolve_builtin_names(builtin_tools)
         if session is not None and messages is not None:
             raise ValueError("give either session= or messages=, not both: with a session the history comes from it")
@@ -232,6 +237,7 @@ class YiemAgent:
                 after_tool_call=after_tool_call,
                 parallel_tool_execute=parallel_tool_execute,
                 max_rounds=max_rounds,
+                usage_limits=usage_limits,
                 session=session,
                 output_spec=output_spec,
                 deps=deps,

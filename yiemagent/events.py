@@ -81,6 +81,7 @@ __all__ = [
     "LLMCallStartEvent",
     "LLMDeltaEvent",
     "StreamTarget",
+    "SubAgentEvent",
     "ToolExecEndEvent",
     "ToolExecStartEvent",
     "ToolExecUpdateEvent",
@@ -240,6 +241,23 @@ class LLMDeltaEvent:
     kind: str
     text: str
     time_ns: int = _now()
+
+
+@dataclass(frozen=True, slots=True)
+class SubAgentEvent:
+    """An event of a sub-agent's run, as the parent's sink sees it (beyond the spec; docs/api.md "Agents as tools").
+
+    ``tool_call_id`` is the parent's call of the ``agent_tool`` whose sub-agent emitted
+    ``event``; a sub-agent of a sub-agent nests one ``SubAgentEvent`` in another. They come
+    between the call's ``ToolExecStartEvent`` and ``ToolExecEndEvent``, through the
+    parent's emitter (decision 8: never two sink calls at once, also for sub-agents run in
+    parallel).
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    tool_call_id: str
+    event: Any
 
 
 class EventEmitter:

@@ -46,7 +46,7 @@ from typing import Any, Optional, Union
 
 from .errors import AgentClosedError
 from .events import EventEmitter, call_unstreamed
-from .types import AgentLoopConfig, AgentMessage, AgentState, AssistantMessage, LLMUsage, UsageMeter
+from .types import AgentLoopConfig, AgentMessage, AgentState, AssistantMessage, LLMUsage, UsageLimits, UsageMeter
 from ._failures import describe_error
 from .registry import ToolStore
 from .run import CONTINUE, HistoryWriter, Run, process_message
@@ -268,6 +268,7 @@ class AgentCore:
         after_tool_call: Optional[Callable[..., Any]],
         parallel_tool_execute: bool,
         max_rounds: Optional[int] = None,
+        usage_limits: Optional[UsageLimits] = None,
         session: Optional[Session] = None,
         output_spec: Any = None,
         deps: Any = None,
@@ -284,6 +285,7 @@ class AgentCore:
         self.state = state
         self.emit = EventEmitter(agent_event_sink)
         self.max_rounds = max_rounds
+        self.usage_limits = usage_limits  # UsageLimits or None; read by each run (run.py)
         self.session = session
         self._writer = HistoryWriter(state, session)  # where messages enter the history (docs/sessions.md)
         self._history_lock = self._writer.lock  # guards state.messages (and orders session appends)

@@ -24,7 +24,7 @@ from ._threads import wait_on_daemon
 from ._failures import ABORTED_MESSAGE, USER_CODE_ERRORS, create_error_tool_result, describe_error, user_code_errors
 from ._bounds import cap_text, json_copy, preview, short_repr
 from .errors import ToolArgumentsError
-from .events import EventEmitter, ToolExecUpdateEvent, as_emitter
+from .events import EventEmitter, SubAgentEvent, ToolExecUpdateEvent, as_emitter
 from .types import (
     AbortSignal,
     AfterToolCallContext,
@@ -278,7 +278,8 @@ def prepare_tool_call(
 class _PartialResultReporter:
     """The ``on_partial_result`` callback given to one ``execute`` (spec §13 toolExecUpdateEvent).
 
-    After ``close()`` — called as soon as ``execute`` has returned, raised or timed out —
+    A ``SubAgentEvent`` of this call (an ``agent_tool``'s sub-run) is emitted as it is, not
+    wrapped in an update event. After ``close()`` — called as soon as ``execute`` has returned, raised or timed out —
     partial results are dropped (decision 8), so no update can follow the call's end event.
 
     Thread safety: called from the tool's thread (or threads it starts); ``_lock`` guards
@@ -300,6 +301,9 @@ class _PartialResultReporter:
                 logger.debug("partial result of %r after its end was dropped", self._prep.tool_call.id)
                 return
             call = self._prep.tool_call
+            if isinstance(partial_result, SubAgentEvent) and partial_result.tool_call_id == call.id:
+                self._emit(partial_result)  # a sub-agent's event reaches the sink as it is (tools/agent_tool.py)
+                return
             self._emit(ToolExecUpdateEvent(call.id, call.name, self._prep.args, partial_result))
 
     def close(self) -> None:

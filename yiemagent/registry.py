@@ -53,7 +53,7 @@ class ToolStore:
     so registering a tool while an agent runs is safe: the next LLM round sees it.
     """
 
-    __slots__ = ("name", "tools", "_lock")
+    __slots__ = ("name", "tools", "_lock", "__weakref__")  # weakly held by an MCPClient that follows its server
 
     def __init__(self, name: str = "default") -> None:
         self.name = name

@@ -21,7 +21,7 @@ from typing import Any, Optional, Protocol
 
 from .approvals import answer_deferred_aborted, awaiting_response, deferral_steps, start_of_run, superseding_results
 from .batch import answer_tool_calls_with_error, execute_tool_calls
-from .events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent
+from .events import AgentRunEndEvent, AgentRunStartEvent, EventEmitter, LLMCallEndEvent, LLMCallStartEvent, SubAgentEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
 from .types import (
@@ -37,6 +37,7 @@ from .types import (
     RunContext,
     TextContent,
     ToolResultMessage,
+    UsageLimits,
     add_usage,
     run_context,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "max_rounds_response",
     "process_message",
     "rounds_exhausted",
+    "usage_limit_response",
 ]
 
 logger = logging.getLogger("yiemagent.run")
@@ -85,6 +87,7 @@ class RunHost(Protocol):
             ``error_message``. It changes ``messages`` only through ``append``.
         llm_call, prepare_context, format_msg_for_llm: the agent's current hooks.
         max_rounds: LLM rounds per run, or None for no limit (decision 12).
+        usage_limits: the run's ``UsageLimits``, or None (checked beside ``max_rounds``).
         loop_config(): the ``AgentLoopConfig`` (tool hooks, execution mode) for a batch.
         emit: the ``EventEmitter``; called from the run thread and from tool threads.
         closing: True once ``shutdown`` began; the run then takes no more input.
@@ -109,6 +112,7 @@ class RunHost(Protocol):
     format_msg_for_llm: Callable[..., Any]
     emit: Callable[[Any], None]
     max_rounds: Optional[int]
+    usage_limits: Optional[UsageLimits]
 
     @property
     def closing(self) -> bool: ...
@@ -143,6 +147,7 @@ class Run:
     rounds: int = 0
     took_first_input: bool = False  # until then, queued input is what this run is about to take
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
+    tool_calls: int = 0  # tool calls run (a call cut off by the token limit is not run); for UsageLimits
 
 
 # --- where messages enter the history (spec §6; docs/sessions.md) ---------------------
@@ -295,6 +300,16 @@ def max_rounds_response(max_rounds: int) -> AssistantMessage:
     )
     logger.warning("run stopped: %s", why)
     return AssistantMessage([TextContent(f"Stopped after {max_rounds} LLM rounds (max_rounds).")], stop_reason="max_rounds", error_message=why)
+
+
+def usage_limit_response(passed: str) -> AssistantMessage:
+    """The response of a run stopped by its ``UsageLimits``: stop_reason "usage_limit", the limit and the count named.
+
+    Made by the agent, so (like "max_rounds") it is not added to the history.
+    """
+    why = f"the run passed its usage limit {passed} and was stopped; every tool call has its result; call continue_agent to go on"
+    logger.warning("run stopped: %s", why)
+    return AssistantMessage([TextContent(f"Stopped: usage limit {passed}.")], stop_reason="usage_limit", error_message=why)
 
 
 def _read_input(host: RunHost, *, with_input: bool = True) -> tuple[list[AgentMessage], int, Optional[str], bool]:
@@ -467,6 +482,30 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
     return reply, calls, ctx, error
 
 
+class _SubRunUsage:
+    """The sink of one batch: passes each event on to the agent's emitter, and sums the usage of sub-runs.
+
+    A sub-run is an ``agent_tool`` call's sub-agent (tools/agent_tool.py): its
+    ``AgentRunEndEvent`` reaches here as a ``SubAgentEvent``, and its usage joins the
+    run's (docs/api.md "Agents as tools"). A sub-agent's sub-agent is already in its
+    parent's sum, so only the outer ``SubAgentEvent`` counts.
+
+    Thread safety: called from tool threads, serialised by the ``EventEmitter`` around it;
+    ``usage`` is read by the run thread once the batch is over.
+    """
+
+    __slots__ = ("emit", "usage")
+
+    def __init__(self, emit: Callable[[Any], None]) -> None:
+        self.emit = emit
+        self.usage = LLMUsage()
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, SubAgentEvent) and isinstance(event.event, AgentRunEndEvent):
+            self.usage = add_usage(self.usage, event.event.usage)
+        self.emit(event)
+
+
 def _output_spec(host: RunHost) -> Optional[OutputSpec]:
     """The agent's typed answer (``YiemAgent(output_type=...)``), or None; a host may have none."""
     return getattr(host, "output_spec", None)
@@ -479,6 +518,10 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
     while True:
         if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
             return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
+        limits = getattr(host, "usage_limits", None)  # UsageLimits or None; a host may have none
+        passed = limits.passed(run.usage, run.tool_calls) if run.rounds and limits is not None else None
+        if passed is not None:  # checked where max_rounds is: after the round's results are in the history
+            return usage_limit_response(passed)
         if run.rounds and not paused:  # a paused turn goes back as the last message: input joins after it is done
             _take_input(host, with_input=not host.closing)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
@@ -518,12 +561,15 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         else:  # step 6
             context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
             host.state.pending_tool_calls = {c.id for c in tool_calls}
+            run.tool_calls += len(tool_calls)
             run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, tuple(context.messages), None)
+            sub_runs = _SubRunUsage(host.emit)  # an agent_tool's sub-runs: their usage joins the run's
             try:
                 with run_context(run_ctx):  # beyond the spec: what tools and hooks see of the run (types.py)
-                    batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
+                    batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, EventEmitter(sub_runs))
             finally:
                 host.state.pending_tool_calls = set()
+            run.usage = add_usage(run.usage, sub_runs.usage)  # an agent_tool's sub-runs spent for this run
         for tool_result in batch.messages:
             host.append(normalize_tool_result(tool_result))
         if batch.deferred:  # decision 18: the pending state goes into the history, and the run ends

@@ -62,6 +62,7 @@ __all__ = [
     "RunContext",
     "TextContent",
     "ToolResultMessage",
+    "UsageLimits",
     "UsageMeter",
     "UserMessage",
     "add_usage",
@@ -241,6 +242,55 @@ class UsageMeter:
     def total(self) -> LLMUsage:
         with self._lock:
             return self._total
+
+
+@dataclass(frozen=True)
+class UsageLimits:
+    """Caps on what one run may spend (beyond the spec; docs/api.md "Agents as tools, fallback models, usage limits").
+
+    Each limit is None (no limit) or an int of at least 0. A run whose summed usage (or
+    whose count of tool calls run) passes a limit — goes above it — ends after that
+    round, with every tool call of the round answered: ``stop_reason == "usage_limit"``
+    and an ``error_message`` naming the limit and the count. They stand beside
+    ``max_rounds`` (decision 12), which still applies. Like ``max_rounds``, the limits
+    are per run: ``continue_agent`` starts a run with a fresh allowance.
+
+    Raises:
+        TypeError: a limit that is not an int (a bool is refused too).
+        ValueError: a negative limit.
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    max_input_tokens: Optional[int] = None
+    max_output_tokens: Optional[int] = None
+    max_total_tokens: Optional[int] = None
+    max_tool_calls: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"UsageLimits({item.name}=...) must be an int or None, got {type(value).__name__}")
+            if value < 0:
+                raise ValueError(f"UsageLimits({item.name}=...) must be at least 0 (or None for no limit), got {value}")
+
+    def passed(self, usage: LLMUsage, tool_calls: int) -> Optional[str]:
+        """The first limit ``usage`` and ``tool_calls`` go above, said with its count ("max_total_tokens=100 (used 130)"); None if none."""
+        counts = (
+            ("max_input_tokens", usage.input_tokens, "input tokens"),
+            ("max_output_tokens", usage.output_tokens, "output tokens"),
+            ("max_total_tokens", usage.total_tokens, "tokens in all"),
+            ("max_tool_calls", tool_calls, "tool calls"),
+        )
+        for name, count, what in counts:
+            limit = getattr(self, name)
+            if limit is not None and count > limit:
+                return f"{name}={limit} ({count} {what} used)"
+        return None
+
 
 
 @dataclass(frozen=True)

@@ -229,6 +229,7 @@ class BareHost:
         self.appended = []
         self._config = AgentLoopConfig()
         self.max_rounds = None
+        self.usage_limits = None
         self.usage = []
 
     def loop_config(self):

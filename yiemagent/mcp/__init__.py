@@ -27,6 +27,7 @@ except _metadata.PackageNotFoundError:
 if not _sdk_version.split(".")[0].isdigit() or int(_sdk_version.split(".")[0]) < 2:
     raise ImportError(f"{_HINT} (found mcp {_sdk_version})")
 
-from .client import MCPClient, MCPConnectionError
+from ._convert import MCPPrompt, MCPPromptArgument, MCPResource
+from .client import MCPClient, MCPConnectionError, MCPRequestError
 
-__all__ = ["MCPClient", "MCPConnectionError"]
+__all__ = ["MCPClient", "MCPConnectionError", "MCPPrompt", "MCPPromptArgument", "MCPRequestError", "MCPResource"]

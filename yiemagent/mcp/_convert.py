@@ -1,4 +1,4 @@
-"""From MCP's shapes to yiemagent's: tool names, content blocks, call results.
+"""From MCP's shapes to yiemagent's: tool names, content blocks, call results, resources and prompts.
 
 Pure functions, no I/O and no asyncio: they read the SDK's result objects by attribute
 (``content``, ``is_error``, ``structured_content``, a block's ``type``), so this module
@@ -15,11 +15,24 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..types import ImageContent, TextContent
+from ..types import AgentMessage, AssistantMessage, ImageContent, TextContent, UserMessage
 
-__all__ = ["agent_tool_names", "content_blocks", "error_text", "tool_label"]
+__all__ = [
+    "MCPPrompt",
+    "MCPPromptArgument",
+    "MCPResource",
+    "agent_tool_names",
+    "content_blocks",
+    "error_text",
+    "prompt_messages",
+    "prompt_record",
+    "resource_blocks",
+    "resource_record",
+    "tool_label",
+]
 
 # The name rule both OpenAI (function names) and Anthropic (tool names) enforce. MCP
 # allows more (dots, slashes; up to 128 characters), so names are mapped into this set.
@@ -133,3 +146,87 @@ def error_text(result: Any) -> str:
     """The words of an ``is_error`` result: its text blocks joined, or a note that it had none."""
     texts = [block.text for block in content_blocks(result) if isinstance(block, TextContent)]
     return "\n".join(texts) if texts else "the server reported an error without a message"
+
+
+# --- resources and prompts (docs/mcp.md "Resources and prompts") -----------------------
+
+
+@dataclass(frozen=True)
+class MCPResource:
+    """A resource an MCP server lists (``resources/list``); read it with ``MCPClient.read_resource(uri)``.
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    uri: str
+    name: str
+    description: Optional[str] = None
+    mime_type: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class MCPPromptArgument:
+    """One argument of an MCP prompt.
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    name: str
+    description: Optional[str] = None
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class MCPPrompt:
+    """A prompt an MCP server lists (``prompts/list``); get its messages with ``MCPClient.get_prompt``.
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    name: str
+    description: Optional[str] = None
+    arguments: tuple[MCPPromptArgument, ...] = ()
+
+
+def resource_record(resource: Any) -> MCPResource:
+    return MCPResource(str(resource.uri), str(resource.name), getattr(resource, "description", None), getattr(resource, "mime_type", None))
+
+
+def prompt_record(prompt: Any) -> MCPPrompt:
+    arguments = tuple(
+        MCPPromptArgument(str(a.name), getattr(a, "description", None), bool(getattr(a, "required", False))) for a in (prompt.arguments or ())
+    )
+    return MCPPrompt(str(prompt.name), getattr(prompt, "description", None), arguments)
+
+
+def resource_blocks(result: Any) -> list[Any]:
+    """The contents of a ``ReadResourceResult`` as content blocks: text as ``TextContent``, an image blob as ``ImageContent``.
+
+    A blob that is not an image (or not valid base64) becomes a line of text saying what
+    was there, as in a tool result: yiemagent messages carry only text and images.
+    """
+    blocks: list[Any] = []
+    for contents in result.contents:
+        text = getattr(contents, "text", None)
+        if isinstance(text, str):
+            blocks.append(TextContent(text))
+            continue
+        blob = getattr(contents, "blob", "")
+        mime = getattr(contents, "mime_type", None) or "unknown type"
+        if mime.startswith("image/") and _valid_base64(blob):
+            blocks.append(ImageContent(blob, mime))
+        else:
+            blocks.append(TextContent(f"[resource <{contents.uri}> ({mime}, {_size(str(blob))}) omitted: binary data]"))
+    return blocks
+
+
+def prompt_messages(result: Any) -> list[AgentMessage]:
+    """The messages of a ``GetPromptResult`` as yiemagent messages: "user" as ``UserMessage``, "assistant" as ``AssistantMessage``."""
+    messages: list[AgentMessage] = []
+    for message in result.messages:
+        content = [_block(message.content)]
+        if message.role == "assistant":
+            messages.append(AssistantMessage(content, stop_reason="stop"))
+        else:
+            messages.append(UserMessage(content))
+    return messages

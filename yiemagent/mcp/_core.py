@@ -21,13 +21,13 @@ import logging
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional
 
 from .._secrets import Secrets, install_log_filter, remove_log_filter
 from ..errors import YiemAgentError
 from ._session import CLOSE_GRACE_S, Connection, NotConnectedError, Transport, start_loop
 
-__all__ = ["ClientCore", "MCPConnectionError", "abandon", "leaf"]
+__all__ = ["ClientCore", "MCPConnectionError", "MCPRequestError", "abandon", "leaf"]
 
 logger = logging.getLogger("yiemagent.mcp")
 
@@ -38,6 +38,19 @@ class MCPConnectionError(YiemAgentError, ConnectionError):
     Raised by ``MCPClient.stdio``, ``MCPClient.http`` and ``tools()`` — the caller's
     set-up. A failing tool call never raises: it is an error result (spec §12).
     """
+
+
+class MCPRequestError(YiemAgentError, LookupError):
+    """An MCP server answered a request with an error: a resource that does not exist, a prompt
+    that does not exist or lacks a required argument (``read_resource``, ``get_prompt``).
+
+    The message names the server, the item and the server's own words; ``code`` is the
+    JSON-RPC error code (None when the server sent none).
+    """
+
+    def __init__(self, message: str, code: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def leaf(exc: BaseException) -> BaseException:
@@ -63,7 +76,9 @@ class ClientCore:
         self._lock = threading.Lock()  # guards _closed and _calls
         self._closed = False
         self._calls: set[concurrent.futures.Future[Any]] = set()
-        self._conn = Connection(transport, label, timeout_s, self.redact)
+        # set by the shell (a weak method: the loop thread must not hold the shell); see _follow.py
+        self.on_tools: Optional[Callable[[], Optional[Callable[[list[Any]], None]]]] = None
+        self._conn = Connection(transport, label, timeout_s, self.redact, self._tools_changed)
         install_log_filter(secrets)
         self._portal, self._thread = start_loop(f"yiemagent-mcp-{label}")
         try:
@@ -74,6 +89,15 @@ class ClientCore:
                 raise
             raise self.connection_error(f"could not connect to MCP server {label!r}", exc) from None
         self._run.add_done_callback(self._connection_ended)
+
+    def _tools_changed(self, listing: list[Any]) -> None:
+        """On the loop thread: the server's new tool list after ``notifications/tools/list_changed``."""
+        apply = self.on_tools() if self.on_tools is not None else None
+        if apply is not None:
+            try:
+                apply(listing)
+            except Exception:  # a store that refuses a tool must not end the connection
+                logger.exception("MCP server %r: the new tool list could not be registered", self.label)
 
     @property
     def closed(self) -> bool:

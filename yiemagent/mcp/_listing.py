@@ -12,6 +12,11 @@ API) and drops those that fail. The SDK then gets a valid page and keeps its own
 (the output schemas it checks each call's result against, which it relists by itself)
 exactly as for a server that behaves.
 
+The read side also sees ``notifications/tools/list_changed`` in wire order, before any
+response read after it, and tells the connection at once (``on_list_changed``): the SDK
+hands notifications to a task of their own, which may run after the response of the very
+call during which the server changed its tools (docs/mcp.md "Tools that change").
+
 A page whose fault is not one tool's (``nextCursor`` not a string, ``tools`` not a list)
 is passed on as it came: the SDK refuses it and ``tools()`` raises ``MCPConnectionError``.
 
@@ -25,7 +30,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Optional
 
-from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 from mcp_types.methods import parse_server_result
 from pydantic import ValidationError
 
@@ -34,6 +39,7 @@ __all__ = ["ToolListing"]
 logger = logging.getLogger("yiemagent.mcp")
 
 _METHOD = "tools/list"
+_CHANGED = "notifications/tools/list_changed"
 _FALLBACK_VERSION = "2025-11-25"  # what the SDK assumes before the handshake has named one
 
 
@@ -43,8 +49,10 @@ class ToolListing:
     ``version`` is the negotiated protocol version, set once ``initialize`` is answered.
     """
 
-    def __init__(self, label: str, redact: Callable[[str], str]) -> None:
+    def __init__(self, label: str, redact: Callable[[str], str], on_list_changed: Optional[Callable[[], None]] = None) -> None:
         self.label = label
+        # called at once, in wire order, for notifications/tools/list_changed: before any later response is read
+        self.on_list_changed = on_list_changed
         self.version: Optional[str] = None
         self._redact = redact
         self._pending: set[Any] = set()  # ids of tools/list requests not answered yet
@@ -60,6 +68,8 @@ class ToolListing:
 
     def received(self, item: Any) -> Any:
         message = getattr(item, "message", None)
+        if isinstance(message, JSONRPCNotification) and message.method == _CHANGED and self.on_list_changed is not None:
+            self.on_list_changed()
         if isinstance(message, (JSONRPCResponse, JSONRPCError)) and message.id in self._pending:
             self._pending.discard(message.id)
             if isinstance(message, JSONRPCResponse):

@@ -23,12 +23,13 @@ from typing import Any, Optional
 import anyio
 import httpx2
 from anyio.from_thread import BlockingPortal
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation, PaginatedRequestParams
 
 from .. import __version__
 from ._listing import ToolListing
+from ._stdio import stdio_client
 
 __all__ = ["Connection", "NotConnectedError", "http_transport", "start_loop", "stdio_transport"]
 
@@ -37,6 +38,8 @@ logger = logging.getLogger("yiemagent.mcp")
 # How long closing may take once the server was asked to stop; the SDK's own stdio
 # shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL) fits well inside it.
 CLOSE_GRACE_S = 10.0
+MAX_HTTP_EVENT_BYTES = 64 * 1024 * 1024
+"""The largest SSE event (one message) taken over streamable HTTP: the LLM clients' max_reply_bytes; the SDK's default is 1 MiB."""
 _MAX_PAGES = 100  # tools/list pages followed: a server whose cursor never ends cannot hang tools()
 _CLIENT_INFO = Implementation(name="yiemagent", version=__version__)
 
@@ -75,7 +78,7 @@ def start_loop(thread_name: str) -> tuple[BlockingPortal, threading.Thread]:
 
 
 def stdio_transport(command: list[str], env: Optional[dict[str, str]], cwd: Optional[str], errlog: Any) -> Transport:
-    """The SDK's stdio transport: start ``command`` as a subprocess and speak JSON-RPC on its pipes.
+    """The stdio transport (``_stdio``: the SDK's, with a linear-time reader): start ``command`` and speak JSON-RPC on its pipes.
 
     ``env`` is added to the SDK's safe default environment (HOME, PATH, ...); the
     server's stderr goes to ``errlog``.
@@ -92,7 +95,7 @@ def http_transport(url: str, headers: Optional[dict[str, str]], timeout_s: float
         # read stays long: the server may hold an SSE stream open; calls are bounded by the client
         timeout = httpx2.Timeout(min(timeout_s, 30.0), read=max(timeout_s, 300.0))
         async with httpx2.AsyncClient(headers=headers or {}, timeout=timeout) as client:
-            async with streamable_http_client(url, http_client=client) as streams:
+            async with streamable_http_client(url, http_client=client, max_sse_event_size=MAX_HTTP_EVENT_BYTES) as streams:
                 yield streams
 
     return open_http
@@ -108,11 +111,22 @@ class Connection:
     Thread safety: loop thread only (see the module docstring).
     """
 
-    def __init__(self, transport: Transport, label: str, timeout_s: float, redact: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        label: str,
+        timeout_s: float,
+        redact: Callable[[str], str],
+        on_tools: Optional[Callable[[list[Any]], None]] = None,
+    ) -> None:
         self.label = label
+        self._on_tools = on_tools  # called on this thread with the new list after notifications/tools/list_changed
+        self._tasks: Optional[anyio.abc.TaskGroup] = None  # where relisting runs (a notification handler must not wait)
+        self._relisting: Optional[anyio.Event] = None  # set when the relist in flight is done
         self.timeout_s = timeout_s
         self._transport = transport
-        self._listing = ToolListing(label, redact)  # one bad tool of a tools/list page leaves out that tool only
+        # one bad tool of a tools/list page leaves out that tool only; it also sees tools/list_changed in wire order
+        self._listing = ToolListing(label, redact, self._list_changed)
         self.session: Optional[ClientSession] = None
         self._stop: Optional[anyio.Event] = None
 
@@ -131,6 +145,7 @@ class Connection:
             # close before the transport's task group it encloses, which anyio forbids.)
             with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
                 async with AsyncExitStack() as stack:
+                    self._tasks = await stack.enter_async_context(anyio.create_task_group())  # exits last: relists end first
                     read, write = self._listing.wrap(*await stack.enter_async_context(self._transport()))
                     session = await stack.enter_async_context(ClientSession(read, write, client_info=_CLIENT_INFO))
                     self._listing.version = (await session.initialize()).protocol_version
@@ -152,6 +167,34 @@ class Connection:
         """Ask ``run`` to close the connection (called on the loop thread, through the portal)."""
         if self._stop is not None:
             self._stop.set()
+
+    def _list_changed(self) -> None:
+        """``notifications/tools/list_changed`` was read: start a relist (docs/mcp.md "Tools that change").
+
+        Called by the read stream as the notification is read, so a response read after it
+        (the call during which the server changed its tools) waits for the relist.
+        """
+        if self._on_tools is not None and self._tasks is not None and self.session is not None:
+            done = self._relisting = anyio.Event()
+            self._tasks.start_soon(self._relist, done)
+
+    async def _relist(self, done: anyio.Event) -> None:
+        try:
+            with anyio.fail_after(self.timeout_s):
+                tools = await self.list_tools()
+            if self._relisting is done and self._on_tools is not None:  # a later notification's relist wins
+                self._on_tools(tools)
+        except Exception as exc:  # the connection closed, the server did not answer: the old list stays
+            logger.warning("MCP server %r: relisting its tools after tools/list_changed failed: %r", self.label, leaf_text(exc))
+        finally:
+            done.set()
+
+    async def relisted(self) -> None:
+        """Wait (at most ``timeout_s``) for the relist a ``list_changed`` started, if one is in flight."""
+        pending = self._relisting
+        if pending is not None:
+            with anyio.move_on_after(self.timeout_s):
+                await pending.wait()
 
     def _session(self) -> ClientSession:
         if self.session is None:
@@ -176,4 +219,41 @@ class Connection:
         With ``on_progress`` the request carries a progress token and each progress
         notification is awaited as ``on_progress(progress, total, message)``.
         """
-        return await self._session().call_tool(name, arguments, progress_callback=on_progress)
+        result = await self._session().call_tool(name, arguments, progress_callback=on_progress)
+        await self.relisted()  # a call that changed the tool list returns once the new list is in place
+        return result
+
+    async def _pages(self, method: str, field: str) -> list[Any]:
+        """Every item of a paginated list request (``list_resources``, ``list_prompts``), at most 100 pages."""
+        fetch = getattr(self._session(), method)
+        result = await fetch()
+        items = list(getattr(result, field))
+        for _ in range(_MAX_PAGES - 1):
+            if not result.next_cursor:
+                break
+            result = await fetch(params=PaginatedRequestParams(cursor=result.next_cursor))
+            items.extend(getattr(result, field))
+        return items
+
+    async def list_resources(self) -> list[Any]:
+        """Every resource the server lists (``resources/list``)."""
+        return await self._pages("list_resources", "resources")
+
+    async def read_resource(self, uri: str) -> Any:
+        """``resources/read`` of one URI."""
+        return await self._session().read_resource(uri)
+
+    async def list_prompts(self) -> list[Any]:
+        """Every prompt the server lists (``prompts/list``)."""
+        return await self._pages("list_prompts", "prompts")
+
+    async def get_prompt(self, name: str, arguments: Optional[dict[str, str]]) -> Any:
+        """``prompts/get`` of one prompt with its arguments."""
+        return await self._session().get_prompt(name, arguments)
+
+
+def leaf_text(exc: BaseException) -> str:
+    """The first real exception inside (nested) exception groups, in words."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return f"{type(exc).__name__}: {exc}"

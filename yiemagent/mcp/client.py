@@ -19,13 +19,25 @@ from typing import Any, Optional
 
 from .._secrets import Secrets
 from ..errors import ToolError, ToolSchemaError
-from ..types import AbortSignal, AgentTool, AgentToolResult, TextContent
-from ..registry import check_input_schema
-from ._convert import agent_tool_names, content_blocks, error_text, tool_label
-from ._core import ClientCore, MCPConnectionError, abandon, leaf
+from ..types import AbortSignal, AgentMessage, AgentTool, AgentToolResult, MessageContent, TextContent
+from ..registry import ToolStore, check_input_schema
+from ._convert import (
+    MCPPrompt,
+    MCPResource,
+    agent_tool_names,
+    content_blocks,
+    error_text,
+    prompt_messages,
+    prompt_record,
+    resource_blocks,
+    resource_record,
+    tool_label,
+)
+from ._core import ClientCore, MCPConnectionError, MCPRequestError, abandon, leaf
+from ._follow import ToolFollower
 from ._session import NotConnectedError, Transport, http_transport, stdio_transport
 
-__all__ = ["MCPClient", "MCPConnectionError"]
+__all__ = ["MCPClient", "MCPConnectionError", "MCPRequestError"]
 
 logger = logging.getLogger("yiemagent.mcp")
 
@@ -82,6 +94,8 @@ class MCPClient:
         self._shown = shown
         self._core = ClientCore(transport, label, self.timeout_s, secrets)
         self._redact = self._core.redact
+        self._follower = ToolFollower(self._core.label)
+        self._core.on_tools = weakref.WeakMethod(self._tools_changed)  # the loop thread holds the core, never the shell
         finalizer = weakref.finalize(self, abandon, self._core)
         finalizer.atexit = False  # at exit the daemon thread just stops and a stdio server sees its stdin close
 
@@ -155,8 +169,14 @@ class MCPClient:
 
     # --- the blocking facade ------------------------------------------------------------
 
-    def tools(self) -> list[AgentTool]:
+    def tools(self, store: Optional[ToolStore] = None) -> list[AgentTool]:
         """The server's tools, listed now (``tools/list``), as ``AgentTool`` s.
+
+        With a ``store`` (``agent.tool_store``) they are registered there too, and the
+        client keeps that store in step with the server: after the server sends
+        ``notifications/tools/list_changed`` the client relists and registers the new
+        list (new tools added, changed ones replaced, dropped ones removed), so the
+        agent sees it at its next LLM round (docs/mcp.md "Tools that change").
 
         Each tool's ``input_schema`` is the MCP tool's ``inputSchema``; its name is the
         MCP name, or ``<name>_<tool>`` when the client has a ``name``, mapped into
@@ -175,6 +195,16 @@ class MCPClient:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             raise self._core.connection_error(f"MCP server {self._core.label!r} did not list its tools", exc) from None
+        tools = self._agent_tools(listing)
+        if store is not None:
+            self._follower.follow(store, tools)
+        return tools
+
+    def _tools_changed(self, listing: list[Any]) -> None:
+        """On the loop thread, after ``notifications/tools/list_changed``: the new list into every store followed."""
+        self._follower.update(self._agent_tools(listing))
+
+    def _agent_tools(self, listing: list[Any]) -> list[AgentTool]:
         by_name: dict[str, Any] = {}
         for tool in listing:
             if tool.name in by_name:
@@ -298,6 +328,67 @@ class MCPClient:
         message = self._redact(f"MCP tool {name!r} failed: {why}")
         logger.warning("%s", message)
         return ToolError(message)
+
+    # --- resources and prompts (docs/mcp.md "Resources and prompts") ---------------------
+
+    def resources(self) -> list[MCPResource]:
+        """The server's resources (``resources/list``, every page).
+
+        Raises:
+            MCPConnectionError: the client is closed, the server is gone or did not answer in ``timeout_s``.
+            MCPRequestError: the server answered with an error (it offers no resources, say).
+        """
+        return [resource_record(r) for r in self._request("list its resources", self._core.connection.list_resources)]
+
+    def read_resource(self, uri: str) -> list[MessageContent]:
+        """The contents of the resource at ``uri`` (``resources/read``): text as ``TextContent``, an image as ``ImageContent``.
+
+        Raises:
+            MCPRequestError: the server answered with an error (no such resource), naming the server and the URI.
+            MCPConnectionError: as for ``resources()``.
+        """
+        return resource_blocks(self._request(f"read resource {uri!r}", self._core.connection.read_resource, str(uri)))
+
+    def prompts(self) -> list[MCPPrompt]:
+        """The server's prompts (``prompts/list``, every page), each with its arguments.
+
+        Raises:
+            MCPConnectionError, MCPRequestError: as for ``resources()``.
+        """
+        return [prompt_record(p) for p in self._request("list its prompts", self._core.connection.list_prompts)]
+
+    def get_prompt(self, name: str, arguments: Optional[dict[str, str]] = None) -> list[AgentMessage]:
+        """The messages of prompt ``name`` filled with ``arguments`` (``prompts/get``), as ``UserMessage`` / ``AssistantMessage``.
+
+        Raises:
+            MCPRequestError: the server answered with an error (no such prompt, a required
+                argument missing), naming the server and the prompt.
+            MCPConnectionError: as for ``resources()``.
+        """
+        args = {str(k): str(v) for k, v in (arguments or {}).items()}
+        return prompt_messages(self._request(f"get prompt {name!r}", self._core.connection.get_prompt, str(name), args or None))
+
+    def _request(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
+        """Run one request on the loop thread and wait at most ``timeout_s``; its failure named with ``what``."""
+        label = self._core.label
+        try:
+            future = self._core.submit(func, *args)
+        except NotConnectedError as exc:
+            raise MCPConnectionError(self._redact(f"MCP server {label!r} could not {what}: {exc}")) from None
+        try:
+            return future.result(timeout=self.timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise MCPConnectionError(self._redact(f"MCP server {label!r} could not {what}: no answer within {self.timeout_s:g} s (timeout_s)")) from None
+        except concurrent.futures.CancelledError:
+            raise MCPConnectionError(self._redact(f"MCP server {label!r} could not {what}: the client was closed")) from None
+        except Exception as exc:
+            cause = leaf(exc)
+            code = getattr(cause, "code", None)
+            if isinstance(code, int) and code not in (_CONNECTION_CLOSED, _REQUEST_TIMEOUT):
+                message = getattr(cause, "message", None) or str(cause)
+                raise MCPRequestError(self._redact(f"MCP server {label!r} could not {what}: error {code}: {message}"), code) from None
+            raise MCPConnectionError(self._redact(f"MCP server {label!r} could not {what}: {self._explain(exc)}")) from None
 
     # --- closing ------------------------------------------------------------------------
 

@@ -1,0 +1,201 @@
+"""agent_tool: a sub-agent as a tool — its text the result, its usage the parent's, its events SubAgentEvents, no thread left."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import replace
+
+from helpers import WAIT, EventRecorder, make_agent
+from yiemagent import (
+    AgentRunEndEvent,
+    AssistantMessage,
+    LLMCallStartEvent,
+    LLMUsage,
+    SubAgentEvent,
+    TextContent,
+    ToolExecEndEvent,
+    ToolExecStartEvent,
+    ToolResultMessage,
+    abort,
+    agent_tool,
+    run_agent,
+    take_response,
+)
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.streaming import current_abort_signal
+
+_ids = itertools.count()
+
+
+def answering(text: str, usage: LLMUsage = LLMUsage(10, 2, total_tokens=12)) -> AssistantMessage:
+    return AssistantMessage([TextContent(text)], stop_reason="stop", model="sub", usage=usage)
+
+
+def sub_agents(made: list, llm_for):
+    """A make_agent that builds sub-agents with session ids "sub-N", remembered in ``made``."""
+
+    def make():
+        agent = make_agent(llm_for(), builtin_tools=False, session_id=f"sub-{next(_ids)}")
+        made.append(agent)
+        return agent
+
+    return make
+
+
+def results(agent) -> list[ToolResultMessage]:
+    return [m for m in agent.history() if isinstance(m, ToolResultMessage)]
+
+
+def test_the_sub_agents_final_text_is_the_result_and_its_usage_joins_the_parents(agents):
+    """The sub-agent's final text is the call's result; its usage joins the parent run's usage and agent.usage."""
+    made: list = []
+    tool = agent_tool(sub_agents(made, lambda: ScriptedLLM([answering("the answer is 42")])), name="expert", description="asks an expert")
+    parent_round = LLMUsage(100, 5, total_tokens=105)
+    llm = ScriptedLLM([replace(tool_call_reply(("c1", "expert", {"task": "what is six times seven?"})), usage=parent_round), answering("done", parent_round)])
+    parent = agents(llm, [tool])
+    run_agent(parent, "go")
+    assert take_response(parent, timeout=WAIT).content[0].text == "done"
+    (result,) = results(parent)
+    assert result.content[0].text == "the answer is 42" and not result.is_error
+    assert result.usage == LLMUsage(10, 2, total_tokens=12) and result.details["sub_agent"]["stop_reason"] == "stop"
+    end = parent.agent_event_sink.of_type(AgentRunEndEvent)[-1]
+    assert end.usage == LLMUsage(210, 12, total_tokens=222) == parent.usage
+    assert made[0]._core.state.messages[0].content[0].text == "what is six times seven?"
+
+
+def test_parallel_sub_agents_events_reach_the_parent_sink_one_at_a_time(agents):
+    """Two sub-agents run at once (a barrier proves it); their events reach the parent's sink as SubAgentEvents, never two sink calls at once."""
+    both_running = threading.Barrier(2, timeout=WAIT)
+    other_inside = threading.Event()
+    inside = threading.Lock()
+
+    def barrier_then(text):
+        def reply(formatted):
+            both_running.wait()
+            return answering(text)
+
+        return reply
+
+    recorder = EventRecorder()
+    seen_first = threading.Event()
+
+    def sink(event):
+        if not inside.acquire(blocking=False):
+            other_inside.set()  # another thread is inside the sink right now
+            recorder(event)
+            return
+        try:
+            recorder(event)
+            if isinstance(event, SubAgentEvent) and isinstance(event.event, LLMCallStartEvent) and not seen_first.is_set():
+                seen_first.set()
+                other_inside.wait(0.5)  # a window for the other sub-agent's events: serialised, none can enter
+        finally:
+            inside.release()
+
+    texts = iter(["billing says: refund", "tech says: reboot"])
+    tool = agent_tool(sub_agents([], lambda: ScriptedLLM([barrier_then(next(texts))])), name="specialist", description="a specialist")
+    llm = ScriptedLLM([tool_call_reply(("a", "specialist", {"task": "billing"}), ("b", "specialist", {"task": "tech"})), answering("triaged")])
+    parent = agents(llm, [tool], agent_event_sink=sink, parallel_tool_execute=True)
+    run_agent(parent, "help")
+    assert take_response(parent, timeout=WAIT).content[0].text == "triaged"
+    assert not other_inside.is_set() and recorder.overlaps == 0
+    assert sorted(r.content[0].text for r in results(parent)) == ["billing says: refund", "tech says: reboot"]
+    for call_id in ("a", "b"):
+        events = recorder.for_call(call_id)
+        assert isinstance(events[0], ToolExecStartEvent) and isinstance(events[-1], ToolExecEndEvent)
+        inner = [e.event for e in events if isinstance(e, SubAgentEvent)]
+        assert isinstance(inner[-1], AgentRunEndEvent) and any(isinstance(e, LLMCallStartEvent) for e in inner)
+
+
+def test_aborting_the_parent_aborts_the_sub_run(agents):
+    """abort() on the parent fires the sub-run's signal: the sub-agent's LLM call sees it and the sub-run ends aborted."""
+    started, seen = threading.Event(), []
+
+    def wait_for_abort(formatted):
+        started.set()
+        signal = current_abort_signal()
+        seen.append(signal.wait(WAIT))
+        return answering("too late")
+
+    made: list = []
+    tool = agent_tool(sub_agents(made, lambda: ScriptedLLM([wait_for_abort])), name="slow", description="slow")
+    parent = agents(ScriptedLLM([tool_call_reply(("c", "slow", {"task": "take your time"}))]), [tool])
+    run_agent(parent, "go")
+    assert started.wait(WAIT)
+    abort(parent, "user pressed stop")
+    response = take_response(parent, timeout=WAIT)
+    assert response.stop_reason == "aborted" and seen == [True]
+    (result,) = results(parent)
+    assert result.is_error
+    assert made[0].closing
+
+
+def test_a_failed_sub_run_is_an_error_result_and_the_parent_goes_on(agents):
+    """A sub-run that fails (its model raises) gives the call an error result naming why; the parent's run answers."""
+    tool = agent_tool(sub_agents([], lambda: ScriptedLLM([])), name="broken", description="broken")
+    llm = ScriptedLLM([tool_call_reply(("c", "broken", {"task": "x"})), answering("sorry, the expert failed")])
+    parent = agents(llm, [tool])
+    run_agent(parent, "go")
+    assert take_response(parent, timeout=WAIT).content[0].text == "sorry, the expert failed"
+    (result,) = results(parent)
+    assert result.is_error and "'broken'" in result.content[0].text and "stop_reason 'error'" in result.content[0].text
+    assert "script ran out" in result.content[0].text
+
+
+def test_sub_agents_are_shut_down_after_their_call_with_no_thread_left(agents):
+    """After each call its sub-agent is shut down and none of its threads is alive."""
+    made: list = []
+    tool = agent_tool(sub_agents(made, lambda: ScriptedLLM([answering("one")])), name="helper", description="helps")
+    llm = ScriptedLLM([tool_call_reply(("a", "helper", {"task": "1"}), ("b", "helper", {"task": "2"})), answering("done")])
+    parent = agents(llm, [tool], parallel_tool_execute=True)
+    run_agent(parent, "go")
+    take_response(parent, timeout=WAIT)
+    assert len(made) == 2 and all(agent.closing for agent in made)
+    names = {agent.session_id for agent in made}
+    left = [t.name for t in threading.enumerate() if any(name in t.name for name in names)]
+    assert left == []
+
+
+def test_a_timeout_aborts_the_sub_run(agents):
+    """timeout_s: a sub-run past it is aborted (its LLM call sees the signal) and the call gets a timeout error."""
+    seen = []
+
+    def wait_for_abort(formatted):
+        seen.append(current_abort_signal().wait(WAIT))
+        return answering("late")
+
+    made: list = []
+    tool = agent_tool(sub_agents(made, lambda: ScriptedLLM([wait_for_abort])), name="slow", description="slow", timeout_s=0.2)
+    parent = agents(ScriptedLLM([tool_call_reply(("c", "slow", {"task": "x"})), answering("gave up")]), [tool])
+    run_agent(parent, "go")
+    assert take_response(parent, timeout=WAIT).content[0].text == "gave up"
+    (result,) = results(parent)
+    assert result.is_error and "timed out" in result.content[0].text
+    made[0].wait_until_idle(WAIT)
+    assert seen == [True]
+
+
+def test_make_agent_must_give_an_agent(agents):
+    """A make_agent that returns something else gives an error result naming what it returned."""
+    tool = agent_tool(lambda: "not an agent", name="odd", description="odd")
+    parent = agents(ScriptedLLM([tool_call_reply(("c", "odd", {"task": "x"})), answering("ok")]), [tool])
+    run_agent(parent, "go")
+    take_response(parent, timeout=WAIT)
+    (result,) = results(parent)
+    assert result.is_error and "returned str" in result.content[0].text
+
+
+def test_the_sub_agents_own_sink_still_gets_its_events(agents):
+    """A sink the sub-agent was made with keeps receiving its events beside the parent's."""
+    own = EventRecorder()
+
+    def make():
+        return make_agent(ScriptedLLM([answering("hi")]), sink=own, builtin_tools=False)
+
+    tool = agent_tool(make, name="helper", description="helps")
+    parent = agents(ScriptedLLM([tool_call_reply(("c", "helper", {"task": "x"})), answering("ok")]), [tool])
+    run_agent(parent, "go")
+    take_response(parent, timeout=WAIT)
+    assert own.of_type(AgentRunEndEvent) and parent.agent_event_sink.of_type(SubAgentEvent)

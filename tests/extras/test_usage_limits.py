@@ -1,0 +1,95 @@
+"""UsageLimits on YiemAgent(usage_limits=): tokens and tool calls capped per run, beside max_rounds."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from helpers import WAIT, make_tool
+from yiemagent import AgentRunEndEvent, LLMUsage, ToolResultMessage, UsageLimits, continue_agent, run_agent, take_response
+from yiemagent.history import complete_tool_calls
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+
+
+def spending(n: int, usage: LLMUsage, calls_per_round: int = 2) -> list:
+    """n replies that each call the echo tool ``calls_per_round`` times and report ``usage``."""
+    replies = []
+    for i in range(n):
+        reply = tool_call_reply(*[(f"c{i}_{j}", "echo", {"i": i, "j": j}) for j in range(calls_per_round)])
+        replies.append(replace(reply, usage=usage))
+    return replies
+
+
+ROUND = LLMUsage(input_tokens=40, output_tokens=10, total_tokens=50)
+
+
+@pytest.mark.parametrize(
+    ("limits", "named", "rounds"),
+    [
+        (UsageLimits(max_total_tokens=120), "max_total_tokens=120 (150 tokens in all used)", 3),
+        (UsageLimits(max_input_tokens=40), "max_input_tokens=40 (80 input tokens used)", 2),
+        (UsageLimits(max_output_tokens=25), "max_output_tokens=25 (30 output tokens used)", 3),
+        (UsageLimits(max_tool_calls=3), "max_tool_calls=3 (4 tool calls used)", 2),
+    ],
+)
+def test_a_passed_limit_ends_the_run_after_that_round_naming_limit_and_count(agents, limits, named, rounds):
+    """The run ends after the round that goes above a limit: stop_reason "usage_limit", the limit and its count named, every call answered."""
+    llm = ScriptedLLM(spending(5, ROUND))
+    agent = agents(llm, [make_tool("echo")], usage_limits=limits)
+    run_agent(agent, "spend")
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "usage_limit"
+    assert named in response.error_message
+    assert len(llm.requests) == rounds
+    history = agent.history()
+    assert complete_tool_calls(history)[1] == [] and isinstance(history[-1], ToolResultMessage)
+    assert response not in history
+
+
+def test_a_run_within_its_limits_ends_as_usual(agents):
+    """Reaching a limit exactly is not passing it: the run goes on to the model's final answer."""
+    llm = ScriptedLLM(spending(2, ROUND) + [replace(ScriptedLLM(["done"])({}), usage=ROUND)])
+    agent = agents(llm, [make_tool("echo")], usage_limits=UsageLimits(max_total_tokens=150, max_tool_calls=4))
+    run_agent(agent, "spend")
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "stop" and response.error_message is None
+
+
+def test_usage_limits_stand_beside_max_rounds(agents):
+    """max_rounds still stops a run whose usage limits are not reached."""
+    llm = ScriptedLLM(spending(5, ROUND))
+    agent = agents(llm, [make_tool("echo")], usage_limits=UsageLimits(max_total_tokens=10_000), max_rounds=2)
+    run_agent(agent, "spend")
+    assert take_response(agent, timeout=WAIT).stop_reason == "max_rounds"
+
+
+def test_usage_limits_are_per_run_and_continue_agent_goes_on(agents):
+    """continue_agent after a stopped run starts with a fresh allowance; the run-end usage is the run's own."""
+    llm = ScriptedLLM(spending(4, ROUND))
+    agent = agents(llm, [make_tool("echo")], usage_limits=UsageLimits(max_total_tokens=60))
+    run_agent(agent, "spend")
+    assert take_response(agent, timeout=WAIT).stop_reason == "usage_limit"
+    continue_agent(agent)
+    assert take_response(agent, timeout=WAIT).stop_reason == "usage_limit"
+    assert len(llm.requests) == 4
+    ends = [e for e in agent.agent_event_sink.events if isinstance(e, AgentRunEndEvent)]
+    assert [e.usage.total_tokens for e in ends] == [100, 100]
+    assert agent.usage.total_tokens == 200
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"max_total_tokens": -1}, ValueError), ({"max_tool_calls": True}, TypeError), ({"max_input_tokens": 1.5}, TypeError)],
+)
+def test_bad_limits_are_refused_naming_the_field(kwargs, error):
+    """A negative or non-int limit is refused at construction, the field named."""
+    with pytest.raises(error, match=next(iter(kwargs))):
+        UsageLimits(**kwargs)
+
+
+def test_usage_limits_must_be_a_usage_limits(agents):
+    """YiemAgent(usage_limits=) refuses anything but a UsageLimits or None."""
+    with pytest.raises(TypeError, match="usage_limits"):
+        agents(ScriptedLLM([]), usage_limits={"max_total_tokens": 5})

@@ -1,0 +1,117 @@
+"""``agent_tool``: a sub-agent as a tool (beyond the spec; docs/api.md "Agents as tools, fallback models, usage limits").
+
+The model calls it with ``{"task": "..."}``. Each call makes a fresh agent with
+``make_agent()``, sends it the task (``run_agent``), waits for its response
+(``take_response``) and shuts it down, so no thread of it is left after the call. In the
+terms of the spec's tool contract (§3, §8.2):
+
+- the sub-agent's final text is the call's result (``details["sub_agent"]`` holds its
+  model and stop_reason; the result's ``usage`` its usage);
+- a sub-run that does not end with an answer (stop_reason "error", "aborted",
+  "max_rounds", "usage_limit", ...) raises ``ToolError``: the call gets an error result
+  naming the tool, the stop_reason and why, and the parent's run goes on (§12);
+- the sub-agent's events reach the parent's sink as ``SubAgentEvent(tool_call_id, event)``
+  through the call's ``on_partial_result`` (``pipeline._PartialResultReporter`` passes them
+  on unwrapped), so the parent's emitter serialises them with every other event
+  (decision 8), also for sub-agents run in parallel; a sink the sub-agent was made with
+  still gets its events too;
+- the sub-run's usage joins the parent run's (the run sums the ``AgentRunEndEvent`` of
+  each sub-run, run.py ``_SubRunUsage``) and so ``agent.usage``;
+- the call's abort signal (the parent's abort, or the tool's ``timeout_s``) aborts the sub-run.
+
+Thread safety: ``execute`` may run in several tool threads at once (the tool is
+``parallel_tool_execute``); each call owns the agent it made.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Optional
+
+from ..agent import YiemAgent, abort, run_agent, shutdown, take_response
+from ..errors import ToolDefinitionError, ToolError
+from ..events import SubAgentEvent
+from ..types import AssistantMessage, TextContent, text_of
+from ..types import AbortSignal, AgentTool, AgentToolResult
+
+__all__ = ["ANSWERED", "AGENT_TOOL_SCHEMA", "agent_tool"]
+
+logger = logging.getLogger("yiemagent.tools.agent_tool")
+
+AGENT_TOOL_SCHEMA = {
+    "type": "object",
+    "properties": {"task": {"type": "string", "minLength": 1, "description": "What the sub-agent is asked to do, in full."}},
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+ANSWERED = frozenset({"stop", "length", "tool_use_terminated", None})
+"""The stop reasons of a sub-run that answered; any other is a failure of the call."""
+
+SHUTDOWN_TIMEOUT_S = 30.0
+"""How long a sub-agent's shutdown waits for its run (which has already ended) before it aborts it."""
+
+
+def _forwarder(tool_call_id: str, on_partial_result: Callable[[Any], Any], own: Optional[Callable[[Any], Any]]) -> Callable[[Any], None]:
+    def forward(event: Any) -> None:
+        on_partial_result(SubAgentEvent(tool_call_id, event))
+        if own is not None:
+            own(event)
+
+    return forward
+
+
+def agent_tool(
+    make_agent: Callable[[], YiemAgent],
+    *,
+    name: str,
+    description: str,
+    timeout_s: Optional[float] = None,
+) -> AgentTool:
+    """An ``AgentTool`` that hands the model's ``task`` to a fresh sub-agent and answers with its final text.
+
+    Raises:
+        ToolDefinitionError: ``make_agent`` is not callable (the name, description and
+            timeout are checked by ``AgentTool``).
+    """
+    if not callable(make_agent):
+        raise ToolDefinitionError(f"agent_tool {name!r}: make_agent must be callable, got {type(make_agent).__name__}")
+
+    def execute(tool_call_id: str, args: dict[str, Any], signal: Optional[AbortSignal], on_partial_result: Callable[[Any], Any]) -> AgentToolResult:
+        if signal is not None and signal.aborted:
+            raise ToolError(f"agent tool {name!r} was aborted before its sub-agent started")
+        agent = make_agent()
+        if not isinstance(agent, YiemAgent):
+            raise ToolError(f"agent tool {name!r}: make_agent() returned {type(agent).__name__}, expected a YiemAgent")
+        try:
+            agent.agent_event_sink = _forwarder(tool_call_id, on_partial_result, agent.agent_event_sink)
+            forget = signal.on_abort(lambda: abort(agent, signal.reason or "the parent run was aborted")) if signal is not None else None
+            try:
+                run_agent(agent, args["task"])
+                response = take_response(agent)
+            finally:
+                if forget is not None:
+                    forget()
+            usage = agent.usage
+        finally:
+            shutdown(agent, timeout=SHUTDOWN_TIMEOUT_S)
+        return _result(name, response, usage)
+
+    return AgentTool(
+        name=name,
+        label=name,
+        description=description,
+        input_schema=AGENT_TOOL_SCHEMA,
+        execute=execute,
+        parallel_tool_execute=True,
+        timeout_s=timeout_s,
+    )
+
+
+def _result(name: str, response: AssistantMessage, usage: Any) -> AgentToolResult:
+    if response.stop_reason not in ANSWERED:
+        why = response.error_message or "no reason given"
+        raise ToolError(f"agent tool {name!r}: the sub-agent's run ended with stop_reason {response.stop_reason!r}: {why}")
+    details = {"sub_agent": {"model": response.model, "stop_reason": response.stop_reason}}
+    return AgentToolResult([TextContent(text_of(response.content))], details, usage)
