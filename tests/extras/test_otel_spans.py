@@ -324,3 +324,52 @@ def test_a_streamed_round_says_so_with_its_time_to_first_chunk(agents, traced):
     chat = traced.one("chat test-model")
     assert chat.attributes["gen_ai.request.stream"] is True
     assert 0 <= chat.attributes["gen_ai.response.time_to_first_chunk"] <= (chat.end_time - chat.start_time) / 1e9
+
+
+def _specialist(answer: str, started: threading.Barrier | None = None):
+    """A make_agent for agent_tool: a sub-agent whose model answers ``answer`` (after ``started``, when given)."""
+    from yiemagent import YiemAgent
+
+    def llm(formatted):
+        if started is not None:
+            started.wait()
+        return AssistantMessage([TextContent(answer)], stop_reason="stop", model="sub-model")
+
+    llm.model = "sub-model"
+    return lambda: YiemAgent(llm_call=llm, agent_event_sink=None, builtin_tools=False)
+
+
+def test_a_sub_agents_run_nests_in_the_call_that_ran_it(agents, traced):
+    """agent_tool's sub-run is an invoke_agent span under the parent's execute_tool span, its own chat span under it."""
+    from yiemagent import agent_tool
+
+    helper = agent_tool(_specialist("sub answer"), name="helper", description="a helper")
+    llm = NamedLLM([tool_call_reply(("c1", "helper", {"task": "do it"})), AssistantMessage([TextContent("done")], stop_reason="stop")])
+    agent = agents(llm, [helper], agent_event_sink=traced.sink())
+    assert ask(agent).stop_reason == "stop"
+    shutdown(agent, timeout=WAIT)
+    runs = traced.named("invoke_agent")
+    parent = next(r for r in runs if r.parent is None)
+    call = traced.one("execute_tool helper")
+    sub = next(r for r in runs if r is not parent)
+    assert call.parent.span_id == parent.context.span_id
+    assert sub.parent.span_id == call.context.span_id and sub.context.trace_id == parent.context.trace_id
+    sub_chats = [s for s in traced.spans() if s.name.startswith("chat") and s.parent.span_id == sub.context.span_id]
+    assert len(sub_chats) == 1 and call.start_time <= sub.start_time <= sub.end_time <= call.end_time
+
+
+def test_parallel_sub_agents_each_nest_in_their_own_call(agents, traced):
+    """Two sub-agents run at once (a Barrier in their models): each sub-run under the call that ran it."""
+    from yiemagent import agent_tool
+
+    both = threading.Barrier(2, timeout=WAIT)
+    tools = [agent_tool(_specialist(name, both), name=name, description=name) for name in ("left", "right")]
+    for one in tools:
+        one.parallel_tool_execute = True
+    llm = NamedLLM([tool_call_reply(("c1", "left", {"task": "a"}), ("c2", "right", {"task": "b"})), AssistantMessage([TextContent("done")], stop_reason="stop")])
+    agent = agents(llm, tools, agent_event_sink=traced.sink(), parallel_tool_execute=True)
+    assert ask(agent).stop_reason == "stop"
+    shutdown(agent, timeout=WAIT)
+    calls = {s.context.span_id: s.name for s in traced.spans() if s.name.startswith("execute_tool")}
+    subs = [r for r in traced.named("invoke_agent") if r.parent is not None]
+    assert sorted(calls[r.parent.span_id] for r in subs) == ["execute_tool left", "execute_tool right"]

@@ -28,11 +28,11 @@ class RunSpans:
     __slots__ = ("run_id", "span", "parent", "thread", "lock", "tokens", "chat", "chat_round", "chat_start_ns", "chat_provider",
                  "chat_streamed", "tools", "attached_tool", "provider", "model", "counted", "ended")
 
-    def __init__(self, run_id: Optional[int], span: Optional[Span], parent: Optional[otel_context.Context], thread: int) -> None:
+    def __init__(self, run_id: Optional[int], span: Optional[Span], parent: Optional[otel_context.Context], thread: Optional[int]) -> None:
         self.run_id = run_id
         self.span = span
         self.parent = parent  # the context the run's child spans start in: the run's span in the caller's context
-        self.thread = thread  # the run thread, where its spans are made current
+        self.thread = thread  # the run thread, where its spans are made current (None: never made current)
         self.lock = threading.Lock()
         self.tokens: list[tuple[object, Optional[Span]]] = []  # attached contexts, innermost last
         self.chat: Optional[Span] = None

@@ -57,6 +57,7 @@ from ..events import (
     LLMCallEndEvent,
     LLMCallStartEvent,
     LLMDeltaEvent,
+    SubAgentEvent,
     ToolExecEndEvent,
     ToolExecStartEvent,
 )
@@ -99,8 +100,10 @@ class OTelSink:
     def __init__(self, tracer_provider: Optional[trace.TracerProvider] = None, *, capture_content: bool = False) -> None:
         self.capture_content = bool(capture_content)
         self._tracer = trace.get_tracer("yiemagent", _VERSION, tracer_provider=tracer_provider)
-        self._lock = threading.Lock()  # guards _open and _loose
+        self._lock = threading.Lock()  # guards _open, _loose and _nested
         self._open: dict[int, RunSpans] = {}  # runs started and not yet ended, by id(RunSpans)
+        self._nested: dict[tuple[int, str], OTelSink] = {}  # the sinks of sub-agents' runs, by (id(run), call id)
+        self._in_call: Optional[Span] = None  # for a sub-agent's sink: the parent's call span its runs nest in
         self._loose = RunSpans(None, None, None, 0)  # tool calls made outside any run (execute_tool_calls called directly)
         _SINKS.add(self)
 
@@ -157,7 +160,8 @@ class OTelSink:
     # --- runs ----------------------------------------------------------------------------
 
     def _run_start(self, event: AgentRunStartEvent) -> None:
-        parent = otel_context.get_current()  # the caller's context: a run started inside a span is its child
+        # the caller's context: a run started inside a span is its child; a sub-agent's run, its call's
+        parent = trace.set_span_in_context(self._in_call) if self._in_call is not None else otel_context.get_current()
         span = self._tracer.start_span(
             "invoke_agent",
             context=parent,
@@ -165,7 +169,10 @@ class OTelSink:
             attributes={"gen_ai.operation.name": "invoke_agent", "yiemagent.run.id": event.run_id},
             start_time=event.time_ns,
         )
-        run = RunSpans(event.run_id, span, trace.set_span_in_context(span, parent), threading.get_ident())
+        # a sub-agent's spans are never made current: its events come through its parent's call,
+        # on threads whose context belongs to the parent
+        thread = threading.get_ident() if self._in_call is None else None
+        run = RunSpans(event.run_id, span, trace.set_span_in_context(span, parent), thread)
         _RUNS.set({**_RUNS.get(), self: run})
         with self._lock:
             self._open[id(run)] = run
@@ -346,6 +353,27 @@ class OTelSink:
                 if run.attached_tool is span and self._detach(run, span):
                     run.attached_tool = None
                 end_span(span, event.time_ns)
+        with self._lock:
+            nested = self._nested.pop((id(run), event.tool_call_id), None)
+        if nested is not None:
+            nested._end_abandoned()  # a sub-run its call outlived (a timeout): its spans end too
+
+    # --- sub-agents ----------------------------------------------------------------------
+
+    def _sub_agent(self, event: SubAgentEvent) -> None:
+        """A sub-agent's event (``agent_tool``): recorded by a sink of its own whose runs nest in the call's span."""
+        run = self._find(tool_call_id=event.tool_call_id) or self._loose
+        with run.lock:
+            call_span = run.tools.get(event.tool_call_id)
+        if call_span is None:
+            return  # a call this sink did not see start
+        with self._lock:
+            nested = self._nested.get((id(run), event.tool_call_id))
+            if nested is None:
+                nested = OTelSink(capture_content=self.capture_content)
+                nested._tracer, nested._in_call = self._tracer, call_span
+                self._nested[id(run), event.tool_call_id] = nested
+        nested(event.event)
 
     # --- the exit handler ----------------------------------------------------------------
 
@@ -392,4 +420,5 @@ _HANDLERS: dict[type, Callable[[OTelSink, Any], None]] = {
     LLMCallEndEvent: OTelSink._llm_end,
     ToolExecStartEvent: OTelSink._tool_start,
     ToolExecEndEvent: OTelSink._tool_end,
+    SubAgentEvent: OTelSink._sub_agent,
 }
