@@ -373,3 +373,26 @@ def test_parallel_sub_agents_each_nest_in_their_own_call(agents, traced):
     calls = {s.context.span_id: s.name for s in traced.spans() if s.name.startswith("execute_tool")}
     subs = [r for r in traced.named("invoke_agent") if r.parent is not None]
     assert sorted(calls[r.parent.span_id] for r in subs) == ["execute_tool left", "execute_tool right"]
+
+
+def test_a_sub_run_its_call_outlived_has_its_spans_ended_as_abandoned(agents, traced):
+    """agent_tool's timeout_s ends the call while the sub-agent's model still waits: the sub-run's spans end, marked abandoned."""
+    from yiemagent import YiemAgent, agent_tool
+
+    release = threading.Event()
+
+    def stuck(formatted):
+        release.wait(WAIT)
+        return AssistantMessage([TextContent("late")], stop_reason="stop")
+
+    helper = agent_tool(lambda: YiemAgent(llm_call=stuck, agent_event_sink=None, builtin_tools=False), name="helper", description="h", timeout_s=0.2)
+    llm = NamedLLM([tool_call_reply(("c1", "helper", {"task": "x"})), AssistantMessage([TextContent("done")], stop_reason="stop")])
+    agent = agents(llm, [helper], agent_event_sink=traced.sink())
+    try:
+        assert ask(agent).stop_reason == "stop"
+    finally:
+        release.set()
+    shutdown(agent, timeout=WAIT)
+    sub = next(r for r in traced.named("invoke_agent") if r.parent is not None)
+    assert sub.status.status_code is StatusCode.ERROR and sub.attributes["error.type"] == "abandoned"
+    assert traced.one("execute_tool helper").status.status_code is StatusCode.ERROR
