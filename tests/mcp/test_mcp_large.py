@@ -60,6 +60,9 @@ class _Collect:
     async def send(self, item) -> None:
         self.items.append(item)
 
+    async def aclose(self) -> None:
+        self.items.append("closed")
+
 
 @pytest.mark.parametrize("cut", [1, 7, 12, 13, 30])
 def test_lines_split_anywhere_are_joined_and_several_in_one_read_are_apart(cut):
@@ -79,3 +82,23 @@ def test_a_line_that_is_not_json_rpc_is_passed_on_as_an_error_value():
     anyio.run(_stdio._read_lines, _Process([b"not json\n", b'{"jsonrpc":"2.0","id":2,"result":{}}\n']), collected, "utf-8", "strict")
     bad, good = collected.items
     assert isinstance(bad, Exception) and good.message.id == 2
+
+
+def test_a_message_past_the_cap_ends_the_connection_and_is_logged(monkeypatch, caplog):
+    """A line longer than MAX_MESSAGE_BYTES is not kept growing: the reader stops there, naming the cap; nothing is parsed."""
+    monkeypatch.setattr(_stdio, "MAX_MESSAGE_BYTES", 10)
+    collected = _Collect()
+    ok = b'{"jsonrpc":"2.0","id":1,"result":{}}'
+    with caplog.at_level("ERROR", logger="yiemagent.mcp"):
+        anyio.run(_stdio._read_lines, _Process([b"0123456789", b"abc", b"def\n" + ok + b"\n"]), collected, "utf-8", "strict")
+    assert collected.items == ["closed"] and "MAX_MESSAGE_BYTES=10" in caplog.text
+
+
+def test_a_result_past_the_cap_fails_the_call_at_once_naming_the_server(monkeypatch):
+    """Over a real stdio server, a 2 MB result against a 1 MB cap is an MCP error for that call, not a hang or a client holding it all."""
+    from yiemagent.errors import ToolError
+
+    monkeypatch.setattr(_stdio, "MAX_MESSAGE_BYTES", 1 << 20)
+    with MCPClient.stdio(SERVER, name="feat", timeout_s=WAIT) as client:
+        with pytest.raises(ToolError, match="MCP server .feat. is closed"):
+            client.call_tool("big", {"megabytes": 2})

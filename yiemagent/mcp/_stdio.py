@@ -31,12 +31,16 @@ import anyio.lowlevel
 from mcp import StdioServerParameters
 from mcp import stdio_client as sdk_stdio_client
 
-__all__ = ["READ_CHUNK", "stdio_client"]
+__all__ = ["MAX_MESSAGE_BYTES", "READ_CHUNK", "stdio_client"]
 
 logger = logging.getLogger("yiemagent.mcp")
 
 READ_CHUNK = 1 << 20
 """Bytes asked of the pipe per read (the SDK asks 64 KiB)."""
+
+MAX_MESSAGE_BYTES = 64 << 20
+"""The longest message a server may send, as over streamable HTTP: a longer one ends the
+connection (logged, naming the cap) instead of growing the client's memory without bound."""
 
 try:
     from mcp.client import stdio as _sdk
@@ -59,6 +63,7 @@ async def _read_lines(process: Any, writer: Any, encoding: str, errors: str) -> 
     """Each newline-ended line of the server's stdout, parsed by the SDK, to ``writer``; linear in the bytes read."""
     parse = _sdk._parse_line
     pieces: list[bytes] = []
+    size = 0  # bytes of the line being read
     while True:
         try:
             chunk = await process.stdout.receive(READ_CHUNK)
@@ -70,12 +75,21 @@ async def _read_lines(process: Any, writer: Any, encoding: str, errors: str) -> 
             if end < 0:
                 if start < len(chunk):
                     pieces.append(chunk[start:] if start else chunk)
+                    size += len(chunk) - start
                 break
             pieces.append(chunk[start:end])
+            size += end - start
+            if size > MAX_MESSAGE_BYTES:
+                break
             line = b"".join(pieces).decode(encoding, errors)
-            pieces = []
+            pieces, size = [], 0
             start = end + 1
             await writer.send(parse(line))
+        if size > MAX_MESSAGE_BYTES:
+            # the session sees the connection end: its pending requests fail at once, none hangs
+            logger.error("the MCP server sent a message of more than MAX_MESSAGE_BYTES=%d bytes; the connection was closed", MAX_MESSAGE_BYTES)
+            await writer.aclose()  # now, not after the drain of the server's stdout that follows
+            return
 
 
 @asynccontextmanager
