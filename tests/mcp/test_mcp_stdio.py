@@ -247,3 +247,37 @@ def test_env_values_are_masked_in_the_repr():
     with MCPClient.stdio(raw_server_command("plain"), env={"TIME_API_TOKEN": "tok-0123456789"}, name="env") as client:
         assert "tok-0123456789" not in repr(client)
         assert "'TIME_API_TOKEN': '***'" in repr(client)
+
+
+_MANY_CALLERS = """
+import sys, threading
+sys.path.insert(0, {support!r})
+from mcp_support import time_server_command
+from yiemagent.mcp import MCPClient
+with MCPClient.stdio(time_server_command(), name="time", timeout_s=20) as client:
+    errors = []
+    def work():
+        for _ in range(40):
+            try:
+                client.call_tool("get_current_time", {{"timezone": "UTC"}})
+            except Exception as exc:
+                errors.append(exc)
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(40)
+    print(sum(t.is_alive() for t in threads), len(errors))
+"""
+
+
+def test_calls_from_many_threads_at_once_never_deadlock_the_client():
+    """8 threads x 40 calls on one client: submitting a call while another's completion runs on the loop thread took one lock twice (seen hung)."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    code = _MANY_CALLERS.format(support=str(ROOT / "tests" / "support"))
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=90)
+    assert done.stdout.split() == ["0", "0"], done.stdout + done.stderr[-2000:]

@@ -133,11 +133,23 @@ class ClientCore:
         Raises:
             NotConnectedError: the client is closed.
         """
+        closed = NotConnectedError(f"the MCPClient for {self.label!r} is closed")
         with self._lock:
             if self._closed:
-                raise NotConnectedError(f"the MCPClient for {self.label!r} is closed")
+                raise closed
+        # not under the lock: start_task_soon waits for the loop thread, which may be running
+        # the _forget of a call that just ended, and _forget takes the lock (a deadlock, seen)
+        try:
             future = self._portal.start_task_soon(func, *args)
-            self._calls.add(future)
+        except RuntimeError:  # the portal stopped: close() came meanwhile
+            raise closed from None
+        with self._lock:
+            started = not self._closed
+            if started:
+                self._calls.add(future)
+        if not started:  # close() came meanwhile and did not see this call
+            future.cancel()
+            raise closed
         future.add_done_callback(self._forget)
         return future
 
