@@ -93,7 +93,8 @@ class _Deadline:
     __slots__ = ("when", "order", "fn", "cancelled")
 
     def __init__(self, when: float, order: int, fn: Callable[[], Any]) -> None:
-        self.when, self.order, self.fn, self.cancelled = when, order, fn, False
+        self.when, self.order, self.cancelled = when, order, False
+        self.fn: Optional[Callable[[], Any]] = fn  # None once it ran or was cancelled
 
     def __lt__(self, other: "_Deadline") -> bool:
         return (self.when, self.order) < (other.when, other.order)
@@ -134,9 +135,9 @@ class DeadlineWatch:
 
     def _cancel(self, entry: _Deadline) -> None:
         with self._ready:
-            if entry.cancelled or entry.fn is None:  # type: ignore[comparison-overlap]
+            if entry.fn is None:  # it ran, or was cancelled before
                 return
-            entry.cancelled, entry.fn = True, None  # type: ignore[assignment]
+            entry.cancelled, entry.fn = True, None
             self._cancelled += 1
             if self._cancelled > 32 and self._cancelled * 2 > len(self._heap):
                 self._heap = [e for e in self._heap if not e.cancelled]
@@ -156,7 +157,8 @@ class DeadlineWatch:
                     delay = self._heap[0].when - time.monotonic()
                     if delay <= 0:
                         entry = heapq.heappop(self._heap)
-                        fn, entry.fn = entry.fn, None  # type: ignore[assignment]
+                        fn, entry.fn = entry.fn, None
+                        assert fn is not None  # not cancelled, so not run yet
                         break
                     self._ready.wait(delay)
             try:

@@ -346,6 +346,9 @@ def _approval_steps_in_play(history: list[AgentMessage], messages: list[AgentMes
 
     A call waits only through such a step (approvals.py), so a run without one never asks
     approvals.py anything: the cost of decision 18 is this backward look, in a run with no approvals.
+    ``history`` is ``state.messages`` itself, not a copy: the run thread calls this, and it
+    is the only thread that appends while a run is on (``RunHost``), so the look costs the
+    tail it reads, not a copy of the whole history.
     """
     for message in reversed(history):
         if isinstance(message, AssistantMessage):
@@ -357,7 +360,9 @@ def _approval_steps_in_play(history: list[AgentMessage], messages: list[AgentMes
 
 def _append_input(host: RunHost, messages: list[AgentMessage]) -> None:
     """Append input; a new message first answers the calls still waiting for approval (decision 18)."""
-    if not _approval_steps_in_play(host.history(), messages):
+    if not messages:
+        return
+    if not _approval_steps_in_play(host.state.messages, messages):
         for message in messages:
             host.append(message)
         return
@@ -631,7 +636,7 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     host.emit(AgentRunStartEvent(run.id, taken))
     try:
         # approvals first: their results go before any new message (decision 18)
-        ended = start_of_run(host, run.signal, messages) if _approval_steps_in_play(host.history(), messages) else None
+        ended = start_of_run(host, run.signal, messages) if _approval_steps_in_play(host.state.messages, messages) else None
         _append_input(host, messages)
         if ended is not None:
             response = ended
