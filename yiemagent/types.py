@@ -27,7 +27,7 @@ import numbers
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Optional
 
@@ -770,12 +770,30 @@ def run_context(context: Optional[RunContext]) -> Iterator[Optional[RunContext]]
         _current.reset(token)
 
 
-@contextmanager
-def call_context(tool_call_id: str) -> Iterator[Optional[RunContext]]:
-    """The current context with ``tool_call_id`` set, for one call's PREPARE, EXECUTE and FINALIZE; nothing outside a run."""
-    outer = _current.get()
-    with run_context(replace(outer, tool_call_id=tool_call_id) if outer is not None else None) as context:
-        yield context
+class call_context:  # noqa: N801  used as a function: ``with call_context(call_id):``
+    """The current context with ``tool_call_id`` set, for one call's PREPARE, EXECUTE and FINALIZE; nothing outside a run.
+
+    A class, not a generator: it is entered twice per tool call (the per-call pipeline), and
+    outside a run it only reads the context variable.
+    """
+
+    __slots__ = ("_tool_call_id", "_token")
+
+    def __init__(self, tool_call_id: str) -> None:
+        self._tool_call_id = tool_call_id
+        self._token: Optional[contextvars.Token[Optional[RunContext]]] = None
+
+    def __enter__(self) -> Optional[RunContext]:
+        outer = _current.get()
+        if outer is None:
+            return None
+        context = RunContext(outer.deps, outer.run_id, outer.round, outer.usage, outer.messages, self._tool_call_id)
+        self._token = _current.set(context)
+        return context
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
 
 
 @dataclass(frozen=True, slots=True)
