@@ -93,6 +93,31 @@ def test_the_document_is_versioned_json(tmp_path):
     assert document["messages"][0]["timestamp"] == "2024-05-01T12:30:15.123456+02:00"
 
 
+def test_a_save_reaches_the_disk_before_it_replaces_the_old_file(tmp_path, monkeypatch):
+    """The temporary is fsynced whole before the rename, and the directory after it: a power cut leaves the old file or the new one."""
+    path = tmp_path / "h.json"
+    save_history(every_kind()[:1], path)
+    old = path.read_bytes()
+    steps = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        kind = "directory" if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")) else "file"
+        steps.append((kind, os.fstat(fd).st_size if kind == "file" else None, path.read_bytes() == old))
+        real_fsync(fd)
+
+    def replace(source, target):
+        steps.append(("replace", os.path.getsize(source), path.read_bytes() == old))
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    save_history(every_kind(), path)
+    size = path.stat().st_size
+    assert size > len(old)
+    assert steps == [("file", size, True), ("replace", size, True), ("directory", None, False)]
+
+
 def test_an_object_beyond_the_table_is_kept_as_its_repr(tmp_path):
     """A detail no tag covers is stored as its repr, so saving never fails whatever a tool returned."""
 
@@ -156,6 +181,8 @@ GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp"
         ("{not json", r"is not JSON"),
         (json.dumps({"messages": []}), r"is not a yiemagent history"),
         (json.dumps({"format": "yiemagent-history", "version": 99, "messages": []}), r"has version 99"),
+        (json.dumps({"format": "yiemagent-history", "messages": []}), r"has version None; this yiemagent reads version 1"),
+        (json.dumps({"format": "yiemagent-history", "version": "1", "messages": []}), r"has version '1'"),
         (json.dumps({"format": "yiemagent-history", "version": 1, "messages": {}}), r"'messages' is dict"),
         (_document(GOOD, "text"), r"messages\[1\]: is str"),
         (_document(GOOD, {**GOOD, "role": "system"}), r"messages\[1\]: has role 'system'"),
