@@ -61,7 +61,7 @@ bench: $(STAMP) $(SCALE_STAMP)
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py
 
-## mutate: mutation testing (mutmut 3) of the spec modules, one module at a time, a score each (hours on 2 cores)
+## mutate: mutation testing (mutmut 3) of every module of the package, one module at a time, a score each (many hours on 2 cores)
 ## MODULES="schema pipeline" limits it, WORKERS=2 runs two mutants at once; docs/mutation.md lists the equivalent mutants
 WORKERS ?= 1
 mutate: $(STAMP)
