@@ -118,12 +118,42 @@ def pattern(module: str) -> str:
     return dotted + ".*"
 
 
+def collect_stats() -> int:
+    """mutmut's traced run of the whole suite (which tests reach which function), in this process.
+
+    ``mutmut run`` makes its mutants, then runs this in a forked child, and that child
+    died with SIGSEGV (in ``ContextVar.set``, on a thread the suite had just started) at
+    every attempt on this machine; the same run not forked completes. So ``main`` runs
+    this first, in a process of its own (the fork server must not inherit the suite's
+    threads), when ``mutants/mutmut-stats.json`` is missing; ``mutmut run`` then loads it.
+    """
+    os.chdir(ROOT)
+    os.environ["HYPOTHESIS_PROFILE"] = "mutate"
+    from mutmut import __main__ as mm
+    from mutmut.workers import isolation
+
+    isolation.run_in_fork_with_result = lambda fn, *args, **kwargs: fn(*args, **kwargs)
+    os.makedirs("mutants", exist_ok=True)
+    mm.copy_src_dir()
+    mm.copy_also_copy_files()
+    mm.setup_source_paths()
+    mm.store_lines_covered_by_tests()
+    mm.create_mutants(1)
+    mm.collect_or_load_stats(mm.get_mutant_runner(1), mutants_caught_by_type_checker={}, apply_config_invalidation=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", default=DEFAULT_MODULES, help="modules or packages under yiemagent/")
     parser.add_argument("--report-only", action="store_true", help="print the scores of the last run without running")
     parser.add_argument("--workers", type=int, default=1, help="mutants tested at once (default 1)")
+    parser.add_argument("--stats-only", action="store_true", help="only mutmut's traced run of the suite, not forked (see collect_stats)")
     args = parser.parse_args()
+    if args.stats_only:
+        return collect_stats()
+    if not args.report_only and not (MUTANTS / "mutmut-stats.json").is_file():
+        subprocess.run([sys.executable, __file__, "--stats-only"], cwd=ROOT, check=True)
     equivalent, by_hand = equivalents(), switched_on_by_hand()
     for module in args.modules:
         if not args.report_only:
