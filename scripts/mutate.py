@@ -18,11 +18,16 @@ takes hours. Name modules to run a part:
 from __future__ import annotations
 
 import argparse
+import configparser
 import json
 import os
 import re
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -118,29 +123,99 @@ def pattern(module: str) -> str:
     return dotted + ".*"
 
 
-def collect_stats() -> int:
-    """mutmut's traced run of the whole suite (which tests reach which function), in this process.
-
-    ``mutmut run`` makes its mutants, then runs this in a forked child, and that child
-    died with SIGSEGV (in ``ContextVar.set``, on a thread the suite had just started) at
-    every attempt on this machine; the same run not forked completes. So ``main`` runs
-    this first, in a process of its own (the fork server must not inherit the suite's
-    threads), when ``mutants/mutmut-stats.json`` is missing; ``mutmut run`` then loads it.
-    """
+def generate_mutants() -> int:
+    """mutmut's first step alone: copy the tree into ./mutants and write the mutants of every
+    module (only those of changed functions after the first time), without its traced run."""
     os.chdir(ROOT)
-    os.environ["HYPOTHESIS_PROFILE"] = "mutate"
     from mutmut import __main__ as mm
-    from mutmut.workers import isolation
 
-    isolation.run_in_fork_with_result = lambda fn, *args, **kwargs: fn(*args, **kwargs)
     os.makedirs("mutants", exist_ok=True)
     mm.copy_src_dir()
     mm.copy_also_copy_files()
     mm.setup_source_paths()
     mm.store_lines_covered_by_tests()
     mm.create_mutants(1)
-    mm.collect_or_load_stats(mm.get_mutant_runner(1), mutants_caught_by_type_checker={}, apply_config_invalidation=True)
     return 0
+
+
+def _pytest_args(tests: list[str]) -> list[str]:
+    """``tests`` with setup.cfg's ``[mutmut] pytest_add_cli_args``, stopping at the first failure."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg", encoding="utf-8")
+    added = [line.strip() for line in config["mutmut"].get("pytest_add_cli_args", "").splitlines() if line.strip()]
+    return [*tests, *added, "-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+
+
+def _in_child(name: str, args: list[str], timeout_s: float) -> int:
+    """pytest.main(args) in a forked child with ``name`` switched on; its exit code (36 when it ran past ``timeout_s``)."""
+    import pytest
+
+    pid = os.fork()
+    if pid == 0:  # the child: quiet, then exit with pytest's code
+        try:
+            os.environ["MUTANT_UNDER_TEST"] = name
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            code = int(pytest.main(args))
+        except BaseException:
+            code = 3
+        os._exit(code)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return 36
+        time.sleep(0.02)
+
+
+def run_against(module: str, tests: list[str], timeout_s: float = 120.0) -> None:
+    """Each mutant of ``module`` not yet killed, run against ``tests`` only: mutmut's mutants, without mutmut's traced run.
+
+    ``mutmut run`` first maps every test to the functions it reaches by running the whole
+    suite traced, and that run died with SIGSEGV (in ``ContextVar.set``, on the agent
+    loop's thread, at the same test each time: docs/mutation.md). Given the module's test
+    files, this runs each mutant the way mutmut's fork server does: this process imports
+    the tests once (collection only: no test runs here, so no thread of theirs is
+    inherited), then a child forked per mutant switches it on (``MUTANT_UNDER_TEST``) and
+    runs the tests until one fails. Results go to mutmut's ``.meta`` files, so the score
+    and ``--report-only`` read them as mutmut's own; a mutant already killed is not rerun.
+    """
+    import pytest
+
+    shutil.copytree(ROOT / "tests", MUTANTS / "tests", dirs_exist_ok=True)  # the tests as they are now
+    os.chdir(MUTANTS)
+    sys.path[:0] = [str(MUTANTS)]
+    os.environ.update(HYPOTHESIS_PROFILE="mutate", PY_IGNORE_IMPORTMISMATCH="1", MUTANT_UNDER_TEST="")
+    args = _pytest_args(tests)
+    if _in_child("", args, timeout_s) != 0:
+        raise SystemExit(f"{module}: the tests fail on the unmutated code ({' '.join(tests)}): nothing checked")
+    if _in_child("fail", args, timeout_s) == 0:
+        raise SystemExit(f"{module}: the tests pass with every function made to raise: they do not run mutmut's copy")
+    null = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(1)
+    os.dup2(null, 1)
+    try:
+        pytest.main([*args, "--collect-only"])  # imports the test modules once, for every child
+    finally:
+        os.dup2(saved, 1)
+    path = MUTANTS / "yiemagent" / module
+    metas = sorted(path.rglob("*.py.meta")) if path.is_dir() else [path.parent / f"{path.name}.py.meta"]
+    for meta in metas:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        codes = data["exit_code_by_key"]
+        for name in sorted(codes):
+            if codes[name] in KILLED:
+                continue
+            started = time.monotonic()
+            codes[name] = _in_child(name, args, timeout_s)
+            data.setdefault("durations_by_key", {})[name] = time.monotonic() - started
+            meta.write_text(json.dumps(data, indent=4), encoding="utf-8")
+    os.chdir(ROOT)
 
 
 def main() -> int:
@@ -148,15 +223,18 @@ def main() -> int:
     parser.add_argument("modules", nargs="*", default=DEFAULT_MODULES, help="modules or packages under yiemagent/")
     parser.add_argument("--report-only", action="store_true", help="print the scores of the last run without running")
     parser.add_argument("--workers", type=int, default=1, help="mutants tested at once (default 1)")
-    parser.add_argument("--stats-only", action="store_true", help="only mutmut's traced run of the suite, not forked (see collect_stats)")
+    parser.add_argument("--tests", help="run each module's mutants against these tests (one string), without mutmut's traced run (see run_against)")
+    parser.add_argument("--generate-only", action="store_true", help="only write the mutants into ./mutants (see generate_mutants)")
     args = parser.parse_args()
-    if args.stats_only:
-        return collect_stats()
-    if not args.report_only and not (MUTANTS / "mutmut-stats.json").is_file():
-        subprocess.run([sys.executable, __file__, "--stats-only"], cwd=ROOT, check=True)
+    if args.generate_only:
+        return generate_mutants()
+    if not args.report_only and args.tests is not None:
+        subprocess.run([sys.executable, __file__, "--generate-only"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     equivalent, by_hand = equivalents(), switched_on_by_hand()
     for module in args.modules:
-        if not args.report_only:
+        if not args.report_only and args.tests is not None:
+            run_against(module, shlex.split(args.tests))
+        elif not args.report_only:
             # mutmut exits non-zero when mutants survive; the score below says how many
             subprocess.run(
                 [sys.executable, "-m", "mutmut", "run", pattern(module), "--max-children", str(args.workers)],
