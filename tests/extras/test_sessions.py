@@ -245,6 +245,25 @@ def test_a_gap_inside_a_session_is_mended_in_memory_only(agents, session):
     assert again.history() == agent.history()
 
 
+def test_results_a_cut_batch_lacks_are_stored_in_the_session_when_an_agent_starts(agents, session):
+    """A session whose last batch has a result for one call of four: the agent answers the other three with error results and stores exactly those, after the stored messages; a gap earlier stays in memory only."""
+    stored = [
+        tool_call_reply(("g", "echo", {})),
+        user("a gap: g has no result"),
+        tool_call_reply(("c0", "echo", {}), ("c1", "echo", {}), ("c2", "echo", {}), ("c3", "echo", {})),
+        ToolResultMessage("c1", "echo", [TextContent("done")]),
+    ]
+    for message in stored:
+        session.append(message)
+    agent = agents(ScriptedLLM([]), session=session)
+    history = agent.history()
+    assert [(m.role, getattr(m, "tool_call_id", None), getattr(m, "is_error", None)) for m in history] == [
+        ("assistant", None, None), ("tool", "g", True), ("user", None, None),
+        ("assistant", None, None), ("tool", "c1", False), ("tool", "c0", True), ("tool", "c2", True), ("tool", "c3", True),
+    ]
+    assert session.messages() == stored + history[5:]
+
+
 def test_session_and_messages_together_are_refused(tmp_path):
     """session= with messages= raises ValueError: the history would have two sources."""
     from yiemagent import YiemAgent
