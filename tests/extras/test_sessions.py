@@ -487,6 +487,41 @@ def test_a_session_of_ones_own_is_acquired_before_it_is_read_and_released_once_a
     assert session.calls == ["acquire", "messages", "release"]
 
 
+class AcquireOnly(FailingSession):
+    """Half a HeldSession: acquire without release (or, with ``release_only``, the other half)."""
+
+    def __init__(self, release_only=False):
+        super().__init__(room=100)
+        self.calls = []
+        setattr(self, "release" if release_only else "acquire", lambda: self.calls.append("called"))
+
+
+@pytest.mark.parametrize("release_only", [False, True], ids=["acquire-only", "release-only"])
+def test_a_session_with_half_of_the_hold_is_not_held(release_only):
+    """A session with acquire but no release (or release but no acquire) is not a HeldSession: the agent calls neither half, and runs."""
+    session = AcquireOnly(release_only)
+    agent = YiemAgent(llm_call=ScriptedLLM(["fine"]), agent_event_sink=None, session=session)
+    run_agent(agent, "hi")
+    assert take_response(agent, timeout=WAIT).content[0].text == "fine"
+    shutdown(agent, timeout=WAIT)
+    assert session.calls == []
+
+
+def test_a_release_that_raises_is_logged_naming_the_session_and_the_error(caplog):
+    """release() raising at shutdown does not escape; an ERROR on yiemagent.sessions names the session, the exception's type and text."""
+
+    class BadRelease(HeldRecorder):
+        def release(self):
+            raise OSError("the lock file is gone")
+
+    agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=BadRelease())
+    with caplog.at_level("ERROR", logger="yiemagent.sessions"):
+        shutdown(agent, timeout=WAIT)
+    [record] = [r for r in caplog.records if r.name == "yiemagent.sessions"]
+    assert record.getMessage() == "the session FailingSession() could not be released: OSError: the lock file is gone"
+    assert record.exc_info[0] is OSError
+
+
 def test_a_constructor_that_fails_after_the_hold_gives_the_session_back():
     """A session holding something that is not a message: the constructor raises MessageFormatError and releases the hold it took."""
     session = HeldRecorder(stored=["not a message"])
