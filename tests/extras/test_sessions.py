@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -106,11 +107,32 @@ def test_a_closed_session_refuses_calls(session):
         session.append(user("x"))
 
 
-@pytest.mark.parametrize("kwargs, match", [({"session_id": ""}, "session_id"), ({"session_id": "s", "synchronous": "SOMETIMES"}, "synchronous")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"session_id": ""}, "session_id must be a non-empty string, got ''"),
+        ({"session_id": "s\ud800"}, r"session_id must be text UTF-8 can encode, got 's\\ud800' \(a lone surrogate\)"),
+        ({"session_id": "s", "synchronous": "SOMETIMES"}, "synchronous must be one of OFF, NORMAL, FULL, EXTRA, got 'SOMETIMES'"),
+    ],
+)
 def test_bad_arguments_are_refused(tmp_path, kwargs, match):
-    """An empty session id or an unknown synchronous level raises ValueError."""
+    """An empty session id, one UTF-8 cannot encode, or an unknown synchronous level raises ValueError saying what is allowed."""
     with pytest.raises(ValueError, match=match):
         SQLiteSession(tmp_path / "s.db", **kwargs)
+
+
+def test_an_append_waits_timeout_seconds_for_another_writer_then_raises(tmp_path):
+    """timeout= is how long a write waits for another connection's lock: 0.2 s, then sqlite3.OperationalError (SQLite's own default would wait 5 s)."""
+    with SQLiteSession(tmp_path / "s.db", "s", timeout=0.2) as s:
+        other = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # holds the write lock
+            started = time.monotonic()
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                s.append(user("x"))
+            assert time.monotonic() - started < 3
+        finally:
+            other.close()
 
 
 @pytest.mark.parametrize("level, value", [("FULL", 2), ("NORMAL", 1), ("off", 0)])
