@@ -6,6 +6,8 @@ A test taking ``backend`` (or ``session``) runs against SQLiteSession and Postgr
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import signal
 import sqlite3
@@ -419,6 +421,41 @@ def test_a_second_agent_on_a_held_session_id_is_refused_at_once(tmp_path):
             held(db, "s")
         with held(db, "other") as other:
             assert other.history() == []
+
+
+def test_the_hold_is_a_lock_file_named_by_the_session_ids_hash_beside_the_database(tmp_path):
+    """docs/sessions.md: the hold locks <database>-locks/<32 hex digits of SHA-256(session id)>.lock, which holds the holder's process id."""
+    db = tmp_path / "s.db"
+    path = tmp_path / "s.db-locks" / (hashlib.sha256("ada".encode("utf-8")).hexdigest()[:32] + ".lock")
+    with held(db, "ada"):
+        assert os.listdir(tmp_path / "s.db-locks") == [path.name]
+        assert path.read_text() == f"{os.getpid()}\n"
+    assert not path.exists()
+
+
+def test_a_holder_that_wrote_no_process_id_is_refused_without_naming_one(tmp_path):
+    """A lock file locked by a holder that has not written its id yet: SessionInUseError without a "(process ...)" part."""
+    db = tmp_path / "s.db"
+    SQLiteSession(db, "s").close()
+    directory = tmp_path / "s.db-locks"
+    directory.mkdir()
+    with open(directory / (hashlib.sha256(b"s").hexdigest()[:32] + ".lock"), "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with SQLiteSession(db, "s") as session, pytest.raises(SessionInUseError) as info:
+            session.acquire()
+    assert str(info.value) == f"session 's' in {str(db)!r} is held by another agent: one agent holds a session at a time"
+
+
+def test_a_database_not_in_wal_mode_is_used_with_a_warning_naming_its_mode(tmp_path, caplog):
+    """":memory:" cannot be in WAL mode: the session works and a warning names the database and its journal mode; a file database gives none."""
+    with caplog.at_level("WARNING", logger="yiemagent.sessions"):
+        with SQLiteSession(tmp_path / "s.db", "s"):
+            pass
+        assert caplog.records == []
+        with SQLiteSession(":memory:", "s") as memory:
+            memory.append(user("kept"))
+            assert [m.content[0].text for m in memory.messages()] == ["kept"]
+    assert [r.getMessage() for r in caplog.records] == ["SQLite database ':memory:' is in journal mode 'memory', not WAL"]
 
 
 def test_one_session_object_cannot_serve_two_agents(tmp_path):
