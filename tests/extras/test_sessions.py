@@ -458,6 +458,27 @@ def test_a_database_not_in_wal_mode_is_used_with_a_warning_naming_its_mode(tmp_p
     assert [r.getMessage() for r in caplog.records] == ["SQLite database ':memory:' is in journal mode 'memory', not WAL"]
 
 
+def test_a_private_database_is_held_by_its_object_alone(tmp_path, monkeypatch):
+    """":memory:" is seen by its own connection only: acquire takes no lock file (none appears in the working directory), a second acquire is refused, release frees it."""
+    monkeypatch.chdir(tmp_path)
+    with SQLiteSession(":memory:", "s") as session:
+        session.acquire()
+        with pytest.raises(SessionInUseError, match="already held by an agent using this SQLiteSession"):
+            session.acquire()
+        session.release()
+        session.acquire()
+        session.release()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_appending_what_is_not_a_message_names_its_type(tmp_path):
+    """SQLiteSession.append({...}) raises MessageFormatError naming the type it got; nothing is stored."""
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        with pytest.raises(MessageFormatError, match="^a session stores AgentMessages, got dict$"):
+            session.append({"role": "user", "content": []})
+        assert session.messages() == []
+
+
 def test_one_session_object_cannot_serve_two_agents(tmp_path):
     """The same SQLiteSession given to a second live agent: SessionInUseError, and the first agent keeps its hold."""
     with SQLiteSession(tmp_path / "s.db", "s") as session:
