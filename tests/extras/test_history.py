@@ -575,3 +575,31 @@ def test_an_unlocked_temporary_younger_than_the_grace_is_left(tmp_path):
     age(fresh, STALE_AFTER_S + 1)
     save_history([], tmp_path / "h.json")
     assert temporaries(tmp_path) == []
+
+
+def test_a_stale_temporary_is_removed_with_an_info_record_and_young_ones_around_it_do_not_stop_the_cleaning(tmp_path, caplog):
+    """Among young temporaries (and a directory of that shape), each stale one is removed, and an INFO record names it and the file saved."""
+    young = [tmp_path / f".h.json.young{i:03d}.tmp" for i in range(12)]
+    for path in young:
+        path.write_bytes(b"{")
+    (tmp_path / ".h.json.adirect.tmp").mkdir()
+    age(tmp_path / ".h.json.adirect.tmp")
+    stale = [tmp_path / ".h.json.stale000.tmp", tmp_path / ".h.json.stale001.tmp"]
+    for path in stale:
+        path.write_bytes(b"{")
+        age(path)
+    with caplog.at_level("INFO", logger="yiemagent.history"):
+        save_history([], tmp_path / "h.json")
+    assert temporaries(tmp_path) == sorted([p.name for p in young] + [".h.json.adirect.tmp"])
+    assert sorted(r.getMessage() for r in caplog.records) == [f"removed {p}, left by a save of h.json that did not finish" for p in stale]
+
+
+def test_a_symlink_shaped_like_a_temporary_is_never_followed_or_removed(tmp_path):
+    """A stale-looking symlink named like a temporary, pointing at a file elsewhere: the link and its target stay."""
+    target = tmp_path / "elsewhere"
+    target.write_text("keep me")
+    link = tmp_path / ".h.json.symlink0.tmp"
+    link.symlink_to(target)
+    age(target)
+    save_history([], tmp_path / "h.json")
+    assert link.is_symlink() and target.read_text() == "keep me"

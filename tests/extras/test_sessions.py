@@ -446,6 +446,26 @@ def test_a_holder_that_wrote_no_process_id_is_refused_without_naming_one(tmp_pat
     assert str(info.value) == f"session 's' in {str(db)!r} is held by another agent: one agent holds a session at a time"
 
 
+@pytest.mark.parametrize(
+    "written, named",
+    [(b"4242\n", " (process 4242)"), (b"4242" + b" " * 40 + b"more", " (process 4242)"), (b"junk\n", ""), (b"\xff\xfe\n", "")],
+    ids=["an-id", "an-id-then-more-than-32-bytes", "not-an-id", "not-ascii"],
+)
+def test_the_refusal_names_the_id_the_holder_wrote_and_nothing_else(tmp_path, written, named):
+    """The holder's lock file is read for its process id (its first 32 bytes, digits only): anything else is not named, and never raises."""
+    db = tmp_path / "s.db"
+    SQLiteSession(db, "s").close()
+    directory = tmp_path / "s.db-locks"
+    directory.mkdir()
+    with open(directory / (hashlib.sha256(b"s").hexdigest()[:32] + ".lock"), "a+b") as handle:
+        handle.write(written)
+        handle.flush()
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with SQLiteSession(db, "s") as session, pytest.raises(SessionInUseError) as info:
+            session.acquire()
+    assert str(info.value) == f"session 's' in {str(db)!r} is held by another agent{named}: one agent holds a session at a time"
+
+
 def test_a_database_not_in_wal_mode_is_used_with_a_warning_naming_its_mode(tmp_path, caplog):
     """":memory:" cannot be in WAL mode: the session works and a warning names the database and its journal mode; a file database gives none."""
     with caplog.at_level("WARNING", logger="yiemagent.sessions"):
