@@ -40,7 +40,7 @@ from yiemagent import (
     shutdown,
     take_response,
 )
-from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
+from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls, hold_session, release_session
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
 from session_backends import backend, postgres_server, session  # noqa: F401  fixtures: each backend in turn
@@ -605,6 +605,15 @@ def test_a_session_with_half_of_the_hold_is_not_held(release_only):
     assert take_response(agent, timeout=WAIT).content[0].text == "fine"
     shutdown(agent, timeout=WAIT)
     assert session.calls == []
+
+
+@pytest.mark.parametrize("halves", ["neither", "acquire-only", "release-only"])
+def test_hold_and_release_of_a_session_without_both_halves_do_nothing_and_never_raise(halves):
+    """hold_session / release_session on a session that is not a HeldSession call nothing, raise nothing."""
+    session = FailingSession(room=1) if halves == "neither" else AcquireOnly(release_only=halves == "release-only")
+    hold_session(session)
+    release_session(session)
+    assert getattr(session, "calls", []) == []
 
 
 def test_a_release_that_raises_is_logged_naming_the_session_and_the_error(caplog):
