@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from datetime import date, datetime, time, timedelta, timezone
 
 import pytest
@@ -96,11 +98,11 @@ def test_the_document_is_versioned_json(tmp_path):
 
 
 def test_a_save_reaches_the_disk_before_it_replaces_the_old_file(tmp_path, monkeypatch):
-    """The temporary is fsynced whole before the rename, and the directory after it: a power cut leaves the old file or the new one."""
+    """The temporary (.h.json.xxxxxxxx.tmp beside the file) is fsynced whole before the rename, and the directory after it: a power cut leaves the old file or the new one."""
     path = tmp_path / "h.json"
     save_history(every_kind()[:1], path)
     old = path.read_bytes()
-    steps = []
+    steps, temporaries = [], []
     real_fsync, real_replace = os.fsync, os.replace
 
     def fsync(fd):
@@ -110,6 +112,7 @@ def test_a_save_reaches_the_disk_before_it_replaces_the_old_file(tmp_path, monke
 
     def replace(source, target):
         steps.append(("replace", os.path.getsize(source), path.read_bytes() == old))
+        temporaries.append(Path(source))
         real_replace(source, target)
 
     monkeypatch.setattr(os, "fsync", fsync)
@@ -118,6 +121,8 @@ def test_a_save_reaches_the_disk_before_it_replaces_the_old_file(tmp_path, monke
     size = path.stat().st_size
     assert size > len(old)
     assert steps == [("file", size, True), ("replace", size, True), ("directory", None, False)]
+    [temporary] = temporaries  # beside the file (a rename within one directory), shaped as the cleaning looks for
+    assert temporary.parent == tmp_path and re.fullmatch(r"\.h\.json\.[a-z0-9_]{8}\.tmp", temporary.name)
 
 
 def test_an_object_beyond_the_table_is_kept_as_its_repr(tmp_path):
