@@ -448,8 +448,8 @@ def test_a_holder_that_wrote_no_process_id_is_refused_without_naming_one(tmp_pat
 
 @pytest.mark.parametrize(
     "written, named",
-    [(b"4242\n", " (process 4242)"), (b"4242" + b" " * 40 + b"more", " (process 4242)"), (b"junk\n", ""), (b"\xff\xfe\n", "")],
-    ids=["an-id", "an-id-then-more-than-32-bytes", "not-an-id", "not-ascii"],
+    [(b"4242\n", " (process 4242)"), (b"4242" + b" " * 28 + b"more", " (process 4242)"), (b"junk\n", ""), (b"\xff\xfe\n", "")],
+    ids=["an-id", "an-id-then-more-after-32-bytes", "not-an-id", "not-ascii"],
 )
 def test_the_refusal_names_the_id_the_holder_wrote_and_nothing_else(tmp_path, written, named):
     """The holder's lock file is read for its process id (its first 32 bytes, digits only): anything else is not named, and never raises."""
