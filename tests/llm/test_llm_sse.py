@@ -107,3 +107,31 @@ def test_any_chunking_parses_to_the_same_events(data, events, line_end):
     body = encode(events, line_end)
     chunks = cut(body, data.draw(sse_cuts(len(body))))
     assert parse(*chunks) == expected(events)
+
+
+def test_a_first_event_of_exactly_the_cap_passes_and_one_byte_more_raises():
+    """The cap counts a data line's bytes and its newline from the first byte of the stream: an event of exactly max_event_bytes passes, one byte more raises."""
+    line = b"data: " + b"x" * 93  # 99 bytes and its newline: 100
+    assert parse(line + b"\n\n", max_event_bytes=100) == [SSEEvent("message", "x" * 93)]
+    with pytest.raises(SSEError, match="exceeds 100 bytes"):
+        parse(line + b"x\n\n", max_event_bytes=100)
+
+
+def test_an_unfinished_first_line_of_exactly_the_cap_is_kept_and_one_byte_more_raises():
+    """Bytes of a line not yet ended count against the cap from the first chunk: exactly max_event_bytes of them wait for the rest, one more raises."""
+    parser = SSEParser(max_event_bytes=100)
+    assert parser.feed(b"data: " + b"y" * 94) == []
+    with pytest.raises(SSEError):
+        SSEParser(max_event_bytes=100).feed(b"data: " + b"y" * 95)
+
+
+@pytest.mark.parametrize("value", ["soon", "-5", "1.5", "\u0661\u0662"], ids=["word", "negative", "fraction", "arabic-digits"])
+def test_retry_is_none_until_a_valid_retry_field_and_an_invalid_one_changes_nothing(value):
+    """retry holds the last retry: value made of ASCII digits only; before any it is None, and an invalid one is ignored."""
+    parser = SSEParser()
+    assert parser.retry is None
+    parser.feed(f"retry: {value}\n".encode())
+    assert parser.retry is None
+    parser.feed(b"retry: 250\n")
+    parser.feed(f"retry: {value}\n".encode())
+    assert parser.retry == 250
