@@ -227,10 +227,11 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1, help="mutants tested at once (default 1)")
     parser.add_argument("--tests", help="run each module's mutants against these tests (one string), without mutmut's traced run (see run_against)")
     parser.add_argument("--generate-only", action="store_true", help="only write the mutants into ./mutants (see generate_mutants)")
+    parser.add_argument("--no-generate", action="store_true", help="with --tests: use the mutants ./mutants holds, without regenerating them")
     args = parser.parse_args()
     if args.generate_only:
         return generate_mutants()
-    if not args.report_only and args.tests is not None:
+    if not args.report_only and args.tests is not None and not args.no_generate:
         subprocess.run([sys.executable, __file__, "--generate-only"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     equivalent, by_hand = equivalents(), switched_on_by_hand()
     for module in args.modules:
