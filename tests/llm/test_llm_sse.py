@@ -135,3 +135,16 @@ def test_retry_is_none_until_a_valid_retry_field_and_an_invalid_one_changes_noth
     parser.feed(b"retry: 250\n")
     parser.feed(f"retry: {value}\n".encode())
     assert parser.retry == 250
+
+
+def test_an_event_of_two_data_lines_is_capped_on_their_sum_and_the_next_event_starts_from_zero():
+    """Each data line counts its bytes and a newline: two lines of exactly max_event_bytes together pass, one byte more raises; after a dispatch the next event may again use it all."""
+    first, second = b"data: " + b"a" * 43, b"data: " + b"b" * 44  # 50 and 51 bytes with their newlines
+    assert parse(first + b"\n" + second[:-1] + b"\n\n" + first + b"\n" + second[:-1] + b"\n\n", max_event_bytes=100) == [SSEEvent("message", "a" * 43 + "\n" + "b" * 43)] * 2
+    with pytest.raises(SSEError):
+        parse(first + b"\n" + second + b"\n\n", max_event_bytes=100)
+
+
+def test_a_lone_colon_is_an_empty_comment():
+    """A line that is only ":" is a comment: ignored, the event around it intact."""
+    assert parse(b"data: a\n:\ndata: b\n\n") == [SSEEvent("message", "a\nb")]
