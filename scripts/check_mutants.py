@@ -27,6 +27,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,9 +64,13 @@ def by_hand(file: str, old: str, new: str) -> tuple[Path, str, str] | None:
     return (path, original, original.replace(old, new)) if original.count(old) == 1 else None
 
 
-def tests_pass(tests: list[str]) -> bool:
-    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly", "-p", "no:cacheprovider", *tests]
-    return subprocess.run(command, cwd=ROOT, capture_output=True).returncode == 0
+def tests_pass(tests: list[str], timeout_s: float | None = None) -> bool:
+    """Whether the tests pass; a run past ``timeout_s`` (a mutant that makes them hang) counts as failing, as mutmut counts a timeout."""
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly", "-p", "no:cacheprovider", "--timeout=20", *tests]
+    try:
+        return subprocess.run(command, cwd=ROOT, capture_output=True, timeout=timeout_s).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
 
 
 def main() -> int:
@@ -77,9 +82,11 @@ def main() -> int:
     if not args.names and not args.by_hand:
         parser.error("name a mutant, or give one --by-hand")
     tests = shlex.split(args.tests)
+    started = time.monotonic()
     if not tests_pass(tests):
         print("the tests fail on the unmutated code: nothing checked", file=sys.stderr)
         return 2
+    timeout_s = max(60.0, 10 * (time.monotonic() - started))
     survivors = 0
     changes = [(name, lambda name=name: mutated_text(mutant_diff(name))) for name in args.names]
     changes += [(f"{file}: {old!r} -> {new!r}", lambda f=file, o=old, n=new: by_hand(f, o, n)) for file, old, new in args.by_hand]
@@ -92,7 +99,7 @@ def main() -> int:
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # finally below runs on kill too
         path.write_text(mutated, encoding="utf-8")
         try:
-            killed = not tests_pass(tests)
+            killed = not tests_pass(tests, timeout_s)
         finally:
             path.write_text(original, encoding="utf-8")
         survivors += not killed
