@@ -148,3 +148,15 @@ def test_an_event_of_two_data_lines_is_capped_on_their_sum_and_the_next_event_st
 def test_a_lone_colon_is_an_empty_comment():
     """A line that is only ":" is a comment: ignored, the event around it intact."""
     assert parse(b"data: a\n:\ndata: b\n\n") == [SSEEvent("message", "a\nb")]
+
+
+def test_a_bom_starting_a_later_line_is_not_dropped():
+    """Only the stream's first line may start with a BOM that is dropped: at a later line's start it is part of the field name, an unknown field."""
+    assert parse(b"data: a\n\xef\xbb\xbfdata: b\n\n") == [SSEEvent("message", "a")]
+
+
+def test_an_unfinished_line_after_a_whole_event_in_one_chunk_counts_only_its_own_bytes():
+    """One chunk holding a dispatched event and the start of the next line: only that start counts against the next event's cap."""
+    parser = SSEParser(max_event_bytes=100)
+    assert parser.feed(b"data: " + b"a" * 50 + b"\n\n" + b"data: " + b"y" * 54) == [SSEEvent("message", "a" * 50)]
+    assert parser.feed(b"\n\n") == [SSEEvent("message", "y" * 54)]
