@@ -55,6 +55,7 @@ def test_message_text_joins_each_kind_by_newlines_and_reads_text_blocks_in_both_
             {"type": "text", "text": 5},
             {"type": "thinking", "thinking": None},
             {"type": "tool_call", "id": "c", "name": "t", "arguments": {}},
+            {"type": "web_search_tool_result", "text": "a server block's field, not reply text"},
             {"type": "thinking", "thinking": "ah"},
         ]
     )
@@ -144,6 +145,7 @@ def test_an_error_event_keeps_the_servers_words():
     [
         ("https://h/v1", "https://h/v1/chat/completions"),
         ("https://h/v1/", "https://h/v1/chat/completions"),
+        ("https://h/MAX/", "https://h/MAX/chat/completions"),
         ("https://h/openai/deployments/d?api-version=2024-10-21", "https://h/openai/deployments/d/chat/completions?api-version=2024-10-21"),
     ],
 )
