@@ -114,11 +114,13 @@ def test_error_code_is_the_code_or_type_as_text(body, code):
         ({"error": {"code": True, "type": "overloaded_error"}}, 529, True),
         ({"error": {"code": 99, "type": "rate_limit_error"}}, 429, True),
         ({"error": {"code": 600, "type": "api_error"}}, 500, True),
+        ({"error": {"code": 100, "type": "api_error"}}, 100, False),
+        ({"error": {"code": 599, "type": "api_error"}}, 599, False),
         ({"error": {"code": "timeout"}}, 408, True),
         ({"error": {"type": "invalid_request_error"}}, None, False),
         ({"error": "words"}, None, False),
     ],
-    ids=["code", "status_code", "status", "bool-code-then-type", "code-below-100", "code-600", "code-as-type", "unknown-type", "error-str"],
+    ids=["code", "status_code", "status", "bool-code-then-type", "code-below-100", "code-600", "code-100", "code-599", "code-as-type", "unknown-type", "error-str"],
 )
 def test_an_error_inside_a_200_body_becomes_a_reply_error_with_its_status(data, status, retryable):
     """payload_error: the status is the error's numeric code (100-599, not a bool), its status_code or status, else what its type stands for."""
