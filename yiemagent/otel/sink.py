@@ -136,20 +136,30 @@ class OTelSink:
 
     # --- making spans current in the run thread ------------------------------------------
 
-    def _attach(self, run: RunSpans, span: Span) -> None:
-        if threading.get_ident() == run.thread and run.parent is not None:
-            current = run.parent if span is run.span else trace.set_span_in_context(span, run.parent)
-            run.tokens.append((otel_context.attach(current), span))
+    def _attach(self, run: RunSpans, span: Span) -> bool:
+        """Make ``span`` current in the run thread, if this is the run thread; True if it was made current."""
+        if run.thread != threading.get_ident() or run.parent is None:
+            return False
+        current = run.parent if span is run.span else trace.set_span_in_context(span, run.parent)
+        run.tokens.append((otel_context.attach(current), span))
+        return True
 
     def _detach(self, run: RunSpans, span: Optional[Span]) -> bool:
         """Detach ``span`` (and anything attached after it) if it is attached here; True if it was."""
-        if threading.get_ident() != run.thread or not any(s is span for _, s in run.tokens):
+        tokens = run.tokens
+        if not tokens or run.thread != threading.get_ident():
             return False
-        while run.tokens:
-            token, attached = run.tokens.pop()
+        if tokens[-1][1] is not span:  # not the innermost (the common case): is it attached at all?
+            for _, attached in tokens:
+                if attached is span:
+                    break
+            else:
+                return False
+        while tokens:
+            token, attached = tokens.pop()
             otel_context.detach(token)
             if attached is span:
-                return True
+                break
         return True
 
     def _detach_tool(self, run: RunSpans) -> None:
@@ -318,7 +328,8 @@ class OTelSink:
         if self.capture_content:
             attributes["gen_ai.tool.call.arguments"] = content.tool_arguments(event.arguments)
         with run.lock:
-            self._detach_tool(run)
+            if run.attached_tool is not None:
+                self._detach_tool(run)
             span = self._tracer.start_span(
                 f"execute_tool {event.tool_name}",
                 context=run.parent,  # None for a loose call: the current context
@@ -328,8 +339,7 @@ class OTelSink:
             )
             stale = run.tools.pop(event.tool_call_id, None)
             run.tools[event.tool_call_id] = span
-            self._attach(run, span)
-            if run.tokens and run.tokens[-1][1] is span:
+            if self._attach(run, span):
                 run.attached_tool = span
         if stale is not None:  # the same id again before its end came
             fail_span(stale, "incomplete", "a call with the same id started before this one ended")
@@ -353,6 +363,8 @@ class OTelSink:
                 if run.attached_tool is span and self._detach(run, span):
                     run.attached_tool = None
                 end_span(span, event.time_ns)
+        if not self._nested:  # no sub-agent ran in any call (an entry is made, under the lock, before its call ends)
+            return
         with self._lock:
             nested = self._nested.pop((id(run), event.tool_call_id), None)
         if nested is not None:
@@ -406,6 +418,8 @@ def _end_all_abandoned() -> None:
 def _hook_exit() -> None:
     """Register the exit handler at the first run: after the tracer provider was made, so it runs before the SDK's own."""
     global _exit_hooked
+    if _exit_hooked:
+        return
     with _EXIT_HOOK:
         if not _exit_hooked:
             atexit.register(_end_all_abandoned)
