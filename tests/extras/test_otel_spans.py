@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import threading
 
 import pytest
@@ -208,6 +209,43 @@ def test_captured_content_is_masked_with_the_clients_secrets(agents, traced):
     assert "***" in call.attributes["gen_ai.tool.call.arguments"] and "***" in call.attributes["gen_ai.tool.call.result"]
     assert "***" in traced.one("invoke_agent").attributes["gen_ai.output.messages"]
     del client
+
+
+def test_each_round_records_the_whole_conversation_it_sent_in_order(agents, traced):
+    """With capture_content=True a later round's gen_ai.input.messages holds every message sent so far, each as the conventions shape it."""
+    llm = NamedLLM([tool_call_reply(("c1", "echo", {"city": "Paris"}), ("c2", "echo", {"city": "Rome"})), "sunny"])
+    agent = agents(llm, [make_tool("echo")], agent_event_sink=traced.sink(capture_content=True))
+    ask(agent, "weather?")
+    ask(agent, "and tomorrow?")
+    shutdown(agent, timeout=WAIT)
+    chats = sorted(traced.named("chat test-model"), key=lambda s: s.start_time)
+    sent = [json.loads(chat.attributes["gen_ai.input.messages"]) for chat in chats]
+    assert [[m["role"] for m in messages] for messages in sent] == [
+        ["user"], ["user", "assistant", "tool", "tool"], ["user", "assistant", "tool", "tool", "assistant", "user"],
+    ]
+    calls = [p for p in sent[2][1]["parts"] if p["type"] == "tool_call"]
+    assert [(p["id"], p["name"], p["arguments"]) for p in calls] == [("c1", "echo", {"city": "Paris"}), ("c2", "echo", {"city": "Rome"})]
+    assert [m["parts"][0]["id"] for m in sent[2][2:4]] == ["c1", "c2"] and sent[2][4]["parts"] == [{"type": "text", "content": "sunny"}]
+    assert json.loads(chats[0].attributes["gen_ai.output.messages"])[0]["parts"] == sent[1][1]["parts"]
+
+
+def test_a_key_made_live_after_its_message_was_first_recorded_is_masked_in_later_rounds(agents, traced):
+    """A message recorded in one round is masked again in the next: a client made in between has its key masked there too."""
+    key = "sk-test-made-mid-run-0123456789SECRET"
+    clients = []
+
+    def connect(tool_call_id, args, signal, on_partial_result):
+        clients.append(OpenAIClient(base_url="http://127.0.0.1:9/v1", api_key=key, model="m"))  # its key is now a known secret
+        return text_result("connected")
+
+    llm = NamedLLM([tool_call_reply(("c1", "connect", {"key": key})), "done"])
+    agent = agents(llm, [make_tool("connect", connect)], agent_event_sink=traced.sink(capture_content=True))
+    ask(agent)
+    shutdown(agent, timeout=WAIT)
+    first, second = sorted(traced.named("chat test-model"), key=lambda s: s.start_time)
+    assert key in first.attributes["gen_ai.output.messages"]  # recorded before any client held the key
+    assert key not in second.attributes["gen_ai.input.messages"] and "***" in second.attributes["gen_ai.input.messages"]
+    assert clients
 
 
 def test_a_run_started_inside_a_users_span_is_its_child(agents, traced):

@@ -36,6 +36,7 @@ from ..types import (
 
 __all__ = [
     "FAILED_RUN_STOP_REASONS",
+    "MessageCache",
     "finish_reason",
     "input_messages",
     "mask",
@@ -47,6 +48,9 @@ __all__ = [
     "tool_result",
     "usage_attributes",
 ]
+
+MessageCache = dict[int, tuple[Any, Optional[dict[str, Any]], Optional[str]]]
+"""A run's messages already converted: id -> (the message, its conventions' shape and JSON text, or None twice)."""
 
 # The stop reasons of a run that did not do what it was asked (its invoke_agent span's
 # status is ERROR, error.type the stop reason): decisions 11 and 12 and docs/tracing.md "Status".
@@ -162,9 +166,27 @@ def _message(message: AgentMessage) -> Optional[dict[str, Any]]:
     return None
 
 
-def input_messages(messages: Iterable[AgentMessage]) -> str:
-    """``gen_ai.input.messages``: the conversation a round sent, in order, as masked JSON."""
-    return _json([m for m in map(_message, messages) if m is not None])
+def _converted(message: AgentMessage, converted: MessageCache) -> tuple[Any, Optional[dict[str, Any]], Optional[str]]:
+    """One message in the conventions' shape and as (unmasked) JSON text, converted once per run (``converted``)."""
+    entry = converted.get(id(message))
+    if entry is None or entry[0] is not message:
+        value = _message(message)
+        entry = (message, value, None if value is None else json.dumps(value, ensure_ascii=False, default=repr))
+        converted[id(message)] = entry  # the message is held, so its id names no other while the entry lives
+    return entry
+
+
+def input_messages(messages: Iterable[AgentMessage], converted: Optional[MessageCache] = None) -> str:
+    """``gen_ai.input.messages``: the conversation a round sent, in order, as masked JSON.
+
+    ``converted``: the run's texts of the messages already converted (each round sends the
+    whole conversation again); the joined text is masked each time, so a client made since
+    a message was first converted has its key masked in it too. The text is what
+    ``json.dumps`` gives the list of messages.
+    """
+    converted = {} if converted is None else converted
+    texts = [text for _, _, text in (_converted(m, converted) for m in messages) if text is not None]
+    return mask("[" + ", ".join(texts) + "]")
 
 
 def system_instructions(system_prompt: str) -> str:
@@ -172,11 +194,10 @@ def system_instructions(system_prompt: str) -> str:
     return _json([{"type": "text", "content": system_prompt}])
 
 
-def output_messages(reply: AssistantMessage) -> str:
-    """``gen_ai.output.messages``: one reply with its finish reason, masked JSON."""
-    message = _message(reply) or {"role": "assistant", "parts": []}
-    message["finish_reason"] = finish_reason(reply.stop_reason)
-    return _json([message])
+def output_messages(reply: AssistantMessage, converted: Optional[MessageCache] = None) -> str:
+    """``gen_ai.output.messages``: one reply with its finish reason, masked JSON (kept in ``converted``: the next round sends it)."""
+    message = _converted(reply, {} if converted is None else converted)[1] or {"role": "assistant", "parts": []}
+    return _json([{**message, "finish_reason": finish_reason(reply.stop_reason)}])
 
 
 def tool_arguments(arguments: Any) -> str:

@@ -197,7 +197,8 @@ class OTelSink:
             if run.ended:
                 return
             run.ended = True
-            self._end_children(run, event.time_ns, "incomplete")
+            if run.chat is not None or run.tools:
+                self._end_children(run, event.time_ns, "incomplete")
             span = run.span
             assert span is not None
             try:
@@ -211,7 +212,7 @@ class OTelSink:
                 if run.model:
                     attributes["gen_ai.request.model"] = run.model
                 if self.capture_content:
-                    attributes["gen_ai.output.messages"] = content.output_messages(response)
+                    attributes["gen_ai.output.messages"] = content.output_messages(response, run.converted)
                 span.set_attributes(attributes)
                 if response.stop_reason in content.FAILED_RUN_STOP_REASONS:
                     fail_span(span, str(response.stop_reason), content.mask(response.error_message or str(response.stop_reason)))
@@ -246,7 +247,8 @@ class OTelSink:
         if run is None:
             return  # a round of a run this sink did not see start
         with run.lock:
-            self._detach_tool(run)
+            if run.attached_tool is not None:
+                self._detach_tool(run)
             if run.chat is not None:  # the previous round's end event never came
                 self._end_children(run, event.time_ns, "incomplete")
             provider = content.provider_name(event.provider)
@@ -257,7 +259,7 @@ class OTelSink:
                 attributes["gen_ai.request.model"] = event.model
                 run.model = run.model or event.model
             if self.capture_content and event.context is not None:
-                attributes["gen_ai.input.messages"] = content.input_messages(event.context.messages)
+                attributes["gen_ai.input.messages"] = content.input_messages(event.context.messages, run.converted)
                 if event.context.system_prompt:
                     attributes["gen_ai.system_instructions"] = content.system_instructions(event.context.system_prompt)
             run.chat = self._tracer.start_span(
@@ -302,7 +304,7 @@ class OTelSink:
                         attributes["gen_ai.response.model"] = reply.model
                     attributes["gen_ai.response.finish_reasons"] = (content.finish_reason(reply.stop_reason),)
                     if self.capture_content:
-                        attributes["gen_ai.output.messages"] = content.output_messages(reply)
+                        attributes["gen_ai.output.messages"] = content.output_messages(reply, run.converted)
                 provider = provider or run.chat_provider or "unknown"
                 attributes["gen_ai.provider.name"] = provider
                 run.provider = run.provider or provider
