@@ -12,9 +12,10 @@ synchronous ``SimpleSpanProcessor``; and, to show where the time goes, with the 
 (no SDK: the sink's own work), with ``BareSpans`` (the same spans with the same attributes
 made from the same events by a sink that does nothing else: the SDK's part inside a run,
 the floor of any sink that records them), and the SDK's cost of the same number of spans
-in a tight loop outside any run (2-2.5x less than inside one: the run's own work between
-the spans leaves the SDK's code and data out of the CPU's caches). The goal: tracing on costs at most 1.5x W1's time per
-call with tracing off. Each figure is the median of the runs, the configurations taking
+in a tight loop outside any run (measured 2-2.5x less than the same spans inside a run,
+made one at a time between the run's steps; most likely the run's own work between them
+leaves the SDK's code and data out of the CPU's caches). The goal: tracing on costs at
+most 1.5x W1's time per call with tracing off. Each figure is the median of the runs, the configurations taking
 turns run by run; nothing is asserted.
 """
 
