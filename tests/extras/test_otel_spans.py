@@ -7,6 +7,8 @@ import json
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -14,12 +16,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from helpers import WAIT, blocking_tool, make_agent, make_tool, text_result
+from strategies import json_values
 from yiemagent import AssistantMessage, TextContent, abort, run_agent, shutdown, take_response, tee
 from yiemagent.llm import OpenAIClient, ScriptedLLM
 from yiemagent.types import text_of
 from yiemagent.streaming import emit_delta
 from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.otel import OTelSink
+from yiemagent.otel._content import tool_result
 
 
 class Traced:
@@ -246,6 +250,24 @@ def test_a_key_made_live_after_its_message_was_first_recorded_is_masked_in_later
     assert key in first.attributes["gen_ai.output.messages"]  # recorded before any client held the key
     assert key not in second.attributes["gen_ai.input.messages"] and "***" in second.attributes["gen_ai.input.messages"]
     assert clients
+
+
+def _parsed_or_text(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@given(st.one_of(
+    st.text(),
+    st.tuples(st.sampled_from(["", " ", "\n\t", "\r "]), json_values.map(json.dumps), st.sampled_from(["", " ", "x"])).map("".join),
+    st.sampled_from(["NaN", "-Infinity", "Infinity", "\ufeff[1]", "nope", "true", "tru", "-", "\"quoted\"", ""]),
+))
+def test_a_tool_result_is_recorded_parsed_when_its_text_is_json_and_as_text_otherwise(text):
+    """gen_ai.tool.call.result holds what json.loads makes of the result's text, or the text itself where json.loads fails."""
+    recorded = tool_result(text_result(text))
+    assert recorded == json.dumps(_parsed_or_text(text), ensure_ascii=False, default=repr)
 
 
 def test_a_run_started_inside_a_users_span_is_its_child(agents, traced):

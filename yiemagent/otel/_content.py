@@ -86,6 +86,9 @@ _PROVIDERS = {
 _APIS = {"openai-chat": "openai", "anthropic-messages": "anthropic"}
 # our stop_reason -> the conventions' finish reasons (stop, length, content_filter, tool_call, error)
 _FINISH_REASONS = {"tool_use": "tool_call"}
+# the first characters json.loads accepts, after its whitespace: a string, object, array, number, true/false/null, NaN/Infinity
+_JSON_SPACE = " \t\n\r"
+_JSON_STARTS = frozenset('"{[-0123456789tfnNI')
 
 
 def mask(text: str) -> str:
@@ -208,8 +211,10 @@ def tool_arguments(arguments: Any) -> str:
 def tool_result(result: AgentToolResult) -> str:
     """``gen_ai.tool.call.result``: the result's text (parsed when it is JSON, as the conventions ask), masked JSON."""
     text = text_of(result.content)
-    try:
-        value: Any = json.loads(text)
-    except ValueError:
-        value = text
+    value: Any = text
+    if text.lstrip(_JSON_SPACE)[:1] in _JSON_STARTS:  # what cannot start a JSON value is not parsed (json.loads would fail)
+        try:
+            value = json.loads(text)
+        except ValueError:
+            pass
     return _json(value)
