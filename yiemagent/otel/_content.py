@@ -49,8 +49,8 @@ __all__ = [
     "usage_attributes",
 ]
 
-MessageCache = dict[int, tuple[Any, Optional[dict[str, Any]], Optional[str]]]
-"""A run's messages already converted: id -> (the message, its conventions' shape and JSON text, or None twice)."""
+MessageCache = dict[int, list[Any]]
+"""A run's messages already converted: id -> [the message, its conventions' shape or None, its JSON text or None]."""
 
 # The stop reasons of a run that did not do what it was asked (its invoke_agent span's
 # status is ERROR, error.type the stop reason): decisions 11 and 12 and docs/tracing.md "Status".
@@ -169,14 +169,21 @@ def _message(message: AgentMessage) -> Optional[dict[str, Any]]:
     return None
 
 
-def _converted(message: AgentMessage, converted: MessageCache) -> tuple[Any, Optional[dict[str, Any]], Optional[str]]:
-    """One message in the conventions' shape and as (unmasked) JSON text, converted once per run (``converted``)."""
+def _converted(message: AgentMessage, converted: MessageCache) -> list[Any]:
+    """``[message, its conventions' shape or None, its JSON text or None]``, converted once per run (``converted``)."""
     entry = converted.get(id(message))
     if entry is None or entry[0] is not message:
-        value = _message(message)
-        entry = (message, value, None if value is None else json.dumps(value, ensure_ascii=False, default=repr))
+        entry = [message, _message(message), None]
         converted[id(message)] = entry  # the message is held, so its id names no other while the entry lives
     return entry
+
+
+def _sent_text(message: AgentMessage, converted: MessageCache) -> Optional[str]:
+    """The (unmasked) JSON text of a message a round sends, made the first time one sends it."""
+    entry = _converted(message, converted)
+    if entry[2] is None and entry[1] is not None:
+        entry[2] = json.dumps(entry[1], ensure_ascii=False, default=repr)
+    return entry[2]
 
 
 def input_messages(messages: Iterable[AgentMessage], converted: Optional[MessageCache] = None) -> str:
@@ -188,7 +195,7 @@ def input_messages(messages: Iterable[AgentMessage], converted: Optional[Message
     ``json.dumps`` gives the list of messages.
     """
     converted = {} if converted is None else converted
-    texts = [text for _, _, text in (_converted(m, converted) for m in messages) if text is not None]
+    texts = [text for text in (_sent_text(m, converted) for m in messages) if text is not None]
     return mask("[" + ", ".join(texts) + "]")
 
 

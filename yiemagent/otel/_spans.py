@@ -46,7 +46,7 @@ class RunSpans:
         self.model: Optional[str] = None
         self.counted = False  # a round reported its usage: the run's sum means something
         self.ended = False
-        self.converted: dict[int, tuple[object, Optional[dict[str, object]], Optional[str]]] = {}  # with capture_content: the messages' JSON, by id (_content.py)
+        self.converted: dict[int, list[object]] = {}  # with capture_content: the messages' JSON, by id (_content.py)
 
 
 def fail_span(span: Span, error_type: str, description: Optional[str]) -> None:
