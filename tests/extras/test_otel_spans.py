@@ -15,8 +15,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from helpers import WAIT, blocking_tool, make_agent, make_tool, text_result
+from helpers import WAIT, EventRecorder, blocking_tool, make_agent, make_tool, text_result
 from strategies import json_values
+from yiemagent.events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent, ToolExecEndEvent, ToolExecStartEvent
 from yiemagent import AssistantMessage, TextContent, abort, run_agent, shutdown, take_response, tee
 from yiemagent.llm import OpenAIClient, ScriptedLLM
 from yiemagent.types import text_of
@@ -300,6 +301,31 @@ def test_a_span_a_tool_starts_is_a_child_of_its_call_span(agents, traced, parall
     calls = {s.attributes["gen_ai.tool.call.id"]: s for s in traced.named("execute_tool work")}
     for call_id in ("c1", "c2"):
         assert traced.one(f"inner work {call_id}").parent.span_id == calls[call_id].context.span_id
+
+
+def test_a_span_ended_below_another_made_current_leaves_neither_current(agents, traced):
+    """Events out of order (a call starting inside a round that has not ended): the round's end makes neither its span nor the call's current."""
+    recorder = EventRecorder()
+    agent = agents(NamedLLM([tool_call_reply(("c1", "echo", {"city": "Paris"})), "done"]), [make_tool("echo")], agent_event_sink=recorder)
+    ask(agent)
+    shutdown(agent, timeout=WAIT)
+    (start,), (end,) = recorder.of_type(AgentRunStartEvent), recorder.of_type(AgentRunEndEvent)
+    round_start, round_end = recorder.of_type(LLMCallStartEvent)[0], recorder.of_type(LLMCallEndEvent)[0]
+    (call_start,), (call_end,) = recorder.of_type(ToolExecStartEvent), recorder.of_type(ToolExecEndEvent)
+    sink = traced.sink()
+    outside = trace.get_current_span()
+    sink(start)  # replayed in this thread: the sink makes the run's spans current here
+    run_span = trace.get_current_span()
+    sink(round_start)
+    sink(call_start)
+    assert trace.get_current_span().name == "execute_tool echo"
+    sink(round_end)
+    assert trace.get_current_span() is run_span
+    sink(call_end)
+    assert trace.get_current_span() is run_span
+    sink(end)
+    assert trace.get_current_span() is outside
+    assert sorted(s.name for s in traced.spans()) == ["chat test-model", "execute_tool echo", "invoke_agent"]
 
 
 def test_a_sink_that_raises_beside_the_tracer_does_not_stop_a_span(agents, traced):
