@@ -320,11 +320,14 @@ class OTelSink:
     # --- tool calls ----------------------------------------------------------------------
 
     def _tool_start(self, event: ToolExecStartEvent) -> None:
-        run = self._find() or self._loose
+        run = _RUNS.get().get(self)
+        if run is None or run.ended:  # not in its run's context (a thread a tool started by hand), or no run
+            run = self._find() or self._loose
+        call_id = event.tool_call_id
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": event.tool_name,
-            "gen_ai.tool.call.id": event.tool_call_id,
+            "gen_ai.tool.call.id": call_id,
             "gen_ai.tool.type": "function",
         }
         if self.capture_content:
@@ -335,12 +338,11 @@ class OTelSink:
             span = self._tracer.start_span(
                 f"execute_tool {event.tool_name}",
                 context=run.parent,  # None for a loose call: the current context
-                kind=SpanKind.INTERNAL,
                 attributes=attributes,
                 start_time=event.time_ns,
-            )
-            stale = run.tools.pop(event.tool_call_id, None)
-            run.tools[event.tool_call_id] = span
+            )  # kind INTERNAL, the default
+            stale = run.tools.pop(call_id, None)
+            run.tools[call_id] = span
             if self._attach(run, span):
                 run.attached_tool = span
         if stale is not None:  # the same id again before its end came
@@ -348,9 +350,9 @@ class OTelSink:
             end_span(stale, event.time_ns)
 
     def _tool_end(self, event: ToolExecEndEvent) -> None:
-        run = self._find(tool_call_id=event.tool_call_id)
-        if run is None:
-            run = self._loose
+        run = _RUNS.get().get(self)
+        if run is None or run.ended or event.tool_call_id not in run.tools:
+            run = self._find(tool_call_id=event.tool_call_id) or self._loose
         with run.lock:
             span = run.tools.pop(event.tool_call_id, None)
             if span is None:
