@@ -72,6 +72,18 @@ _TOKEN_LIKE = re.compile(r"^(?=[^\s]*[A-Za-z])(?=[^\s]*[0-9])[A-Za-z0-9._~+/=:-]
 # Headers every client sets itself that carry no secret (a date-like version string would look like a token).
 _PUBLIC_HEADERS = frozenset({"content-type", "accept", "anthropic-version", "user-agent", "content-length"})
 
+_SUFFIX_REGEX_CHARS = 256
+"""Credentials up to this long are found by ``held_suffix``'s regex; it nests a group a
+character, and Python's regex compiler recurses on each (a 1,000-character JWT fails)."""
+
+
+def _proper_prefixes(value: str) -> str:
+    """A regex matching each non-empty proper prefix of ``value``: ``a(?:b(?:c)?)?`` for ``abcd``."""
+    pattern = ""
+    for char in reversed(value[1:-1]):
+        pattern = f"(?:{re.escape(char)}{pattern})?"
+    return re.escape(value[0]) + pattern
+
 
 def is_credential_header(name: str, value: str) -> bool:
     """Whether a header carries a credential, by its name or by the look of its value."""
@@ -114,16 +126,49 @@ class Secrets:
         # longest first, so that "Bearer tok" is masked whole before "tok" alone
         self._values = tuple(sorted((v for v in secrets if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True))
         self._all = frozenset(secrets)
+        # a value holding "*" may be made whole again by the masks put around it (see redact)
+        self._mask_may_rebuild = any("*" in v for v in self._values)
+        # held_suffix: one regex finds an end of the text that begins one of the credentials
+        # (a group nested per character, so longer ones are looked for by hand)
+        short = [v for v in self._values if len(v) <= _SUFFIX_REGEX_CHARS]
+        self._long_values = tuple(v for v in self._values if len(v) > _SUFFIX_REGEX_CHARS)
+        self._suffix = re.compile("(?:" + "|".join(map(_proper_prefixes, short)) + r")\Z") if short else None
 
     def __bool__(self) -> bool:
         return bool(self._all)
 
     def redact(self, text: str) -> str:
-        """``text`` with every credential replaced by ``***``."""
+        """``text`` with every credential replaced by ``***``: none is left in what it returns.
+
+        A credential holding ``*`` can be made whole again by a mask put next to it
+        (``*****a`` in ``*******aa`` masks to ``*****a``): then masking goes on until none
+        is left. Each pass that finds one makes the text shorter (a credential is longer than
+        the mask), so it ends.
+        """
         for value in self._values:
             if value in text:
                 text = text.replace(value, MASK)
+        while self._mask_may_rebuild and any(value in text for value in self._values):
+            for value in self._values:
+                text = text.replace(value, MASK)
         return text
+
+    def loads(self, text: str, parse: Callable[[str], Any]) -> Any:
+        """``parse(text)`` with every credential masked, in the text and in what it parsed."""
+        text = self.redact(text)
+        value = parse(text)
+        return self.redact_json(value) if self.may_hide(text) else value
+
+    def may_hide(self, masked: str) -> bool:
+        """Whether JSON parsed from ``masked`` (text already masked) may still hold a credential.
+
+        A credential the server wrote with JSON escapes (``\\/``, ``\\u0073k-…``) is plain only
+        once parsed, so parsed values are walked too (``redact_json``), unless the text holds
+        no backslash: then every parsed string and key is a piece of the masked text as it
+        stands, which holds no credential (``redact`` leaves none). The walk cost more than
+        the parse on each event of a stream.
+        """
+        return bool(self._values) and "\\" in masked
 
     def redact_json(self, value: Any) -> Any:
         """``value`` (parsed JSON) with every credential masked in each string and key.
@@ -182,10 +227,11 @@ class Secrets:
 
         A stream shows text piece by piece: a credential split across two pieces is masked
         in neither. Holding back such an end until the next piece (``DeltaMasker``)
-        masks it whole.
+        masks it whole. Called for every delta of a stream.
         """
-        longest = 0
-        for value in self._values:
+        found = self._suffix.search(text) if self._suffix is not None else None
+        longest = len(text) - found.start() if found is not None else 0
+        for value in self._long_values:
             tail = text[len(text) - len(value) + 1 :] if len(text) >= len(value) else text
             start = tail.find(value[0])
             while start != -1:  # the earliest start that begins the value is the longest end
@@ -222,11 +268,14 @@ class DeltaMasker:
         self._held: dict[str, str] = {}
 
     def emit(self, kind: str, text: str) -> None:
-        if not self._secrets._values:
+        secrets = self._secrets
+        if not secrets._values:
             self._emit(kind, text)
             return
-        text = self._secrets.redact(self._held.pop(kind, "") + text)
-        keep = self._secrets.held_suffix(text)
+        if self._held:
+            text = self._held.pop(kind, "") + text
+        text = secrets.redact(text)
+        keep = secrets.held_suffix(text)
         if keep:
             text, self._held[kind] = text[:-keep], text[-keep:]
         if text:

@@ -6,7 +6,11 @@ import logging
 import subprocess
 import sys
 
+import json
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers import EventRecorder
 from localserver import LocalServer, Reply
@@ -156,3 +160,57 @@ def test_a_record_whose_arguments_do_not_fit_its_format_is_masked_too(caplog):
     finally:
         remove_log_filter(secrets)
     assert caplog.records[0].getMessage() == "key %s and %s (log arguments: ('***',))"
+
+
+# secrets and JSON texts built of the same few characters, so that they meet often: a key
+# whole, split, escaped ("\/", "\u0073"), next to a mask, or holding "*" itself
+_secret_chars = st.sampled_from("sk-/*ab")
+_json_texts = st.recursive(
+    st.text(_secret_chars, max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(_secret_chars, max_size=8), inner, max_size=3),
+    max_leaves=8,
+).flatmap(
+    lambda value: st.sampled_from([
+        json.dumps(value),
+        json.dumps(value).replace("/", "\\/"),
+        json.dumps(value).replace("s", "\\u0073"),
+        json.dumps(value, ensure_ascii=False, separators=(",", ":")),
+    ])
+)
+
+
+@given(st.text(_secret_chars, min_size=6, max_size=10), _json_texts)
+def test_loads_masks_as_a_walk_of_every_parsed_string_would(secret, text):
+    """Secrets.loads skips the walk of the parsed value when the masked text has no backslash:
+    what it returns is always what masking the text, parsing it and walking the result gives."""
+    secrets = Secrets(api_key=secret)
+
+    def outcome(read):
+        try:
+            return read()
+        except ValueError as exc:  # masking may cut an escape in two: both ways refuse the text alike
+            return type(exc)
+
+    assert outcome(lambda: secrets.loads(text, json.loads)) == outcome(lambda: secrets.redact_json(json.loads(secrets.redact(text))))
+
+
+@given(st.text(st.sampled_from("*a"), min_size=6, max_size=9), st.text(st.sampled_from("*ab"), max_size=30))
+def test_no_credential_is_left_in_masked_text_even_one_a_mask_could_rebuild(secret, text):
+    """redact leaves no credential, also one holding "*" that the masks around it could make whole
+    again ("*****a" in "*******aa" masked once is "*****a")."""
+    assert secret not in Secrets(api_key=secret).redact(text)
+    assert Secrets(api_key="*****a").redact("*******aa") == "***"
+
+
+def longest_held_end(text: str, values) -> int:
+    """held_suffix by its definition: the longest end of text that is a proper prefix of a value."""
+    return max((k for v in values for k in range(1, min(len(v), len(text) + 1)) if text.endswith(v[:k])), default=0)
+
+
+@given(st.lists(st.text(st.sampled_from("ab*."), min_size=6, max_size=12), min_size=1, max_size=3), st.text(st.sampled_from("ab*.x"), max_size=20), st.booleans())
+def test_held_suffix_is_the_longest_end_that_begins_a_credential(keys, text, long):
+    """The regex of held_suffix (credentials up to 256 characters) and the search by hand (longer
+    ones: a long key is the short one repeated) both find the longest end that begins a credential."""
+    keys = [k * 30 if long else k for k in keys]
+    secrets = Secrets(values={str(i): k for i, k in enumerate(keys)})
+    assert secrets.held_suffix(text) == longest_held_end(text, secrets._values)

@@ -142,7 +142,7 @@ class CallGuard:
         stream = self._stream
         if text and stream is not None:
             self.emitted = True
-            stream.emit(kind, text)
+            stream.emit(kind, text)  # refuses a kind that is neither "text" nor "thinking"
 
 
 def _shutdown(connection: Any) -> None:

@@ -343,7 +343,7 @@ class Transport:
         error = payload_error(data)
         if error is not None:
             raise error
-        return self.secrets.redact_json(data)
+        return self.secrets.redact_json(data) if self.secrets.may_hide(text) else data
 
 
 def _tripped(guard: CallGuard) -> bool:
