@@ -62,6 +62,7 @@ from ..types import (
 )
 from ..normalize import normalize_message
 from ..typed._codecs import to_json_value
+from ._stored import read_stored
 
 __all__ = [
     "decode_value",
@@ -359,9 +360,18 @@ def _field(name: str, value: Any) -> Any:
 def message_from_data(data: Any, where: str) -> AgentMessage:
     """Rebuild one message from ``message_to_data`` output, checking every field.
 
+    The message comes back as the agent would hold it, checked once (``normalize_message``,
+    decision 15), so an agent starting from it need not check it again: the stored form
+    of a message that check keeps is read by ``_stored.read_stored`` (one pass, the same
+    message; docs/performance.md), anything else field by field here. The message may
+    share the lists and dicts of ``data``.
+
     Raises:
         MessageFormatError: naming ``where`` and what is wrong.
     """
+    message = read_stored(data)
+    if message is not None:
+        return message
     try:
         if not isinstance(data, dict):
             raise MessageFormatError(f"is {type(data).__name__}; expected a message object")
@@ -383,8 +393,8 @@ def message_from_data(data: Any, where: str) -> AgentMessage:
                 continue
             kwargs[name] = _field(name, data[name])
         # checked as the agent checks what enters its history (decision 15), so that a bad
-        # block is named here, with the file or row, not later by YiemAgent(messages=)
-        return _as_an_agent_holds(cls(**kwargs))
+        # block is named here, with the file or row, and an agent need not check it again
+        return normalize_message(cls(**kwargs))
     except MessageFormatError as exc:
         raise MessageFormatError(f"{where}: {exc}") from None
     except RecursionError:

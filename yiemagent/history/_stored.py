@@ -1,0 +1,310 @@
+"""The fast reader of the stored form: a message as ``message_to_data`` writes it, read in one pass.
+
+A documented optimisation beside the reader of record (docs/performance.md "Cost at the
+edges"; docs/sessions.md "The JSON form"). ``_json.message_from_data`` reads any stored
+form field by field and then checks the message as the agent checks what enters its
+history (decision 15, ``normalize_message``): a restart of 10,000 messages spent 70 % of
+its time there. Nearly every stored message is in the one form that the library writes
+for a message that check leaves as it is: text and image blocks, canonical tool-call
+blocks, values without a ``$type`` tag, texts without lone surrogates. ``read_stored``
+recognises exactly that form, checks each value inline as it reads it (the checks
+``normalize_message`` would make, written out for this form), and builds the message
+directly; for anything else it returns None and the reader of record runs, which gives
+the message or the refusal naming the entry and the field. Nothing is skipped: what this
+reader does not accept goes the long way.
+
+What it gives is what the reader of record gives: tests/extras/test_stored_form.py holds
+the two to it for stored data of every kind, valid and mutated (a differential property).
+The message may share the lists and dicts of ``data`` (a ``json.loads`` result of its own).
+
+``stored_calls`` reads the tool calls of a message either reader gave back, without
+extracting them again: in a message ``normalize_message`` leaves as it is, each raw call
+says exactly what ``extract_tool_calls`` reads from it (normalize.py ``_same_call``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any, Callable, Optional
+
+from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
+
+__all__ = ["read_stored", "stored_calls"]
+
+TAG = "$type"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_USAGE_FIELDS = frozenset(("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens", "reasoning_tokens"))
+_MAX_ID_CHARS = 128  # extraction.MAX_ID_CHARS / MAX_NAME_CHARS: a longer id or name is rewritten by the check
+_MAX_DEPTH = 32  # deeper values go the long way (the check's own bound is 64)
+_SHORT_INT_BITS = 2000  # _bounds: an int the check writes without asking Python's digit limit
+_USER_KEYS = frozenset(("role", "content", "timestamp"))
+_ASSISTANT_KEYS = frozenset(("role", "content", "api", "provider", "model", "usage", "stop_reason", "error_message", "timestamp", "output"))
+_TOOL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "content", "details", "usage", "added_tool_names", "is_error", "timestamp"))
+_APPROVAL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "decision", "arguments", "reason", "timestamp"))
+_OPTIONAL_TEXTS = ("api", "provider", "model", "stop_reason", "error_message")
+
+
+def _clean(text: Any) -> bool:
+    """A str the check keeps as it is: no lone surrogate (``_bounds.clean_str`` would replace it)."""
+    return type(text) is str and (text.isascii() or _SURROGATE.search(text) is None)
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _untagged(value: Any, depth: int = 0) -> bool:
+    """Whether ``_json.decode_value`` gives ``value`` back as it is: JSON values, no dict holding a ``$type`` key."""
+    kind = type(value)
+    if kind is dict:
+        if depth >= _MAX_DEPTH or TAG in value:
+            return False
+        items: Any = value.values()
+    elif kind is list:
+        if depth >= _MAX_DEPTH:
+            return False
+        items = value
+    else:
+        return kind in _SCALARS
+    for item in items:
+        kind = type(item)
+        if kind is dict or kind is list:
+            if not _untagged(item, depth + 1):
+                return False
+        elif kind not in _SCALARS:
+            return False
+    return True
+
+
+def _plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``_bounds.json_safe`` (strict or not) gives ``value`` back as it is, and it holds no tag.
+
+    Strs and keys without a lone surrogate, finite floats, ints it writes without asking
+    Python's digit limit, plain dicts and lists not nested deeper than ``_MAX_DEPTH``.
+    """
+    kind = type(value)
+    if kind is dict:
+        if depth >= _MAX_DEPTH or TAG in value:
+            return False
+        for key, item in value.items():
+            if not _clean(key) or not _plain_json(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        if depth >= _MAX_DEPTH:
+            return False
+        for item in value:
+            if not _plain_json(item, depth + 1):
+                return False
+        return True
+    if kind is str:
+        return value.isascii() or _SURROGATE.search(value) is None
+    if kind is int:
+        return value.bit_length() <= _SHORT_INT_BITS
+    if kind is float:
+        return math.isfinite(value)
+    return value is None or kind is bool
+
+
+def _stamp(value: Any) -> Optional[datetime]:
+    if type(value) is not str:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _usage_ok(value: Any) -> bool:
+    return (type(value) is dict and value.keys() <= _USAGE_FIELDS and all(type(v) is int for v in value.values()))
+
+
+def _content_block(block: Any) -> Any:
+    """A text or image block as the check keeps it, or None."""
+    if type(block) is not dict:
+        return None
+    kind = block.get("type")
+    if kind == "text" and len(block) == 2:
+        text = block.get("text")
+        return TextContent(text) if _clean(text) else None
+    if kind == "image" and len(block) == 3:
+        data, mime_type = block.get("data"), block.get("mime_type")
+        if type(data) is str and data.isascii() and type(mime_type) is str:
+            return ImageContent(data, mime_type)
+    return None
+
+
+def _content(raw: Any) -> Optional[list[Any]]:
+    """Text and image blocks only (a user message's, a tool result's), or None."""
+    if type(raw) is not list:
+        return None
+    blocks = []
+    for block in raw:
+        item = _content_block(block)
+        if item is None:
+            return None
+        blocks.append(item)
+    return blocks
+
+
+def _call_ok(entry: Any, name: Any, arguments: Any, ids: set[str]) -> bool:
+    """A raw call ``extract_tool_calls`` reads as it says (normalize.py ``_same_call``): then the check keeps it."""
+    call_id = entry.get("id")
+    if not (_clean(call_id) and 0 < len(call_id) <= _MAX_ID_CHARS and call_id not in ids):
+        return False  # a missing, long or repeated id is replaced by the check
+    ids.add(call_id)
+    return _clean(name) and len(name) <= _MAX_ID_CHARS and type(arguments) is dict and _plain_json(arguments)
+
+
+def _reply_content(raw: Any) -> Optional[list[Any]]:
+    """A reply's blocks: text, image and canonical tool-call blocks, or None."""
+    if type(raw) is not list:
+        return None
+    out: list[Any] = []
+    ids: set[str] = set()
+    for block in raw:
+        if type(block) is not dict:
+            return None
+        kind = block.get("type")
+        if kind == "tool_calls" and len(block) == 2:
+            entries = block.get("tool_calls")
+            if type(entries) is not list:
+                return None
+            for entry in entries:
+                function = entry.get("function") if type(entry) is dict and len(entry) == 3 and entry.get("type") == "function" else None
+                if type(function) is not dict or len(function) != 2 or not _call_ok(entry, function.get("name"), function.get("arguments"), ids):
+                    return None
+            out.append(block)
+        elif kind == "tool_call" and len(block) == 4:
+            if not _call_ok(block, block.get("name"), block.get("arguments"), ids):
+                return None
+            out.append(block)
+        else:
+            item = _content_block(block)
+            if item is None:
+                return None
+            out.append(item)
+    return out
+
+
+# The messages are built as their frozen dataclasses' own __init__ would leave them, every
+# field set (tests/extras/test_stored_form.py checks the field names against dataclasses.fields),
+# without its one object.__setattr__ per field: that was a third of the time of this reader.
+_new = object.__new__
+
+
+def _user(data: dict[str, Any]) -> Optional[AgentMessage]:
+    if not data.keys() <= _USER_KEYS:
+        return None
+    content, stamp = _content(data.get("content")), _stamp(data.get("timestamp"))
+    if content is None or stamp is None:
+        return None
+    message = _new(UserMessage)
+    message.__dict__.update(content=content, timestamp=stamp, role="user")
+    return message
+
+
+def _assistant(data: dict[str, Any]) -> Optional[AgentMessage]:
+    if not data.keys() <= _ASSISTANT_KEYS:
+        return None
+    get = data.get
+    content, stamp, usage, output = _reply_content(get("content")), _stamp(get("timestamp")), get("usage"), get("output")
+    if content is None or stamp is None or not (usage is None or _usage_ok(usage)) or not (output is None or _untagged(output)):
+        return None
+    api, provider, model, stop_reason, error_message = get("api"), get("provider"), get("model"), get("stop_reason"), get("error_message")
+    if not (
+        (api is None or _clean(api))
+        and (provider is None or _clean(provider))
+        and (model is None or _clean(model))
+        and (stop_reason is None or _clean(stop_reason))
+        and (error_message is None or _clean(error_message))
+    ):
+        return None
+    message = _new(AssistantMessage)
+    message.__dict__.update(
+        content=content,
+        api=api,
+        provider=provider,
+        model=model,
+        usage=None if usage is None else LLMUsage(**usage),
+        stop_reason=stop_reason,
+        error_message=error_message,
+        timestamp=stamp,
+        role="assistant",
+        output=output,
+    )
+    return message
+
+
+def _tool(data: dict[str, Any]) -> Optional[AgentMessage]:
+    if not data.keys() <= _TOOL_KEYS:
+        return None
+    get = data.get
+    call_id, name, details, usage, names, is_error = get("tool_call_id"), get("tool_name"), get("details", {}), get("usage"), get("added_tool_names"), get("is_error", False)
+    content, stamp = _content(get("content")), _stamp(get("timestamp"))
+    if content is None or stamp is None or type(call_id) is not str or type(name) is not str or type(is_error) is not bool:
+        return None
+    if not ((usage is None or _usage_ok(usage)) and _untagged(details) and (names is None or (type(names) is list and all(type(n) is str for n in names)))):
+        return None
+    message = _new(ToolResultMessage)
+    message.__dict__.update(
+        tool_call_id=call_id,
+        tool_name=name,
+        content=content,
+        details=details,
+        usage=None if usage is None else LLMUsage(**usage),
+        added_tool_names=names,
+        is_error=is_error,
+        timestamp=stamp,
+        role="tool",
+    )
+    return message
+
+
+def _approval(data: dict[str, Any]) -> Optional[AgentMessage]:
+    if not data.keys() <= _APPROVAL_KEYS:
+        return None
+    get = data.get
+    call_id, name, decision, arguments, reason, stamp = get("tool_call_id"), get("tool_name"), get("decision"), get("arguments", {}), get("reason", ""), _stamp(get("timestamp"))
+    if stamp is None or type(call_id) is not str or type(name) is not str or type(reason) is not str or type(decision) is not str:
+        return None
+    if decision not in APPROVAL_DECISIONS or type(arguments) is not dict or not _plain_json(arguments):
+        return None
+    return ApprovalMessage(call_id, name, decision, arguments, reason, stamp)
+
+
+_READERS: dict[str, Callable[[dict[str, Any]], Optional[AgentMessage]]] = {"user": _user, "assistant": _assistant, "tool": _tool, "approval": _approval}
+
+
+def read_stored(data: Any) -> Optional[AgentMessage]:
+    """The message ``message_from_data(data, ...)`` gives, when ``data`` is in the stored form; else None.
+
+    Never raises: whatever is not that form (a refusal among it) is left to the reader of record.
+    """
+    if type(data) is not dict:
+        return None
+    role = data.get("role")
+    reader = _READERS.get(role) if type(role) is str else None
+    return None if reader is None else reader(data)
+
+
+def stored_calls(message: AssistantMessage) -> list[tuple[str, str]]:
+    """``(id, name)`` of each tool call of ``message``, which the check (``normalize_message``) leaves as it is.
+
+    What ``extract_tool_calls`` gives for such a message, read straight from its raw
+    call blocks (tests/extras/test_stored_form.py checks it on every loaded message).
+    """
+    calls: list[tuple[str, str]] = []
+    for block in message.content:
+        if type(block) is not dict:
+            continue
+        kind = block.get("type")
+        if kind == "tool_calls":
+            for entry in block.get("tool_calls") or ():
+                if isinstance(entry, dict):
+                    source = entry.get("function") if isinstance(entry.get("function"), dict) else entry
+                    calls.append((entry["id"], source["name"]))
+        elif kind == "tool_call":
+            calls.append((block["id"], block["name"]))
+    return calls
