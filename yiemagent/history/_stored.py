@@ -120,18 +120,10 @@ def _usage_ok(value: Any) -> bool:
     return (type(value) is dict and value.keys() <= _USAGE_FIELDS and all(type(v) is int for v in value.values()))
 
 
-def _content_block(block: Any) -> Any:
-    """A text or image block as the check keeps it, or None."""
-    if type(block) is not dict:
-        return None
-    kind = block.get("type")
-    if kind == "text" and len(block) == 2:
-        text = block.get("text")
-        return TextContent(text) if _clean(text) else None
-    if kind == "image" and len(block) == 3:
-        data, mime_type = block.get("data"), block.get("mime_type")
-        if type(data) is str and data.isascii() and type(mime_type) is str:
-            return ImageContent(data, mime_type)
+def _image(block: dict[str, Any]) -> Optional[ImageContent]:
+    data, mime_type = block.get("data"), block.get("mime_type")
+    if len(block) == 3 and type(data) is str and data.isascii() and type(mime_type) is str:
+        return ImageContent(data, mime_type)
     return None
 
 
@@ -139,16 +131,24 @@ def _content(raw: Any) -> Optional[list[Any]]:
     """Text and image blocks only (a user message's, a tool result's), or None."""
     if type(raw) is not list:
         return None
-    blocks = []
+    blocks: list[Any] = []
     for block in raw:
-        item = _content_block(block)
-        if item is None:
+        if type(block) is not dict:
             return None
-        blocks.append(item)
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if len(block) != 2 or type(text) is not str or not (text.isascii() or _SURROGATE.search(text) is None):
+                return None
+            blocks.append(TextContent(text))
+        elif kind == "image" and (image := _image(block)) is not None:
+            blocks.append(image)
+        else:
+            return None
     return blocks
 
 
-def _call_ok(entry: Any, name: Any, arguments: Any, ids: set[str]) -> bool:
+def _call_ok(entry: dict[str, Any], name: Any, arguments: Any, ids: set[str]) -> bool:
     """A raw call ``extract_tool_calls`` reads as it says (normalize.py ``_same_call``): then the check keeps it."""
     call_id = entry.get("id")
     if not (_clean(call_id) and 0 < len(call_id) <= _MAX_ID_CHARS and call_id not in ids):
@@ -157,34 +157,45 @@ def _call_ok(entry: Any, name: Any, arguments: Any, ids: set[str]) -> bool:
     return _clean(name) and len(name) <= _MAX_ID_CHARS and type(arguments) is dict and _plain_json(arguments)
 
 
+def _calls_ok(block: dict[str, Any], ids: set[str]) -> bool:
+    """A ``tool_calls`` block of canonical calls ``{"id", "type": "function", "function": {"name", "arguments"}}``."""
+    entries = block.get("tool_calls")
+    if len(block) != 2 or type(entries) is not list:
+        return False
+    for entry in entries:
+        function = entry.get("function") if type(entry) is dict and len(entry) == 3 and entry.get("type") == "function" else None
+        if type(function) is not dict or len(function) != 2 or not _call_ok(entry, function.get("name"), function.get("arguments"), ids):
+            return False
+    return True
+
+
 def _reply_content(raw: Any) -> Optional[list[Any]]:
-    """A reply's blocks: text, image and canonical tool-call blocks, or None."""
+    """A reply's blocks: text, image and canonical tool-call blocks (kept as they are), or None."""
     if type(raw) is not list:
         return None
     out: list[Any] = []
-    ids: set[str] = set()
+    ids: set[str] = set()  # the calls' ids so far: a repeated one is renamed by the check
     for block in raw:
         if type(block) is not dict:
             return None
         kind = block.get("type")
-        if kind == "tool_calls" and len(block) == 2:
-            entries = block.get("tool_calls")
-            if type(entries) is not list:
+        if kind == "text":
+            text = block.get("text")
+            if len(block) != 2 or type(text) is not str or not (text.isascii() or _SURROGATE.search(text) is None):
                 return None
-            for entry in entries:
-                function = entry.get("function") if type(entry) is dict and len(entry) == 3 and entry.get("type") == "function" else None
-                if type(function) is not dict or len(function) != 2 or not _call_ok(entry, function.get("name"), function.get("arguments"), ids):
-                    return None
-            out.append(block)
-        elif kind == "tool_call" and len(block) == 4:
-            if not _call_ok(block, block.get("name"), block.get("arguments"), ids):
+            out.append(TextContent(text))
+        elif kind == "tool_calls":
+            if not _calls_ok(block, ids):
                 return None
             out.append(block)
+        elif kind == "tool_call":
+            if len(block) != 4 or not _call_ok(block, block.get("name"), block.get("arguments"), ids):
+                return None
+            out.append(block)
+        elif kind == "image" and (image := _image(block)) is not None:
+            out.append(image)
         else:
-            item = _content_block(block)
-            if item is None:
-                return None
-            out.append(item)
+            return None
     return out
 
 

@@ -29,7 +29,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Optional
 
 from ._json import message_from_json, message_to_data
-from .sessions import ConnectedSession
+from .sessions import ConnectedSession, reads_checked
 from ..errors import MessageFormatError, SessionInUseError
 from ..types import AgentMessage
 
@@ -186,8 +186,9 @@ class PostgresSession(ConnectedSession):
             raise ValueError(f"{self!r} is closed")
         return self._conn
 
+    @reads_checked
     def messages(self) -> list[AgentMessage]:
-        """Every message of this session, in the order appended.
+        """Every message of this session, in the order appended, each checked as the agent checks it (decision 15).
 
         Raises:
             MessageFormatError: a stored row is not a message; names the session and the row.
