@@ -71,6 +71,7 @@ __all__ = [
     "message_from_json",
     "message_to_data",
     "message_to_json",
+    "read_fields",
     "utf8_json",
 ]
 
@@ -370,8 +371,11 @@ def message_from_data(data: Any, where: str) -> AgentMessage:
         MessageFormatError: naming ``where`` and what is wrong.
     """
     message = read_stored(data)
-    if message is not None:
-        return message
+    return message if message is not None else read_fields(data, where)
+
+
+def read_fields(data: Any, where: str) -> AgentMessage:
+    """``message_from_data`` the long way, for any stored form: field by field, then ``normalize_message``."""
     try:
         if not isinstance(data, dict):
             raise MessageFormatError(f"is {type(data).__name__}; expected a message object")

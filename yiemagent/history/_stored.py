@@ -199,8 +199,8 @@ def _reply_content(raw: Any) -> Optional[list[Any]]:
     return out
 
 
-# The messages are built as their frozen dataclasses' own __init__ would leave them, every
-# field set (tests/extras/test_stored_form.py checks the field names against dataclasses.fields),
+# The messages are built as their frozen dataclasses' own __init__ leaves them (every field
+# set but ``role``, a class attribute; tests/extras/test_stored_form.py compares the two),
 # without its one object.__setattr__ per field: that was a third of the time of this reader.
 _new = object.__new__
 
@@ -212,7 +212,7 @@ def _user(data: dict[str, Any]) -> Optional[AgentMessage]:
     if content is None or stamp is None:
         return None
     message = _new(UserMessage)
-    message.__dict__.update(content=content, timestamp=stamp, role="user")
+    message.__dict__.update(content=content, timestamp=stamp)
     return message
 
 
@@ -242,7 +242,6 @@ def _assistant(data: dict[str, Any]) -> Optional[AgentMessage]:
         stop_reason=stop_reason,
         error_message=error_message,
         timestamp=stamp,
-        role="assistant",
         output=output,
     )
     return message
@@ -268,7 +267,6 @@ def _tool(data: dict[str, Any]) -> Optional[AgentMessage]:
         added_tool_names=names,
         is_error=is_error,
         timestamp=stamp,
-        role="tool",
     )
     return message
 
