@@ -35,8 +35,10 @@ from yiemagent import (  # noqa: E402
     ToolResultMessage,
     UserMessage,
     YiemAgent,
+    load_history,
     register_tool,
     run_agent,
+    save_history,
     shutdown,
     take_response,
     tool,
@@ -137,7 +139,18 @@ def bench_streaming(deltas: int = 2000, runs: int = 30) -> None:
     print(f"  agent {agent_s * 1e3:.1f} ms, iter_lines + json.loads {bare_s * 1e3:.1f} ms: {agent_s / bare_s:.2f}x   goal <= 2x")
 
 
-def bench_restart(count: int = 10_000, runs: int = 5) -> None:
+def medians_side_by_side(agent, floor, runs: int) -> tuple[float, float]:
+    """The medians of ``runs`` timings of each, taken in turn, so that a load on the machine weighs on both alike."""
+    timings: tuple[list[float], list[float]] = ([], [])
+    for _ in range(runs):
+        for fn, out in ((agent, timings[0]), (floor, timings[1])):
+            started = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - started)
+    return statistics.median(timings[0]), statistics.median(timings[1])
+
+
+def bench_restart(count: int = 10_000, runs: int = 9) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "restart.db"
         with SQLiteSession(path, "bench", synchronous="OFF") as session:
@@ -146,6 +159,8 @@ def bench_restart(count: int = 10_000, runs: int = 5) -> None:
                 session.append(tool_call_reply((f"call_{i}", "double", {"x": i})))
                 session.append(ToolResultMessage(f"call_{i}", "double", [TextContent(str(2 * i))], {"x": i}))
                 session.append(AssistantMessage([TextContent(f"It is {2 * i}.")], stop_reason="stop"))
+            file = Path(directory) / "restart.json"
+            save_history(session.messages(), file)
 
         def restart() -> None:
             agent = YiemAgent(llm_call=lambda f: None, agent_event_sink=None, session=SQLiteSession(path, "bench"), builtin_tools=False)
@@ -155,10 +170,16 @@ def bench_restart(count: int = 10_000, runs: int = 5) -> None:
             with sqlite3.connect(path) as conn:
                 [json.loads(body) for (body,) in conn.execute("SELECT body FROM yiemagent_messages WHERE session_id = ? ORDER BY id", ("bench",))]
 
+        def file_floor() -> None:
+            with open(file, "rb") as handle:
+                json.loads(handle.read())
+
         restart()
-        agent_s, floor_s = median_of(restart, runs), median_of(floor, runs)
+        agent_s, floor_s = medians_side_by_side(restart, floor, runs)
+        load_s, file_floor_s = medians_side_by_side(lambda: load_history(file), file_floor, runs)
     print(f"a restart from an SQLiteSession of {count} messages, median of {runs}")
     print(f"  new agent {agent_s * 1e3:.1f} ms, json.loads of the rows {floor_s * 1e3:.1f} ms: {agent_s / floor_s:.2f}x   goal <= 2x")
+    print(f"  load_history of a file of {count} messages {load_s * 1e3:.1f} ms, json.loads of the file {file_floor_s * 1e3:.1f} ms: {load_s / file_floor_s:.2f}x")
 
 
 def main() -> None:

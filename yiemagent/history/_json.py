@@ -62,7 +62,7 @@ from ..types import (
 )
 from ..normalize import normalize_message
 from ..typed._codecs import to_json_value
-from ._stored import read_stored
+from ._stored import loads_row, read_stored
 
 __all__ = [
     "decode_value",
@@ -408,7 +408,8 @@ def read_fields(data: Any, where: str) -> AgentMessage:
 def message_from_json(text: "str | bytes", where: str) -> AgentMessage:
     """Rebuild one message from ``message_to_json`` output; ``MessageFormatError`` names ``where``."""
     try:
-        data = json.loads(text)
+        data = loads_row(text)
     except (TypeError, ValueError, RecursionError) as exc:
         raise MessageFormatError(f"{where}: not JSON ({exc})") from None
     return message_from_data(data, where)
+

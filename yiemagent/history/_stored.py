@@ -24,6 +24,7 @@ says exactly what ``extract_tool_calls`` reads from it (normalize.py ``_same_cal
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import datetime
@@ -31,7 +32,7 @@ from typing import Any, Callable, Optional
 
 from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
 
-__all__ = ["read_stored", "stored_calls"]
+__all__ = ["loads_row", "read_stored", "stored_calls"]
 
 TAG = "$type"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -282,6 +283,29 @@ def _approval(data: dict[str, Any]) -> Optional[AgentMessage]:
         return None
     return ApprovalMessage(call_id, name, decision, arguments, reason, stamp)
 
+
+_scan = json.JSONDecoder().scan_once  # the C scanner json.loads runs (json.decoder.JSONDecoder.raw_decode)
+
+
+def loads_row(text: "str | bytes") -> Any:
+    """``json.loads(text)`` of a stored row, with fewer steps around json's C scanner.
+
+    A row is one object with nothing around it, as str or UTF-8 bytes: ``json.loads``
+    would detect the encoding of bytes (UTF-8: the first byte is ``{`` and the second not
+    NUL) and decode them with ``surrogatepass``, skip no whitespace, and run its scanner
+    once; this does just that. Anything else (whitespace around, another encoding,
+    invalid JSON) goes to ``json.loads`` itself, which reads it or raises as always.
+    """
+    kind = type(text)
+    if (kind is bytes and text[:1] == b"{" and text[1:2] != b"\x00" and text[-1:] == b"}") or (kind is str and text[:1] == "{" and text[-1:] == "}"):
+        try:
+            decoded = text.decode("utf-8", "surrogatepass") if kind is bytes else text
+            value, end = _scan(decoded, 0)
+        except (StopIteration, ValueError, RecursionError):
+            return json.loads(text)
+        if end == len(decoded):
+            return value
+    return json.loads(text)
 
 _READERS: dict[str, Callable[[dict[str, Any]], Optional[AgentMessage]]] = {"user": _user, "assistant": _assistant, "tool": _tool, "approval": _approval}
 

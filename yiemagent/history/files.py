@@ -199,7 +199,12 @@ def _whole(messages: list[AgentMessage], calls_of: Callable[[AssistantMessage], 
     """
     pending: set[str] = set()
     for message in messages:
-        if type(message) is UserMessage and not pending:  # the common case first
+        kind = type(message)
+        if kind is UserMessage or kind is AssistantMessage:  # the common cases first, without isinstance
+            if pending:
+                return False
+            if kind is AssistantMessage:
+                pending = {call_id for call_id, _ in calls_of(message)}
             continue
         if isinstance(message, ToolResultMessage):
             call_id = message.tool_call_id

@@ -22,6 +22,7 @@ import threading
 from typing import IO, Any, Callable, Optional, Protocol, Self, Union
 
 from ._json import message_from_json, message_to_json
+from ._stored import loads_row, read_stored
 from ._locked_files import release_hold, take_hold
 from ..errors import MessageFormatError, SessionInUseError
 from ..types import AgentMessage
@@ -102,6 +103,22 @@ def loads_checked(session: Session) -> bool:
     replaces ``messages`` is not taken for checked: its messages are checked by the agent.
     """
     return getattr(getattr(session, "messages", None), "__func__", None) in _CHECKING_READERS
+
+
+def messages_from_rows(rows: "list[tuple[Any, str | bytes]]", where: str) -> list[AgentMessage]:
+    """``message_from_json`` of each ``(row id, body)``; a refusal names ``where`` and the row.
+
+    The stored form goes the fast way (``_stored.read_stored``) in one loop, naming no row
+    until one is refused; any other row is read by ``message_from_json`` itself.
+    """
+    out = []
+    for row_id, body in rows:
+        try:
+            message = read_stored(loads_row(body))
+        except (TypeError, ValueError, RecursionError):  # not JSON: message_from_json says so, naming the row
+            message = None
+        out.append(message if message is not None else message_from_json(body, f"{where}: row {row_id}"))
+    return out
 
 
 def hold_session(session: Session) -> None:
@@ -247,7 +264,7 @@ class SQLiteSession(ConnectedSession):
                 # not an sqlite3.OperationalError from fetching it that names no row
                 "SELECT id, CAST(body AS BLOB) FROM yiemagent_messages WHERE session_id = ? ORDER BY id", (self.session_id,)
             ).fetchall()
-        return [message_from_json(body, f"session {self.session_id!r} in {self.path!r}: row {row_id}") for row_id, body in rows]
+        return messages_from_rows(rows, f"session {self.session_id!r} in {self.path!r}")
 
     def append(self, message: AgentMessage) -> None:
         """Store ``message`` after the session's last one; committed when this returns.
