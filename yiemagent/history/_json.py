@@ -169,6 +169,8 @@ def _usage_counts(usage: LLMUsage) -> "dict[str, int] | None":
 
 def _decode_tagged(data: dict[str, Any]) -> Any:
     tag = data[TAG]
+    if not isinstance(tag, str):  # {"$type": []}: no tag this form writes (a list would not even hash)
+        tag = short_repr(tag, 80)
     if tag == "int":
         digits = _expect(data.get("hex"), str, "an 'int' value's 'hex'")
         try:
