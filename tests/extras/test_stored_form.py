@@ -28,9 +28,10 @@ from yiemagent import (
     shutdown,
 )
 from yiemagent.extraction import extract_tool_calls
+from yiemagent.history import files as history_files
 from yiemagent.history import sessions
 from yiemagent.history._json import message_from_data, message_to_data, read_fields
-from yiemagent.history._stored import read_stored, stored_calls
+from yiemagent.history._stored import loads_row, read_stored, stored_calls
 from yiemagent.normalize import normalize_message
 from yiemagent.types import APPROVAL_DECISIONS
 
@@ -311,3 +312,66 @@ def test_an_agent_from_a_session_holds_what_the_session_stored(tmp_path):
         assert agent.history() == agent_holds()
     finally:
         shutdown(agent)
+
+
+def test_an_agent_does_not_check_again_what_a_shipped_session_checked(tmp_path, monkeypatch):
+    """An agent from an SQLiteSession starts without checking the loaded messages a second time (each is checked once, as it is read)."""
+    path = tmp_path / "s.db"
+    with SQLiteSession(path, "s") as session:
+        for message in agent_holds():
+            session.append(message)
+
+    def checked_again(message: Any) -> Any:
+        raise AssertionError(f"checked a second time: {message!r:.60}")
+
+    monkeypatch.setattr(history_files, "normalize_message", checked_again)
+    agent = YiemAgent(llm_call=lambda f: None, agent_event_sink=None, session=SQLiteSession(path, "s"), builtin_tools=False)
+    try:
+        assert agent.history() == agent_holds()
+    finally:
+        shutdown(agent)
+
+
+row_texts = st.one_of(
+    st.builds(lambda value: json.dumps(value, ensure_ascii=False), strategies.json_objects),
+    st.builds(lambda value, pad: pad + json.dumps(value) + pad, strategies.json_objects, st.sampled_from(["", " ", "\n", "\t"])),
+    st.sampled_from(["{", "}", "{}", "{} {}", "{}x", '{"a": NaN}', '{"a": 1e400}', '{"\\ud800": "\\udfff"}', "{" * 2000 + "}" * 2000, '{"a": [1, 2}', "\ufeff{}"]),
+    st.text(max_size=12).map(lambda t: "{" + t + "}"),
+)
+row_bodies = row_texts | row_texts.map(lambda t: t.encode("utf-8", "surrogatepass")) | row_texts.map(lambda t: t.encode("utf-16")) | row_texts.map(lambda t: t.encode("utf-16-le", "surrogatepass")) | st.binary(max_size=12).map(lambda b: b"{" + b + b"}")
+
+
+def _outcome(read: Any, body: Any) -> Any:
+    try:
+        return ("value", read(body))
+    except Exception as exc:  # the very error json.loads raises, compared by type and text
+        return ("error", type(exc), str(exc))
+
+
+@given(row_bodies)
+def test_reading_a_row_is_json_loads(body):
+    """Property: loads_row gives what json.loads gives for any row, str or bytes of any encoding, or raises the very same error."""
+    assert _outcome(loads_row, body) == _outcome(json.loads, body)
+
+
+histories = st.lists(
+    st.one_of(
+        st.builds(lambda ids: AssistantMessage([{"type": "tool_calls", "tool_calls": [{"id": i, "type": "function", "function": {"name": "t", "arguments": {}}} for i in ids]}], timestamp=STAMP), st.lists(st.sampled_from("abc"), max_size=3)),
+        st.builds(lambda text: AssistantMessage([TextContent(text)], timestamp=STAMP), st.sampled_from(["", "x"])),
+        st.builds(lambda i: ToolResultMessage(i, "t", [], timestamp=STAMP), st.sampled_from("abcd")),
+        st.builds(lambda i, d: ApprovalMessage(i, "t", d, {}, "", STAMP), st.sampled_from("ab"), st.sampled_from(APPROVAL_DECISIONS)),
+        st.just(UserMessage([TextContent("u")], STAMP)),
+    ),
+    max_size=10,
+)
+
+
+@given(histories)
+def test_the_one_walk_for_a_whole_history_agrees_with_the_repair(history):
+    """Property: the one walk that takes a history for whole does so only when the repair would change nothing, also reading the calls of checked messages from their blocks."""
+    calls_of = history_files._extracted_calls
+    if history_files._whole(history, calls_of):
+        assert history_files._walk(history, None, calls_of) == (history, [], [], [])
+    assert history_files._mend(history, None, calls_of) == history_files._walk(history, None, calls_of)
+    checked = [normalize_message(m) for m in history]  # what stored_calls reads: messages as the check leaves them
+    assert history_files._mend(checked, None, stored_calls) == history_files._walk(checked, None, calls_of)

@@ -229,6 +229,13 @@ def _mend(
     """
     if _whole(messages, calls_of):
         return ToolResultRepair(list(messages), [], [], [])
+    return _walk(messages, where, calls_of)
+
+
+def _walk(
+    messages: list[AgentMessage], where: Optional[str], calls_of: Callable[[AssistantMessage], list[tuple[str, str]]]
+) -> ToolResultRepair:
+    """The repair itself, batch by batch (``complete_tool_calls`` says what it does)."""
     calls_at: dict[int, dict[str, str]] = {}  # assistant index -> its calls' names by id (the first of an id)
     calls_by_id: defaultdict[str, list[int]] = defaultdict(list)  # id -> indices of the assistant messages calling it
     results_by_id: defaultdict[str, list[int]] = defaultdict(list)  # id -> indices of its results
