@@ -366,6 +366,7 @@ histories = st.lists(
 )
 
 
+@settings(max_examples=1000)
 @given(histories)
 def test_the_one_walk_for_a_whole_history_agrees_with_the_repair(history):
     """Property: the one walk that takes a history for whole does so only when the repair would change nothing, also reading the calls of checked messages from their blocks."""

@@ -291,13 +291,14 @@ def loads_row(text: "str | bytes") -> Any:
     """``json.loads(text)`` of a stored row, with fewer steps around json's C scanner.
 
     A row is one object with nothing around it, as str or UTF-8 bytes: ``json.loads``
-    would detect the encoding of bytes (UTF-8: the first byte is ``{`` and the second not
-    NUL) and decode them with ``surrogatepass``, skip no whitespace, and run its scanner
-    once; this does just that. Anything else (whitespace around, another encoding,
-    invalid JSON) goes to ``json.loads`` itself, which reads it or raises as always.
+    would detect the encoding of bytes (UTF-8, the first byte being ``{``, unless the
+    second is NUL: UTF-16 or 32, which no scan of ``{`` then NUL reads) and decode them
+    with ``surrogatepass``, skip no whitespace, and run its scanner once; this does just
+    that. Anything else (whitespace around, another encoding, invalid JSON) goes to
+    ``json.loads`` itself, which reads it or raises as always.
     """
     kind = type(text)
-    if (kind is bytes and text[:1] == b"{" and text[1:2] != b"\x00" and text[-1:] == b"}") or (kind is str and text[:1] == "{" and text[-1:] == "}"):
+    if (kind is bytes and text[:1] == b"{" and text[-1:] == b"}") or (kind is str and text[:1] == "{" and text[-1:] == "}"):
         try:
             decoded = text.decode("utf-8", "surrogatepass") if kind is bytes else text
             value, end = _scan(decoded, 0)
