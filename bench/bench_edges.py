@@ -21,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 import requests
@@ -150,7 +151,7 @@ def medians_side_by_side(agent, floor, runs: int) -> tuple[float, float]:
     return statistics.median(timings[0]), statistics.median(timings[1])
 
 
-def bench_restart(count: int = 10_000, runs: int = 9) -> None:
+def bench_restart(count: int = 10_000, runs: int = 11) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "restart.db"
         with SQLiteSession(path, "bench", synchronous="OFF") as session:
@@ -167,7 +168,7 @@ def bench_restart(count: int = 10_000, runs: int = 9) -> None:
             shutdown(agent)
 
         def floor() -> None:
-            with sqlite3.connect(path) as conn:
+            with closing(sqlite3.connect(path)) as conn:  # closed, as the agent's session is by shutdown
                 [json.loads(body) for (body,) in conn.execute("SELECT body FROM yiemagent_messages WHERE session_id = ? ORDER BY id", ("bench",))]
 
         def file_floor() -> None:
