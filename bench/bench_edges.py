@@ -8,7 +8,8 @@ must do to get the same bytes in and out:
 2. An agent run that streams 2,000 text deltas against an ``iter_lines`` + ``json.loads``
    consumer of the same stream.
 3. A restart: a new agent from an ``SQLiteSession`` of 10,000 messages against
-   ``json.loads`` of the stored rows.
+   ``json.loads`` of the stored rows; beside it, ``load_history`` of the same messages
+   saved to a file against ``json.loads`` of the file.
 
 Goals (issue "Nothing lost at the new edges", item 18): 1.3x, 2x and 2x. Nothing is asserted.
 """
@@ -165,17 +166,6 @@ def bench_streaming(deltas: int = 2000, runs: int = 30) -> None:
     print(f"  agent {agent_s * 1e3:.1f} ms, iter_lines + json.loads {bare_s * 1e3:.1f} ms: {agent_s / bare_s:.2f}x   goal <= 2x")
 
 
-def medians_side_by_side(agent, floor, runs: int) -> tuple[float, float]:
-    """The medians of ``runs`` timings of each, taken in turn, so that a load on the machine weighs on both alike."""
-    timings: tuple[list[float], list[float]] = ([], [])
-    for _ in range(runs):
-        for fn, out in ((agent, timings[0]), (floor, timings[1])):
-            started = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - started)
-    return statistics.median(timings[0]), statistics.median(timings[1])
-
-
 def bench_restart(count: int = 10_000, runs: int = 11) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "restart.db"
@@ -201,8 +191,8 @@ def bench_restart(count: int = 10_000, runs: int = 11) -> None:
                 json.loads(handle.read())
 
         restart()
-        agent_s, floor_s = medians_side_by_side(restart, floor, runs)
-        load_s, file_floor_s = medians_side_by_side(lambda: load_history(file), file_floor, runs)
+        agent_s, floor_s = interleaved_medians(restart, floor, runs)
+        load_s, file_floor_s = interleaved_medians(lambda: load_history(file), file_floor, runs)
     print(f"a restart from an SQLiteSession of {count} messages, median of {runs}")
     print(f"  new agent {agent_s * 1e3:.1f} ms, json.loads of the rows {floor_s * 1e3:.1f} ms: {agent_s / floor_s:.2f}x   goal <= 2x")
     print(f"  load_history of a file of {count} messages {load_s * 1e3:.1f} ms, json.loads of the file {file_floor_s * 1e3:.1f} ms: {load_s / file_floor_s:.2f}x")
