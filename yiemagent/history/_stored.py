@@ -27,24 +27,25 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import fields
 from datetime import datetime
 from typing import Any, Callable, Optional
 
+from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS
+from ..normalize import _raw_calls
 from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
 
 __all__ = ["loads_row", "read_stored", "stored_calls"]
 
 TAG = "$type"
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_USAGE_FIELDS = frozenset(("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens", "reasoning_tokens"))
-_MAX_ID_CHARS = 128  # extraction.MAX_ID_CHARS / MAX_NAME_CHARS: a longer id or name is rewritten by the check
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate, as _bounds.clean_str finds one
+_USAGE_FIELDS = frozenset(f.name for f in fields(LLMUsage))
 _MAX_DEPTH = 32  # deeper values go the long way (the check's own bound is 64)
 _SHORT_INT_BITS = 2000  # _bounds: an int the check writes without asking Python's digit limit
 _USER_KEYS = frozenset(("role", "content", "timestamp"))
 _ASSISTANT_KEYS = frozenset(("role", "content", "api", "provider", "model", "usage", "stop_reason", "error_message", "timestamp", "output"))
 _TOOL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "content", "details", "usage", "added_tool_names", "is_error", "timestamp"))
 _APPROVAL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "decision", "arguments", "reason", "timestamp"))
-_OPTIONAL_TEXTS = ("api", "provider", "model", "stop_reason", "error_message")
 
 
 def _clean(text: Any) -> bool:
@@ -118,7 +119,7 @@ def _stamp(value: Any) -> Optional[datetime]:
 
 
 def _usage_ok(value: Any) -> bool:
-    return (type(value) is dict and value.keys() <= _USAGE_FIELDS and all(type(v) is int for v in value.values()))
+    return type(value) is dict and value.keys() <= _USAGE_FIELDS and all(type(v) is int for v in value.values())
 
 
 def _image(block: dict[str, Any]) -> Optional[ImageContent]:
@@ -152,10 +153,10 @@ def _content(raw: Any) -> Optional[list[Any]]:
 def _call_ok(entry: dict[str, Any], name: Any, arguments: Any, ids: set[str]) -> bool:
     """A raw call ``extract_tool_calls`` reads as it says (normalize.py ``_same_call``): then the check keeps it."""
     call_id = entry.get("id")
-    if not (_clean(call_id) and 0 < len(call_id) <= _MAX_ID_CHARS and call_id not in ids):
+    if not (_clean(call_id) and 0 < len(call_id) <= MAX_ID_CHARS and call_id not in ids):
         return False  # a missing, long or repeated id is replaced by the check
     ids.add(call_id)
-    return _clean(name) and len(name) <= _MAX_ID_CHARS and type(arguments) is dict and _plain_json(arguments)
+    return _clean(name) and len(name) <= MAX_NAME_CHARS and type(arguments) is dict and _plain_json(arguments)  # a longer name is cut
 
 
 def _calls_ok(block: dict[str, Any], ids: set[str]) -> bool:
@@ -308,6 +309,7 @@ def loads_row(text: "str | bytes") -> Any:
             return value
     return json.loads(text)
 
+
 _READERS: dict[str, Callable[[dict[str, Any]], Optional[AgentMessage]]] = {"user": _user, "assistant": _assistant, "tool": _tool, "approval": _approval}
 
 
@@ -329,16 +331,8 @@ def stored_calls(message: AssistantMessage) -> list[tuple[str, str]]:
     What ``extract_tool_calls`` gives for such a message, read straight from its raw
     call blocks (tests/extras/test_stored_form.py checks it on every loaded message).
     """
-    calls: list[tuple[str, str]] = []
-    for block in message.content:
-        if type(block) is not dict:
-            continue
-        kind = block.get("type")
-        if kind == "tool_calls":
-            for entry in block.get("tool_calls") or ():
-                if isinstance(entry, dict):
-                    source = entry.get("function") if isinstance(entry.get("function"), dict) else entry
-                    calls.append((entry["id"], source["name"]))
-        elif kind == "tool_call":
-            calls.append((block["id"], block["name"]))
+    calls = []
+    for entry in _raw_calls(message.content):  # the raw calls normalize_reply compared with the calls extracted
+        source = entry["function"] if isinstance(entry.get("function"), dict) else entry
+        calls.append((entry["id"], source["name"]))
     return calls
