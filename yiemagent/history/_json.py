@@ -292,8 +292,8 @@ def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
     A ``UserMessage`` always goes through the check: it is the one that may be refused
     (``MessageFormatError`` naming the block). Any other message only when a glance shows
     it needs it (a block that is neither content nor an object, a usage that is not an
-    ``LLMUsage``, a field of the wrong type): the check only mends those, and it costs
-    more than the rest of storing or loading a reply, which the agent checks anyway.
+    ``LLMUsage``, a field of the wrong type): the check only mends those, it costs more
+    than the rest of storing a reply, and loading checks the message whole anyway.
     """
     if isinstance(message, (UserMessage, ApprovalMessage)):
         return normalize_message(message)
@@ -366,8 +366,8 @@ def message_from_data(data: Any, where: str) -> AgentMessage:
     The message comes back as the agent would hold it, checked once (``normalize_message``,
     decision 15), so an agent starting from it need not check it again: the stored form
     of a message that check keeps is read by ``_stored.read_stored`` (one pass, the same
-    message; docs/performance.md), anything else field by field here. The message may
-    share the lists and dicts of ``data``.
+    message; docs/performance.md), anything else field by field (``read_fields``). The
+    message may share the lists and dicts of ``data``.
 
     Raises:
         MessageFormatError: naming ``where`` and what is wrong.
