@@ -82,7 +82,7 @@ class HeldSession(Session, Protocol):
     def release(self) -> None: ...
 
 
-_CHECKING_READERS: set[Callable[..., Any]] = set()  # messages() functions whose messages come back checked (below)
+_CHECKING_READERS: set[Callable[..., Any]] = set()  # messages() functions whose messages come back checked; filled at import, then only read
 
 
 def reads_checked(messages: Callable[..., list[AgentMessage]]) -> Callable[..., list[AgentMessage]]:
