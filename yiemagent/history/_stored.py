@@ -6,7 +6,8 @@ form field by field and then checks the message as the agent checks what enters 
 history (decision 15, ``normalize_message``): a restart of 10,000 messages spent 70 % of
 its time there. Nearly every stored message is in the one form that the library writes
 for a message that check leaves as it is: text and image blocks, canonical tool-call
-blocks, values without a ``$type`` tag, texts without lone surrogates. ``read_stored``
+blocks (arguments as an object or as the text a server sent), values without a ``$type``
+tag, texts without lone surrogates. ``read_stored``
 recognises exactly that form, checks each value inline as it reads it (the checks
 ``normalize_message`` would make, written out for this form), and builds the message
 directly; for anything else it returns None and the reader of record runs, which gives
@@ -31,7 +32,7 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any, Callable, Optional
 
-from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS
+from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS, parse_tool_arguments
 from ..normalize import _raw_calls
 from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
 
@@ -151,12 +152,20 @@ def _content(raw: Any) -> Optional[list[Any]]:
 
 
 def _call_ok(entry: dict[str, Any], name: Any, arguments: Any, ids: set[str]) -> bool:
-    """A raw call ``extract_tool_calls`` reads as it says (normalize.py ``_same_call``): then the check keeps it."""
+    """A raw call ``extract_tool_calls`` reads as it says (normalize.py ``_same_call``): then the check keeps it.
+
+    Its arguments are a JSON object, or the text of one as an OpenAI-compatible server
+    sends them (kept as text; read by ``parse_tool_arguments``, as extraction reads them).
+    """
     call_id = entry.get("id")
     if not (_clean(call_id) and 0 < len(call_id) <= MAX_ID_CHARS and call_id not in ids):
         return False  # a missing, long or repeated id is replaced by the check
     ids.add(call_id)
-    return _clean(name) and len(name) <= MAX_NAME_CHARS and type(arguments) is dict and _plain_json(arguments)  # a longer name is cut
+    if not (_clean(name) and len(name) <= MAX_NAME_CHARS):  # a longer name is cut
+        return False
+    if type(arguments) is str:  # text the parser reads without a problem holds no lone surrogate either
+        return parse_tool_arguments(arguments)[1] is None
+    return type(arguments) is dict and _plain_json(arguments)
 
 
 def _calls_ok(block: dict[str, Any], ids: set[str]) -> bool:
