@@ -23,7 +23,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union
+from typing import Any, NamedTuple, Optional, TypeVar, Union
 
 from ._json import message_from_data, message_to_data, utf8_json
 from ._locked_files import write_atomically
@@ -33,10 +33,7 @@ from ..extraction import extract_tool_calls
 from ..types import AgentMessage, ApprovalMessage, AssistantMessage, TextContent, ToolResultMessage, UserMessage
 from ..normalize import normalize_message
 
-from .sessions import loads_checked
-
-if TYPE_CHECKING:
-    from .sessions import Session
+from .sessions import Session, loads_checked
 
 __all__ = [
     "FORMAT",
@@ -337,7 +334,7 @@ def _describe(repair: ToolResultRepair) -> str:
     return "mended to be valid to send: " + "; ".join(parts)
 
 
-def history_from_session(session: "Session") -> list[AgentMessage]:
+def history_from_session(session: Session) -> list[AgentMessage]:
     """The history an agent given ``session`` starts from: every stored message, mended (decision 17).
 
     Called once the agent holds the session, so nothing else writes it meanwhile. The
