@@ -30,7 +30,7 @@ from yiemagent import (
 from yiemagent.extraction import extract_tool_calls
 from yiemagent.history import files as history_files
 from yiemagent.history import sessions
-from yiemagent.history._json import message_from_data, message_to_data, read_fields
+from yiemagent.history._json import message_from_data, message_from_json, message_to_data, read_fields
 from yiemagent.history._stored import loads_row, read_stored, stored_calls
 from yiemagent.normalize import normalize_message
 from yiemagent.types import APPROVAL_DECISIONS
@@ -385,3 +385,21 @@ def test_the_one_walk_for_a_whole_history_agrees_with_the_repair(history):
     assert history_files._mend(history, None, calls_of) == history_files._walk(history, None, calls_of)
     checked = [normalize_message(m) for m in history]  # what stored_calls reads: messages as the check leaves them
     assert history_files._mend(checked, None, stored_calls) == history_files._walk(checked, None, calls_of)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(stored_data(), st.sampled_from(["str", "bytes", "padded", "cut"]))
+def test_a_session_reads_its_rows_as_message_from_json_does(data, form):
+    """Property: a session's rows read in one loop give what message_from_json gives for each, or its very refusal naming the row."""
+    text = json.dumps(data)
+    body: Any = {"str": text, "bytes": text.encode("utf-8", "surrogatepass"), "padded": f" {text}\n", "cut": text[:-1]}[form]
+    try:
+        expected: Any = message_from_json(body, "session 's' in 'x': row 3")
+    except MessageFormatError as exc:
+        expected = str(exc)
+    try:
+        [message] = sessions.messages_from_rows([(3, body)], "session 's' in 'x'")
+    except MessageFormatError as exc:
+        assert str(exc) == expected
+    else:
+        assert message == expected if isinstance(data, dict) and "timestamp" in data else type(message) is type(expected)
