@@ -213,6 +213,8 @@ def _reply_content(raw: Any) -> Optional[list[Any]]:
 # The messages are built as their frozen dataclasses' own __init__ leaves them (every field
 # set but ``role``, a class attribute; tests/extras/test_stored_form.py compares the two),
 # without its one object.__setattr__ per field: that was a third of the time of this reader.
+# The price: each such message keeps its fields in a dict of its own (about 180 bytes more
+# than __init__'s inline values); setting them one by one costs a restart of 10,000 about 5 ms.
 _new = object.__new__
 
 
