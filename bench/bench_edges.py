@@ -8,7 +8,8 @@ must do to get the same bytes in and out:
 2. An agent run that streams 2,000 text deltas against an ``iter_lines`` + ``json.loads``
    consumer of the same stream.
 3. A restart: a new agent from an ``SQLiteSession`` of 10,000 messages against
-   ``json.loads`` of the stored rows.
+   ``json.loads`` of the stored rows; beside it, ``load_history`` of the same messages
+   saved to a file against ``json.loads`` of the file.
 
 Goals (issue "Nothing lost at the new edges", item 18): 1.3x, 2x and 2x. Nothing is asserted.
 """
@@ -22,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 import requests
@@ -36,8 +38,10 @@ from yiemagent import (  # noqa: E402
     ToolResultMessage,
     UserMessage,
     YiemAgent,
+    load_history,
     register_tool,
     run_agent,
+    save_history,
     shutdown,
     take_response,
     tool,
@@ -172,7 +176,7 @@ def bench_streaming(deltas: int = 2000, runs: int = 30) -> None:
         print(f"  agent {agent_s * 1e3:.1f} ms, iter_lines + json.loads {bare_s * 1e3:.1f} ms: {agent_s / bare_s:.2f}x   goal <= 2x")
 
 
-def bench_restart(count: int = 10_000, runs: int = 5) -> None:
+def bench_restart(count: int = 10_000, runs: int = 11) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "restart.db"
         with SQLiteSession(path, "bench", synchronous="OFF") as session:
@@ -181,19 +185,27 @@ def bench_restart(count: int = 10_000, runs: int = 5) -> None:
                 session.append(tool_call_reply((f"call_{i}", "double", {"x": i})))
                 session.append(ToolResultMessage(f"call_{i}", "double", [TextContent(str(2 * i))], {"x": i}))
                 session.append(AssistantMessage([TextContent(f"It is {2 * i}.")], stop_reason="stop"))
+            file = Path(directory) / "restart.json"
+            save_history(session.messages(), file)
 
         def restart() -> None:
             agent = YiemAgent(llm_call=lambda f: None, agent_event_sink=None, session=SQLiteSession(path, "bench"), builtin_tools=False)
             shutdown(agent)
 
         def floor() -> None:
-            with sqlite3.connect(path) as conn:
+            with closing(sqlite3.connect(path)) as conn:  # closed, as the agent's session is by shutdown
                 [json.loads(body) for (body,) in conn.execute("SELECT body FROM yiemagent_messages WHERE session_id = ? ORDER BY id", ("bench",))]
 
+        def file_floor() -> None:
+            with open(file, "rb") as handle:
+                json.loads(handle.read())
+
         restart()
-        agent_s, floor_s = median_of(restart, runs), median_of(floor, runs)
+        agent_s, floor_s = interleaved_medians(restart, floor, runs)
+        load_s, file_floor_s = interleaved_medians(lambda: load_history(file), file_floor, runs)
     print(f"a restart from an SQLiteSession of {count} messages, median of {runs}")
     print(f"  new agent {agent_s * 1e3:.1f} ms, json.loads of the rows {floor_s * 1e3:.1f} ms: {agent_s / floor_s:.2f}x   goal <= 2x")
+    print(f"  load_history of a file of {count} messages {load_s * 1e3:.1f} ms, json.loads of the file {file_floor_s * 1e3:.1f} ms: {load_s / file_floor_s:.2f}x")
 
 
 FIGURES = {"http": bench_http_round, "stream": bench_streaming, "restart": bench_restart}
