@@ -22,7 +22,9 @@ turns run by run; nothing is asserted.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -30,8 +32,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NoOpTracerProvider, SpanKind, set_span_in_context
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+from localserver import LocalServer, Reply, Request  # noqa: E402  the tests' real http.server
+
 from yiemagent import AgentTool, AgentToolResult, AssistantMessage, TextContent, ToolStore, YiemAgent, register_tool, run_agent, shutdown, take_response
 from yiemagent.events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent, ToolExecEndEvent, ToolExecStartEvent
+from yiemagent.llm import OpenAIClient
 from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.otel import OTelSink
 
@@ -106,11 +112,12 @@ class BareSpans:
             self.run.end(end_time=event.time_ns)
 
 
-def per_call_us(sinks: dict[str, Optional[Callable[[Any], None]]]) -> dict[str, float]:
+def per_call_us(sinks: dict[str, Optional[Callable[[Any], None]]], model: Callable[[], Any] = InstantModel) -> dict[str, float]:
     """W1 with each of ``sinks``: the median time of one run, per tool call, in microseconds.
 
     The sinks take turns run by run, so a machine that gets busier or quieter while the
-    benchmark runs weighs on every figure alike and the ratios stay fair.
+    benchmark runs weighs on every figure alike and the ratios stay fair. ``model()``
+    makes each run's ``llm_call``.
     """
     store = ToolStore("bench")
     register_tool(store, AgentTool("noop", "No-op", "does nothing", SCHEMA, lambda i, a, s, p: RESULT))
@@ -118,7 +125,7 @@ def per_call_us(sinks: dict[str, Optional[Callable[[Any], None]]]) -> dict[str, 
     for _ in range(RUNS):
         for name, sink in sinks.items():
             # a fresh agent and history each run, so every run is the same size
-            agent = YiemAgent(llm_call=InstantModel(), agent_event_sink=sink, tool_store=store, builtin_tools=False)
+            agent = YiemAgent(llm_call=model(), agent_event_sink=sink, tool_store=store, builtin_tools=False)
             start = time.perf_counter()
             run_agent(agent, "go")
             take_response(agent, timeout=30)
@@ -148,12 +155,31 @@ def main() -> None:
     for name, value in figures.items():
         if name != off:
             print(f"  {name:32s} {value:7.1f} us per call = {value / figures[off]:4.2f}x   goal <= 1.50x")
+    over_http(batch, off)
     tracer = batch.get_tracer("bench")
     spans = 1 + 2 + CALLS  # invoke_agent, two chat rounds, the calls
     sdk = min(_time(lambda: [tracer.start_span("s", attributes={"a": "b", "c": "d"}).end() for _ in range(spans)]) for _ in range(RUNS))
     print(f"  the SDK alone, outside a run: {spans} spans started and ended in a tight loop (fastest of {RUNS}), {sdk / CALLS * 1e6:7.1f} us per call")
     batch.shutdown()
     simple.shutdown()
+
+
+def over_http(batch: TracerProvider, off: str) -> None:
+    """W1 with the model behind a real HTTP server on 127.0.0.1 (``OpenAIClient``), for scale:
+    the same run as a user's, whose model is never instant. Not the goal's figure."""
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "noop", "arguments": '{"city": "Tokyo"}'}} for i in range(CALLS)]
+    asking = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": calls}, "finish_reason": "tool_calls"}]}
+    answering = {"choices": [{"message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}]}
+
+    def reply(request: Request) -> Reply:
+        return Reply(body=answering if request.json()["messages"][-1]["role"] == "tool" else asking)
+
+    with LocalServer(reply) as server:
+        client = OpenAIClient(server.url, "bench-model", api_key="sk-bench-0123456789abcdefghij", max_retries=0)
+        figures = per_call_us({off: lambda event: None, "OTelSink, BatchSpanProcessor": OTelSink(batch)}, lambda: client)
+    value = figures["OTelSink, BatchSpanProcessor"]
+    print(f"  W1 with the model over HTTP on 127.0.0.1 (for scale, not the goal's figure): off {figures[off]:.1f} us, "
+          f"OTelSink {value:.1f} us per call = {value / figures[off]:4.2f}x")
 
 
 def _time(run: Callable[[], Any]) -> float:
