@@ -85,6 +85,27 @@ def _proper_prefixes(value: str) -> str:
     return re.escape(value[0]) + pattern
 
 
+_JSON_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+
+
+def _json_unescaped(text: str) -> str:
+    """``text`` with the JSON escapes that stand for a plain character (``\\/``, ``\\u0073``)
+    written plainly; ``\\"``, ``\\\\``, control characters and surrogates stay escaped, so JSON
+    text stays JSON text of the same value (a call's arguments, parsed later by extraction)."""
+
+    def plain(match: re.Match[str]) -> str:
+        escape = match.group(1)
+        if escape == "/":
+            return "/"
+        if len(escape) == 5:
+            char = chr(int(escape[1:], 16))
+            if char not in '"\\' and char >= " " and not "\ud800" <= char <= "\udfff":
+                return char
+        return match.group(0)
+
+    return _JSON_ESCAPE.sub(plain, text)
+
+
 def is_credential_header(name: str, value: str) -> bool:
     """Whether a header carries a credential, by its name or by the look of its value."""
     if name.lower() in _PUBLIC_HEADERS:
@@ -180,14 +201,14 @@ class Secrets:
         if not self._values:
             return value
         if isinstance(value, str):
-            return self.redact(value)
+            return self._redact_string(value)
         root = [value]
         stack: list[tuple[Any, Any]] = [(root, 0)]
         while stack:
             container, key = stack.pop()
             item = container[key]
             if isinstance(item, str):
-                container[key] = self.redact(item)
+                container[key] = self._redact_string(item)
             elif isinstance(item, list):
                 stack.extend((item, i) for i in range(len(item)))
             elif isinstance(item, dict):
@@ -197,6 +218,17 @@ class Secrets:
                     item.update(item_copy)
                 stack.extend((item, k) for k in item)
         return root[0]
+
+    def _redact_string(self, text: str) -> str:
+        """A parsed string masked; one that is JSON text itself (a call's arguments) may hide a
+        credential in an escape of its own, plain once extraction parses it: then its escapes
+        are written plainly and it is masked again."""
+        text = self.redact(text)
+        if "\\" in text:
+            plain = _json_unescaped(text)
+            if plain != text and any(value in plain for value in self._values):
+                return self.redact(plain)
+        return text
 
     def scrub_exception(self, error: BaseException) -> None:
         """Mask credentials in the ``args`` of ``error`` and of every exception it was caused by (in place).

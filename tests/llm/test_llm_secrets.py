@@ -16,6 +16,7 @@ from helpers import EventRecorder
 from localserver import LocalServer, Reply
 from yiemagent import LLMError, YiemAgent, run_agent, take_response
 from yiemagent.llm import AnthropicClient, OpenAIClient
+from yiemagent.extraction import extract_tool_calls
 from yiemagent._secrets import Secrets, install_log_filter, is_credential_header, remove_log_filter
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
@@ -122,6 +123,7 @@ def tagged(*args, **kwargs):
     record.tag = "kept"
     return record
 logging.setLogRecordFactory(tagged)
+from yiemagent.extraction import extract_tool_calls
 from yiemagent._secrets import Secrets, install_log_filter
 secrets = Secrets("sk-chained-0123456789")
 install_log_filter(secrets)
@@ -214,3 +216,27 @@ def test_held_suffix_is_the_longest_end_that_begins_a_credential(keys, text, lon
     keys = [k * 30 if long else k for k in keys]
     secrets = Secrets(values={str(i): k for i, k in enumerate(keys)})
     assert secrets.held_suffix(text) == longest_held_end(text, secrets._values)
+
+
+ESCAPED_KEY = "sk-live-0123456789abcdef"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_key_escaped_inside_tool_arguments_text_is_masked(stream):
+    """A key the model wrote with a JSON escape inside a call's arguments text ("sk-\\u006cive-...",
+    plain only once extraction parses the arguments) is masked in the reply, whole or streamed in pieces."""
+    arguments = '{"q": "sk-\\u006cive-0123456789abcdef"}'
+    call = {"id": "c1", "type": "function", "function": {"name": "t", "arguments": arguments}}
+    if stream:
+        pieces = [arguments[:10], arguments[10:14], arguments[14:]]  # the escape itself split in two
+        events = [{"model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "t", "arguments": p}}]}, "finish_reason": None}]} for p in pieces]
+        events.append({"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+        body = ("".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n").encode()
+        reply = Reply(chunks=[body], headers={"Content-Type": "text/event-stream"})
+    else:
+        reply = Reply(body={"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}]})
+    with LocalServer(lambda r: reply) as server:
+        message = OpenAIClient(f"{server.url}/v1", "m", api_key=ESCAPED_KEY, stream=stream)(FORMATTED)
+    _, calls, _ = extract_tool_calls(message)
+    assert len(calls) == 1 and ESCAPED_KEY not in repr(calls) and ESCAPED_KEY not in repr(message)
+    assert calls[0].arguments == {"q": "***"}
