@@ -45,6 +45,7 @@ thread logs. ``DeltaMasker`` belongs to the one thread reading one response.
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import threading
@@ -324,13 +325,27 @@ def _url_secrets(url: str) -> list[str]:
     if not url:
         return []
     parts = urlsplit(url)
-    found = [parts.password] if parts.password else []
+    found = _userinfo_secrets(parts.username, parts.password)
     for pair in parts.query.split("&"):
         name, _, value = pair.partition("=")
         if value and _CREDENTIAL_NAME.search(unquote_plus(name)):
             # as written, and decoded both ways: a "+" in a key is a "+" in the URL text
             # (and in requests' messages) but a space once form-decoded
             found += [value, unquote(value), unquote_plus(value)]
+    return found
+
+
+def _userinfo_secrets(username: Optional[str], password: Optional[str]) -> list[str]:
+    """The URL's password, as written and decoded, and the Basic ``Authorization`` value requests
+    makes of the user and password (``get_auth_from_url``), which a server's echo shows."""
+    if not password:
+        return []
+    user, secret = unquote(username or ""), unquote(password)
+    found = [password, secret]
+    try:
+        found.append("Basic " + base64.b64encode(f"{user}:{secret}".encode("latin1")).decode("ascii"))
+    except UnicodeEncodeError:
+        pass  # requests cannot send it either
     return found
 
 

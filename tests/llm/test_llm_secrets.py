@@ -240,3 +240,21 @@ def test_key_escaped_inside_tool_arguments_text_is_masked(stream):
     _, calls, _ = extract_tool_calls(message)
     assert len(calls) == 1 and ESCAPED_KEY not in repr(calls) and ESCAPED_KEY not in repr(message)
     assert calls[0].arguments == {"q": "***"}
+
+
+@pytest.mark.parametrize("userinfo, hidden", [("user:pa55word-xyz", ("pa55word-xyz",)), ("user:pa%40ss-word9", ("pa%40ss-word9", "pa@ss-word9")))])
+def test_credentials_in_the_url_are_masked_in_the_basic_header_a_server_echoes(userinfo, hidden):
+    """requests sends a URL's user and password as a Basic Authorization header: a gateway that
+    echoes the headers it got showed its base64 (the password itself, readable) in the LLMError."""
+    import base64
+    from urllib.parse import unquote
+
+    user, _, password = userinfo.partition(":")
+    basic = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode("latin1")).decode()
+    with LocalServer(echo_all) as server:
+        client = OpenAIClient(server.url.replace("http://", f"http://{userinfo}@") + "/v1", "m", max_retries=0)
+        with pytest.raises(LLMError) as info:
+            client(FORMATTED)
+    assert server.requests[0].headers["Authorization"] == f"Basic {basic}"
+    for secret in (basic, *hidden):
+        assert secret not in str(info.value) and secret not in repr(client)
