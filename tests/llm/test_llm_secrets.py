@@ -242,7 +242,7 @@ def test_key_escaped_inside_tool_arguments_text_is_masked(stream):
     assert calls[0].arguments == {"q": "***"}
 
 
-@pytest.mark.parametrize("userinfo, hidden", [("user:pa55word-xyz", ("pa55word-xyz",)), ("user:pa%40ss-word9", ("pa%40ss-word9", "pa@ss-word9")))])
+@pytest.mark.parametrize("userinfo, hidden", [("user:pa55word-xyz", ("pa55word-xyz",)), ("user:pa%40ss-word9", ("pa%40ss-word9", "pa@ss-word9"))])
 def test_credentials_in_the_url_are_masked_in_the_basic_header_a_server_echoes(userinfo, hidden):
     """requests sends a URL's user and password as a Basic Authorization header: a gateway that
     echoes the headers it got showed its base64 (the password itself, readable) in the LLMError."""
