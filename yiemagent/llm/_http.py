@@ -149,6 +149,8 @@ class Transport:
         merged = CaseInsensitiveDict(session.headers)
         merged["Content-Type"] = "application/json"
         merged.update(headers)
+        for name in [name for name, value in merged.items() if value is None]:
+            del merged[name]  # a header given as None is left out, as Session.request leaves it out
         request = requests.PreparedRequest()
         request.prepare(method="POST", url=url, headers=merged, data=data, cookies=session.cookies)
         return session.send(request, stream=True, timeout=timeout, allow_redirects=False, **self.environment(url))
