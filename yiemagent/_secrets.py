@@ -107,6 +107,30 @@ def _json_unescaped(text: str) -> str:
     return _JSON_ESCAPE.sub(plain, text)
 
 
+_MAX_MASKED_FORMS = 256
+
+
+def _masked_forms(own: Mapping[str, set[str]], secrets: set[str]) -> set[str]:
+    """Each credential as it reads once another credential inside it is masked: those are credentials too.
+
+    A stream's events are masked one by one: an event holding ``tenant-0042`` (a key) whole
+    masks it, and ``tenant-0042-9f8e…`` (another credential, in the next events) then reads
+    ``***-9f8e…`` in the joined text, where it was not found. A value's own parts ("tok" of
+    "Bearer tok") are not counted: "Bearer ***" shows nothing. At most ``_MAX_MASKED_FORMS``.
+    """
+    forms: set[str] = set()
+    pending = [(value, own_parts) for value, own_parts in own.items()]
+    while pending and len(forms) < _MAX_MASKED_FORMS:
+        form, own_parts = pending.pop()
+        for other in secrets:
+            if other not in own_parts and len(other) >= MIN_SECRET_CHARS and other in form:
+                masked = form.replace(other, MASK)
+                if masked not in forms and masked not in secrets:
+                    forms.add(masked)
+                    pending.append((masked, own_parts))
+    return forms
+
+
 def is_credential_header(name: str, value: str) -> bool:
     """Whether a header carries a credential, by its name or by the look of its value."""
     if name.lower() in _PUBLIC_HEADERS:
@@ -141,13 +165,15 @@ class Secrets:
         found += [str(value) for value in (values or {}).values()]
         found += _url_secrets(url)
         secrets: set[str] = set()
+        own: dict[str, set[str]] = {}
         for value in found:
             # as given, stripped (a key read from a file often ends in a newline), and each word
             # after the first: "Bearer tok" masks "tok" alone too
-            secrets.update({value, value.strip(), *value.split()[1:]})
-        # longest first, so that "Bearer tok" is masked whole before "tok" alone
-        self._values = tuple(sorted((v for v in secrets if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True))
+            own[value] = {value, value.strip(), *value.split()[1:]}
+            secrets.update(own[value])
         self._all = frozenset(secrets)
+        # longest first, so that "Bearer tok" is masked whole before "tok" alone
+        self._values = tuple(sorted((v for v in secrets | _masked_forms(own, secrets) if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True))
         # a value holding "*" may be made whole again by the masks put around it (see redact)
         self._mask_may_rebuild = any("*" in v for v in self._values)
         # held_suffix: one regex finds an end of the text that begins one of the credentials

@@ -16,6 +16,7 @@ from helpers import EventRecorder
 from localserver import LocalServer, Reply
 from yiemagent import LLMError, YiemAgent, run_agent, take_response
 from yiemagent.llm import AnthropicClient, OpenAIClient
+from yiemagent.events import stream_to
 from yiemagent.extraction import extract_tool_calls
 from yiemagent._secrets import Secrets, install_log_filter, is_credential_header, remove_log_filter
 
@@ -123,6 +124,7 @@ def tagged(*args, **kwargs):
     record.tag = "kept"
     return record
 logging.setLogRecordFactory(tagged)
+from yiemagent.events import stream_to
 from yiemagent.extraction import extract_tool_calls
 from yiemagent._secrets import Secrets, install_log_filter
 secrets = Secrets("sk-chained-0123456789")
@@ -258,3 +260,18 @@ def test_credentials_in_the_url_are_masked_in_the_basic_header_a_server_echoes(u
     assert server.requests[0].headers["Authorization"] == f"Basic {basic}"
     for secret in (basic, *hidden):
         assert secret not in str(info.value) and secret not in repr(client)
+
+
+def test_a_credential_holding_another_is_masked_when_a_stream_splits_it_after_the_other():
+    """An api key inside a longer credential header ("tenant-0042" in "tenant-0042-9f8e…"): a stream
+    whose event ends just after the key masked it there, and the rest of the longer one showed in the
+    deltas and in the reply ("***-9f8e7d6c5b4a")."""
+    events = [{"model": "m", "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in ("id: tenant-0042", "-9f8e7d6c5b4a done")]
+    events.append({"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = ("".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n").encode()
+    deltas: list = []
+    with LocalServer(lambda r: Reply(chunks=[body], headers={"Content-Type": "text/event-stream"})) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", api_key="tenant-0042", headers={"X-Api-Secret": "tenant-0042-9f8e7d6c5b4a"}, stream=True)
+        with stream_to(lambda kind, text: deltas.append(text)):
+            message = client(FORMATTED)
+    assert "".join(deltas) == message.content[0].text == "id: *** done"
