@@ -45,6 +45,7 @@ thread logs. ``DeltaMasker`` belongs to the one thread reading one response.
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import threading
@@ -85,6 +86,51 @@ def _proper_prefixes(value: str) -> str:
     return re.escape(value[0]) + pattern
 
 
+_JSON_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+
+
+def _json_unescaped(text: str) -> str:
+    """``text`` with the JSON escapes that stand for a plain character (``\\/``, ``\\u0073``)
+    written plainly; ``\\"``, ``\\\\``, control characters and surrogates stay escaped, so JSON
+    text stays JSON text of the same value (a call's arguments, parsed later by extraction)."""
+
+    def plain(match: re.Match[str]) -> str:
+        escape = match.group(1)
+        if escape == "/":
+            return "/"
+        if len(escape) == 5:
+            char = chr(int(escape[1:], 16))
+            if char not in '"\\' and char >= " " and not "\ud800" <= char <= "\udfff":
+                return char
+        return match.group(0)
+
+    return _JSON_ESCAPE.sub(plain, text)
+
+
+_MAX_MASKED_FORMS = 256
+
+
+def _masked_forms(own: Mapping[str, set[str]], secrets: set[str]) -> set[str]:
+    """Each credential as it reads once another credential inside it is masked: those are credentials too.
+
+    A stream's events are masked one by one: an event holding ``tenant-0042`` (a key) whole
+    masks it, and ``tenant-0042-9f8e…`` (another credential, in the next events) then reads
+    ``***-9f8e…`` in the joined text, where it was not found. A value's own parts ("tok" of
+    "Bearer tok") are not counted: "Bearer ***" shows nothing. At most ``_MAX_MASKED_FORMS``.
+    """
+    forms: set[str] = set()
+    pending = [(value, own_parts) for value, own_parts in own.items()]
+    while pending and len(forms) < _MAX_MASKED_FORMS:
+        form, own_parts = pending.pop()
+        for other in secrets:
+            if other not in own_parts and len(other) >= MIN_SECRET_CHARS and other in form:
+                masked = form.replace(other, MASK)
+                if masked not in forms and masked not in secrets:
+                    forms.add(masked)
+                    pending.append((masked, own_parts))
+    return forms
+
+
 def is_credential_header(name: str, value: str) -> bool:
     """Whether a header carries a credential, by its name or by the look of its value."""
     if name.lower() in _PUBLIC_HEADERS:
@@ -119,13 +165,15 @@ class Secrets:
         found += [str(value) for value in (values or {}).values()]
         found += _url_secrets(url)
         secrets: set[str] = set()
+        own: dict[str, set[str]] = {}
         for value in found:
             # as given, stripped (a key read from a file often ends in a newline), and each word
             # after the first: "Bearer tok" masks "tok" alone too
-            secrets.update({value, value.strip(), *value.split()[1:]})
-        # longest first, so that "Bearer tok" is masked whole before "tok" alone
-        self._values = tuple(sorted((v for v in secrets if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True))
+            own[value] = {value, value.strip(), *value.split()[1:]}
+            secrets.update(own[value])
         self._all = frozenset(secrets)
+        # longest first, so that "Bearer tok" is masked whole before "tok" alone
+        self._values = tuple(sorted((v for v in secrets | _masked_forms(own, secrets) if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True))
         # a value holding "*" may be made whole again by the masks put around it (see redact)
         self._mask_may_rebuild = any("*" in v for v in self._values)
         # held_suffix: one regex finds an end of the text that begins one of the credentials
@@ -180,14 +228,14 @@ class Secrets:
         if not self._values:
             return value
         if isinstance(value, str):
-            return self.redact(value)
+            return self._redact_string(value)
         root = [value]
         stack: list[tuple[Any, Any]] = [(root, 0)]
         while stack:
             container, key = stack.pop()
             item = container[key]
             if isinstance(item, str):
-                container[key] = self.redact(item)
+                container[key] = self._redact_string(item)
             elif isinstance(item, list):
                 stack.extend((item, i) for i in range(len(item)))
             elif isinstance(item, dict):
@@ -197,6 +245,17 @@ class Secrets:
                     item.update(item_copy)
                 stack.extend((item, k) for k in item)
         return root[0]
+
+    def _redact_string(self, text: str) -> str:
+        """A parsed string masked; one that is JSON text itself (a call's arguments) may hide a
+        credential in an escape of its own, plain once extraction parses it: then its escapes
+        are written plainly and it is masked again."""
+        text = self.redact(text)
+        if "\\" in text:
+            plain = _json_unescaped(text)
+            if plain != text and any(value in plain for value in self._values):
+                return self.redact(plain)
+        return text
 
     def scrub_exception(self, error: BaseException) -> None:
         """Mask credentials in the ``args`` of ``error`` and of every exception it was caused by (in place).
@@ -292,13 +351,27 @@ def _url_secrets(url: str) -> list[str]:
     if not url:
         return []
     parts = urlsplit(url)
-    found = [parts.password] if parts.password else []
+    found = _userinfo_secrets(parts.username, parts.password)
     for pair in parts.query.split("&"):
         name, _, value = pair.partition("=")
         if value and _CREDENTIAL_NAME.search(unquote_plus(name)):
             # as written, and decoded both ways: a "+" in a key is a "+" in the URL text
             # (and in requests' messages) but a space once form-decoded
             found += [value, unquote(value), unquote_plus(value)]
+    return found
+
+
+def _userinfo_secrets(username: Optional[str], password: Optional[str]) -> list[str]:
+    """The URL's password, as written and decoded, and the Basic ``Authorization`` value requests
+    makes of the user and password (``get_auth_from_url``), which a server's echo shows."""
+    if not password:
+        return []
+    user, secret = unquote(username or ""), unquote(password)
+    found = [password, secret]
+    try:
+        found.append("Basic " + base64.b64encode(f"{user}:{secret}".encode("latin1")).decode("ascii"))
+    except UnicodeEncodeError:
+        pass  # requests cannot send it either
     return found
 
 

@@ -291,3 +291,13 @@ def test_a_cookie_the_server_sets_goes_back_on_the_next_request():
         client(FORMATTED)
     assert "Cookie" not in server.requests[0].headers
     assert server.requests[1].headers["Cookie"] == "affinity=node-7"
+
+
+@pytest.mark.spec("14")
+def test_a_header_given_as_none_is_left_out_as_requests_leaves_it_out():
+    """headers={"User-Agent": None} drops the session's default header, as Session.post did; the
+    request prepared by hand refused it ("Header part (None) ... must be of type str")."""
+    with LocalServer(lambda request: Reply(body=OK)) as server:
+        assert client_for(server, headers={"User-Agent": None, "Accept": None})(FORMATTED).content[0].text == "fine"
+    received = server.requests[0].headers
+    assert "python-requests" not in received.get("User-Agent", "") and "Accept" not in received

@@ -16,6 +16,8 @@ from helpers import EventRecorder
 from localserver import LocalServer, Reply
 from yiemagent import LLMError, YiemAgent, run_agent, take_response
 from yiemagent.llm import AnthropicClient, OpenAIClient
+from yiemagent.events import stream_to
+from yiemagent.extraction import extract_tool_calls
 from yiemagent._secrets import Secrets, install_log_filter, is_credential_header, remove_log_filter
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
@@ -122,6 +124,8 @@ def tagged(*args, **kwargs):
     record.tag = "kept"
     return record
 logging.setLogRecordFactory(tagged)
+from yiemagent.events import stream_to
+from yiemagent.extraction import extract_tool_calls
 from yiemagent._secrets import Secrets, install_log_filter
 secrets = Secrets("sk-chained-0123456789")
 install_log_filter(secrets)
@@ -214,3 +218,60 @@ def test_held_suffix_is_the_longest_end_that_begins_a_credential(keys, text, lon
     keys = [k * 30 if long else k for k in keys]
     secrets = Secrets(values={str(i): k for i, k in enumerate(keys)})
     assert secrets.held_suffix(text) == longest_held_end(text, secrets._values)
+
+
+ESCAPED_KEY = "sk-live-0123456789abcdef"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_key_escaped_inside_tool_arguments_text_is_masked(stream):
+    """A key the model wrote with a JSON escape inside a call's arguments text ("sk-\\u006cive-...",
+    plain only once extraction parses the arguments) is masked in the reply, whole or streamed in pieces."""
+    arguments = '{"q": "sk-\\u006cive-0123456789abcdef"}'
+    call = {"id": "c1", "type": "function", "function": {"name": "t", "arguments": arguments}}
+    if stream:
+        pieces = [arguments[:10], arguments[10:14], arguments[14:]]  # the escape itself split in two
+        events = [{"model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "t", "arguments": p}}]}, "finish_reason": None}]} for p in pieces]
+        events.append({"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+        body = ("".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n").encode()
+        reply = Reply(chunks=[body], headers={"Content-Type": "text/event-stream"})
+    else:
+        reply = Reply(body={"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}]})
+    with LocalServer(lambda r: reply) as server:
+        message = OpenAIClient(f"{server.url}/v1", "m", api_key=ESCAPED_KEY, stream=stream)(FORMATTED)
+    _, calls, _ = extract_tool_calls(message)
+    assert len(calls) == 1 and ESCAPED_KEY not in repr(calls) and ESCAPED_KEY not in repr(message)
+    assert calls[0].arguments == {"q": "***"}
+
+
+@pytest.mark.parametrize("userinfo, hidden", [("user:pa55word-xyz", ("pa55word-xyz",)), ("user:pa%40ss-word9", ("pa%40ss-word9", "pa@ss-word9"))])
+def test_credentials_in_the_url_are_masked_in_the_basic_header_a_server_echoes(userinfo, hidden):
+    """requests sends a URL's user and password as a Basic Authorization header: a gateway that
+    echoes the headers it got showed its base64 (the password itself, readable) in the LLMError."""
+    import base64
+    from urllib.parse import unquote
+
+    user, _, password = userinfo.partition(":")
+    basic = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode("latin1")).decode()
+    with LocalServer(echo_all) as server:
+        client = OpenAIClient(server.url.replace("http://", f"http://{userinfo}@") + "/v1", "m", max_retries=0)
+        with pytest.raises(LLMError) as info:
+            client(FORMATTED)
+    assert server.requests[0].headers["Authorization"] == f"Basic {basic}"
+    for secret in (basic, *hidden):
+        assert secret not in str(info.value) and secret not in repr(client)
+
+
+def test_a_credential_holding_another_is_masked_when_a_stream_splits_it_after_the_other():
+    """An api key inside a longer credential header ("tenant-0042" in "tenant-0042-9f8e…"): a stream
+    whose event ends just after the key masked it there, and the rest of the longer one showed in the
+    deltas and in the reply ("***-9f8e7d6c5b4a")."""
+    events = [{"model": "m", "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in ("id: tenant-0042", "-9f8e7d6c5b4a done")]
+    events.append({"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = ("".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n").encode()
+    deltas: list = []
+    with LocalServer(lambda r: Reply(chunks=[body], headers={"Content-Type": "text/event-stream"})) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", api_key="tenant-0042", headers={"X-Api-Secret": "tenant-0042-9f8e7d6c5b4a"}, stream=True)
+        with stream_to(lambda kind, text: deltas.append(text)):
+            message = client(FORMATTED)
+    assert "".join(deltas) == message.content[0].text == "id: *** done"

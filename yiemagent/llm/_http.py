@@ -110,7 +110,7 @@ class Transport:
     def session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = requests.Session()
+            session = self._local.session = _UnredirectedSession()
             session.trust_env = False  # the environment is read once per URL: see post
             adapter = GuardedAdapter()
             session.mount("http://", adapter)
@@ -149,6 +149,8 @@ class Transport:
         merged = CaseInsensitiveDict(session.headers)
         merged["Content-Type"] = "application/json"
         merged.update(headers)
+        for name in [name for name, value in merged.items() if value is None]:
+            del merged[name]  # a header given as None is left out, as Session.request leaves it out
         request = requests.PreparedRequest()
         request.prepare(method="POST", url=url, headers=merged, data=data, cookies=session.cookies)
         return session.send(request, stream=True, timeout=timeout, allow_redirects=False, **self.environment(url))
@@ -344,6 +346,15 @@ class Transport:
         if error is not None:
             raise error
         return self.secrets.redact_json(data) if self.secrets.may_hide(text) else data
+
+
+class _UnredirectedSession(requests.Session):
+    """A session that finds no redirect to follow: with ``allow_redirects=False`` requests
+    still prepares the next request (``Response.next``) and reads the redirect's whole body
+    to do so, unbounded; ``Transport._attempt`` refuses a redirect by its status and headers."""
+
+    def get_redirect_target(self, resp: requests.Response) -> None:
+        return None
 
 
 def _tripped(guard: CallGuard) -> bool:
