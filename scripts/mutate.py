@@ -42,7 +42,7 @@ SPEC_MODULES = [
     "pipeline", "batch", "extraction", "registry", "run", "agent", "loop", "_failures", "formatting",
 ]
 OTHER_MODULES = [
-    "history/_json", "history/files", "history/sessions", "history/_locked_files", "history/postgres", "history/__init__",
+    "history/_json", "history/_stored", "history/files", "history/sessions", "history/_locked_files", "history/postgres", "history/__init__",
     "llm/_sse", "llm/_http", "llm/_wire", "llm/_anthropic_reply", "llm/_client", "llm/_guard", "llm/openai", "llm/anthropic",
     "llm/fallback", "llm/offline", "llm/scripted", "llm/__init__",
     "_secrets", "_bounds", "_threads", "_format_cache", "_moved",

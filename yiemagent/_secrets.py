@@ -45,6 +45,7 @@ thread logs. ``DeltaMasker`` belongs to the one thread reading one response.
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import threading
@@ -71,6 +72,63 @@ _SCHEME_VALUE = re.compile(r"^(?:bearer|basic|token|digest|apikey|api-key|key)\s
 _TOKEN_LIKE = re.compile(r"^(?=[^\s]*[A-Za-z])(?=[^\s]*[0-9])[A-Za-z0-9._~+/=:-]{20,}$")
 # Headers every client sets itself that carry no secret (a date-like version string would look like a token).
 _PUBLIC_HEADERS = frozenset({"content-type", "accept", "anthropic-version", "user-agent", "content-length"})
+
+_SUFFIX_REGEX_CHARS = 256
+"""Credentials up to this long are found by ``held_suffix``'s regex; it nests a group a
+character, and Python's regex compiler recurses on each (a 1,000-character JWT fails)."""
+
+
+def _proper_prefixes(value: str) -> str:
+    """A regex matching each non-empty proper prefix of ``value``: ``a(?:b(?:c)?)?`` for ``abcd``."""
+    pattern = ""
+    for char in reversed(value[1:-1]):
+        pattern = f"(?:{re.escape(char)}{pattern})?"
+    return re.escape(value[0]) + pattern
+
+
+_JSON_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+
+
+def _json_unescaped(text: str) -> str:
+    """``text`` with the JSON escapes that stand for a plain character (``\\/``, ``\\u0073``)
+    written plainly; ``\\"``, ``\\\\``, control characters and surrogates stay escaped, so JSON
+    text stays JSON text of the same value (a call's arguments, parsed later by extraction)."""
+
+    def plain(match: re.Match[str]) -> str:
+        escape = match.group(1)
+        if escape == "/":
+            return "/"
+        if len(escape) == 5:
+            char = chr(int(escape[1:], 16))
+            if char not in '"\\' and char >= " " and not "\ud800" <= char <= "\udfff":
+                return char
+        return match.group(0)
+
+    return _JSON_ESCAPE.sub(plain, text)
+
+
+_MAX_MASKED_FORMS = 256
+
+
+def _masked_forms(own: Mapping[str, set[str]], secrets: set[str]) -> set[str]:
+    """Each credential as it reads once another credential inside it is masked: those are credentials too.
+
+    A stream's events are masked one by one: an event holding ``tenant-0042`` (a key) whole
+    masks it, and ``tenant-0042-9f8e…`` (another credential, in the next events) then reads
+    ``***-9f8e…`` in the joined text, where it was not found. A value's own parts ("tok" of
+    "Bearer tok") are not counted: "Bearer ***" shows nothing. At most ``_MAX_MASKED_FORMS``.
+    """
+    forms: set[str] = set()
+    pending = [(value, own_parts) for value, own_parts in own.items()]
+    while pending and len(forms) < _MAX_MASKED_FORMS:
+        form, own_parts = pending.pop()
+        for other in secrets:
+            if other not in own_parts and len(other) >= MIN_SECRET_CHARS and other in form:
+                masked = form.replace(other, MASK)
+                if masked not in forms and masked not in secrets:
+                    forms.add(masked)
+                    pending.append((masked, own_parts))
+    return forms
 
 
 def is_credential_header(name: str, value: str) -> bool:
@@ -107,23 +165,58 @@ class Secrets:
         found += [str(value) for value in (values or {}).values()]
         found += _url_secrets(url)
         secrets: set[str] = set()
+        own: dict[str, set[str]] = {}
         for value in found:
             # as given, stripped (a key read from a file often ends in a newline), and each word
             # after the first: "Bearer tok" masks "tok" alone too
-            secrets.update({value, value.strip(), *value.split()[1:]})
-        # longest first, so that "Bearer tok" is masked whole before "tok" alone
-        self._values = tuple(sorted((v for v in secrets if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True))
+            own[value] = {value, value.strip(), *value.split()[1:]}
+            secrets.update(own[value])
         self._all = frozenset(secrets)
+        # longest first, so that "Bearer tok" is masked whole before "tok" alone
+        self._values = tuple(sorted((v for v in secrets | _masked_forms(own, secrets) if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True))
+        # a value holding "*" may be made whole again by the masks put around it (see redact)
+        self._mask_may_rebuild = any("*" in v for v in self._values)
+        # held_suffix: one regex finds an end of the text that begins one of the credentials
+        # (a group nested per character, so longer ones are looked for by hand)
+        short = [v for v in self._values if len(v) <= _SUFFIX_REGEX_CHARS]
+        self._long_values = tuple(v for v in self._values if len(v) > _SUFFIX_REGEX_CHARS)
+        self._suffix = re.compile("(?:" + "|".join(map(_proper_prefixes, short)) + r")\Z") if short else None
 
     def __bool__(self) -> bool:
         return bool(self._all)
 
     def redact(self, text: str) -> str:
-        """``text`` with every credential replaced by ``***``."""
+        """``text`` with every credential replaced by ``***``: none is left in what it returns.
+
+        A credential holding ``*`` can be made whole again by a mask put next to it
+        (``*****a`` in ``*******aa`` masks to ``*****a``): then masking goes on until none
+        is left. Each pass that finds one makes the text shorter (a credential is longer than
+        the mask), so it ends.
+        """
         for value in self._values:
             if value in text:
                 text = text.replace(value, MASK)
+        while self._mask_may_rebuild and any(value in text for value in self._values):
+            for value in self._values:
+                text = text.replace(value, MASK)
         return text
+
+    def loads(self, text: str, parse: Callable[[str], Any]) -> Any:
+        """``parse(text)`` with every credential masked, in the text and in what it parsed."""
+        text = self.redact(text)
+        value = parse(text)
+        return self.redact_json(value) if self.may_hide(text) else value
+
+    def may_hide(self, masked: str) -> bool:
+        """Whether JSON parsed from ``masked`` (text already masked) may still hold a credential.
+
+        A credential the server wrote with JSON escapes (``\\/``, ``\\u0073k-…``) is plain only
+        once parsed, so parsed values are walked too (``redact_json``), unless the text holds
+        no backslash: then every parsed string and key is a piece of the masked text as it
+        stands, which holds no credential (``redact`` leaves none). The walk cost more than
+        the parse on each event of a stream.
+        """
+        return bool(self._values) and "\\" in masked
 
     def redact_json(self, value: Any) -> Any:
         """``value`` (parsed JSON) with every credential masked in each string and key.
@@ -135,14 +228,14 @@ class Secrets:
         if not self._values:
             return value
         if isinstance(value, str):
-            return self.redact(value)
+            return self._redact_string(value)
         root = [value]
         stack: list[tuple[Any, Any]] = [(root, 0)]
         while stack:
             container, key = stack.pop()
             item = container[key]
             if isinstance(item, str):
-                container[key] = self.redact(item)
+                container[key] = self._redact_string(item)
             elif isinstance(item, list):
                 stack.extend((item, i) for i in range(len(item)))
             elif isinstance(item, dict):
@@ -152,6 +245,17 @@ class Secrets:
                     item.update(item_copy)
                 stack.extend((item, k) for k in item)
         return root[0]
+
+    def _redact_string(self, text: str) -> str:
+        """A parsed string masked; one that is JSON text itself (a call's arguments) may hide a
+        credential in an escape of its own, plain once extraction parses it: then its escapes
+        are written plainly and it is masked again."""
+        text = self.redact(text)
+        if "\\" in text:
+            plain = _json_unescaped(text)
+            if plain != text and any(value in plain for value in self._values):
+                return self.redact(plain)
+        return text
 
     def scrub_exception(self, error: BaseException) -> None:
         """Mask credentials in the ``args`` of ``error`` and of every exception it was caused by (in place).
@@ -182,10 +286,11 @@ class Secrets:
 
         A stream shows text piece by piece: a credential split across two pieces is masked
         in neither. Holding back such an end until the next piece (``DeltaMasker``)
-        masks it whole.
+        masks it whole. Called for every delta of a stream.
         """
-        longest = 0
-        for value in self._values:
+        found = self._suffix.search(text) if self._suffix is not None else None
+        longest = len(text) - found.start() if found is not None else 0
+        for value in self._long_values:
             tail = text[len(text) - len(value) + 1 :] if len(text) >= len(value) else text
             start = tail.find(value[0])
             while start != -1:  # the earliest start that begins the value is the longest end
@@ -222,11 +327,14 @@ class DeltaMasker:
         self._held: dict[str, str] = {}
 
     def emit(self, kind: str, text: str) -> None:
-        if not self._secrets._values:
+        secrets = self._secrets
+        if not secrets._values:
             self._emit(kind, text)
             return
-        text = self._secrets.redact(self._held.pop(kind, "") + text)
-        keep = self._secrets.held_suffix(text)
+        if self._held:
+            text = self._held.pop(kind, "") + text
+        text = secrets.redact(text)
+        keep = secrets.held_suffix(text)
         if keep:
             text, self._held[kind] = text[:-keep], text[-keep:]
         if text:
@@ -243,13 +351,27 @@ def _url_secrets(url: str) -> list[str]:
     if not url:
         return []
     parts = urlsplit(url)
-    found = [parts.password] if parts.password else []
+    found = _userinfo_secrets(parts.username, parts.password)
     for pair in parts.query.split("&"):
         name, _, value = pair.partition("=")
         if value and _CREDENTIAL_NAME.search(unquote_plus(name)):
             # as written, and decoded both ways: a "+" in a key is a "+" in the URL text
             # (and in requests' messages) but a space once form-decoded
             found += [value, unquote(value), unquote_plus(value)]
+    return found
+
+
+def _userinfo_secrets(username: Optional[str], password: Optional[str]) -> list[str]:
+    """The URL's password, as written and decoded, and the Basic ``Authorization`` value requests
+    makes of the user and password (``get_auth_from_url``), which a server's echo shows."""
+    if not password:
+        return []
+    user, secret = unquote(username or ""), unquote(password)
+    found = [password, secret]
+    try:
+        found.append("Basic " + base64.b64encode(f"{user}:{secret}".encode("latin1")).decode("ascii"))
+    except UnicodeEncodeError:
+        pass  # requests cannot send it either
     return found
 
 

@@ -214,7 +214,8 @@ class YiemAgent:
             hold_session(session)  # decision 17: one agent holds a session at a time (SessionInUseError); before reading it
         try:
             history = History()  # counts its edits: the formatter's shortcut (docs/performance.md)
-            history.extend(each_message(history_from_session(session) if session is not None else messages or [], normalize_message))
+            # decision 15: what enters the history is checked, once (a session's messages by history_from_session)
+            history.extend(history_from_session(session) if session is not None else each_message(messages or [], normalize_message))
             self.session_id = session_id
             self.max_retry_delay_ms = max_retry_delay_ms
             if max_retry_delay_ms is not None and hasattr(llm_call, "max_retry_delay_ms"):

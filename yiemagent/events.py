@@ -422,22 +422,27 @@ def _unstreamed(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
 class DeltaRelay:
     """The ``on_delta(kind, text)`` of one LLM round: emits an ``LLMDeltaEvent`` per delta.
 
-    ``StreamTarget.emit`` has already refused unknown kinds and skipped empty text.
+    ``StreamTarget.emit`` has already refused unknown kinds and skipped empty text. The
+    sink is called outside the round's stream (as ``call_unstreamed`` would), in one copy
+    of the context the round's first delta came in, made then and kept for the round's
+    other deltas: a copy per delta cost as much as the rest of the relay.
 
     Thread safety: called from the thread running ``llm_call`` or any thread carrying its
-    context; ``_lock`` guards ``_open``, so a delta racing ``close()`` is either delivered
-    before the close returns or dropped — never after the round's end event.
+    context; ``_lock`` guards ``_open`` and ``_quiet`` (a context is entered by one thread at
+    a time), so a delta racing ``close()`` is either delivered before the close returns or
+    dropped — never after the round's end event.
     """
 
-    __slots__ = ("_emit", "_run_id", "_round", "_signal", "_lock", "_open")
+    __slots__ = ("_emit", "_run_id", "_round", "_signal", "_lock", "_open", "_quiet")
 
     def __init__(self, emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> None:
         self._emit = emit
         self._run_id = run_id
         self._round = round
         self._signal = signal
-        self._lock = threading.Lock()  # guards _open
+        self._lock = threading.Lock()  # guards _open and _quiet
         self._open = True
+        self._quiet: Optional[contextvars.Context] = None  # the context the sink is called in
 
     def __call__(self, kind: str, text: str) -> None:
         with self._lock:
@@ -449,7 +454,11 @@ class DeltaRelay:
                 return
             # the sink runs outside the round's stream: a streaming LLM call it makes itself
             # would emit into this relay and wait for ever on _lock, which this thread holds
-            call_unstreamed(self._emit, LLMDeltaEvent(self._run_id, self._round, kind, text))
+            quiet = self._quiet
+            if quiet is None:
+                quiet = self._quiet = contextvars.copy_context()
+                quiet.run(_target.set, None)
+            quiet.run(self._emit, LLMDeltaEvent(self._run_id, self._round, kind, text))
 
     def close(self) -> None:
         with self._lock:

@@ -282,6 +282,10 @@ class _PartialResultReporter:
     wrapped in an update event. After ``close()`` — called as soon as ``execute`` has returned, raised or timed out —
     partial results are dropped (decision 8), so no update can follow the call's end event.
 
+    It returns whether the report was emitted: an ``agent_tool`` whose sub-run ends after its
+    call timed out learns so, and hands the sub-run's usage to the run another way
+    (run.py ``add_late_sub_run_usage``).
+
     Thread safety: called from the tool's thread (or threads it starts); ``_lock`` guards
     ``_open`` so that a report racing ``close()`` is either delivered before the close or
     dropped.
@@ -295,16 +299,18 @@ class _PartialResultReporter:
         self._lock = threading.Lock()  # guards _open
         self._open = True
 
-    def __call__(self, partial_result: Any = None) -> None:
+    def __call__(self, partial_result: Any = None) -> bool:
+        """Emit ``partial_result``; True when it was emitted, False when dropped (the call has ended)."""
         with self._lock:
             if not self._open:
                 logger.debug("partial result of %r after its end was dropped", self._prep.tool_call.id)
-                return
+                return False
             call = self._prep.tool_call
             if isinstance(partial_result, SubAgentEvent) and partial_result.tool_call_id == call.id:
                 self._emit(partial_result)  # a sub-agent's event reaches the sink as it is (tools/agent_tool.py)
-                return
+                return True
             self._emit(ToolExecUpdateEvent(call.id, call.name, self._prep.args, partial_result))
+            return True
 
     def close(self) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ and a run reaches its agent only through ``RunHost``.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -54,6 +55,7 @@ __all__ = [
     "HistoryWriter",
     "Run",
     "RunHost",
+    "add_late_sub_run_usage",
     "check_max_rounds",
     "max_rounds_response",
     "process_message",
@@ -148,6 +150,48 @@ class Run:
     took_first_input: bool = False  # until then, queued input is what this run is about to take
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
     tool_calls: int = 0  # tool calls run (a call cut off by the token limit is not run); for UsageLimits
+    # sub-runs that ended after their agent_tool call did (a timeout): see add_late_sub_run_usage
+    late_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # guards late, ended
+    late: list[LLMUsage] = field(default_factory=list, repr=False, compare=False)
+    ended: bool = False  # the run's usage is final: later sub-run usage goes to the agent's total
+
+
+_late_usage: contextvars.ContextVar[Optional[Callable[[LLMUsage], None]]] = contextvars.ContextVar("yiemagent_late_sub_run_usage", default=None)
+
+
+def add_late_sub_run_usage(usage: LLMUsage) -> bool:
+    """The usage of a sub-run that ended after its ``agent_tool`` call did (the call timed out).
+
+    Its event came too late to be emitted (decision 8), but its tokens were spent: they join
+    the run's usage while the run goes on (folded in after each batch and at its end), else
+    the agent's total. Called from the tool's thread, which carries the run's context;
+    returns False outside a run (the usage is then the caller's to keep).
+    """
+    add = _late_usage.get()
+    if add is None:
+        return False
+    add(usage)
+    return True
+
+
+def _late_usage_of(host: RunHost, run: Run) -> Callable[[LLMUsage], None]:
+    def add(usage: LLMUsage) -> None:
+        with run.late_lock:
+            if not run.ended:
+                run.late.append(usage)
+                return
+        host.record_usage(usage)  # the run is over: the agent's total still counts it
+
+    return add
+
+
+def _fold_late_usage(run: Run, *, end: bool = False) -> None:
+    """Add the late sub-run usage that has come in to ``run.usage`` (run thread only); ``end`` closes the run to more."""
+    with run.late_lock:
+        late, run.late = run.late, []
+        run.ended = run.ended or end
+    for usage in late:
+        run.usage = add_usage(run.usage, usage)
 
 
 # --- where messages enter the history (spec §6; docs/sessions.md) ---------------------
@@ -569,12 +613,15 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             run.tool_calls += len(tool_calls)
             run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, tuple(context.messages), None)
             sub_runs = _SubRunUsage(host.emit)  # an agent_tool's sub-runs: their usage joins the run's
+            late = _late_usage.set(_late_usage_of(host, run))  # the tool threads copy this context
             try:
                 with run_context(run_ctx):  # beyond the spec: what tools and hooks see of the run (types.py)
                     batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, EventEmitter(sub_runs))
             finally:
+                _late_usage.reset(late)
                 host.state.pending_tool_calls = set()
             run.usage = add_usage(run.usage, sub_runs.usage)  # an agent_tool's sub-runs spent for this run
+            _fold_late_usage(run)  # and those whose call ended before they did
         for tool_result in batch.messages:
             host.append(normalize_tool_result(tool_result))
         if batch.deferred:  # decision 18: the pending state goes into the history, and the run ends
@@ -651,6 +698,7 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
         response = _error_response(f"internal error: {describe_error(exc)}")
         _answer_unanswered_calls(host, response.error_message or "internal error")
     host.state.error_message = response.error_message if response.stop_reason == "error" else None
+    _fold_late_usage(run, end=True)
     host.record_usage(run.usage)
     duration = time.perf_counter() - started
     # docs/tracing.md "Logging": DEBUG only, so that a quiet run that succeeds logs nothing at INFO or above

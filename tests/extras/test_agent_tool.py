@@ -177,6 +177,69 @@ def test_a_timeout_aborts_the_sub_run(agents):
     assert seen == [True]
 
 
+def test_a_sub_run_that_ends_after_its_call_timed_out_still_counts_in_the_parent_run(agents):
+    """A timed-out call's sub-run ends later (aborted, its round's tokens spent): its event is
+    dropped (no event after the call's end), but its usage joins the parent run's, which is
+    still going, and so agent.usage."""
+    sub_ended = threading.Event()
+
+    def wait_for_abort(formatted):
+        current_abort_signal().wait(WAIT)
+        return answering("late", LLMUsage(10, 2, total_tokens=12))
+
+    def sub_sink(event):
+        if isinstance(event, AgentRunEndEvent):
+            sub_ended.set()
+
+    made: list = []
+
+    def make():
+        agent = make_agent(ScriptedLLM([wait_for_abort]), builtin_tools=False, sink=sub_sink, session_id=f"sub-{next(_ids)}")
+        made.append(agent)
+        return agent
+
+    def final_round(formatted):
+        assert sub_ended.wait(WAIT)  # the parent's run is still going when the sub-run ends
+        return answering("gave up", LLMUsage(100, 5, total_tokens=105))
+
+    tool = agent_tool(make, name="slow", description="slow", timeout_s=0.2)
+    parent = agents(ScriptedLLM([replace(tool_call_reply(("c", "slow", {"task": "x"})), usage=LLMUsage(100, 5, total_tokens=105)), final_round]), [tool])
+    run_agent(parent, "go")
+    assert take_response(parent, timeout=WAIT).content[0].text == "gave up"
+    assert results(parent)[0].is_error
+    assert not [e for e in parent.agent_event_sink.events if isinstance(e, SubAgentEvent) and isinstance(e.event, AgentRunEndEvent)]
+    end = parent.agent_event_sink.of_type(AgentRunEndEvent)[-1]
+    assert end.usage == LLMUsage(210, 12, total_tokens=222) == parent.usage
+
+
+def test_a_sub_run_that_ends_after_the_parent_run_counts_in_agent_usage(agents):
+    """A sub-run that outlives the parent's whole run: its tokens are not in that run's usage
+    (its end event was already sent) but join agent.usage when it ends."""
+    release, sub_ended = threading.Event(), threading.Event()
+
+    def slow_to_stop(formatted):
+        current_abort_signal().wait(WAIT)
+        release.wait(WAIT)  # ends only when the test says so, long after the abort
+        return answering("late", LLMUsage(10, 2, total_tokens=12))
+
+    def sub_sink(event):
+        if isinstance(event, AgentRunEndEvent):
+            sub_ended.set()
+
+    def make():
+        return make_agent(ScriptedLLM([slow_to_stop]), builtin_tools=False, sink=sub_sink, session_id=f"sub-{next(_ids)}")
+
+    tool = agent_tool(make, name="slow", description="slow", timeout_s=0.2)
+    parent = agents(ScriptedLLM([tool_call_reply(("c", "slow", {"task": "x"})), answering("gave up", LLMUsage(100, 5, total_tokens=105))]), [tool])
+    run_agent(parent, "go")
+    assert take_response(parent, timeout=WAIT).content[0].text == "gave up"
+    end = parent.agent_event_sink.of_type(AgentRunEndEvent)[-1]
+    assert end.usage == LLMUsage(100, 5, total_tokens=105) == parent.usage  # the first round reported none
+    release.set()
+    assert sub_ended.wait(WAIT)
+    assert parent.usage == LLMUsage(110, 7, total_tokens=117)
+
+
 def test_make_agent_must_give_an_agent(agents):
     """A make_agent that returns something else gives an error result naming what it returned."""
     tool = agent_tool(lambda: "not an agent", name="odd", description="odd")

@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import gc
+import json
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from helpers import WAIT, blocking_tool, make_agent, make_tool, text_result
+from helpers import WAIT, EventRecorder, blocking_tool, make_agent, make_tool, text_result
+from strategies import json_values
+from yiemagent.events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent, ToolExecEndEvent, ToolExecStartEvent
 from yiemagent import AssistantMessage, TextContent, abort, run_agent, shutdown, take_response, tee
 from yiemagent.llm import OpenAIClient, ScriptedLLM
 from yiemagent.types import text_of
 from yiemagent.streaming import emit_delta
 from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.otel import OTelSink
+from yiemagent.otel._content import tool_result
 
 
 class Traced:
@@ -210,6 +216,61 @@ def test_captured_content_is_masked_with_the_clients_secrets(agents, traced):
     del client
 
 
+def test_each_round_records_the_whole_conversation_it_sent_in_order(agents, traced):
+    """With capture_content=True a later round's gen_ai.input.messages holds every message sent so far, each as the conventions shape it."""
+    llm = NamedLLM([tool_call_reply(("c1", "echo", {"city": "Paris"}), ("c2", "echo", {"city": "Rome"})), "sunny"])
+    agent = agents(llm, [make_tool("echo")], agent_event_sink=traced.sink(capture_content=True))
+    ask(agent, "weather?")
+    ask(agent, "and tomorrow?")
+    shutdown(agent, timeout=WAIT)
+    chats = sorted(traced.named("chat test-model"), key=lambda s: s.start_time)
+    sent = [json.loads(chat.attributes["gen_ai.input.messages"]) for chat in chats]
+    assert [[m["role"] for m in messages] for messages in sent] == [
+        ["user"], ["user", "assistant", "tool", "tool"], ["user", "assistant", "tool", "tool", "assistant", "user"],
+    ]
+    calls = [p for p in sent[2][1]["parts"] if p["type"] == "tool_call"]
+    assert [(p["id"], p["name"], p["arguments"]) for p in calls] == [("c1", "echo", {"city": "Paris"}), ("c2", "echo", {"city": "Rome"})]
+    assert [m["parts"][0]["id"] for m in sent[2][2:4]] == ["c1", "c2"] and sent[2][4]["parts"] == [{"type": "text", "content": "sunny"}]
+    assert json.loads(chats[0].attributes["gen_ai.output.messages"])[0]["parts"] == sent[1][1]["parts"]
+
+
+def test_a_key_made_live_after_its_message_was_first_recorded_is_masked_in_later_rounds(agents, traced):
+    """A message recorded in one round is masked again in the next: a client made in between has its key masked there too."""
+    key = "sk-test-made-mid-run-0123456789SECRET"
+    clients = []
+
+    def connect(tool_call_id, args, signal, on_partial_result):
+        clients.append(OpenAIClient(base_url="http://127.0.0.1:9/v1", api_key=key, model="m"))  # its key is now a known secret
+        return text_result("connected")
+
+    llm = NamedLLM([tool_call_reply(("c1", "connect", {"key": key})), "done"])
+    agent = agents(llm, [make_tool("connect", connect)], agent_event_sink=traced.sink(capture_content=True))
+    ask(agent)
+    shutdown(agent, timeout=WAIT)
+    first, second = sorted(traced.named("chat test-model"), key=lambda s: s.start_time)
+    assert key in first.attributes["gen_ai.output.messages"]  # recorded before any client held the key
+    assert key not in second.attributes["gen_ai.input.messages"] and "***" in second.attributes["gen_ai.input.messages"]
+    assert clients
+
+
+def _parsed_or_text(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@given(st.one_of(
+    st.text(),
+    st.tuples(st.sampled_from(["", " ", "\n\t", "\r "]), json_values.map(json.dumps), st.sampled_from(["", " ", "x"])).map("".join),
+    st.sampled_from(["NaN", "-Infinity", "Infinity", "\ufeff[1]", "nope", "true", "tru", "-", "\"quoted\"", ""]),
+))
+def test_a_tool_result_is_recorded_parsed_when_its_text_is_json_and_as_text_otherwise(text):
+    """gen_ai.tool.call.result holds what json.loads makes of the result's text, or the text itself where json.loads fails."""
+    recorded = tool_result(text_result(text))
+    assert recorded == json.dumps(_parsed_or_text(text), ensure_ascii=False, default=repr)
+
+
 def test_a_run_started_inside_a_users_span_is_its_child(agents, traced):
     """run_agent called with a span current: the invoke_agent span is that span's child, in its trace."""
     agent = agents(NamedLLM(["hello"]), agent_event_sink=traced.sink())
@@ -240,6 +301,31 @@ def test_a_span_a_tool_starts_is_a_child_of_its_call_span(agents, traced, parall
     calls = {s.attributes["gen_ai.tool.call.id"]: s for s in traced.named("execute_tool work")}
     for call_id in ("c1", "c2"):
         assert traced.one(f"inner work {call_id}").parent.span_id == calls[call_id].context.span_id
+
+
+def test_a_span_ended_below_another_made_current_leaves_neither_current(agents, traced):
+    """Events out of order (a call starting inside a round that has not ended): the round's end makes neither its span nor the call's current."""
+    recorder = EventRecorder()
+    agent = agents(NamedLLM([tool_call_reply(("c1", "echo", {"city": "Paris"})), "done"]), [make_tool("echo")], agent_event_sink=recorder)
+    ask(agent)
+    shutdown(agent, timeout=WAIT)
+    (start,), (end,) = recorder.of_type(AgentRunStartEvent), recorder.of_type(AgentRunEndEvent)
+    round_start, round_end = recorder.of_type(LLMCallStartEvent)[0], recorder.of_type(LLMCallEndEvent)[0]
+    (call_start,), (call_end,) = recorder.of_type(ToolExecStartEvent), recorder.of_type(ToolExecEndEvent)
+    sink = traced.sink()
+    outside = trace.get_current_span()
+    sink(start)  # replayed in this thread: the sink makes the run's spans current here
+    run_span = trace.get_current_span()
+    sink(round_start)
+    sink(call_start)
+    assert trace.get_current_span().name == "execute_tool echo"
+    sink(round_end)
+    assert trace.get_current_span() is run_span
+    sink(call_end)
+    assert trace.get_current_span() is run_span
+    sink(end)
+    assert trace.get_current_span() is outside
+    assert sorted(s.name for s in traced.spans()) == ["chat test-model", "execute_tool echo", "invoke_agent"]
 
 
 def test_a_sink_that_raises_beside_the_tracer_does_not_stop_a_span(agents, traced):

@@ -435,6 +435,21 @@ def test_a_redirect_is_not_followed_so_the_key_goes_to_no_other_host(make, heade
     assert info.value.status == status and not info.value.retryable
 
 
+def test_a_redirect_whose_body_never_ends_is_refused_without_reading_it():
+    """requests read a redirect's whole body (to prepare the request it would follow), capped by
+    nothing: a 302 whose body never ends held the call until the deadline, and filled memory."""
+    released, recorded, read_on = threading.Event(), threading.Event(), []
+    endless = [b"x" * 65536, lambda: (read_on.append(released.wait(WAIT)), recorded.set()), b"y"]
+    with LocalServer(lambda request: Reply(status=302, headers={"Location": "/elsewhere"}, chunks=endless)) as server:
+        try:
+            with pytest.raises(LLMError, match="not followed"):
+                OpenAIClient(server.url, "m", max_retries=0, deadline_s=None)(FORMATTED)
+        finally:
+            released.set()
+        assert recorded.wait(WAIT)
+    assert read_on == [True], "the client waited for the redirect's body"
+
+
 @pytest.mark.parametrize("block", [{"type": "thinking", "thinking": 5, "signature": "s"}, {"type": "redacted_thinking", "data": ["x"]}], ids=["thinking", "redacted"])
 def test_an_anthropic_thinking_block_holding_no_text_is_an_llm_error(block):
     """It was kept and sent back as it was in every later request, which Anthropic refuses: the conversation could not go on."""

@@ -244,3 +244,71 @@ def test_live_server_round_trip():
         run_agent(agent, "What time is it? Use the getTime tool.")
         response = take_response(agent, timeout=120)
     assert response.stop_reason in ("stop", "length") and response.content
+
+
+PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy")
+
+
+@pytest.mark.spec("14")
+def test_a_proxy_from_the_environment_is_used_and_no_proxy_honoured(monkeypatch):
+    """HTTP_PROXY is read from the environment as requests reads it (once per URL, not per request)."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with LocalServer(lambda request: Reply(body=OK)) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        client = OpenAIClient("http://llm.invalid/v1", "m", max_retries=0)
+        assert client(FORMATTED).content[0].text == "fine"
+        assert client(FORMATTED).content[0].text == "fine"
+    assert [(r.path, r.headers["Host"]) for r in proxy.requests] == [("/v1/chat/completions", "llm.invalid")] * 2
+    with LocalServer(lambda request: Reply(body=OK)) as server:
+        monkeypatch.setenv("HTTP_PROXY", free_port_url())  # nothing listens there
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        assert client_for(server, max_retries=0)(FORMATTED).content[0].text == "fine"
+    assert len(server.requests) == 1
+
+
+@pytest.mark.spec("14")
+def test_the_ca_bundle_of_the_environment_is_what_requests_would_verify_with(monkeypatch, tmp_path):
+    """REQUESTS_CA_BUNDLE (then CURL_CA_BUNDLE) is the bundle a client verifies with, as in requests."""
+    for name in PROXY_VARIABLES + ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    assert OpenAIClient("https://a.invalid/v1", "m")._transport.environment("https://a.invalid/v1/chat/completions")["verify"] is True
+    monkeypatch.setenv("CURL_CA_BUNDLE", str(tmp_path / "curl.pem"))
+    assert OpenAIClient("https://a.invalid/v1", "m")._transport.environment("https://a.invalid/v1/chat/completions")["verify"] == str(tmp_path / "curl.pem")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "requests.pem"))
+    assert OpenAIClient("https://a.invalid/v1", "m")._transport.environment("https://a.invalid/v1/chat/completions")["verify"] == str(tmp_path / "requests.pem")
+
+
+@pytest.mark.spec("14")
+def test_netrc_never_replaces_the_clients_own_authorization(monkeypatch, tmp_path):
+    """A ~/.netrc entry for the server's host does not take the place of the API key (requests would
+    send the netrc's Basic credentials instead of the Bearer token)."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password hunter2\n", encoding="utf-8")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    with LocalServer(lambda request: Reply(body=OK)) as server:
+        client_for(server, api_key="sk-test-netrc-0123456789")(FORMATTED)
+    assert server.requests[0].headers["Authorization"] == "Bearer sk-test-netrc-0123456789"
+
+
+@pytest.mark.spec("14")
+def test_a_cookie_the_server_sets_goes_back_on_the_next_request():
+    """A load balancer's affinity cookie (Set-Cookie) is sent back by the thread's session, as requests does."""
+    replies = sequence(Reply(body=OK, headers={"Set-Cookie": "affinity=node-7; Path=/"}), Reply(body=OK))
+    with LocalServer(replies) as server:
+        client = client_for(server)
+        client(FORMATTED)
+        client(FORMATTED)
+    assert "Cookie" not in server.requests[0].headers
+    assert server.requests[1].headers["Cookie"] == "affinity=node-7"
+
+
+@pytest.mark.spec("14")
+def test_a_header_given_as_none_is_left_out_as_requests_leaves_it_out():
+    """headers={"User-Agent": None} drops the session's default header, as Session.post did; the
+    request prepared by hand refused it ("Header part (None) ... must be of type str")."""
+    with LocalServer(lambda request: Reply(body=OK)) as server:
+        assert client_for(server, headers={"User-Agent": None, "Accept": None})(FORMATTED).content[0].text == "fine"
+    received = server.requests[0].headers
+    assert "python-requests" not in received.get("User-Agent", "") and "Accept" not in received

@@ -6,12 +6,18 @@ import logging
 import subprocess
 import sys
 
+import json
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers import EventRecorder
 from localserver import LocalServer, Reply
 from yiemagent import LLMError, YiemAgent, run_agent, take_response
 from yiemagent.llm import AnthropicClient, OpenAIClient
+from yiemagent.events import stream_to
+from yiemagent.extraction import extract_tool_calls
 from yiemagent._secrets import Secrets, install_log_filter, is_credential_header, remove_log_filter
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
@@ -118,6 +124,8 @@ def tagged(*args, **kwargs):
     record.tag = "kept"
     return record
 logging.setLogRecordFactory(tagged)
+from yiemagent.events import stream_to
+from yiemagent.extraction import extract_tool_calls
 from yiemagent._secrets import Secrets, install_log_filter
 secrets = Secrets("sk-chained-0123456789")
 install_log_filter(secrets)
@@ -156,3 +164,114 @@ def test_a_record_whose_arguments_do_not_fit_its_format_is_masked_too(caplog):
     finally:
         remove_log_filter(secrets)
     assert caplog.records[0].getMessage() == "key %s and %s (log arguments: ('***',))"
+
+
+# secrets and JSON texts built of the same few characters, so that they meet often: a key
+# whole, split, escaped ("\/", "\u0073"), next to a mask, or holding "*" itself
+_secret_chars = st.sampled_from("sk-/*ab")
+_json_texts = st.recursive(
+    st.text(_secret_chars, max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(_secret_chars, max_size=8), inner, max_size=3),
+    max_leaves=8,
+).flatmap(
+    lambda value: st.sampled_from([
+        json.dumps(value),
+        json.dumps(value).replace("/", "\\/"),
+        json.dumps(value).replace("s", "\\u0073"),
+        json.dumps(value, ensure_ascii=False, separators=(",", ":")),
+    ])
+)
+
+
+@given(st.text(_secret_chars, min_size=6, max_size=10), _json_texts)
+def test_loads_masks_as_a_walk_of_every_parsed_string_would(secret, text):
+    """Secrets.loads skips the walk of the parsed value when the masked text has no backslash:
+    what it returns is always what masking the text, parsing it and walking the result gives."""
+    secrets = Secrets(api_key=secret)
+
+    def outcome(read):
+        try:
+            return read()
+        except ValueError as exc:  # masking may cut an escape in two: both ways refuse the text alike
+            return type(exc)
+
+    assert outcome(lambda: secrets.loads(text, json.loads)) == outcome(lambda: secrets.redact_json(json.loads(secrets.redact(text))))
+
+
+@given(st.text(st.sampled_from("*a"), min_size=6, max_size=9), st.text(st.sampled_from("*ab"), max_size=30))
+def test_no_credential_is_left_in_masked_text_even_one_a_mask_could_rebuild(secret, text):
+    """redact leaves no credential, also one holding "*" that the masks around it could make whole
+    again ("*****a" in "*******aa" masked once is "*****a")."""
+    assert secret not in Secrets(api_key=secret).redact(text)
+    assert Secrets(api_key="*****a").redact("*******aa") == "***"
+
+
+def longest_held_end(text: str, values) -> int:
+    """held_suffix by its definition: the longest end of text that is a proper prefix of a value."""
+    return max((k for v in values for k in range(1, min(len(v), len(text) + 1)) if text.endswith(v[:k])), default=0)
+
+
+@given(st.lists(st.text(st.sampled_from("ab*."), min_size=6, max_size=12), min_size=1, max_size=3), st.text(st.sampled_from("ab*.x"), max_size=20), st.booleans())
+def test_held_suffix_is_the_longest_end_that_begins_a_credential(keys, text, long):
+    """The regex of held_suffix (credentials up to 256 characters) and the search by hand (longer
+    ones: a long key is the short one repeated) both find the longest end that begins a credential."""
+    keys = [k * 30 if long else k for k in keys]
+    secrets = Secrets(values={str(i): k for i, k in enumerate(keys)})
+    assert secrets.held_suffix(text) == longest_held_end(text, secrets._values)
+
+
+ESCAPED_KEY = "sk-live-0123456789abcdef"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_key_escaped_inside_tool_arguments_text_is_masked(stream):
+    """A key the model wrote with a JSON escape inside a call's arguments text ("sk-\\u006cive-...",
+    plain only once extraction parses the arguments) is masked in the reply, whole or streamed in pieces."""
+    arguments = '{"q": "sk-\\u006cive-0123456789abcdef"}'
+    call = {"id": "c1", "type": "function", "function": {"name": "t", "arguments": arguments}}
+    if stream:
+        pieces = [arguments[:10], arguments[10:14], arguments[14:]]  # the escape itself split in two
+        events = [{"model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "t", "arguments": p}}]}, "finish_reason": None}]} for p in pieces]
+        events.append({"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+        body = ("".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n").encode()
+        reply = Reply(chunks=[body], headers={"Content-Type": "text/event-stream"})
+    else:
+        reply = Reply(body={"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}]})
+    with LocalServer(lambda r: reply) as server:
+        message = OpenAIClient(f"{server.url}/v1", "m", api_key=ESCAPED_KEY, stream=stream)(FORMATTED)
+    _, calls, _ = extract_tool_calls(message)
+    assert len(calls) == 1 and ESCAPED_KEY not in repr(calls) and ESCAPED_KEY not in repr(message)
+    assert calls[0].arguments == {"q": "***"}
+
+
+@pytest.mark.parametrize("userinfo, hidden", [("user:pa55word-xyz", ("pa55word-xyz",)), ("user:pa%40ss-word9", ("pa%40ss-word9", "pa@ss-word9"))])
+def test_credentials_in_the_url_are_masked_in_the_basic_header_a_server_echoes(userinfo, hidden):
+    """requests sends a URL's user and password as a Basic Authorization header: a gateway that
+    echoes the headers it got showed its base64 (the password itself, readable) in the LLMError."""
+    import base64
+    from urllib.parse import unquote
+
+    user, _, password = userinfo.partition(":")
+    basic = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode("latin1")).decode()
+    with LocalServer(echo_all) as server:
+        client = OpenAIClient(server.url.replace("http://", f"http://{userinfo}@") + "/v1", "m", max_retries=0)
+        with pytest.raises(LLMError) as info:
+            client(FORMATTED)
+    assert server.requests[0].headers["Authorization"] == f"Basic {basic}"
+    for secret in (basic, *hidden):
+        assert secret not in str(info.value) and secret not in repr(client)
+
+
+def test_a_credential_holding_another_is_masked_when_a_stream_splits_it_after_the_other():
+    """An api key inside a longer credential header ("tenant-0042" in "tenant-0042-9f8e…"): a stream
+    whose event ends just after the key masked it there, and the rest of the longer one showed in the
+    deltas and in the reply ("***-9f8e7d6c5b4a")."""
+    events = [{"model": "m", "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in ("id: tenant-0042", "-9f8e7d6c5b4a done")]
+    events.append({"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = ("".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n").encode()
+    deltas: list = []
+    with LocalServer(lambda r: Reply(chunks=[body], headers={"Content-Type": "text/event-stream"})) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", api_key="tenant-0042", headers={"X-Api-Secret": "tenant-0042-9f8e7d6c5b4a"}, stream=True)
+        with stream_to(lambda kind, text: deltas.append(text)):
+            message = client(FORMATTED)
+    assert "".join(deltas) == message.content[0].text == "id: *** done"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -160,3 +162,64 @@ def test_an_unfinished_line_after_a_whole_event_in_one_chunk_counts_only_its_own
     parser = SSEParser(max_event_bytes=100)
     assert parser.feed(b"data: " + b"a" * 50 + b"\n\n" + b"data: " + b"y" * 54) == [SSEEvent("message", "a" * 50)]
     assert parser.feed(b"\n\n") == [SSEEvent("message", "y" * 54)]
+
+
+def reference_parse(body: bytes, max_event_bytes=None) -> list[SSEEvent]:
+    """WHATWG "Parsing an event stream", read as plainly as it is written: the whole stream
+    decoded at once, split at CRLF, CR or LF, each line taken in turn (no size cap)."""
+    text = body.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    lines = re.split("\r\n|\r|\n", text)
+    lines.pop()  # the line not ended when the stream ends is discarded
+    events, data, event_type, last_id = [], [], "", ""
+    for line in lines:
+        if not line:
+            if data:
+                events.append(SSEEvent(event_type or "message", "\n".join(data), last_id))
+            data, event_type = [], ""
+            continue
+        if line.startswith(":"):
+            continue
+        name, colon, value = line.partition(":")
+        value = value[1:] if colon and value.startswith(" ") else value
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event_type = value
+        elif name == "id" and "\0" not in value:
+            last_id = value
+    return events
+
+
+# byte soup built of the pieces that matter to the parser: field names with and without the
+# space, line ends of the three kinds, a BOM, a byte that is not UTF-8 and a multi-byte character
+sse_soup = st.lists(
+    st.sampled_from([b"data: ", b"data:", b"data", b"event: e", b"id: 7", b"id: \0", b"retry: 9", b": c", b"x", b"\xe2\x80\x94", b"\xff", b"\xef\xbb\xbf", b"\n", b"\r", b"\r\n", b" "]),
+    max_size=40,
+).map(b"".join)
+
+
+@given(st.data(), sse_soup)
+def test_any_bytes_in_any_chunks_parse_as_the_standard_reads_them(data, body):
+    """Whatever the bytes and wherever they are cut, the parser's events are the standard's
+    (the common lines take a shorter road through the parser than the others: both must agree)."""
+    chunks = cut(body, data.draw(sse_cuts(len(body))))
+    assert parse(*chunks) == reference_parse(body)
+
+
+def test_the_cap_counts_each_data_line_with_its_field_name_and_line_end():
+    """A data line counts its bytes, "data: " included, and one for its line end: 100 bytes pass a
+    cap of 100, 101 do not, whether the line has the space after the colon or not."""
+    for first in (b"", b": a first line\n"):  # the first line of a stream takes the longer road (a BOM)
+        assert parse(first + b"data: " + b"x" * 93 + b"\n\n", max_event_bytes=100) == [SSEEvent("message", "x" * 93)]
+        with pytest.raises(SSEError, match="exceeds 100 bytes"):
+            parse(first + b"data: " + b"x" * 94 + b"\n\n", max_event_bytes=100)
+        assert parse(first + b"data:" + b"x" * 94 + b"\n\n", max_event_bytes=100) == [SSEEvent("message", "x" * 94)]
+        with pytest.raises(SSEError, match="exceeds 100 bytes"):
+            parse(first + b"data:" + b"x" * 95 + b"\n\n", max_event_bytes=100)
+
+
+def test_a_bom_is_dropped_from_the_first_line_only():
+    """The first line loses a leading BOM; a BOM that starts a later line is part of its field name
+    (so "\\ufeffdata" is an unknown field, ignored)."""
+    assert parse(b"\xef\xbb\xbfdata: a\n\n") == [SSEEvent("message", "a")]
+    assert parse(b"data: a\n\xef\xbb\xbfdata: b\n\n") == [SSEEvent("message", "a")]

@@ -62,6 +62,7 @@ from ..types import (
 )
 from ..normalize import normalize_message
 from ..typed._codecs import to_json_value
+from ._stored import loads_row, read_stored
 
 __all__ = [
     "decode_value",
@@ -70,6 +71,7 @@ __all__ = [
     "message_from_json",
     "message_to_data",
     "message_to_json",
+    "read_fields",
     "utf8_json",
 ]
 
@@ -167,6 +169,8 @@ def _usage_counts(usage: LLMUsage) -> "dict[str, int] | None":
 
 def _decode_tagged(data: dict[str, Any]) -> Any:
     tag = data[TAG]
+    if not isinstance(tag, str):  # {"$type": []}: no tag this form writes (a list would not even hash)
+        tag = short_repr(tag, 80)
     if tag == "int":
         digits = _expect(data.get("hex"), str, "an 'int' value's 'hex'")
         try:
@@ -288,8 +292,8 @@ def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
     A ``UserMessage`` always goes through the check: it is the one that may be refused
     (``MessageFormatError`` naming the block). Any other message only when a glance shows
     it needs it (a block that is neither content nor an object, a usage that is not an
-    ``LLMUsage``, a field of the wrong type): the check only mends those, and it costs
-    more than the rest of storing or loading a reply, which the agent checks anyway.
+    ``LLMUsage``, a field of the wrong type): the check only mends those, it costs more
+    than the rest of storing a reply, and loading checks the message whole anyway.
     """
     if isinstance(message, (UserMessage, ApprovalMessage)):
         return normalize_message(message)
@@ -359,9 +363,21 @@ def _field(name: str, value: Any) -> Any:
 def message_from_data(data: Any, where: str) -> AgentMessage:
     """Rebuild one message from ``message_to_data`` output, checking every field.
 
+    The message comes back as the agent would hold it, checked once (``normalize_message``,
+    decision 15), so an agent starting from it need not check it again: the stored form
+    of a message that check keeps is read by ``_stored.read_stored`` (one pass, the same
+    message; docs/performance.md), anything else field by field (``read_fields``). The
+    message may share the lists and dicts of ``data``.
+
     Raises:
         MessageFormatError: naming ``where`` and what is wrong.
     """
+    message = read_stored(data)
+    return message if message is not None else read_fields(data, where)
+
+
+def read_fields(data: Any, where: str) -> AgentMessage:
+    """``message_from_data`` the long way, for any stored form: field by field, then ``normalize_message``."""
     try:
         if not isinstance(data, dict):
             raise MessageFormatError(f"is {type(data).__name__}; expected a message object")
@@ -383,8 +399,8 @@ def message_from_data(data: Any, where: str) -> AgentMessage:
                 continue
             kwargs[name] = _field(name, data[name])
         # checked as the agent checks what enters its history (decision 15), so that a bad
-        # block is named here, with the file or row, not later by YiemAgent(messages=)
-        return _as_an_agent_holds(cls(**kwargs))
+        # block is named here, with the file or row, and an agent need not check it again
+        return normalize_message(cls(**kwargs))
     except MessageFormatError as exc:
         raise MessageFormatError(f"{where}: {exc}") from None
     except RecursionError:
@@ -394,7 +410,8 @@ def message_from_data(data: Any, where: str) -> AgentMessage:
 def message_from_json(text: "str | bytes", where: str) -> AgentMessage:
     """Rebuild one message from ``message_to_json`` output; ``MessageFormatError`` names ``where``."""
     try:
-        data = json.loads(text)
+        data = loads_row(text)
     except (TypeError, ValueError, RecursionError) as exc:
         raise MessageFormatError(f"{where}: not JSON ({exc})") from None
     return message_from_data(data, where)
+

@@ -23,17 +23,17 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union
+from typing import Any, NamedTuple, Optional, TypeVar, Union
 
 from ._json import message_from_data, message_to_data, utf8_json
 from ._locked_files import write_atomically
+from ._stored import stored_calls
 from ..errors import MessageFormatError
 from ..extraction import extract_tool_calls
-from ..types import AgentMessage, AgentToolCall, ApprovalMessage, AssistantMessage, TextContent, ToolResultMessage
+from ..types import AgentMessage, ApprovalMessage, AssistantMessage, TextContent, ToolResultMessage, UserMessage
 from ..normalize import normalize_message
 
-if TYPE_CHECKING:
-    from .sessions import Session
+from .sessions import Session, loads_checked
 
 __all__ = [
     "FORMAT",
@@ -126,7 +126,7 @@ def load_history(path: PathLike) -> list[AgentMessage]:
     if not isinstance(entries, list):
         raise MessageFormatError(f"{where}: 'messages' is {type(entries).__name__}; expected a list")
     messages = [message_from_data(entry, f"{where}: messages[{index}]") for index, entry in enumerate(entries)]
-    return complete_tool_calls(messages, where).messages  # valid to send, whatever the file holds (decision 17)
+    return _mend(messages, where, stored_calls).messages  # valid to send, whatever the file holds (decision 17)
 
 
 class ToolResultRepair(NamedTuple):
@@ -180,15 +180,67 @@ def complete_tool_calls(messages: list[AgentMessage], where: Optional[str] = Non
     Returns:
         A ``ToolResultRepair``; ``.messages`` is the mended list.
     """
-    calls_at: dict[int, dict[str, AgentToolCall]] = {}  # assistant index -> its calls by id (the first of an id)
+    return _mend(messages, where, _extracted_calls)
+
+
+def _extracted_calls(message: AssistantMessage) -> list[tuple[str, str]]:
+    _, calls, _ = extract_tool_calls(message)
+    return [(call.id, call.name) for call in calls]
+
+
+def _whole(messages: list[AgentMessage], calls_of: Callable[[AssistantMessage], list[tuple[str, str]]]) -> bool:
+    """Whether ``complete_tool_calls`` would change nothing: each call answered once, in the results right after its batch.
+
+    One walk, for the common case (a history one agent wrote): no result out of place, no
+    call unanswered, no approval step (those take the full walk of ``_mend``).
+    """
+    pending: set[str] = set()
+    for message in messages:
+        kind = type(message)
+        if kind is UserMessage or kind is AssistantMessage:  # the common cases first, without isinstance
+            if pending:
+                return False
+            if kind is AssistantMessage:
+                pending = {call_id for call_id, _ in calls_of(message)}
+            continue
+        if isinstance(message, ToolResultMessage):
+            call_id = message.tool_call_id
+            if type(call_id) is not str or call_id not in pending:
+                return False
+            pending.discard(call_id)
+        elif pending or isinstance(message, ApprovalMessage):
+            return False
+        elif isinstance(message, AssistantMessage):
+            pending = {call_id for call_id, _ in calls_of(message)}
+    return not pending
+
+
+def _mend(
+    messages: list[AgentMessage], where: Optional[str], calls_of: Callable[[AssistantMessage], list[tuple[str, str]]]
+) -> ToolResultRepair:
+    """``complete_tool_calls``, reading each assistant message's calls as ``(id, name)`` with ``calls_of``.
+
+    ``calls_of`` is ``extract_tool_calls`` for any history; for messages already checked as
+    the agent checks them (``normalize_message``), ``_stored.stored_calls`` reads the same
+    calls from their blocks without extracting them again.
+    """
+    if _whole(messages, calls_of):
+        return ToolResultRepair(list(messages), [], [], [])
+    return _walk(messages, where, calls_of)
+
+
+def _walk(
+    messages: list[AgentMessage], where: Optional[str], calls_of: Callable[[AssistantMessage], list[tuple[str, str]]]
+) -> ToolResultRepair:
+    """The repair itself, batch by batch (``complete_tool_calls`` says what it does)."""
+    calls_at: dict[int, dict[str, str]] = {}  # assistant index -> its calls' names by id (the first of an id)
     calls_by_id: defaultdict[str, list[int]] = defaultdict(list)  # id -> indices of the assistant messages calling it
     results_by_id: defaultdict[str, list[int]] = defaultdict(list)  # id -> indices of its results
     for index, message in enumerate(messages):
         if isinstance(message, AssistantMessage):
-            _, calls, _ = extract_tool_calls(message)
             calls_at[index] = {}
-            for call in calls:
-                calls_at[index].setdefault(call.id, call)
+            for call_id, name in calls_of(message):
+                calls_at[index].setdefault(call_id, name)
             for call_id in calls_at[index]:
                 calls_by_id[call_id].append(index)
         elif isinstance(message, ToolResultMessage) and isinstance(message.tool_call_id, str):
@@ -246,7 +298,7 @@ def complete_tool_calls(messages: list[AgentMessage], where: Optional[str] = Non
         if len(answered) == len(wanted):
             continue
         assistant = message
-        for call_id, call in wanted.items():
+        for call_id, name in wanted.items():
             if call_id in answered:
                 continue
             if at == last_batch and steps.get(call_id, "resumed") != "resumed" and later_result(index, call_id) is None:
@@ -257,7 +309,7 @@ def complete_tool_calls(messages: list[AgentMessage], where: Optional[str] = Non
                 repair.moved.append((found, len(mended)))
                 mended.append(messages[found])
                 continue
-            lost = ToolResultMessage(call_id, call.name, [TextContent(LOST_RESULT_MESSAGE)], {}, is_error=True, timestamp=assistant.timestamp)
+            lost = ToolResultMessage(call_id, name, [TextContent(LOST_RESULT_MESSAGE)], {}, is_error=True, timestamp=assistant.timestamp)
             repair.added.append((len(mended), lost))
             mended.append(lost)
     if repair.changed:
@@ -282,7 +334,7 @@ def _describe(repair: ToolResultRepair) -> str:
     return "mended to be valid to send: " + "; ".join(parts)
 
 
-def history_from_session(session: "Session") -> list[AgentMessage]:
+def history_from_session(session: Session) -> list[AgentMessage]:
     """The history an agent given ``session`` starts from: every stored message, mended (decision 17).
 
     Called once the agent holds the session, so nothing else writes it meanwhile. The
@@ -291,8 +343,17 @@ def history_from_session(session: "Session") -> list[AgentMessage]:
     (``complete_tool_calls``: a gap inside, results out of place, orphans, duplicates;
     only a session written by other means, or by two agents before sessions were held,
     has them) is made in memory only, the same way at every load, with a warning each time.
+
+    Every message comes back checked as the agent checks what enters its history
+    (``normalize_message``, decision 15), once: by the session's reader when it is a
+    shipped one (``sessions.loads_checked``), else here, after mending.
+
+    Raises:
+        MessageFormatError: a message the check refuses (``messages[3]: ...``, its index
+            in the mended history), or the session's reader's (naming the session and row).
     """
-    repair = complete_tool_calls(list(session.messages()), f"session {session!r}")
+    checked = loads_checked(session)
+    repair = _mend(list(session.messages()), f"session {session!r}", stored_calls if checked else _extracted_calls)
     history = repair.messages
     lost_ids = {id(result) for _, result in repair.added}
     tail = len(history)
@@ -300,4 +361,7 @@ def history_from_session(session: "Session") -> list[AgentMessage]:
         tail -= 1
     for result in history[tail:]:
         session.append(result)
-    return history
+    # decision 15: what enters the history is checked, once. A shipped session's reader
+    # checked each message as it read it (message_from_data); the results added above are
+    # made here, as the check leaves them. Any other session's messages are checked now.
+    return history if checked else each_message(history, normalize_message)

@@ -28,8 +28,8 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
-from ._json import message_from_json, message_to_data
-from .sessions import ConnectedSession
+from ._json import message_to_data
+from .sessions import ConnectedSession, messages_from_rows, reads_checked
 from ..errors import MessageFormatError, SessionInUseError
 from ..types import AgentMessage
 
@@ -186,8 +186,9 @@ class PostgresSession(ConnectedSession):
             raise ValueError(f"{self!r} is closed")
         return self._conn
 
+    @reads_checked
     def messages(self) -> list[AgentMessage]:
-        """Every message of this session, in the order appended.
+        """Every message of this session, in the order appended, each checked as the agent checks it (decision 15).
 
         Raises:
             MessageFormatError: a stored row is not a message; names the session and the row.
@@ -197,7 +198,7 @@ class PostgresSession(ConnectedSession):
             rows = self._connection().execute(
                 "SELECT id, body FROM yiemagent_messages WHERE session_id = %s ORDER BY id", (self.session_id,)
             ).fetchall()
-        return [message_from_json(body, f"session {self.session_id!r} in {self.where}: row {row_id}") for row_id, body in rows]
+        return messages_from_rows(rows, f"session {self.session_id!r} in {self.where}")
 
     def append(self, message: AgentMessage) -> None:
         """Store ``message`` after the session's last one; committed when this returns.

@@ -19,15 +19,16 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import IO, Any, Optional, Protocol, Self, Union
+from typing import IO, Any, Callable, Optional, Protocol, Self, Union
 
 from ._json import message_from_json, message_to_json
+from ._stored import loads_row, read_stored
 from ._locked_files import release_hold, take_hold
 from ..errors import MessageFormatError, SessionInUseError
 from ..types import AgentMessage
 from .._failures import user_code_errors
 
-__all__ = ["ConnectedSession", "HeldSession", "SQLiteSession", "Session", "hold_session", "release_session"]
+__all__ = ["ConnectedSession", "HeldSession", "SQLiteSession", "Session", "hold_session", "loads_checked", "reads_checked", "release_session"]
 
 logger = logging.getLogger("yiemagent.sessions")
 
@@ -79,6 +80,45 @@ class HeldSession(Session, Protocol):
     def acquire(self) -> None: ...
 
     def release(self) -> None: ...
+
+
+_CHECKING_READERS: set[Callable[..., Any]] = set()  # messages() functions whose messages come back checked; filled at import, then only read
+
+
+def reads_checked(messages: Callable[..., list[AgentMessage]]) -> Callable[..., list[AgentMessage]]:
+    """Mark a shipped session's ``messages`` as one whose every message is checked as it is read.
+
+    Such a reader returns each message as ``normalize_message`` leaves it (it reads rows
+    with ``message_from_json``), so an agent starting from it does not check them again
+    (decision 15, checked once; docs/performance.md "Cost at the edges").
+    """
+    _CHECKING_READERS.add(messages)
+    return messages
+
+
+def loads_checked(session: Session) -> bool:
+    """Whether ``session.messages()`` is a reader marked ``reads_checked``.
+
+    The bound method's own function is compared, so a subclass or an instance that
+    replaces ``messages`` is not taken for checked: its messages are checked by the agent.
+    """
+    return getattr(getattr(session, "messages", None), "__func__", None) in _CHECKING_READERS
+
+
+def messages_from_rows(rows: "list[tuple[Any, str | bytes]]", where: str) -> list[AgentMessage]:
+    """``message_from_json`` of each ``(row id, body)``; a refusal names ``where`` and the row.
+
+    The stored form goes the fast way (``_stored.read_stored``) in one loop, naming no row
+    until one is refused; any other row is read by ``message_from_json`` itself.
+    """
+    out = []
+    for row_id, body in rows:
+        try:
+            message = read_stored(loads_row(body))
+        except (TypeError, ValueError, RecursionError):  # not JSON: message_from_json says so, naming the row
+            message = None
+        out.append(message if message is not None else message_from_json(body, f"{where}: row {row_id}"))
+    return out
 
 
 def hold_session(session: Session) -> None:
@@ -208,8 +248,9 @@ class SQLiteSession(ConnectedSession):
             raise ValueError(f"{self!r} is closed")
         return self._conn
 
+    @reads_checked
     def messages(self) -> list[AgentMessage]:
-        """Every message of this session, in the order appended, as stored.
+        """Every message of this session, in the order appended, each checked as the agent checks it (decision 15).
 
         Not mended (decision 17): an agent started on the session, and
         ``history.complete_tool_calls``, make the history valid to send (docs/sessions.md).
@@ -223,7 +264,7 @@ class SQLiteSession(ConnectedSession):
                 # not an sqlite3.OperationalError from fetching it that names no row
                 "SELECT id, CAST(body AS BLOB) FROM yiemagent_messages WHERE session_id = ? ORDER BY id", (self.session_id,)
             ).fetchall()
-        return [message_from_json(body, f"session {self.session_id!r} in {self.path!r}: row {row_id}") for row_id, body in rows]
+        return messages_from_rows(rows, f"session {self.session_id!r} in {self.path!r}")
 
     def append(self, message: AgentMessage) -> None:
         """Store ``message`` after the session's last one; committed when this returns.

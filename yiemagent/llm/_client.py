@@ -203,7 +203,7 @@ class HTTPClient:
                 done = True
                 break
             try:
-                event = self._transport.secrets.redact_json(loads_json(self._transport.secrets.redact(data)))
+                event = secrets.loads(data, loads_json)
             except ValueError as exc:
                 raise ReplyError(f"stream data that is not JSON ({exc}): {self._transport.secrets.redact(data[:200])!r}") from None
             if name == "error":

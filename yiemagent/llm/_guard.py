@@ -28,7 +28,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .._threads import call_at
-from ..events import current_stream, emit_delta
+from ..events import current_stream
 from ..types import AbortSignal
 
 __all__ = ["ABORTED", "DEADLINE", "CallGuard", "GuardedAdapter"]
@@ -60,6 +60,7 @@ class CallGuard:
         self._cancel_deadline = lambda: None
         self._unregister = lambda: None
         self._token: Optional[contextvars.Token[Optional[CallGuard]]] = None
+        self._stream = current_stream()  # who listens to this call's deltas: fixed for the call (events.stream_to)
 
     def __enter__(self) -> "CallGuard":
         self._token = _current.set(self)
@@ -137,10 +138,11 @@ class CallGuard:
         return self._tripped.wait(seconds)
 
     def emit(self, kind: str, text: str) -> None:
-        """Hand a text or thinking fragment to the run's listener (``streaming.emit_delta``)."""
-        if text and current_stream() is not None:
+        """Hand a text or thinking fragment to the run's listener, as ``events.emit_delta`` would."""
+        stream = self._stream
+        if text and stream is not None:
             self.emitted = True
-            emit_delta(kind, text)
+            stream.emit(kind, text)  # refuses a kind that is neither "text" nor "thinking"
 
 
 def _shutdown(connection: Any) -> None:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Optional, TypeVar
 
 import requests
+from requests.structures import CaseInsensitiveDict
 from urllib3.exceptions import HTTPError as URLLib3Error
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
@@ -102,17 +103,57 @@ class Transport:
         self.backoff_factor = backoff_factor
         self.deadline_s = deadline_s
         self._local = threading.local()  # one requests.Session per thread
+        self._environments: dict[str, dict[str, Any]] = {}  # URL -> proxies, verify, cert (any thread; a race computes one twice)
         install_log_filter(secrets)
 
     @property
     def session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = requests.Session()
+            session = self._local.session = _UnredirectedSession()
+            session.trust_env = False  # the environment is read once per URL: see post
             adapter = GuardedAdapter()
             session.mount("http://", adapter)
             session.mount("https://", adapter)
         return session
+
+    def environment(self, url: str) -> dict[str, Any]:
+        """What requests reads from the environment for ``url``: proxies (``no_proxy``
+        honoured) and the CA bundle (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``).
+
+        Read by requests' own ``merge_environment_settings`` the first time a URL is used,
+        then kept: a change of the environment after a client's first call to a URL is
+        not seen (httpx's clients read it once too). ``~/.netrc`` is never read: requests
+        would put its credentials in place of the client's own ``Authorization`` header.
+        """
+        settings = self._environments.get(url)
+        if settings is None:
+            probe = requests.Session()  # trust_env: the environment's proxies and CA bundle
+            with probe:
+                settings = probe.merge_environment_settings(url, {}, None, None, None)
+            del settings["stream"]
+            self._environments[url] = settings
+        return settings
+
+    def post(self, url: str, data: bytes, headers: dict[str, str], timeout: float) -> requests.Response:
+        """POST ``data`` through this thread's session, as ``Session.post(url, data=..., stream=True,
+        allow_redirects=False)`` would, without reading the environment again.
+
+        ``Session.request`` merges the session's settings and reads the environment on
+        every request (a third of a local call's time); here the request is prepared once
+        with the session's default headers and cookies and sent with the settings of
+        ``environment(url)``. Redirects are not followed: requests drops Authorization on a
+        redirect to another host but sends api-key, x-api-key and every other header along.
+        """
+        session = self.session
+        merged = CaseInsensitiveDict(session.headers)
+        merged["Content-Type"] = "application/json"
+        merged.update(headers)
+        for name in [name for name, value in merged.items() if value is None]:
+            del merged[name]  # a header given as None is left out, as Session.request leaves it out
+        request = requests.PreparedRequest()
+        request.prepare(method="POST", url=url, headers=merged, data=data, cookies=session.cookies)
+        return session.send(request, stream=True, timeout=timeout, allow_redirects=False, **self.environment(url))
 
     def error(self, message: str, **kwargs: Any) -> LLMError:
         """An ``LLMError`` whose message has every credential masked."""
@@ -213,11 +254,7 @@ class Transport:
         remaining = guard.remaining()
         timeout = self.timeout if remaining is None else max(min(self.timeout, remaining), 0.001)
         try:
-            # redirects are not followed: requests drops Authorization on a redirect to another
-            # host but sends api-key, x-api-key and every other header along
-            response = self.session.post(
-                url, data=data, headers={"Content-Type": "application/json", **headers}, timeout=timeout, stream=True, allow_redirects=False
-            )
+            response = self.post(url, data, headers, timeout)
         except requests.Timeout as exc:
             raise self._guard_error(guard, url) if _tripped(guard) else self.error(
                 f"{self.provider} request to {url} timed out after {timeout:g} s", retryable=True, url=url
@@ -308,7 +345,16 @@ class Transport:
         error = payload_error(data)
         if error is not None:
             raise error
-        return self.secrets.redact_json(data)
+        return self.secrets.redact_json(data) if self.secrets.may_hide(text) else data
+
+
+class _UnredirectedSession(requests.Session):
+    """A session that finds no redirect to follow: with ``allow_redirects=False`` requests
+    still prepares the next request (``Response.next``) and reads the redirect's whole body
+    to do so, unbounded; ``Transport._attempt`` refuses a redirect by its status and headers."""
+
+    def get_redirect_target(self, resp: requests.Response) -> None:
+        return None
 
 
 def _tripped(guard: CallGuard) -> bool:

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "SSEError", "SSEEvent", "SSEParser"]
 
@@ -38,10 +37,10 @@ class SSEError(ValueError):
     """The event stream cannot be parsed within its limits (one event is too large)."""
 
 
-@dataclass(frozen=True)
-class SSEEvent:
+class SSEEvent(NamedTuple):
     """One dispatched event: its type (``"message"`` unless an ``event:`` field said otherwise), data and last event id.
 
+    A named tuple: one is made per event of a stream, thousands a reply.
     Thread safety: immutable; may be shared between threads.
     """
 
@@ -75,27 +74,39 @@ class SSEParser:
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Parse ``chunk`` (bytes of the stream, cut anywhere) and return the events it completes."""
         events: list[SSEEvent] = []
-        position = 0
-        if self._after_cr and chunk[:1] == b"\n":
-            position = 1  # the LF of a CRLF split between two chunks
+        position = 1 if self._after_cr and chunk[:1] == b"\n" else 0  # the LF of a CRLF split between two chunks
         # CR and LF never occur inside a UTF-8 sequence, so lines are found in the bytes and
-        # each whole line is decoded once (invalid bytes become U+FFFD).
-        for match in _LINE_END.finditer(chunk, position):
-            if self._line:
-                self._line += chunk[position : match.start()]
-                line = bytes(self._line)
-                self._line.clear()
+        # each whole line is decoded once (invalid bytes become U+FFFD). The last piece is
+        # the line not yet ended (b"" when the chunk ends a line).
+        lines = _LINE_END.split(chunk[position:] if position else chunk)
+        unfinished = lines.pop()
+        if lines and self._line:
+            self._line += lines[0]
+            lines[0] = bytes(self._line)
+            self._line.clear()
+        for raw in lines:
+            # the two lines of almost every event, "data: ..." and the blank line that
+            # dispatches it, are read here; every other line as the standard says, in _process
+            if self._first_line:
+                event = self._process(raw)
+            elif not raw:
+                event = self._dispatch()
+            elif raw.startswith(b"data: "):
+                self._data_bytes += len(raw) + 1  # as in _process
+                self._size = self._data_bytes
+                self._data.append(raw[6:].decode("utf-8", errors="replace"))
+                if self.max_event_bytes is not None and self._size > self.max_event_bytes:
+                    raise self._too_large()
+                continue
             else:
-                line = chunk[position : match.start()]
-            position = match.end()
-            event = self._process(line)
+                event = self._process(raw)
             if event is not None:
                 events.append(event)
         if chunk:
             self._after_cr = chunk.endswith(b"\r")
-        if position < len(chunk):
-            self._line += chunk[position:]
-            self._grow(len(chunk) - position)
+        if unfinished:
+            self._line += unfinished
+            self._grow(len(unfinished))
         return events
 
     def close(self) -> list[SSEEvent]:
@@ -109,9 +120,13 @@ class SSEParser:
     def _grow(self, count: int) -> None:
         self._size += count
         if self.max_event_bytes is not None and self._size > self.max_event_bytes:
-            raise SSEError(f"one server-sent event exceeds {self.max_event_bytes} bytes; the stream was not read further")
+            raise self._too_large()
+
+    def _too_large(self) -> SSEError:
+        return SSEError(f"one server-sent event exceeds {self.max_event_bytes} bytes; the stream was not read further")
 
     def _process(self, raw: bytes) -> Optional[SSEEvent]:
+        """One whole line, by the standard's rules."""
         self._size = self._data_bytes  # the line has ended: only kept data counts now
         if self._first_line:
             self._first_line = False

@@ -36,6 +36,7 @@ from ..types import (
 
 __all__ = [
     "FAILED_RUN_STOP_REASONS",
+    "MessageCache",
     "finish_reason",
     "input_messages",
     "mask",
@@ -47,6 +48,9 @@ __all__ = [
     "tool_result",
     "usage_attributes",
 ]
+
+MessageCache = dict[int, list[Any]]
+"""A run's messages already converted: id -> [the message, its conventions' shape or None, its JSON text or None]."""
 
 # The stop reasons of a run that did not do what it was asked (its invoke_agent span's
 # status is ERROR, error.type the stop reason): decisions 11 and 12 and docs/tracing.md "Status".
@@ -82,6 +86,9 @@ _PROVIDERS = {
 _APIS = {"openai-chat": "openai", "anthropic-messages": "anthropic"}
 # our stop_reason -> the conventions' finish reasons (stop, length, content_filter, tool_call, error)
 _FINISH_REASONS = {"tool_use": "tool_call"}
+# the first characters json.loads accepts, after its whitespace: a string, object, array, number, true/false/null, NaN/Infinity
+_JSON_SPACE = " \t\n\r"
+_JSON_STARTS = frozenset('"{[-0123456789tfnNI')
 
 
 def mask(text: str) -> str:
@@ -162,9 +169,34 @@ def _message(message: AgentMessage) -> Optional[dict[str, Any]]:
     return None
 
 
-def input_messages(messages: Iterable[AgentMessage]) -> str:
-    """``gen_ai.input.messages``: the conversation a round sent, in order, as masked JSON."""
-    return _json([m for m in map(_message, messages) if m is not None])
+def _converted(message: AgentMessage, converted: MessageCache) -> list[Any]:
+    """``[message, its conventions' shape or None, its JSON text or None]``, converted once per run (``converted``)."""
+    entry = converted.get(id(message))
+    if entry is None or entry[0] is not message:
+        entry = [message, _message(message), None]
+        converted[id(message)] = entry  # the message is held, so its id names no other while the entry lives
+    return entry
+
+
+def _sent_text(message: AgentMessage, converted: MessageCache) -> Optional[str]:
+    """The (unmasked) JSON text of a message a round sends, made the first time one sends it."""
+    entry = _converted(message, converted)
+    if entry[2] is None and entry[1] is not None:
+        entry[2] = json.dumps(entry[1], ensure_ascii=False, default=repr)
+    return entry[2]
+
+
+def input_messages(messages: Iterable[AgentMessage], converted: Optional[MessageCache] = None) -> str:
+    """``gen_ai.input.messages``: the conversation a round sent, in order, as masked JSON.
+
+    ``converted``: the run's texts of the messages already converted (each round sends the
+    whole conversation again); the joined text is masked each time, so a client made since
+    a message was first converted has its key masked in it too. The text is what
+    ``json.dumps`` gives the list of messages.
+    """
+    converted = {} if converted is None else converted
+    texts = [text for text in (_sent_text(m, converted) for m in messages) if text is not None]
+    return mask("[" + ", ".join(texts) + "]")
 
 
 def system_instructions(system_prompt: str) -> str:
@@ -172,11 +204,10 @@ def system_instructions(system_prompt: str) -> str:
     return _json([{"type": "text", "content": system_prompt}])
 
 
-def output_messages(reply: AssistantMessage) -> str:
-    """``gen_ai.output.messages``: one reply with its finish reason, masked JSON."""
-    message = _message(reply) or {"role": "assistant", "parts": []}
-    message["finish_reason"] = finish_reason(reply.stop_reason)
-    return _json([message])
+def output_messages(reply: AssistantMessage, converted: Optional[MessageCache] = None) -> str:
+    """``gen_ai.output.messages``: one reply with its finish reason, masked JSON (kept in ``converted``: the next round sends it)."""
+    message = _converted(reply, {} if converted is None else converted)[1] or {"role": "assistant", "parts": []}
+    return _json([{**message, "finish_reason": finish_reason(reply.stop_reason)}])
 
 
 def tool_arguments(arguments: Any) -> str:
@@ -187,8 +218,10 @@ def tool_arguments(arguments: Any) -> str:
 def tool_result(result: AgentToolResult) -> str:
     """``gen_ai.tool.call.result``: the result's text (parsed when it is JSON, as the conventions ask), masked JSON."""
     text = text_of(result.content)
-    try:
-        value: Any = json.loads(text)
-    except ValueError:
-        value = text
+    value: Any = text
+    if text.lstrip(_JSON_SPACE)[:1] in _JSON_STARTS:  # what cannot start a JSON value is not parsed (json.loads would fail)
+        try:
+            value = json.loads(text)
+        except ValueError:
+            pass
     return _json(value)

@@ -26,7 +26,7 @@ class RunSpans:
     """
 
     __slots__ = ("run_id", "span", "parent", "thread", "lock", "tokens", "chat", "chat_round", "chat_start_ns", "chat_provider",
-                 "chat_streamed", "tools", "attached_tool", "provider", "model", "counted", "ended")
+                 "chat_streamed", "tools", "attached_tool", "provider", "model", "counted", "ended", "converted")
 
     def __init__(self, run_id: Optional[int], span: Optional[Span], parent: Optional[otel_context.Context], thread: Optional[int]) -> None:
         self.run_id = run_id
@@ -46,6 +46,7 @@ class RunSpans:
         self.model: Optional[str] = None
         self.counted = False  # a round reported its usage: the run's sum means something
         self.ended = False
+        self.converted: dict[int, list[object]] = {}  # with capture_content: the messages' JSON, by id (_content.py)
 
 
 def fail_span(span: Span, error_type: str, description: Optional[str]) -> None:

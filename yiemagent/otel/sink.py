@@ -136,20 +136,30 @@ class OTelSink:
 
     # --- making spans current in the run thread ------------------------------------------
 
-    def _attach(self, run: RunSpans, span: Span) -> None:
-        if threading.get_ident() == run.thread and run.parent is not None:
-            current = run.parent if span is run.span else trace.set_span_in_context(span, run.parent)
-            run.tokens.append((otel_context.attach(current), span))
+    def _attach(self, run: RunSpans, span: Span) -> bool:
+        """Make ``span`` current in the run thread, if this is the run thread; True if it was made current."""
+        if run.thread != threading.get_ident() or run.parent is None:
+            return False
+        current = run.parent if span is run.span else trace.set_span_in_context(span, run.parent)
+        run.tokens.append((otel_context.attach(current), span))
+        return True
 
     def _detach(self, run: RunSpans, span: Optional[Span]) -> bool:
         """Detach ``span`` (and anything attached after it) if it is attached here; True if it was."""
-        if threading.get_ident() != run.thread or not any(s is span for _, s in run.tokens):
+        tokens = run.tokens
+        if not tokens or run.thread != threading.get_ident():
             return False
-        while run.tokens:
-            token, attached = run.tokens.pop()
+        if tokens[-1][1] is not span:  # not the innermost (the common case): is it attached at all?
+            for _, attached in tokens:
+                if attached is span:
+                    break
+            else:
+                return False
+        while tokens:
+            token, attached = tokens.pop()
             otel_context.detach(token)
             if attached is span:
-                return True
+                break
         return True
 
     def _detach_tool(self, run: RunSpans) -> None:
@@ -187,7 +197,8 @@ class OTelSink:
             if run.ended:
                 return
             run.ended = True
-            self._end_children(run, event.time_ns, "incomplete")
+            if run.chat is not None or run.tools:
+                self._end_children(run, event.time_ns, "incomplete")
             span = run.span
             assert span is not None
             try:
@@ -201,7 +212,7 @@ class OTelSink:
                 if run.model:
                     attributes["gen_ai.request.model"] = run.model
                 if self.capture_content:
-                    attributes["gen_ai.output.messages"] = content.output_messages(response)
+                    attributes["gen_ai.output.messages"] = content.output_messages(response, run.converted)
                 span.set_attributes(attributes)
                 if response.stop_reason in content.FAILED_RUN_STOP_REASONS:
                     fail_span(span, str(response.stop_reason), content.mask(response.error_message or str(response.stop_reason)))
@@ -236,7 +247,8 @@ class OTelSink:
         if run is None:
             return  # a round of a run this sink did not see start
         with run.lock:
-            self._detach_tool(run)
+            if run.attached_tool is not None:
+                self._detach_tool(run)
             if run.chat is not None:  # the previous round's end event never came
                 self._end_children(run, event.time_ns, "incomplete")
             provider = content.provider_name(event.provider)
@@ -247,7 +259,7 @@ class OTelSink:
                 attributes["gen_ai.request.model"] = event.model
                 run.model = run.model or event.model
             if self.capture_content and event.context is not None:
-                attributes["gen_ai.input.messages"] = content.input_messages(event.context.messages)
+                attributes["gen_ai.input.messages"] = content.input_messages(event.context.messages, run.converted)
                 if event.context.system_prompt:
                     attributes["gen_ai.system_instructions"] = content.system_instructions(event.context.system_prompt)
             run.chat = self._tracer.start_span(
@@ -292,7 +304,7 @@ class OTelSink:
                         attributes["gen_ai.response.model"] = reply.model
                     attributes["gen_ai.response.finish_reasons"] = (content.finish_reason(reply.stop_reason),)
                     if self.capture_content:
-                        attributes["gen_ai.output.messages"] = content.output_messages(reply)
+                        attributes["gen_ai.output.messages"] = content.output_messages(reply, run.converted)
                 provider = provider or run.chat_provider or "unknown"
                 attributes["gen_ai.provider.name"] = provider
                 run.provider = run.provider or provider
@@ -308,37 +320,39 @@ class OTelSink:
     # --- tool calls ----------------------------------------------------------------------
 
     def _tool_start(self, event: ToolExecStartEvent) -> None:
-        run = self._find() or self._loose
+        run = _RUNS.get().get(self)
+        if run is None or run.ended:  # not in its run's context (a thread a tool started by hand), or no run
+            run = self._find() or self._loose
+        call_id = event.tool_call_id
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": event.tool_name,
-            "gen_ai.tool.call.id": event.tool_call_id,
+            "gen_ai.tool.call.id": call_id,
             "gen_ai.tool.type": "function",
         }
         if self.capture_content:
             attributes["gen_ai.tool.call.arguments"] = content.tool_arguments(event.arguments)
         with run.lock:
-            self._detach_tool(run)
+            if run.attached_tool is not None:
+                self._detach_tool(run)
             span = self._tracer.start_span(
                 f"execute_tool {event.tool_name}",
                 context=run.parent,  # None for a loose call: the current context
-                kind=SpanKind.INTERNAL,
                 attributes=attributes,
                 start_time=event.time_ns,
-            )
-            stale = run.tools.pop(event.tool_call_id, None)
-            run.tools[event.tool_call_id] = span
-            self._attach(run, span)
-            if run.tokens and run.tokens[-1][1] is span:
+            )  # kind INTERNAL, the default
+            stale = run.tools.pop(call_id, None)
+            run.tools[call_id] = span
+            if self._attach(run, span):
                 run.attached_tool = span
         if stale is not None:  # the same id again before its end came
             fail_span(stale, "incomplete", "a call with the same id started before this one ended")
             end_span(stale, event.time_ns)
 
     def _tool_end(self, event: ToolExecEndEvent) -> None:
-        run = self._find(tool_call_id=event.tool_call_id)
-        if run is None:
-            run = self._loose
+        run = _RUNS.get().get(self)
+        if run is None or run.ended or event.tool_call_id not in run.tools:
+            run = self._find(tool_call_id=event.tool_call_id) or self._loose
         with run.lock:
             span = run.tools.pop(event.tool_call_id, None)
             if span is None:
@@ -353,6 +367,8 @@ class OTelSink:
                 if run.attached_tool is span and self._detach(run, span):
                     run.attached_tool = None
                 end_span(span, event.time_ns)
+        if not self._nested:  # no sub-agent ran in any call (an entry is made, under the lock, before its call ends)
+            return
         with self._lock:
             nested = self._nested.pop((id(run), event.tool_call_id), None)
         if nested is not None:
@@ -406,6 +422,8 @@ def _end_all_abandoned() -> None:
 def _hook_exit() -> None:
     """Register the exit handler at the first run: after the tracer provider was made, so it runs before the SDK's own."""
     global _exit_hooked
+    if _exit_hooked:
+        return
     with _EXIT_HOOK:
         if not _exit_hooked:
             atexit.register(_end_all_abandoned)

@@ -16,7 +16,9 @@ terms of the spec's tool contract (§3, §8.2):
   (decision 8), also for sub-agents run in parallel; a sink the sub-agent was made with
   still gets its events too;
 - the sub-run's usage joins the parent run's (the run sums the ``AgentRunEndEvent`` of
-  each sub-run, run.py ``_SubRunUsage``) and so ``agent.usage``;
+  each sub-run, run.py ``_SubRunUsage``) and so ``agent.usage``; a sub-run that ends after
+  its call timed out cannot be emitted any more, and its usage joins the run's while the
+  run goes on, else ``agent.usage`` (run.py ``add_late_sub_run_usage``);
 - the call's abort signal (the parent's abort, or the tool's ``timeout_s``) aborts the sub-run.
 
 Thread safety: ``execute`` may run in several tool threads at once (the tool is
@@ -31,7 +33,8 @@ from typing import Any, Optional
 
 from ..agent import YiemAgent, abort, run_agent, shutdown, take_response
 from ..errors import ToolDefinitionError, ToolError
-from ..events import SubAgentEvent
+from ..events import AgentRunEndEvent, SubAgentEvent
+from ..run import add_late_sub_run_usage
 from ..types import AssistantMessage, TextContent, text_of
 from ..types import AbortSignal, AgentTool, AgentToolResult
 
@@ -55,7 +58,9 @@ SHUTDOWN_TIMEOUT_S = 30.0
 
 def _forwarder(tool_call_id: str, on_partial_result: Callable[[Any], Any], own: Optional[Callable[[Any], Any]]) -> Callable[[Any], None]:
     def forward(event: Any) -> None:
-        on_partial_result(SubAgentEvent(tool_call_id, event))
+        emitted = on_partial_result(SubAgentEvent(tool_call_id, event))
+        if emitted is False and isinstance(event, AgentRunEndEvent):  # the call ended first (a timeout): the tokens still count
+            add_late_sub_run_usage(event.usage)
         if own is not None:
             own(event)
 

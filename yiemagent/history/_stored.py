@@ -1,0 +1,349 @@
+"""The fast reader of the stored form: a message as ``message_to_data`` writes it, read in one pass.
+
+A documented optimisation beside the reader of record (docs/performance.md "Cost at the
+edges"; docs/sessions.md "The JSON form"). ``_json.message_from_data`` reads any stored
+form field by field and then checks the message as the agent checks what enters its
+history (decision 15, ``normalize_message``): a restart of 10,000 messages spent 70 % of
+its time there. Nearly every stored message is in the one form that the library writes
+for a message that check leaves as it is: text and image blocks, canonical tool-call
+blocks (arguments as an object or as the text a server sent), values without a ``$type``
+tag, texts without lone surrogates. ``read_stored``
+recognises exactly that form, checks each value inline as it reads it (the checks
+``normalize_message`` would make, written out for this form), and builds the message
+directly; for anything else it returns None and the reader of record runs, which gives
+the message or the refusal naming the entry and the field. Nothing is skipped: what this
+reader does not accept goes the long way.
+
+What it gives is what the reader of record gives: tests/extras/test_stored_form.py holds
+the two to it for stored data of every kind, valid and mutated (a differential property).
+The message may share the lists and dicts of ``data`` (a ``json.loads`` result of its own).
+
+``stored_calls`` reads the tool calls of a message either reader gave back, without
+extracting them again: in a message ``normalize_message`` leaves as it is, each raw call
+says exactly what ``extract_tool_calls`` reads from it (normalize.py ``_same_call``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import fields
+from datetime import datetime
+from typing import Any, Callable, Optional
+
+from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS, parse_tool_arguments
+from ..normalize import _raw_calls
+from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
+
+__all__ = ["loads_row", "read_stored", "stored_calls"]
+
+TAG = "$type"
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate, as _bounds.clean_str finds one
+_USAGE_FIELDS = frozenset(f.name for f in fields(LLMUsage))
+_MAX_DEPTH = 32  # deeper values go the long way (the check's own bound is 64)
+_SHORT_INT_BITS = 2000  # _bounds: an int the check writes without asking Python's digit limit
+_USER_KEYS = frozenset(("role", "content", "timestamp"))
+_ASSISTANT_KEYS = frozenset(("role", "content", "api", "provider", "model", "usage", "stop_reason", "error_message", "timestamp", "output"))
+_TOOL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "content", "details", "usage", "added_tool_names", "is_error", "timestamp"))
+_APPROVAL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "decision", "arguments", "reason", "timestamp"))
+
+
+def _clean(text: Any) -> bool:
+    """A str the check keeps as it is: no lone surrogate (``_bounds.clean_str`` would replace it)."""
+    return type(text) is str and (text.isascii() or _SURROGATE.search(text) is None)
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _untagged(value: Any, depth: int = 0) -> bool:
+    """Whether ``_json.decode_value`` gives ``value`` back as it is: JSON values, no dict holding a ``$type`` key."""
+    kind = type(value)
+    if kind is dict:
+        if depth >= _MAX_DEPTH or TAG in value:
+            return False
+        items: Any = value.values()
+    elif kind is list:
+        if depth >= _MAX_DEPTH:
+            return False
+        items = value
+    else:
+        return kind in _SCALARS
+    for item in items:
+        kind = type(item)
+        if kind is dict or kind is list:
+            if not _untagged(item, depth + 1):
+                return False
+        elif kind not in _SCALARS:
+            return False
+    return True
+
+
+def _plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``_bounds.json_safe`` (strict or not) gives ``value`` back as it is, and it holds no tag.
+
+    Strs and keys without a lone surrogate, finite floats, ints it writes without asking
+    Python's digit limit, plain dicts and lists not nested deeper than ``_MAX_DEPTH``.
+    """
+    kind = type(value)
+    if kind is dict:
+        if depth >= _MAX_DEPTH or TAG in value:
+            return False
+        for key, item in value.items():
+            if not _clean(key) or not _plain_json(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        if depth >= _MAX_DEPTH:
+            return False
+        for item in value:
+            if not _plain_json(item, depth + 1):
+                return False
+        return True
+    if kind is str:
+        return value.isascii() or _SURROGATE.search(value) is None
+    if kind is int:
+        return value.bit_length() <= _SHORT_INT_BITS
+    if kind is float:
+        return math.isfinite(value)
+    return value is None or kind is bool
+
+
+def _stamp(value: Any) -> Optional[datetime]:
+    if type(value) is not str:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _usage_ok(value: Any) -> bool:
+    return type(value) is dict and value.keys() <= _USAGE_FIELDS and all(type(v) is int for v in value.values())
+
+
+def _image(block: dict[str, Any]) -> Optional[ImageContent]:
+    data, mime_type = block.get("data"), block.get("mime_type")
+    if len(block) == 3 and type(data) is str and data.isascii() and type(mime_type) is str:
+        return ImageContent(data, mime_type)
+    return None
+
+
+def _content(raw: Any) -> Optional[list[Any]]:
+    """Text and image blocks only (a user message's, a tool result's), or None."""
+    if type(raw) is not list:
+        return None
+    blocks: list[Any] = []
+    for block in raw:
+        if type(block) is not dict:
+            return None
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if len(block) != 2 or type(text) is not str or not (text.isascii() or _SURROGATE.search(text) is None):
+                return None
+            blocks.append(TextContent(text))
+        elif kind == "image" and (image := _image(block)) is not None:
+            blocks.append(image)
+        else:
+            return None
+    return blocks
+
+
+def _call_ok(entry: dict[str, Any], name: Any, arguments: Any, ids: set[str]) -> bool:
+    """A raw call ``extract_tool_calls`` reads as it says (normalize.py ``_same_call``): then the check keeps it.
+
+    Its arguments are a JSON object, or the text of one as an OpenAI-compatible server
+    sends them (kept as text; read by ``parse_tool_arguments``, as extraction reads them).
+    """
+    call_id = entry.get("id")
+    if not (_clean(call_id) and 0 < len(call_id) <= MAX_ID_CHARS and call_id not in ids):
+        return False  # a missing, long or repeated id is replaced by the check
+    ids.add(call_id)
+    if not (_clean(name) and len(name) <= MAX_NAME_CHARS):  # a longer name is cut
+        return False
+    if type(arguments) is str:  # text the parser reads without a problem holds no lone surrogate either
+        return parse_tool_arguments(arguments)[1] is None
+    return type(arguments) is dict and _plain_json(arguments)
+
+
+def _calls_ok(block: dict[str, Any], ids: set[str]) -> bool:
+    """A ``tool_calls`` block of canonical calls ``{"id", "type": "function", "function": {"name", "arguments"}}``."""
+    entries = block.get("tool_calls")
+    if len(block) != 2 or type(entries) is not list:
+        return False
+    for entry in entries:
+        function = entry.get("function") if type(entry) is dict and len(entry) == 3 and entry.get("type") == "function" else None
+        if type(function) is not dict or len(function) != 2 or not _call_ok(entry, function.get("name"), function.get("arguments"), ids):
+            return False
+    return True
+
+
+def _reply_content(raw: Any) -> Optional[list[Any]]:
+    """A reply's blocks: text, image and canonical tool-call blocks (kept as they are), or None."""
+    if type(raw) is not list:
+        return None
+    out: list[Any] = []
+    ids: set[str] = set()  # the calls' ids so far: a repeated one is renamed by the check
+    for block in raw:
+        if type(block) is not dict:
+            return None
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if len(block) != 2 or type(text) is not str or not (text.isascii() or _SURROGATE.search(text) is None):
+                return None
+            out.append(TextContent(text))
+        elif kind == "tool_calls":
+            if not _calls_ok(block, ids):
+                return None
+            out.append(block)
+        elif kind == "tool_call":
+            if len(block) != 4 or not _call_ok(block, block.get("name"), block.get("arguments"), ids):
+                return None
+            out.append(block)
+        elif kind == "image" and (image := _image(block)) is not None:
+            out.append(image)
+        else:
+            return None
+    return out
+
+
+# The messages are built as their frozen dataclasses' own __init__ leaves them (every field
+# set but ``role``, a class attribute; tests/extras/test_stored_form.py compares the two),
+# without its one object.__setattr__ per field: that was a third of the time of this reader.
+# The price: each such message keeps its fields in a dict of its own (about 180 bytes more
+# than __init__'s inline values); setting them one by one costs a restart of 10,000 about 5 ms.
+_new = object.__new__
+
+
+def _user(data: dict[str, Any]) -> Optional[AgentMessage]:
+    if not data.keys() <= _USER_KEYS:
+        return None
+    content, stamp = _content(data.get("content")), _stamp(data.get("timestamp"))
+    if content is None or stamp is None:
+        return None
+    message = _new(UserMessage)
+    message.__dict__.update(content=content, timestamp=stamp)
+    return message
+
+
+def _assistant(data: dict[str, Any]) -> Optional[AgentMessage]:
+    if not data.keys() <= _ASSISTANT_KEYS:
+        return None
+    get = data.get
+    content, stamp, usage, output = _reply_content(get("content")), _stamp(get("timestamp")), get("usage"), get("output")
+    if content is None or stamp is None or not (usage is None or _usage_ok(usage)) or not (output is None or _untagged(output)):
+        return None
+    api, provider, model, stop_reason, error_message = get("api"), get("provider"), get("model"), get("stop_reason"), get("error_message")
+    if not (
+        (api is None or _clean(api))
+        and (provider is None or _clean(provider))
+        and (model is None or _clean(model))
+        and (stop_reason is None or _clean(stop_reason))
+        and (error_message is None or _clean(error_message))
+    ):
+        return None
+    message = _new(AssistantMessage)
+    message.__dict__.update(
+        content=content,
+        api=api,
+        provider=provider,
+        model=model,
+        usage=None if usage is None else LLMUsage(**usage),
+        stop_reason=stop_reason,
+        error_message=error_message,
+        timestamp=stamp,
+        output=output,
+    )
+    return message
+
+
+def _tool(data: dict[str, Any]) -> Optional[AgentMessage]:
+    if not data.keys() <= _TOOL_KEYS:
+        return None
+    get = data.get
+    call_id, name, details, usage, names, is_error = get("tool_call_id"), get("tool_name"), get("details", {}), get("usage"), get("added_tool_names"), get("is_error", False)
+    content, stamp = _content(get("content")), _stamp(get("timestamp"))
+    if content is None or stamp is None or type(call_id) is not str or type(name) is not str or type(is_error) is not bool:
+        return None
+    if not ((usage is None or _usage_ok(usage)) and _untagged(details) and (names is None or (type(names) is list and all(type(n) is str for n in names)))):
+        return None
+    message = _new(ToolResultMessage)
+    message.__dict__.update(
+        tool_call_id=call_id,
+        tool_name=name,
+        content=content,
+        details=details,
+        usage=None if usage is None else LLMUsage(**usage),
+        added_tool_names=names,
+        is_error=is_error,
+        timestamp=stamp,
+    )
+    return message
+
+
+def _approval(data: dict[str, Any]) -> Optional[AgentMessage]:
+    if not data.keys() <= _APPROVAL_KEYS:
+        return None
+    get = data.get
+    call_id, name, decision, arguments, reason, stamp = get("tool_call_id"), get("tool_name"), get("decision"), get("arguments", {}), get("reason", ""), _stamp(get("timestamp"))
+    if stamp is None or type(call_id) is not str or type(name) is not str or type(reason) is not str or type(decision) is not str:
+        return None
+    if decision not in APPROVAL_DECISIONS or type(arguments) is not dict or not _plain_json(arguments):
+        return None
+    return ApprovalMessage(call_id, name, decision, arguments, reason, stamp)
+
+
+_scan = json.JSONDecoder().scan_once  # the C scanner json.loads runs (json.decoder.JSONDecoder.raw_decode)
+
+
+def loads_row(text: "str | bytes") -> Any:
+    """``json.loads(text)`` of a stored row, with fewer steps around json's C scanner.
+
+    A row is one object with nothing around it, as str or UTF-8 bytes: ``json.loads``
+    would detect the encoding of bytes (UTF-8, the first byte being ``{``, unless the
+    second is NUL: UTF-16 or 32, which no scan of ``{`` then NUL reads) and decode them
+    with ``surrogatepass``, skip no whitespace, and run its scanner once; this does just
+    that. Anything else (whitespace around, another encoding, invalid JSON) goes to
+    ``json.loads`` itself, which reads it or raises as always.
+    """
+    kind = type(text)
+    if (kind is bytes and text[:1] == b"{" and text[-1:] == b"}") or (kind is str and text[:1] == "{" and text[-1:] == "}"):
+        try:
+            decoded = text.decode("utf-8", "surrogatepass") if kind is bytes else text
+            value, end = _scan(decoded, 0)
+        except (StopIteration, ValueError, RecursionError):
+            return json.loads(text)
+        if end == len(decoded):
+            return value
+    return json.loads(text)
+
+
+_READERS: dict[str, Callable[[dict[str, Any]], Optional[AgentMessage]]] = {"user": _user, "assistant": _assistant, "tool": _tool, "approval": _approval}
+
+
+def read_stored(data: Any) -> Optional[AgentMessage]:
+    """The message ``message_from_data(data, ...)`` gives, when ``data`` is in the stored form; else None.
+
+    Never raises: whatever is not that form (a refusal among it) is left to the reader of record.
+    """
+    if type(data) is not dict:
+        return None
+    role = data.get("role")
+    reader = _READERS.get(role) if type(role) is str else None
+    return None if reader is None else reader(data)
+
+
+def stored_calls(message: AssistantMessage) -> list[tuple[str, str]]:
+    """``(id, name)`` of each tool call of ``message``, which the check (``normalize_message``) leaves as it is.
+
+    What ``extract_tool_calls`` gives for such a message, read straight from its raw
+    call blocks (tests/extras/test_stored_form.py checks it on every loaded message).
+    """
+    calls = []
+    for entry in _raw_calls(message.content):  # the raw calls normalize_reply compared with the calls extracted
+        source = entry["function"] if isinstance(entry.get("function"), dict) else entry
+        calls.append((entry["id"], source["name"]))
+    return calls
