@@ -13,6 +13,10 @@ fails, so a killed mutant costs a fraction of a second and a survivor of a modul
 test goes through (pipeline, run, the agent core) costs the whole suite: the whole set
 takes hours. Name modules to run a part:
 ``make mutate MODULES="tools/_tool_source tools/write_tool registry" WORKERS=2``.
+
+``--tests "<pytest arguments>"`` (``make mutate TESTS=...``) runs the mutants against those
+tests in a fork server of this script's own, without mutmut's traced run of the whole
+suite, which crashes here (``run_against``; docs/mutation.md says when and why).
 """
 
 from __future__ import annotations
