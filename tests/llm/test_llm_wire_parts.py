@@ -153,3 +153,8 @@ def test_an_error_event_keeps_the_servers_words():
 )
 def test_join_url_appends_the_path_before_the_query(base, url):
     assert join_url(base, "/chat/completions") == url
+
+
+def test_content_text_joins_parts_with_nothing_between_by_default():
+    """OpenAI's text parts are pieces of one text: by default they are joined as they are."""
+    assert content_text([{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]) == "Hello"
