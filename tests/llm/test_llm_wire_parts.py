@@ -90,8 +90,9 @@ def test_a_value_that_is_not_a_token_count_raises_naming_the_key(value):
         ({"message": "top-level"}, "", "top-level"),
         ({"detail": "other"}, "  spaced  ", "spaced"),
         ("not a dict", "", "(empty body)"),
+        (None, "z" * 600, "z" * 500),
     ],
-    ids=["code", "type", "openrouter-raw", "no-message", "text-capped", "error-str", "message", "text-stripped", "empty"],
+    ids=["code", "type", "openrouter-raw", "no-message", "text-capped", "error-str", "message", "text-stripped", "empty", "no-body-text-capped"],
 )
 def test_server_message_takes_the_servers_own_words(body, text, message):
     assert server_message(body, text) == message
@@ -158,3 +159,8 @@ def test_join_url_appends_the_path_before_the_query(base, url):
 def test_content_text_joins_parts_with_nothing_between_by_default():
     """OpenAI's text parts are pieces of one text: by default they are joined as they are."""
     assert content_text([{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]) == "Hello"
+
+
+def test_an_error_with_no_words_is_shown_by_the_body_it_came_in():
+    """An error event whose error says nothing: the ReplyError shows the body itself."""
+    assert str(payload_error({"type": "error", "error": {}}, forced=True)) == "error reported after HTTP 200: {'type': 'error', 'error': {}}"
