@@ -235,14 +235,14 @@ class Secrets:
         if not self._values:
             return value
         if isinstance(value, str):
-            return self._redact_string(value)
+            return self.redact_escaped(value)
         root = [value]
         stack: list[tuple[Any, Any]] = [(root, 0)]
         while stack:
             container, key = stack.pop()
             item = container[key]
             if isinstance(item, str):
-                container[key] = self._redact_string(item)
+                container[key] = self.redact_escaped(item)
             elif isinstance(item, list):
                 stack.extend((item, i) for i in range(len(item)))
             elif isinstance(item, dict):
@@ -253,10 +253,14 @@ class Secrets:
                 stack.extend((item, k) for k in item)
         return root[0]
 
-    def _redact_string(self, text: str) -> str:
-        """A parsed string masked; one that is JSON text itself (a call's arguments) may hide a
-        credential in an escape of its own, plain once extraction parses it: then its escapes
-        are written plainly and it is masked again."""
+    def redact_escaped(self, text: str) -> str:
+        """``redact(text)``, and a credential written with JSON escapes in ``text`` masked too.
+
+        A parsed string that is JSON text itself (a call's arguments) may hide a credential
+        in an escape of its own, plain once extraction parses it; an error page may show one
+        escaped (``sk-\\u006c...``), readable by anyone who decodes it. Then the escapes that
+        stand for plain characters are written plainly and the text is masked again.
+        """
         text = self.redact(text)
         if "\\" in text:
             plain = _json_unescaped(text)
