@@ -38,7 +38,7 @@ filter is applied where every record is made: a log record factory
 (``logging.setLogRecordFactory``), installed once, that calls the factory it replaced and
 then masks the record.
 
-Thread safety: ``Secrets`` is immutable after construction and may be shared between
+Thread safety: ``Secrets`` is immutable after construction (its lazily compiled regex aside) and may be shared between
 threads. The log filter's set of secrets is guarded by its ``_lock``; it runs on whatever
 thread logs. ``DeltaMasker`` belongs to the one thread reading one response.
 """
@@ -50,7 +50,7 @@ import logging
 import re
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 from urllib.parse import unquote, unquote_plus, urlsplit
 
@@ -143,9 +143,12 @@ class Secrets:
 
     ``api_key``, the credential ``headers`` and the credentials in ``url`` are an LLM
     client's; ``values`` is a mapping every value of which is a secret whatever its name
-    (an MCP client's headers, a stdio server's environment).
+    (an MCP client's headers, a stdio server's environment); ``proxies`` are the URLs of
+    the proxies the client's requests go through, whose credentials are secrets too.
 
-    Thread safety: immutable after construction; may be shared between threads.
+    Thread safety: immutable after construction, but for ``_suffix``, the compiled regex of
+    ``held_suffix``, which the first call sets (an assignment: threads that race each set
+    the same pattern); may be shared between threads.
     """
 
     def __init__(
@@ -155,6 +158,7 @@ class Secrets:
         url: str = "",
         *,
         values: Optional[Mapping[str, Any]] = None,
+        proxies: Iterable[str] = (),
     ) -> None:
         found: list[str] = [api_key] if api_key else []
         self._header_names: set[str] = set()
@@ -164,6 +168,8 @@ class Secrets:
                 found.append(value)
         found += [str(value) for value in (values or {}).values()]
         found += _url_secrets(url)
+        for proxy in proxies:  # a proxy's user:password goes out as a Proxy-Authorization a proxy may echo
+            found += _url_secrets(proxy)
         secrets: set[str] = set()
         own: dict[str, set[str]] = {}
         for value in found:
@@ -177,10 +183,11 @@ class Secrets:
         # a value holding "*" may be made whole again by the masks put around it (see redact)
         self._mask_may_rebuild = any("*" in v for v in self._values)
         # held_suffix: one regex finds an end of the text that begins one of the credentials
-        # (a group nested per character, so longer ones are looked for by hand)
-        short = [v for v in self._values if len(v) <= _SUFFIX_REGEX_CHARS]
+        # (a group nested per character, so longer ones are looked for by hand); compiled at
+        # the first call, since only a streaming client makes one (hundreds of long values
+        # take a noticeable fraction of a second)
         self._long_values = tuple(v for v in self._values if len(v) > _SUFFIX_REGEX_CHARS)
-        self._suffix = re.compile("(?:" + "|".join(map(_proper_prefixes, short)) + r")\Z") if short else None
+        self._suffix: Optional[re.Pattern[str]] = None
 
     def __bool__(self) -> bool:
         return bool(self._all)
@@ -228,14 +235,14 @@ class Secrets:
         if not self._values:
             return value
         if isinstance(value, str):
-            return self._redact_string(value)
+            return self.redact_escaped(value)
         root = [value]
         stack: list[tuple[Any, Any]] = [(root, 0)]
         while stack:
             container, key = stack.pop()
             item = container[key]
             if isinstance(item, str):
-                container[key] = self._redact_string(item)
+                container[key] = self.redact_escaped(item)
             elif isinstance(item, list):
                 stack.extend((item, i) for i in range(len(item)))
             elif isinstance(item, dict):
@@ -246,10 +253,14 @@ class Secrets:
                 stack.extend((item, k) for k in item)
         return root[0]
 
-    def _redact_string(self, text: str) -> str:
-        """A parsed string masked; one that is JSON text itself (a call's arguments) may hide a
-        credential in an escape of its own, plain once extraction parses it: then its escapes
-        are written plainly and it is masked again."""
+    def redact_escaped(self, text: str) -> str:
+        """``redact(text)``, and a credential written with JSON escapes in ``text`` masked too.
+
+        A parsed string that is JSON text itself (a call's arguments) may hide a credential
+        in an escape of its own, plain once extraction parses it; an error page may show one
+        escaped (``sk-\\u006c...``), readable by anyone who decodes it. Then the escapes that
+        stand for plain characters are written plainly and the text is masked again.
+        """
         text = self.redact(text)
         if "\\" in text:
             plain = _json_unescaped(text)
@@ -288,7 +299,11 @@ class Secrets:
         in neither. Holding back such an end until the next piece (``DeltaMasker``)
         masks it whole. Called for every delta of a stream.
         """
-        found = self._suffix.search(text) if self._suffix is not None else None
+        suffix = self._suffix
+        if suffix is None:  # any thread may compile it; two that race compile the same pattern
+            short = [v for v in self._values if len(v) <= _SUFFIX_REGEX_CHARS]
+            suffix = self._suffix = re.compile("(?:" + "|".join(map(_proper_prefixes, short)) + r")\Z" if short else r"(?!)")
+        found = suffix.search(text)
         longest = len(text) - found.start() if found is not None else 0
         for value in self._long_values:
             tail = text[len(text) - len(value) + 1 :] if len(text) >= len(value) else text

@@ -312,3 +312,20 @@ def test_a_header_given_as_none_is_left_out_as_requests_leaves_it_out():
         assert client_for(server, headers={"User-Agent": None, "Accept": None})(FORMATTED).content[0].text == "fine"
     received = server.requests[0].headers
     assert "python-requests" not in received.get("User-Agent", "") and "Accept" not in received
+
+
+@pytest.mark.spec("14")
+def test_a_proxys_credentials_are_masked_in_what_the_proxy_echoes(monkeypatch):
+    """HTTP_PROXY=http://user:password@proxy: requests sends Proxy-Authorization: Basic <base64>;
+    a proxy that answers 407 echoing it (or the password) does not get it into the LLMError."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    echo = lambda request: Reply(status=407, body={"error": {"message": f"bad proxy credentials {request.headers.get('Proxy-Authorization')} for bob:pr0xy-pa55word"}})
+    with LocalServer(echo) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url.replace("http://", "http://bob:pr0xy-pa55word@"))
+        client = OpenAIClient("http://llm.invalid/v1", "m", max_retries=0)
+        with pytest.raises(LLMError) as info:
+            client(FORMATTED)
+    sent = proxy.requests[0].headers["Proxy-Authorization"]
+    assert sent.startswith("Basic ") and sent not in str(info.value) and sent.split()[1] not in str(info.value)
+    assert "pr0xy-pa55word" not in str(info.value) and "407" in str(info.value)

@@ -275,3 +275,15 @@ def test_a_credential_holding_another_is_masked_when_a_stream_splits_it_after_th
         with stream_to(lambda kind, text: deltas.append(text)):
             message = client(FORMATTED)
     assert "".join(deltas) == message.content[0].text == "id: *** done"
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/json"])
+def test_a_key_an_error_page_shows_escaped_is_masked_in_the_llm_error(content_type):
+    """An error body that writes the key with JSON escapes ("sk-\\u006cive-..."), as text or inside
+    JSON, does not carry it into the LLMError in that form (anyone could decode it)."""
+    escaped = ESCAPED_KEY.replace("l", "\\u006c", 1)
+    body = f"denied for {escaped}" if content_type == "text/plain" else json.dumps({"error": {"message": f"denied for {escaped}"}}).replace("\\\\", "\\")
+    with LocalServer(lambda r: Reply(status=403, body=body.encode(), headers={"Content-Type": content_type})) as server:
+        with pytest.raises(LLMError) as info:
+            OpenAIClient(f"{server.url}/v1", "m", api_key=ESCAPED_KEY, max_retries=0)(FORMATTED)
+    assert escaped not in str(info.value) and ESCAPED_KEY not in str(info.value) and "403" in str(info.value)

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any, Optional, Protocol
 
 import requests
+from requests.utils import get_environ_proxies
 
 from ..types import AssistantMessage, TextContent
 from ._guard import CallGuard
@@ -105,7 +106,8 @@ class HTTPClient:
         self.stream = stream
         self.max_event_bytes = max_event_bytes
         self.max_reply_bytes = max_reply_bytes
-        secrets = Secrets(api_key, headers, base_url)
+        # the proxies the environment names for this server: their credentials are masked too
+        secrets = Secrets(api_key, headers, base_url, proxies=get_environ_proxies(base_url).values())
         self._transport = Transport(
             label,
             secrets,

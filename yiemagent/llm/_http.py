@@ -310,7 +310,7 @@ class Transport:
             raw = b""
         if guard.reason:
             return self._guard_error(guard, url)
-        text = self.secrets.redact(raw.decode("utf-8", errors="replace"))
+        text = self.secrets.redact_escaped(raw.decode("utf-8", errors="replace"))  # an echo may hide a key in escapes
         try:
             body = loads_json(text)
         except ValueError:
