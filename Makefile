@@ -61,12 +61,12 @@ bench: $(STAMP) $(SCALE_STAMP)
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py
 
-## mutate: mutation testing (mutmut 3) of the spec modules, one module at a time, a score each (hours on 2 cores)
-## MODULES="schema pipeline" limits it, WORKERS=2 runs two mutants at once; docs/mutation.md lists the equivalent mutants
+## mutate: mutation testing (mutmut 3) of every module of the package, one module at a time, a score each (many hours on 2 cores)
+## MODULES="pipeline batch" limits it, WORKERS=2 runs two mutants at once, TESTS="<pytest args>" runs them against those tests without mutmut's traced run; docs/mutation.md lists the equivalent mutants
 WORKERS ?= 1
 mutate: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'mutmut>=3.8,<4' 'pytest-timeout>=2.3'
-	$(BIN)/python scripts/mutate.py --workers $(WORKERS) $(MODULES)
+	$(BIN)/python scripts/mutate.py --workers $(WORKERS) $(if $(TESTS),--tests '$(TESTS)') $(MODULES)
 
 clean:
 	rm -rf $(VENV) $(REAL_VENV) .hypothesis build *.egg-info mutants

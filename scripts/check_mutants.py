@@ -10,6 +10,13 @@ changed since mutmut made the mutant) for each.
 
     .venv/bin/python scripts/check_mutants.py --tests "tests/spec/test_batch.py" yiemagent.batch.x_f__mutmut_3 ...
 
+A mutant written by hand (one a report names, before mutmut has made it) is given as
+``--by-hand FILE OLD NEW``: the one occurrence of OLD in FILE is replaced by NEW (``\\n``
+in OLD and NEW is a line break), repeatable:
+
+    .venv/bin/python scripts/check_mutants.py --tests "tests/llm/test_llm_http.py" \\
+        --by-hand yiemagent/llm/_http.py "{429, 503, 529}" "{429, 503}"
+
 The tests must pass on the unmutated code first, or nothing is checked.
 """
 
@@ -20,6 +27,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,31 +56,50 @@ def mutated_text(diff: str | None) -> tuple[Path, str, str] | None:
     return None
 
 
-def tests_pass(tests: list[str]) -> bool:
-    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly", "-p", "no:cacheprovider", *tests]
-    return subprocess.run(command, cwd=ROOT, capture_output=True).returncode == 0
+def by_hand(file: str, old: str, new: str) -> tuple[Path, str, str] | None:
+    """(file, original text, mutated text) for a hand-written mutant, or None when OLD is not found exactly once."""
+    path = ROOT / file
+    original = path.read_text(encoding="utf-8")
+    old, new = (s.replace("\\n", "\n") for s in (old, new))
+    return (path, original, original.replace(old, new)) if original.count(old) == 1 else None
+
+
+def tests_pass(tests: list[str], timeout_s: float | None = None) -> bool:
+    """Whether the tests pass; a run past ``timeout_s`` (a mutant that makes them hang) counts as failing, as mutmut counts a timeout."""
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly", "-p", "no:cacheprovider", "--timeout=20", *tests]
+    try:
+        return subprocess.run(command, cwd=ROOT, capture_output=True, timeout=timeout_s).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", required=True, help="the pytest arguments, as one string")
-    parser.add_argument("names", nargs="+", help="mutant names, as mutmut prints them")
+    parser.add_argument("names", nargs="*", help="mutant names, as mutmut prints them")
+    parser.add_argument("--by-hand", nargs=3, action="append", default=[], metavar=("FILE", "OLD", "NEW"), help="a mutant written by hand")
     args = parser.parse_args()
+    if not args.names and not args.by_hand:
+        parser.error("name a mutant, or give one --by-hand")
     tests = shlex.split(args.tests)
+    started = time.monotonic()
     if not tests_pass(tests):
         print("the tests fail on the unmutated code: nothing checked", file=sys.stderr)
         return 2
+    timeout_s = max(60.0, 10 * (time.monotonic() - started))
     survivors = 0
-    for name in args.names:
-        change = mutated_text(mutant_diff(name))
+    changes = [(name, lambda name=name: mutated_text(mutant_diff(name))) for name in args.names]
+    changes += [(f"{file}: {old!r} -> {new!r}", lambda f=file, o=old, n=new: by_hand(f, o, n)) for file, old, new in args.by_hand]
+    for name, make in changes:
+        change = make()
         if change is None:
-            print(f"{name}: not applied (the code changed since mutmut made it)")
+            print(f"{name}: not applied (the code changed since mutmut made it, or the text is not found exactly once)")
             continue
         path, original, mutated = change
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # finally below runs on kill too
         path.write_text(mutated, encoding="utf-8")
         try:
-            killed = not tests_pass(tests)
+            killed = not tests_pass(tests, timeout_s)
         finally:
             path.write_text(original, encoding="utf-8")
         survivors += not killed

@@ -1,7 +1,7 @@
-"""`make mutate`: mutation testing of the spec modules with mutmut 3, one module at a time.
+"""`make mutate`: mutation testing of the package with mutmut 3, one module at a time.
 
-For each module (or package) named on the command line — by default the modules that
-implement the spec — it runs ``mutmut run "yiemagent.<module>.*" --max-children N`` and
+For each module (or package) named on the command line — by default every module of the
+package, ``DEFAULT_MODULES`` — it runs ``mutmut run "yiemagent.<module>.*" --max-children N`` and
 prints that module's score: the share of mutants the test suite kills (a timeout counts
 as killed: the suite noticed). Mutants docs/mutation.md lists as equivalent (a change no
 test can see, each with its reason) are left out of the adjusted score. mutmut keeps its
@@ -13,26 +13,51 @@ fails, so a killed mutant costs a fraction of a second and a survivor of a modul
 test goes through (pipeline, run, the agent core) costs the whole suite: the whole set
 takes hours. Name modules to run a part:
 ``make mutate MODULES="tools/_tool_source tools/write_tool registry" WORKERS=2``.
+
+``--tests "<pytest arguments>"`` (``make mutate TESTS=...``) runs the mutants against those
+tests in a fork server of this script's own, without mutmut's traced run of the whole
+suite, which crashes here (``run_against``; docs/mutation.md says when and why).
 """
 
 from __future__ import annotations
 
 import argparse
+import configparser
 import json
 import os
 import re
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS = ROOT / "mutants"
 EQUIVALENTS_DOC = ROOT / "docs" / "mutation.md"
-# the stable modules first (issue 11): other branches were changing run, agent, formatting
-DEFAULT_MODULES = [
-    "tools", "schema", "pipeline", "batch", "extraction", "registry", "run", "agent", "_core", "_closing", "_failures", "formatting",
+# Every module of the package, each scored on its own (a package's ``__init__`` too). The spec
+# modules first, as before; then the rest, smallest risk first. tests/contract/test_mutation_setup.py
+# holds this list and setup.cfg's only_mutate to every module under yiemagent/.
+SPEC_MODULES = [
+    "tools/__init__", "tools/list_tools", "tools/get_time", "tools/get_weather", "tools/_tool_source", "tools/write_tool",
+    "pipeline", "batch", "extraction", "registry", "run", "agent", "loop", "_failures", "formatting",
 ]
+OTHER_MODULES = [
+    "history/_json", "history/_stored", "history/files", "history/sessions", "history/_locked_files", "history/postgres", "history/__init__",
+    "llm/_sse", "llm/_http", "llm/_wire", "llm/_anthropic_reply", "llm/_client", "llm/_guard", "llm/openai", "llm/anthropic",
+    "llm/fallback", "llm/offline", "llm/scripted", "llm/__init__",
+    "_secrets", "_bounds", "_threads", "_format_cache", "_moved",
+    "types", "events", "normalize", "approvals", "errors", "__init__", "__main__",
+    "typed/_codecs", "typed/functions", "typed/_parameter_fill", "typed/output", "typed/__init__",
+    "tools/agent_tool",
+    "cli/console", "cli/commands", "cli/demo", "cli/__init__",
+    "mcp/_convert", "mcp/_core", "mcp/_follow", "mcp/_listing", "mcp/_session", "mcp/_stdio", "mcp/client", "mcp/__init__",
+    "otel/_content", "otel/_spans", "otel/export", "otel/sink", "otel/__init__",
+]
+DEFAULT_MODULES = SPEC_MODULES + OTHER_MODULES
 KILLED = {1, 3, 36, 37, -24, 24, 152, 255}  # mutmut's "killed", "timeout", "caught by type check"
 SURVIVED = {0, 5, 33}  # "survived", "no tests"
 
@@ -102,15 +127,121 @@ def pattern(module: str) -> str:
     return dotted + ".*"
 
 
+def generate_mutants() -> int:
+    """mutmut's first step alone: copy the tree into ./mutants and write the mutants of every
+    module (only those of changed functions after the first time), without its traced run."""
+    os.chdir(ROOT)
+    from mutmut import __main__ as mm
+
+    os.makedirs("mutants", exist_ok=True)
+    mm.copy_src_dir()
+    mm.copy_also_copy_files()
+    mm.setup_source_paths()
+    mm.store_lines_covered_by_tests()
+    mm.create_mutants(1)
+    return 0
+
+
+def _pytest_args(tests: list[str]) -> list[str]:
+    """``tests`` with setup.cfg's ``[mutmut] pytest_add_cli_args``, stopping at the first failure."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg", encoding="utf-8")
+    added = [line.strip() for line in config["mutmut"].get("pytest_add_cli_args", "").splitlines() if line.strip()]
+    return [*tests, *added, "-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+
+
+def _in_child(name: str, args: list[str], timeout_s: float) -> int:
+    """pytest.main(args) in a forked child with ``name`` switched on; its exit code (36 when it ran past ``timeout_s``)."""
+    import pytest
+
+    pid = os.fork()
+    if pid == 0:  # the child: quiet, then exit with pytest's code
+        try:
+            os.environ["MUTANT_UNDER_TEST"] = name
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            code = int(pytest.main(args))
+        except BaseException:
+            code = 3
+        os._exit(code)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return 36
+        time.sleep(0.02)
+
+
+def run_against(module: str, tests: list[str]) -> None:
+    """Each mutant of ``module`` not yet killed, run against ``tests`` only: mutmut's mutants, without mutmut's traced run.
+
+    ``mutmut run`` first maps every test to the functions it reaches by running the whole
+    suite traced, and that run died with SIGSEGV (in ``ContextVar.set``, on the agent
+    loop's thread, at the same test each time: docs/mutation.md). Given the module's test
+    files, this runs each mutant the way mutmut's fork server does: this process imports
+    the tests once (collection only: no test runs here, so no thread of theirs is
+    inherited), then a child forked per mutant switches it on (``MUTANT_UNDER_TEST``) and
+    runs the tests until one fails. Results go to mutmut's ``.meta`` files, so the score
+    and ``--report-only`` read them as mutmut's own; a mutant already killed is not rerun.
+    """
+    import pytest
+
+    shutil.copytree(ROOT / "tests", MUTANTS / "tests", dirs_exist_ok=True)  # the tests as they are now
+    os.chdir(MUTANTS)
+    sys.path[:0] = [str(MUTANTS)]
+    os.environ.update(HYPOTHESIS_PROFILE="mutate", PY_IGNORE_IMPORTMISMATCH="1", MUTANT_UNDER_TEST="")
+    args = _pytest_args(tests)
+    started = time.monotonic()
+    if _in_child("", args, 300.0) != 0:
+        raise SystemExit(f"{module}: the tests fail on the unmutated code ({' '.join(tests)}): nothing checked")
+    timeout_s = max(30.0, 10 * (time.monotonic() - started))  # a mutant that makes the tests hang past pytest-timeout's 20 s a test
+    if _in_child("fail", args, timeout_s) == 0:
+        raise SystemExit(f"{module}: the tests pass with every function made to raise: they do not run mutmut's copy")
+    null = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(1)
+    os.dup2(null, 1)
+    try:
+        pytest.main([*args, "--collect-only"])  # imports the test modules once, for every child
+    finally:
+        os.dup2(saved, 1)
+    path = MUTANTS / "yiemagent" / module
+    metas = sorted(path.rglob("*.py.meta")) if path.is_dir() else [path.parent / f"{path.name}.py.meta"]
+    for meta in metas:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        codes = data["exit_code_by_key"]
+        for name in sorted(codes):
+            if codes[name] in KILLED:
+                continue
+            started = time.monotonic()
+            codes[name] = _in_child(name, args, timeout_s)
+            data.setdefault("durations_by_key", {})[name] = time.monotonic() - started
+            meta.write_text(json.dumps(data, indent=4), encoding="utf-8")
+    os.chdir(ROOT)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", default=DEFAULT_MODULES, help="modules or packages under yiemagent/")
     parser.add_argument("--report-only", action="store_true", help="print the scores of the last run without running")
     parser.add_argument("--workers", type=int, default=1, help="mutants tested at once (default 1)")
+    parser.add_argument("--tests", help="run each module's mutants against these tests (one string), without mutmut's traced run (see run_against)")
+    parser.add_argument("--generate-only", action="store_true", help="only write the mutants into ./mutants (see generate_mutants)")
+    parser.add_argument("--no-generate", action="store_true", help="with --tests: use the mutants ./mutants holds, without regenerating them")
     args = parser.parse_args()
+    if args.generate_only:
+        return generate_mutants()
+    if not args.report_only and args.tests is not None and not args.no_generate:
+        subprocess.run([sys.executable, __file__, "--generate-only"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     equivalent, by_hand = equivalents(), switched_on_by_hand()
     for module in args.modules:
-        if not args.report_only:
+        if not args.report_only and args.tests is not None:
+            run_against(module, shlex.split(args.tests))
+        elif not args.report_only:
             # mutmut exits non-zero when mutants survive; the score below says how many
             subprocess.run(
                 [sys.executable, "-m", "mutmut", "run", pattern(module), "--max-children", str(args.workers)],

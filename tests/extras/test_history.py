@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from datetime import date, datetime, time, timedelta, timezone
 
 import pytest
@@ -18,6 +20,7 @@ import strategies
 from helpers import WAIT, blocking_tool, make_tool, text_result
 from yiemagent import (
     AgentClosedError,
+    ApprovalMessage,
     AssistantMessage,
     ImageContent,
     LLMUsage,
@@ -85,12 +88,41 @@ def test_any_message_round_trips_through_its_json_form(message):
 
 
 def test_the_document_is_versioned_json(tmp_path):
-    """The file is one JSON document naming its format and version; timestamps are ISO 8601 strings."""
+    """The file is one JSON document naming its format and version, indented one space a level (a diff of two saves shows the fields that changed); timestamps are ISO 8601 strings."""
     path = tmp_path / "h.json"
     save_history(every_kind()[:1], path)
+    assert path.read_text(encoding="utf-8").startswith('{\n "format": "yiemagent-history",\n "version": 1,\n "messages": [\n  {\n')
     document = json.loads(path.read_text(encoding="utf-8"))
     assert document["format"] == "yiemagent-history" and document["version"] == 1
     assert document["messages"][0]["timestamp"] == "2024-05-01T12:30:15.123456+02:00"
+
+
+def test_a_save_reaches_the_disk_before_it_replaces_the_old_file(tmp_path, monkeypatch):
+    """The temporary (.h.json.xxxxxxxx.tmp beside the file) is fsynced whole before the rename, and the directory after it: a power cut leaves the old file or the new one."""
+    path = tmp_path / "h.json"
+    save_history(every_kind()[:1], path)
+    old = path.read_bytes()
+    steps, temporaries = [], []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        kind = "directory" if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")) else "file"
+        steps.append((kind, os.fstat(fd).st_size if kind == "file" else None, path.read_bytes() == old))
+        real_fsync(fd)
+
+    def replace(source, target):
+        steps.append(("replace", os.path.getsize(source), path.read_bytes() == old))
+        temporaries.append(Path(source))
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    save_history(every_kind(), path)
+    size = path.stat().st_size
+    assert size > len(old)
+    assert steps == [("file", size, True), ("replace", size, True), ("directory", None, False)]
+    [temporary] = temporaries  # beside the file (a rename within one directory), shaped as the cleaning looks for
+    assert temporary.parent == tmp_path and re.fullmatch(r"\.h\.json\.[a-z0-9_]{8}\.tmp", temporary.name)
 
 
 def test_an_object_beyond_the_table_is_kept_as_its_repr(tmp_path):
@@ -156,6 +188,8 @@ GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp"
         ("{not json", r"is not JSON"),
         (json.dumps({"messages": []}), r"is not a yiemagent history"),
         (json.dumps({"format": "yiemagent-history", "version": 99, "messages": []}), r"has version 99"),
+        (json.dumps({"format": "yiemagent-history", "messages": []}), r"has version None; this yiemagent reads version 1"),
+        (json.dumps({"format": "yiemagent-history", "version": "1", "messages": []}), r"has version '1'"),
         (json.dumps({"format": "yiemagent-history", "version": 1, "messages": {}}), r"'messages' is dict"),
         (_document(GOOD, "text"), r"messages\[1\]: is str"),
         (_document(GOOD, {**GOOD, "role": "system"}), r"messages\[1\]: has role 'system'"),
@@ -198,6 +232,7 @@ def test_complete_tool_calls_answers_each_missing_call_after_the_batch():
     assert [(m.role, getattr(m, "tool_call_id", None)) for m in mended] == [("user", None), ("assistant", None), ("tool", "b"), ("tool", "a"), ("tool", "c")]
     assert [i for i, _ in added] == [3, 4] and all(m.is_error and m.content[0].text == LOST_RESULT_MESSAGE for _, m in added)
     assert added[1][1].tool_name == "u" and added[0][1].timestamp == reply.timestamp and moved == dropped == []
+    assert all(m.details == {} for _, m in added)  # an error result like any other, as _failures makes them
 
 
 def test_complete_tool_calls_leaves_a_whole_history_alone(caplog):
@@ -229,6 +264,45 @@ def test_orphan_and_duplicate_results_are_dropped_with_a_warning_naming_where(ca
     assert "1 result(s) answering a call already answered left out ('a')" in caplog.text
 
 
+def test_the_warning_names_at_most_five_ids_of_each_kind_and_counts_the_rest(caplog):
+    """Seven orphans and six unanswered calls: each list in the warning names five ids, then "and N more"; the parts are joined by "; "."""
+    history = [ToolResultMessage(f"o{i}", "t", []) for i in range(7)]
+    history.append(tool_call_reply(*[(f"c{i}", "t", {}) for i in range(6)]))
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        complete_tool_calls(history, "here")
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "here: mended to be valid to send: "
+        "6 tool call(s) without a result answered with an error result ('c0', 'c1', 'c2', 'c3', 'c4' and 1 more); "
+        "7 result(s) without a call in their batch left out ('o0', 'o1', 'o2', 'o3', 'o4' and 2 more)"
+    )
+
+
+def test_the_warning_says_a_history_when_no_place_is_named(caplog):
+    """complete_tool_calls(history) without ``where``: the warning begins "a history: "."""
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        complete_tool_calls([ToolResultMessage("o", "t", [])])
+    assert caplog.records[0].getMessage().startswith("a history: mended to be valid to send: 1 result(s) without a call")
+
+
+def test_a_result_moved_back_from_after_another_message_is_not_seen_twice_and_what_follows_is_kept():
+    """A call's result pushed past a user message moves back to its call; the messages after its old place stay, in order."""
+    result = ToolResultMessage("a", "t", [TextContent("late")])
+    history = [tool_call_reply(("a", "t", {})), UserMessage([TextContent("between")]), result, UserMessage([TextContent("after")]), tool_call_reply(("b", "t", {}))]
+    mended, added, moved, dropped = complete_tool_calls(history)
+    assert mended[:4] == [history[0], result, history[1], history[3]] and mended[4] is history[4]
+    assert moved == [(2, 1)] and dropped == [] and [r.tool_call_id for _, r in added] == ["b"]
+
+
+def test_five_ids_are_named_without_a_count_of_more(caplog):
+    """Exactly five results moved: all five named, no "and 0 more"."""
+    history = [tool_call_reply(*[(f"c{i}", "t", {}) for i in range(5)]), UserMessage([TextContent("between")])]
+    history += [ToolResultMessage(f"c{i}", "t", []) for i in range(5)]
+    with caplog.at_level("WARNING", logger="yiemagent.history"):
+        complete_tool_calls(history, "here")
+    assert caplog.records[0].getMessage() == "here: mended to be valid to send: 5 result(s) moved after their call ('c0', 'c1', 'c2', 'c3', 'c4')"
+
+
 def test_a_result_found_later_is_moved_after_its_call_but_never_past_a_call_of_the_same_id():
     """A result another writer's messages pushed away from its call moves back; one beyond a later call of the same id belongs to that call."""
     own = ToolResultMessage("a", "t", [TextContent("a's result")])
@@ -248,6 +322,39 @@ def test_a_result_found_later_is_moved_after_its_call_but_never_past_a_call_of_t
     assert [getattr(m, "tool_call_id", None) or m.role for m in mended] == ["assistant", "a", "user", "assistant", "b", "assistant", "r", "user", "assistant", "r"]
     assert mended[1] is own and moved == [(3, 1)] and dropped == []
     assert [(i, r.tool_call_id, r.is_error) for i, r in added] == [(6, "r", True)] and mended[9] is history[8]
+
+
+def approval(call_id: str, decision: str) -> ApprovalMessage:
+    return ApprovalMessage(call_id, "t", decision)
+
+
+def test_a_deferred_call_of_the_last_batch_waits_and_the_calls_after_it_are_still_answered():
+    """Decision 18: the last batch's calls a, b deferred and undecided wait without a result; c, not deferred and unanswered, gets the error result."""
+    history = [tool_call_reply(("a", "t", {}), ("b", "t", {}), ("c", "t", {})), approval("a", "deferred"), approval("b", "approved")]
+    mended, added, moved, dropped = complete_tool_calls(history)
+    assert mended[:3] == history and [(r.tool_call_id, r.is_error) for _, r in added] == [("c", True)] and moved == dropped == []
+
+
+def test_a_deferred_call_whose_result_came_later_takes_it_instead_of_waiting():
+    """A deferred call of the last batch whose result was stored after another message (a second writer) is answered by that result, moved back."""
+    result = ToolResultMessage("a", "t", [TextContent("ran")])
+    history = [tool_call_reply(("a", "t", {})), approval("a", "deferred"), UserMessage([TextContent("between")]), result]
+    mended, added, moved, dropped = complete_tool_calls(history)
+    assert mended == [history[0], history[1], result, history[2]] and moved == [(3, 2)] and added == dropped == []
+
+
+@pytest.mark.parametrize("after", ["approved", "deferred", "rejected"])
+def test_a_call_once_resumed_is_lost_without_a_result_whatever_step_follows(after):
+    """"resumed" means the call started: without a result it is answered as lost, even when a later step names another decision."""
+    history = [tool_call_reply(("a", "t", {})), approval("a", "approved"), approval("a", "resumed"), approval("a", after)]
+    mended, added, moved, dropped = complete_tool_calls(history)
+    assert mended[:4] == history and [(r.tool_call_id, r.content[0].text) for _, r in added] == [("a", LOST_RESULT_MESSAGE)]
+
+
+def test_a_call_deferred_then_approved_and_not_resumed_still_waits():
+    """The latest step counts: deferred then approved (not yet started) waits for continue_agent, with no result."""
+    history = [tool_call_reply(("a", "t", {})), approval("a", "deferred"), approval("a", "approved")]
+    assert complete_tool_calls(history) == (history, [], [], [])
 
 
 def test_mending_is_idempotent():
@@ -473,3 +580,31 @@ def test_an_unlocked_temporary_younger_than_the_grace_is_left(tmp_path):
     age(fresh, STALE_AFTER_S + 1)
     save_history([], tmp_path / "h.json")
     assert temporaries(tmp_path) == []
+
+
+def test_a_stale_temporary_is_removed_with_an_info_record_and_young_ones_around_it_do_not_stop_the_cleaning(tmp_path, caplog):
+    """Among young temporaries (and a directory of that shape), each stale one is removed, and an INFO record names it and the file saved."""
+    young = [tmp_path / f".h.json.young{i:03d}.tmp" for i in range(12)]
+    for path in young:
+        path.write_bytes(b"{")
+    (tmp_path / ".h.json.adirect.tmp").mkdir()
+    age(tmp_path / ".h.json.adirect.tmp")
+    stale = [tmp_path / ".h.json.stale000.tmp", tmp_path / ".h.json.stale001.tmp"]
+    for path in stale:
+        path.write_bytes(b"{")
+        age(path)
+    with caplog.at_level("INFO", logger="yiemagent.history"):
+        save_history([], tmp_path / "h.json")
+    assert temporaries(tmp_path) == sorted([p.name for p in young] + [".h.json.adirect.tmp"])
+    assert sorted(r.getMessage() for r in caplog.records) == [f"removed {p}, left by a save of h.json that did not finish" for p in stale]
+
+
+def test_a_symlink_shaped_like_a_temporary_is_never_followed_or_removed(tmp_path):
+    """A stale-looking symlink named like a temporary, pointing at a file elsewhere: the link and its target stay."""
+    target = tmp_path / "elsewhere"
+    target.write_text("keep me")
+    link = tmp_path / ".h.json.symlink0.tmp"
+    link.symlink_to(target)
+    age(target)
+    save_history([], tmp_path / "h.json")
+    assert link.is_symlink() and target.read_text() == "keep me"

@@ -6,12 +6,15 @@ A test taking ``backend`` (or ``session``) runs against SQLiteSession and Postgr
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -37,7 +40,7 @@ from yiemagent import (
     shutdown,
     take_response,
 )
-from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
+from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls, hold_session, release_session
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
 from session_backends import backend, postgres_server, session  # noqa: F401  fixtures: each backend in turn
@@ -106,11 +109,32 @@ def test_a_closed_session_refuses_calls(session):
         session.append(user("x"))
 
 
-@pytest.mark.parametrize("kwargs, match", [({"session_id": ""}, "session_id"), ({"session_id": "s", "synchronous": "SOMETIMES"}, "synchronous")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"session_id": ""}, "session_id must be a non-empty string, got ''"),
+        ({"session_id": "s\ud800"}, r"session_id must be text UTF-8 can encode, got 's\\ud800' \(a lone surrogate\)"),
+        ({"session_id": "s", "synchronous": "SOMETIMES"}, "synchronous must be one of OFF, NORMAL, FULL, EXTRA, got 'SOMETIMES'"),
+    ],
+)
 def test_bad_arguments_are_refused(tmp_path, kwargs, match):
-    """An empty session id or an unknown synchronous level raises ValueError."""
+    """An empty session id, one UTF-8 cannot encode, or an unknown synchronous level raises ValueError saying what is allowed."""
     with pytest.raises(ValueError, match=match):
         SQLiteSession(tmp_path / "s.db", **kwargs)
+
+
+def test_an_append_waits_timeout_seconds_for_another_writer_then_raises(tmp_path):
+    """timeout= is how long a write waits for another connection's lock: 0.2 s, then sqlite3.OperationalError (SQLite's own default would wait 5 s)."""
+    with SQLiteSession(tmp_path / "s.db", "s", timeout=0.2) as s:
+        other = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # holds the write lock
+            started = time.monotonic()
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                s.append(user("x"))
+            assert time.monotonic() - started < 3
+        finally:
+            other.close()
 
 
 @pytest.mark.parametrize("level, value", [("FULL", 2), ("NORMAL", 1), ("off", 0)])
@@ -243,6 +267,25 @@ def test_a_gap_inside_a_session_is_mended_in_memory_only(agents, session):
     shutdown(agent, timeout=WAIT)
     again = agents(ScriptedLLM([]), session=session)
     assert again.history() == agent.history()
+
+
+def test_results_a_cut_batch_lacks_are_stored_in_the_session_when_an_agent_starts(agents, session):
+    """A session whose last batch has a result for one call of four: the agent answers the other three with error results and stores exactly those, after the stored messages; a gap earlier stays in memory only."""
+    stored = [
+        tool_call_reply(("g", "echo", {})),
+        user("a gap: g has no result"),
+        tool_call_reply(("c0", "echo", {}), ("c1", "echo", {}), ("c2", "echo", {}), ("c3", "echo", {})),
+        ToolResultMessage("c1", "echo", [TextContent("done")]),
+    ]
+    for message in stored:
+        session.append(message)
+    agent = agents(ScriptedLLM([]), session=session)
+    history = agent.history()
+    assert [(m.role, getattr(m, "tool_call_id", None), getattr(m, "is_error", None)) for m in history] == [
+        ("assistant", None, None), ("tool", "g", True), ("user", None, None),
+        ("assistant", None, None), ("tool", "c1", False), ("tool", "c0", True), ("tool", "c2", True), ("tool", "c3", True),
+    ]
+    assert session.messages() == stored + history[5:]
 
 
 def test_session_and_messages_together_are_refused(tmp_path):
@@ -380,6 +423,82 @@ def test_a_second_agent_on_a_held_session_id_is_refused_at_once(tmp_path):
             assert other.history() == []
 
 
+def test_the_hold_is_a_lock_file_named_by_the_session_ids_hash_beside_the_database(tmp_path):
+    """docs/sessions.md: the hold locks <database>-locks/<32 hex digits of SHA-256(session id)>.lock, which holds the holder's process id."""
+    db = tmp_path / "s.db"
+    path = tmp_path / "s.db-locks" / (hashlib.sha256("ada".encode("utf-8")).hexdigest()[:32] + ".lock")
+    with held(db, "ada"):
+        assert os.listdir(tmp_path / "s.db-locks") == [path.name]
+        assert path.read_text() == f"{os.getpid()}\n"
+    assert not path.exists()
+
+
+def test_a_holder_that_wrote_no_process_id_is_refused_without_naming_one(tmp_path):
+    """A lock file locked by a holder that has not written its id yet: SessionInUseError without a "(process ...)" part."""
+    db = tmp_path / "s.db"
+    SQLiteSession(db, "s").close()
+    directory = tmp_path / "s.db-locks"
+    directory.mkdir()
+    with open(directory / (hashlib.sha256(b"s").hexdigest()[:32] + ".lock"), "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with SQLiteSession(db, "s") as session, pytest.raises(SessionInUseError) as info:
+            session.acquire()
+    assert str(info.value) == f"session 's' in {str(db)!r} is held by another agent: one agent holds a session at a time"
+
+
+@pytest.mark.parametrize(
+    "written, named",
+    [(b"4242\n", " (process 4242)"), (b"4242" + b" " * 28 + b"more", " (process 4242)"), (b"junk\n", ""), (b"\xff\xfe\n", "")],
+    ids=["an-id", "an-id-then-more-after-32-bytes", "not-an-id", "not-ascii"],
+)
+def test_the_refusal_names_the_id_the_holder_wrote_and_nothing_else(tmp_path, written, named):
+    """The holder's lock file is read for its process id (its first 32 bytes, digits only): anything else is not named, and never raises."""
+    db = tmp_path / "s.db"
+    SQLiteSession(db, "s").close()
+    directory = tmp_path / "s.db-locks"
+    directory.mkdir()
+    with open(directory / (hashlib.sha256(b"s").hexdigest()[:32] + ".lock"), "a+b") as handle:
+        handle.write(written)
+        handle.flush()
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with SQLiteSession(db, "s") as session, pytest.raises(SessionInUseError) as info:
+            session.acquire()
+    assert str(info.value) == f"session 's' in {str(db)!r} is held by another agent{named}: one agent holds a session at a time"
+
+
+def test_a_database_not_in_wal_mode_is_used_with_a_warning_naming_its_mode(tmp_path, caplog):
+    """":memory:" cannot be in WAL mode: the session works and a warning names the database and its journal mode; a file database gives none."""
+    with caplog.at_level("WARNING", logger="yiemagent.sessions"):
+        with SQLiteSession(tmp_path / "s.db", "s"):
+            pass
+        assert caplog.records == []
+        with SQLiteSession(":memory:", "s") as memory:
+            memory.append(user("kept"))
+            assert [m.content[0].text for m in memory.messages()] == ["kept"]
+    assert [r.getMessage() for r in caplog.records] == ["SQLite database ':memory:' is in journal mode 'memory', not WAL"]
+
+
+def test_a_private_database_is_held_by_its_object_alone(tmp_path, monkeypatch):
+    """":memory:" is seen by its own connection only: acquire takes no lock file (none appears in the working directory), a second acquire is refused, release frees it."""
+    monkeypatch.chdir(tmp_path)
+    with SQLiteSession(":memory:", "s") as session:
+        session.acquire()
+        with pytest.raises(SessionInUseError, match="already held by an agent using this SQLiteSession"):
+            session.acquire()
+        session.release()
+        session.acquire()
+        session.release()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_appending_what_is_not_a_message_names_its_type(tmp_path):
+    """SQLiteSession.append({...}) raises MessageFormatError naming the type it got; nothing is stored."""
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        with pytest.raises(MessageFormatError, match="^a session stores AgentMessages, got dict$"):
+            session.append({"role": "user", "content": []})
+        assert session.messages() == []
+
+
 def test_one_session_object_cannot_serve_two_agents(tmp_path):
     """The same SQLiteSession given to a second live agent: SessionInUseError, and the first agent keeps its hold."""
     with SQLiteSession(tmp_path / "s.db", "s") as session:
@@ -466,6 +585,50 @@ def test_a_session_of_ones_own_is_acquired_before_it_is_read_and_released_once_a
     shutdown(agent, timeout=WAIT)
     shutdown(agent, timeout=WAIT)
     assert session.calls == ["acquire", "messages", "release"]
+
+
+class AcquireOnly(FailingSession):
+    """Half a HeldSession: acquire without release (or, with ``release_only``, the other half)."""
+
+    def __init__(self, release_only=False):
+        super().__init__(room=100)
+        self.calls = []
+        setattr(self, "release" if release_only else "acquire", lambda: self.calls.append("called"))
+
+
+@pytest.mark.parametrize("release_only", [False, True], ids=["acquire-only", "release-only"])
+def test_a_session_with_half_of_the_hold_is_not_held(release_only):
+    """A session with acquire but no release (or release but no acquire) is not a HeldSession: the agent calls neither half, and runs."""
+    session = AcquireOnly(release_only)
+    agent = YiemAgent(llm_call=ScriptedLLM(["fine"]), agent_event_sink=None, session=session)
+    run_agent(agent, "hi")
+    assert take_response(agent, timeout=WAIT).content[0].text == "fine"
+    shutdown(agent, timeout=WAIT)
+    assert session.calls == []
+
+
+@pytest.mark.parametrize("halves", ["neither", "acquire-only", "release-only"])
+def test_hold_and_release_of_a_session_without_both_halves_do_nothing_and_never_raise(halves):
+    """hold_session / release_session on a session that is not a HeldSession call nothing, raise nothing."""
+    session = FailingSession(room=1) if halves == "neither" else AcquireOnly(release_only=halves == "release-only")
+    hold_session(session)
+    release_session(session)
+    assert getattr(session, "calls", []) == []
+
+
+def test_a_release_that_raises_is_logged_naming_the_session_and_the_error(caplog):
+    """release() raising at shutdown does not escape; an ERROR on yiemagent.sessions names the session, the exception's type and text."""
+
+    class BadRelease(HeldRecorder):
+        def release(self):
+            raise OSError("the lock file is gone")
+
+    agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=BadRelease())
+    with caplog.at_level("ERROR", logger="yiemagent.sessions"):
+        shutdown(agent, timeout=WAIT)
+    [record] = [r for r in caplog.records if r.name == "yiemagent.sessions"]
+    assert record.getMessage() == "the session FailingSession() could not be released: OSError: the lock file is gone"
+    assert record.exc_info[0] is OSError
 
 
 def test_a_constructor_that_fails_after_the_hold_gives_the_session_back():

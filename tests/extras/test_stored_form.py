@@ -250,6 +250,8 @@ def test_a_user_row_the_check_refuses_is_named_with_its_entry_and_field(change, 
         (3, lambda d: d.update(details={"$type": "int", "hex": "zz"}), "row 7: an 'int' value that is not hex"),
         (3, lambda d: d.pop("tool_name"), "row 7: has no 'tool_name'"),
         (3, lambda d: d.update(details={"$type": []}), "row 7: unknown tagged value '[]'"),
+        (3, lambda d: d.update(details={"$type": "bytes", "base64": "\ud800"}), "row 7: a 'bytes' value without valid base64"),
+        (3, lambda d: d.update(details={"$type": "bytes", "base64": "é"}), "row 7: a 'bytes' value without valid base64"),
     ],
 )
 def test_a_row_of_another_kind_the_check_refuses_is_named_with_its_entry_and_field(index, change, refusal):

@@ -110,6 +110,17 @@ def test_asking_to_wait_longer_than_the_cap_fails_at_once(headers, asked_ms):
 
 
 @pytest.mark.spec("14")
+@pytest.mark.parametrize("status", [429, 503, 529])
+@pytest.mark.parametrize("headers", [{"Retry-After": "120"}, {"retry-after-ms": "120000"}], ids=["seconds", "ms"])
+def test_retry_after_is_read_on_429_503_and_529(status, headers):
+    """Anthropic's 529 (overloaded) and a 503 ask for a wait as a 429 does: a wait beyond the cap fails at once, stating it."""
+    with LocalServer(sequence(Reply(status=status, headers=headers, body={"error": {"message": "overloaded"}}), Reply(body=OK))) as server:
+        with pytest.raises(LLMError, match="asked to wait 120000 ms") as info:
+            client_for(server, max_retry_delay_ms=1000)(FORMATTED)
+    assert len(server.requests) == 1 and info.value.status == status and info.value.retry_after_ms == 120000
+
+
+@pytest.mark.spec("14")
 def test_retry_after_on_a_500_is_not_honoured():
     """Retry-After is honoured on 429/503/529 only: a 500 asking for 120 s is retried with backoff instead."""
     with LocalServer(sequence(Reply(status=500, headers={"Retry-After": "120"}, body={}), Reply(body=OK))) as server:

@@ -111,6 +111,59 @@ def test_any_chunking_parses_to_the_same_events(data, events, line_end):
     assert parse(*chunks) == expected(events)
 
 
+def test_a_first_event_of_exactly_the_cap_passes_and_one_byte_more_raises():
+    """The cap counts a data line's bytes and its newline from the first byte of the stream: an event of exactly max_event_bytes passes, one byte more raises."""
+    line = b"data: " + b"x" * 93  # 99 bytes and its newline: 100
+    assert parse(line + b"\n\n", max_event_bytes=100) == [SSEEvent("message", "x" * 93)]
+    with pytest.raises(SSEError, match="exceeds 100 bytes"):
+        parse(line + b"x\n\n", max_event_bytes=100)
+
+
+def test_an_unfinished_first_line_of_exactly_the_cap_is_kept_and_one_byte_more_raises():
+    """Bytes of a line not yet ended count against the cap from the first chunk: exactly max_event_bytes of them wait for the rest, one more raises."""
+    parser = SSEParser(max_event_bytes=100)
+    assert parser.feed(b"data: " + b"y" * 94) == []
+    with pytest.raises(SSEError):
+        SSEParser(max_event_bytes=100).feed(b"data: " + b"y" * 95)
+
+
+@pytest.mark.parametrize("value", ["soon", "-5", "1.5", "\u0661\u0662"], ids=["word", "negative", "fraction", "arabic-digits"])
+def test_retry_is_none_until_a_valid_retry_field_and_an_invalid_one_changes_nothing(value):
+    """retry holds the last retry: value made of ASCII digits only; before any it is None, and an invalid one is ignored."""
+    parser = SSEParser()
+    assert parser.retry is None
+    parser.feed(f"retry: {value}\n".encode())
+    assert parser.retry is None
+    parser.feed(b"retry: 250\n")
+    parser.feed(f"retry: {value}\n".encode())
+    assert parser.retry == 250
+
+
+def test_an_event_of_two_data_lines_is_capped_on_their_sum_and_the_next_event_starts_from_zero():
+    """Each data line counts its bytes and a newline: two lines of exactly max_event_bytes together pass, one byte more raises; after a dispatch the next event may again use it all."""
+    first, second = b"data: " + b"a" * 43, b"data: " + b"b" * 44  # 50 and 51 bytes with their newlines
+    assert parse(first + b"\n" + second[:-1] + b"\n\n" + first + b"\n" + second[:-1] + b"\n\n", max_event_bytes=100) == [SSEEvent("message", "a" * 43 + "\n" + "b" * 43)] * 2
+    with pytest.raises(SSEError):
+        parse(first + b"\n" + second + b"\n\n", max_event_bytes=100)
+
+
+def test_a_lone_colon_is_an_empty_comment():
+    """A line that is only ":" is a comment: ignored, the event around it intact."""
+    assert parse(b"data: a\n:\ndata: b\n\n") == [SSEEvent("message", "a\nb")]
+
+
+def test_a_bom_starting_a_later_line_is_not_dropped():
+    """Only the stream's first line may start with a BOM that is dropped: at a later line's start it is part of the field name, an unknown field."""
+    assert parse(b"data: a\n\xef\xbb\xbfdata: b\n\n") == [SSEEvent("message", "a")]
+
+
+def test_an_unfinished_line_after_a_whole_event_in_one_chunk_counts_only_its_own_bytes():
+    """One chunk holding a dispatched event and the start of the next line: only that start counts against the next event's cap."""
+    parser = SSEParser(max_event_bytes=100)
+    assert parser.feed(b"data: " + b"a" * 50 + b"\n\n" + b"data: " + b"y" * 54) == [SSEEvent("message", "a" * 50)]
+    assert parser.feed(b"\n\n") == [SSEEvent("message", "y" * 54)]
+
+
 def reference_parse(body: bytes, max_event_bytes=None) -> list[SSEEvent]:
     """WHATWG "Parsing an event stream", read as plainly as it is written: the whole stream
     decoded at once, split at CRLF, CR or LF, each line taken in turn (no size cap)."""

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import FIXTURES, WAIT, EventRecorder, make_tool, text_result
 from localserver import LocalServer, Reply
-from yiemagent import LLMError, ToolStore, YiemAgent, register_tool, run_agent, take_response
+from yiemagent import LLMError, ToolStore, YiemAgent, extract_tool_calls, register_tool, run_agent, take_response
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.events import stream_to
 
@@ -390,3 +390,78 @@ def test_connection_is_kept_alive_between_whole_replies():
         client(FORMATTED)
         client(FORMATTED)
     assert server.requests[0].client_port == server.requests[1].client_port
+
+
+# --- decision 10 on the wire: a reply cut at the token limit runs none of its calls --------
+
+CUT_CALL = {"id": "call_1", "type": "function", "function": {"name": "json", "arguments": '{"x": 1}'}}
+
+
+def openai_cut_reply(stream: bool) -> Reply:
+    if not stream:
+        return Reply(body={"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [CUT_CALL]}, "finish_reason": "length"}]})
+    return Reply(chunks=[sse(chunk(tool_calls=[{"index": 0, **CUT_CALL}]), chunk(finish="length"), done=True)], headers=SSE)
+
+
+def anthropic_cut_reply(stream: bool) -> Reply:
+    block = {"type": "tool_use", "id": "toolu_1", "name": "json", "input": {"x": 1}}
+    if not stream:
+        return Reply(body={"type": "message", "role": "assistant", "model": "m", "content": [block], "stop_reason": "max_tokens"})
+    events = [
+        {"type": "message_start", "message": {"model": "m", "usage": {"input_tokens": 3}}},
+        {"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"x": 1}'}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 9}},
+        {"type": "message_stop"},
+    ]
+    return Reply(chunks=[anthropic_sse(events)], headers=SSE)
+
+
+def final_reply(provider: str, stream: bool) -> Reply:
+    if provider == "anthropic":
+        return Reply(body={"type": "message", "role": "assistant", "content": [{"type": "text", "text": "re-issued"}], "stop_reason": "end_turn"})
+    return Reply(chunks=[sse(chunk("re-issued", "stop"), done=True)], headers=SSE) if stream else Reply(body=chunk_reply("re-issued"))
+
+
+@pytest.mark.spec("14")
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_reply_cut_at_the_token_limit_keeps_stop_reason_length_and_its_calls_are_not_run(provider, stream):
+    """finish_reason "length" (OpenAI) or stop_reason "max_tokens" (Anthropic) with whole-looking tool calls: the reply's stop_reason is "length", not "tool_use", and the agent answers the calls with an error instead of running them (decision 10)."""
+    ran = []
+    store = ToolStore("cut")
+    register_tool(store, make_tool("json", lambda call_id, args, *rest: ran.append(args) or text_result("done"), schema={"type": "object"}))
+    cut = openai_cut_reply(stream) if provider == "openai" else anthropic_cut_reply(stream)
+    with LocalServer(sequence(cut, cut, final_reply(provider, stream))) as server:
+        client = (openai if provider == "openai" else anthropic)(server, stream=stream, max_retries=0)
+        message = client(FORMATTED)
+        assert message.stop_reason == "length"
+        assert [b.get("type") for b in message.content if isinstance(b, dict)] == ["tool_calls" if provider == "openai" else "tool_call"]
+        with YiemAgent(llm_call=client, agent_event_sink=None, tool_store=store) as agent:
+            run_agent(agent, "go")
+            response = take_response(agent, timeout=WAIT)
+    assert ran == [] and response.content[0].text == "re-issued"
+    [result] = [m for m in agent.history() if m.role == "tool"]
+    assert result.is_error and "cut off by the token limit" in result.content[0].text
+
+
+@pytest.mark.spec("14")
+@pytest.mark.parametrize("cut", [False, True], ids=["closed", "connection-cut"])
+def test_anthropic_stream_ending_without_message_stop_is_an_error(cut):
+    """Every block stopped, the stop reason sent, but no message_stop: a retryable LLMError, never the text so far as a reply (decision 14)."""
+    events = [e for e in anthropic_events("anthropic-stream-tool-use.jsonl") if e["type"] != "message_stop"]
+    assert [e["type"] for e in events][-1] == "message_delta"
+    with LocalServer(lambda r: Reply(chunks=[anthropic_sse(events)], cut=cut, headers=SSE)) as server:
+        with pytest.raises(LLMError, match="before message_stop" if not cut else "before message_stop|broke off") as info:
+            anthropic(server, stream=True, max_retries=1)(FORMATTED)
+    assert info.value.retryable and len(server.requests) == 2
+
+
+@pytest.mark.spec("14")
+def test_anthropic_stream_with_message_stop_is_whole():
+    """The same stream with its message_stop is one whole reply (the check above refuses only the cut one)."""
+    events = anthropic_events("anthropic-stream-tool-use.jsonl")
+    with LocalServer(lambda r: Reply(chunks=[anthropic_sse(events)], headers=SSE)) as server:
+        message = anthropic(server, stream=True, max_retries=0)(FORMATTED)
+    assert message.stop_reason == "tool_use" and extract_tool_calls(message)[0]

@@ -187,7 +187,7 @@ def _decode_tagged(data: dict[str, Any]) -> Any:
     if tag == "bytes":
         try:
             return base64.b64decode(data["base64"], validate=True)
-        except (KeyError, TypeError, binascii.Error) as exc:
+        except (KeyError, TypeError, ValueError) as exc:  # binascii.Error, or a str that is not ASCII
             raise MessageFormatError(f"a 'bytes' value without valid base64: {exc}") from None
     if tag == "content":
         block = content_from_dict(decode_value(data.get("value")))
