@@ -213,8 +213,13 @@ FIGURES = {"http": bench_http_round, "stream": bench_streaming, "restart": bench
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("figures", nargs="*", choices=list(FIGURES), default=list(FIGURES), help="which figures (default: all)")
-    for name in parser.parse_args().figures:
+    # no choices=: Python 3.11's argparse checks an empty nargs="*" list against them and refuses it
+    parser.add_argument("figures", nargs="*", metavar="{" + ",".join(FIGURES) + "}", help="which figures (default: all)")
+    names = parser.parse_args().figures or list(FIGURES)
+    for name in names:
+        if name not in FIGURES:
+            parser.error(f"no figure {name!r}; choose from {', '.join(FIGURES)}")
+    for name in names:
         FIGURES[name]()
 
 

@@ -182,6 +182,8 @@ class Secrets:
         self._values = tuple(sorted((v for v in secrets | _masked_forms(own, secrets) if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True))
         # a value holding "*" may be made whole again by the masks put around it (see redact)
         self._mask_may_rebuild = any("*" in v for v in self._values)
+        # a value holding a character JSON writes with a short escape (\" \\ \n...): see may_hide
+        self._short_escapes = any(c in v for v in self._values for c in '"\\\b\f\n\r\t')
         # held_suffix: one regex finds an end of the text that begins one of the credentials
         # (a group nested per character, so longer ones are looked for by hand); compiled at
         # the first call, since only a streaming client makes one (hundreds of long values
@@ -218,12 +220,18 @@ class Secrets:
         """Whether JSON parsed from ``masked`` (text already masked) may still hold a credential.
 
         A credential the server wrote with JSON escapes (``\\/``, ``\\u0073k-…``) is plain only
-        once parsed, so parsed values are walked too (``redact_json``), unless the text holds
-        no backslash: then every parsed string and key is a piece of the masked text as it
-        stands, which holds no credential (``redact`` leaves none). The walk cost more than
-        the parse on each event of a stream.
+        once parsed, so parsed values are walked too (``redact_json``), unless no escape in
+        the text can make a credential's character: then every parsed string and key is made
+        of pieces of the masked text, which holds no credential (``redact`` leaves none), and
+        of characters no credential has. ``\\u`` and ``\\/`` can make any (``/``); the short
+        escapes (``\\"``, ``\\\\``, ``\\n``, ``\\t``...; a reply's tool-call arguments and
+        multi-line text are full of them) only a quote, a backslash or a control character,
+        which a credential rarely holds. The walk cost more than the parse on each event of
+        a stream.
         """
-        return bool(self._values) and "\\" in masked
+        if not self._values or "\\" not in masked:
+            return False
+        return self._short_escapes or "\\u" in masked or "\\/" in masked
 
     def redact_json(self, value: Any) -> Any:
         """``value`` (parsed JSON) with every credential masked in each string and key.

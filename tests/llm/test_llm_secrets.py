@@ -167,26 +167,31 @@ def test_a_record_whose_arguments_do_not_fit_its_format_is_masked_too(caplog):
 
 
 # secrets and JSON texts built of the same few characters, so that they meet often: a key
-# whole, split, escaped ("\/", "\u0073"), next to a mask, or holding "*" itself
-_secret_chars = st.sampled_from("sk-/*ab")
-_json_texts = st.recursive(
-    st.text(_secret_chars, max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(_secret_chars, max_size=8), inner, max_size=3),
-    max_leaves=8,
-).flatmap(
-    lambda value: st.sampled_from([
-        json.dumps(value),
-        json.dumps(value).replace("/", "\\/"),
-        json.dumps(value).replace("s", "\\u0073"),
-        json.dumps(value, ensure_ascii=False, separators=(",", ":")),
-    ])
-)
+# whole, split, escaped ("\/", "\u0073", a quote or a newline written "\"", "\n"), next to
+# a mask, or holding "*" itself
+_secret_chars = st.sampled_from('sk-/*ab"\n')
+def _json_texts(secret: str):
+    """JSON texts whose strings hold ``secret`` (whole, or cut) among the same characters, written
+    plainly or with their "/" or "s" escaped."""
+    piece = st.text(_secret_chars, max_size=6)
+    leaf = st.one_of(piece, st.builds(lambda a, b: a + secret + b, piece, piece), st.builds(lambda a, n: a + secret[:n], piece, st.integers(1, len(secret))))
+    values = st.recursive(leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(leaf, inner, max_size=3), max_leaves=6)
+    return values.flatmap(
+        lambda value: st.sampled_from([
+            json.dumps(value),
+            json.dumps(value).replace("/", "\\/"),
+            json.dumps(value).replace("s", "\\u0073"),
+            json.dumps(value, ensure_ascii=False, separators=(",", ":")),
+        ])
+    )
 
 
-@given(st.text(_secret_chars, min_size=6, max_size=10), _json_texts)
-def test_loads_masks_as_a_walk_of_every_parsed_string_would(secret, text):
-    """Secrets.loads skips the walk of the parsed value when the masked text has no backslash:
-    what it returns is always what masking the text, parsing it and walking the result gives."""
+@given(st.data(), st.text(_secret_chars, min_size=6, max_size=10))
+def test_loads_masks_as_a_walk_of_every_parsed_string_would(data, secret):
+    """Secrets.loads skips the walk of the parsed value when no escape in the masked text can
+    make a credential's character: what it returns is always what masking the text, parsing it
+    and walking the result gives."""
+    text = data.draw(_json_texts(secret))
     secrets = Secrets(api_key=secret)
 
     def outcome(read):
@@ -287,3 +292,18 @@ def test_a_key_an_error_page_shows_escaped_is_masked_in_the_llm_error(content_ty
         with pytest.raises(LLMError) as info:
             OpenAIClient(f"{server.url}/v1", "m", api_key=ESCAPED_KEY, max_retries=0)(FORMATTED)
     assert escaped not in str(info.value) and ESCAPED_KEY not in str(info.value) and "403" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "secret, text",
+    [
+        ("ab/sk-42", json.dumps(["x ab/sk-42 y"]).replace("/", "\\/")),  # PHP writes "/" as "\/"
+        ("sk-abc-42", json.dumps({"k": "x sk-abc-42"}).replace("s", "\\u0073")),
+        ('pa"ss-42', json.dumps(['x pa"ss-42'])),  # a quote, written \"
+        ("pa\nss-42", json.dumps(["x pa\nss-42"])),  # a newline, written \n
+    ],
+)
+def test_an_escape_that_makes_a_credentials_character_makes_loads_walk_the_value(secret, text):
+    """Each escape that can make a character of the credential (\\/ and \\u for any credential, the
+    short ones for a credential holding a quote or a control character) is masked in the parsed value."""
+    assert secret not in repr(Secrets(api_key=secret).loads(text, json.loads))
