@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -307,3 +308,34 @@ def test_an_escape_that_makes_a_credentials_character_makes_loads_walk_the_value
     """Each escape that can make a character of the credential (\\/ and \\u for any credential, the
     short ones for a credential holding a quote or a control character) is masked in the parsed value."""
     assert secret not in repr(Secrets(api_key=secret).loads(text, json.loads))
+
+
+def _escaped_body(data, value: str) -> str:
+    """``value`` as the body of a JSON string, each character written as json.dumps writes it or
+    (drawn) as a \\u escape in either case, a "/" also as "\\/"."""
+    pieces = []
+    for char in value:
+        plain = json.dumps(char)[1:-1]
+        forms = [plain]
+        if len(char) == 1 and ord(char) < 0x10000:
+            forms += [f"\\u{ord(char):04x}", f"\\u{ord(char):04X}"]
+        if char == "/":
+            forms.append("\\/")
+        pieces.append(data.draw(st.sampled_from(forms)))
+    return "".join(pieces)
+
+
+@given(st.data(), st.text(st.sampled_from('ab/"\\\n\x01\u00e9\u2014\ud800'), max_size=12))
+def test_json_unescaped_keeps_the_value_and_leaves_no_plain_character_escaped(data, value):
+    """_json_unescaped (redact_escaped's reading of escapes) writes \\/ and each \\u escape of a plain
+    character plainly and keeps the rest escaped: the text is JSON of the same value, and a
+    credential written with escapes reads plainly in it."""
+    from yiemagent._secrets import _json_unescaped
+
+    body = _escaped_body(data, value)
+    out = _json_unescaped(body)
+    assert json.loads(f'"{out}"') == value
+    assert "\\/" not in out.replace("\\\\", "")
+    for escape in re.findall(r"\\u([0-9a-fA-F]{4})", out.replace("\\\\", "")):
+        char = chr(int(escape, 16))
+        assert char in '"\\' or char < " " or "\ud800" <= char <= "\udfff"
