@@ -19,7 +19,8 @@ from yiemagent import LLMError, YiemAgent, run_agent, take_response
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.events import stream_to
 from yiemagent.extraction import extract_tool_calls
-from yiemagent._secrets import Secrets, install_log_filter, is_credential_header, remove_log_filter
+from yiemagent._log_masking import install_log_filter, remove_log_filter
+from yiemagent._secrets import Secrets, is_credential_header
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
 AZURE_KEY = "azure-0123456789abcdef0123"
@@ -127,7 +128,8 @@ def tagged(*args, **kwargs):
 logging.setLogRecordFactory(tagged)
 from yiemagent.events import stream_to
 from yiemagent.extraction import extract_tool_calls
-from yiemagent._secrets import Secrets, install_log_filter
+from yiemagent._log_masking import install_log_filter
+from yiemagent._secrets import Secrets
 secrets = Secrets("sk-chained-0123456789")
 install_log_filter(secrets)
 seen = []

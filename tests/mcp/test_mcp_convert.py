@@ -14,7 +14,8 @@ import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): thes
 
 from strategies import mcp_prefixes, mcp_tool_names  # noqa: E402
 from yiemagent.mcp._convert import agent_tool_names
-from yiemagent._secrets import Secrets, install_log_filter, remove_log_filter
+from yiemagent._log_masking import install_log_filter, remove_log_filter
+from yiemagent._secrets import Secrets
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

@@ -40,7 +40,8 @@ from urllib3.util.retry import Retry
 from ..errors import LLMError
 from ..events import current_abort_signal
 from ._guard import ABORTED, DEADLINE, CallGuard, GuardedAdapter
-from .._secrets import Secrets, install_log_filter
+from .._log_masking import install_log_filter
+from .._secrets import Secrets
 from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, loads_json, payload_error, server_message
 
 __all__ = ["ERROR_BODY_BYTES", "Transport", "install_log_filter"]

@@ -23,7 +23,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Optional
 
-from .._secrets import Secrets, install_log_filter, remove_log_filter
+from .._log_masking import install_log_filter, remove_log_filter
+from .._secrets import Secrets
 from ..errors import YiemAgentError
 from ._session import CLOSE_GRACE_S, Connection, NotConnectedError, Transport, start_loop
 

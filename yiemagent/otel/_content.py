@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any, Optional
 
 from .._failures import ABORTED_MESSAGE
-from .._secrets import redact_live_secrets
+from .._log_masking import redact_live_secrets
 from ..extraction import extract_tool_calls
 from ..types import (
     AgentMessage,
