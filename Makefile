@@ -61,11 +61,11 @@ bench: $(STAMP) $(SCALE_STAMP)
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py
 
-## mutate: mutation testing (mutmut 3) of every module of the package, one module at a time, a score each (many hours on 2 cores)
-## MODULES="pipeline batch" limits it, WORKERS=2 runs two mutants at once, TESTS="<pytest args>" runs them against those tests without mutmut's traced run; docs/mutation.md lists the equivalent mutants
+## mutate: mutation testing (mutmut 3's mutants, scripts/mutant_server.py runs them) of every module of the package, a score each
+## MODULES="pipeline batch" limits it, WORKERS=2 runs two mutants at once, TESTS="<pytest args>" maps and runs only those tests; docs/mutation.md lists the equivalent mutants
 WORKERS ?= 1
 mutate: $(STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'mutmut>=3.8,<4' 'pytest-timeout>=2.3'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'mutmut>=3.8,<4' 'pytest-timeout>=2.3' 'coverage>=7.4'
 	$(BIN)/python scripts/mutate.py --workers $(WORKERS) $(if $(TESTS),--tests '$(TESTS)') $(MODULES)
 
 clean:

@@ -28,10 +28,8 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -59,7 +57,7 @@ OTHER_MODULES = [
 ]
 DEFAULT_MODULES = SPEC_MODULES + OTHER_MODULES
 KILLED = {1, 3, 36, 37, -24, 24, 152, 255}  # mutmut's "killed", "timeout", "caught by type check"
-SURVIVED = {0, 5, 33}  # "survived", "no tests"
+SURVIVED = {0, 5, 33, 34}  # "survived", "no tests", "survived its time budget" (scripts/mutant_server.py)
 
 
 def _names_in_section(title: str) -> set[str]:
@@ -111,7 +109,8 @@ def score(module: str, equivalent: set[str], by_hand: set[str] = frozenset()) ->
         f"{module:<12} {len(codes):>4} mutants  killed {killed:>4}"
         + (f" ({len(killed_by_hand)} applied by hand)" if killed_by_hand else "")
         + f"  survived {counts['survived'] - len(killed_by_hand):>4}"
-        f"  (equivalent {len(judged)})  not run {counts['not run']}  other {counts['other']}"
+        + (f" ({budget} within a time budget)" if (budget := sum(c == 34 for c in codes.values())) else "")
+        + f"  (equivalent {len(judged)})  not run {counts['not run']}  other {counts['other']}"
         f"  score {raw:5.1f}%  without equivalents {adjusted:5.1f}%"
     )
     return line + "".join(f"\n    survivor: {n}" for n in survivors if n not in equivalent and n not in by_hand)
@@ -143,85 +142,48 @@ def generate_mutants() -> int:
 
 
 def _pytest_args(tests: list[str]) -> list[str]:
-    """``tests`` with setup.cfg's ``[mutmut] pytest_add_cli_args``, stopping at the first failure."""
+    """``tests`` (by default setup.cfg's ``[mutmut] pytest_add_cli_args_test_selection``) with its ``pytest_add_cli_args``."""
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg", encoding="utf-8")
-    added = [line.strip() for line in config["mutmut"].get("pytest_add_cli_args", "").splitlines() if line.strip()]
-    return [*tests, *added, "-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    section = config["mutmut"]
+    tests = tests or section.get("pytest_add_cli_args_test_selection", "tests/").split()
+    added = [line.strip() for line in section.get("pytest_add_cli_args", "").splitlines() if line.strip()]
+    return [*tests, *added, "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
 
 
-def _in_child(name: str, args: list[str], timeout_s: float) -> int:
-    """pytest.main(args) in a forked child with ``name`` switched on; its exit code (36 when it ran past ``timeout_s``)."""
-    import pytest
-
-    pid = os.fork()
-    if pid == 0:  # the child: quiet, then exit with pytest's code
-        try:
-            os.environ["MUTANT_UNDER_TEST"] = name
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)
-            os.dup2(null, 2)
-            code = int(pytest.main(args))
-        except BaseException:
-            code = 3
-        os._exit(code)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return 36
-        time.sleep(0.02)
-
-
-def run_against(module: str, tests: list[str]) -> None:
-    """Each mutant of ``module`` not yet killed, run against ``tests`` only: mutmut's mutants, without mutmut's traced run.
-
-    ``mutmut run`` first maps every test to the functions it reaches by running the whole
-    suite traced, and that run died with SIGSEGV (in ``ContextVar.set``, on the agent
-    loop's thread, at the same test each time: docs/mutation.md). Given the module's test
-    files, this runs each mutant the way mutmut's fork server does: this process imports
-    the tests once (collection only: no test runs here, so no thread of theirs is
-    inherited), then a child forked per mutant switches it on (``MUTANT_UNDER_TEST``) and
-    runs the tests until one fails. Results go to mutmut's ``.meta`` files, so the score
-    and ``--report-only`` read them as mutmut's own; a mutant already killed is not rerun.
-    """
-    import pytest
+def run_mutants(modules: list[str], tests: list[str], workers: int, budget_s: float) -> None:
+    """Each mutant of ``modules`` not yet killed, run by the fork server (scripts/mutant_server.py) against
+    the tests that reach its function. Results go to mutmut's ``.meta`` files, so the score, ``--report-only``
+    and ``mutmut show`` read them as mutmut's own; a mutant already killed is not rerun."""
+    from mutant_server import MutantServer, fingerprint, serve
 
     shutil.copytree(ROOT / "tests", MUTANTS / "tests", dirs_exist_ok=True)  # the tests as they are now
+    args = _pytest_args(tests)
+    jobs = []
+    for module in modules:
+        path = MUTANTS / "yiemagent" / module
+        for meta in sorted(path.rglob("*.py.meta")) if path.is_dir() else [path.parent / f"{path.name}.py.meta"]:
+            if not meta.is_file():
+                continue
+            data = json.loads(meta.read_text(encoding="utf-8"))
+
+            def record(name: str, code: int, seconds: float, meta: Path = meta, data: dict = data) -> None:
+                data["exit_code_by_key"][name] = code
+                data.setdefault("durations_by_key", {})[name] = seconds
+                meta.write_text(json.dumps(data, indent=4), encoding="utf-8")
+
+            jobs += [(name, record) for name, code in sorted(data["exit_code_by_key"].items()) if code not in KILLED]
+    print(f"{len(jobs)} mutants to run in {len(modules)} modules, {workers} at a time", flush=True)
+    if not jobs:
+        return
+    server = MutantServer(jobs, workers, MUTANTS / "tests-map", fingerprint(ROOT, args), budget_s)
     os.chdir(MUTANTS)
     sys.path[:0] = [str(MUTANTS)]
     os.environ.update(HYPOTHESIS_PROFILE="mutate", PY_IGNORE_IMPORTMISMATCH="1", MUTANT_UNDER_TEST="")
-    args = _pytest_args(tests)
-    started = time.monotonic()
-    if _in_child("", args, 300.0) != 0:
-        raise SystemExit(f"{module}: the tests fail on the unmutated code ({' '.join(tests)}): nothing checked")
-    timeout_s = max(30.0, 10 * (time.monotonic() - started))  # a mutant that makes the tests hang past pytest-timeout's 20 s a test
-    if _in_child("fail", args, timeout_s) == 0:
-        raise SystemExit(f"{module}: the tests pass with every function made to raise: they do not run mutmut's copy")
-    null = os.open(os.devnull, os.O_WRONLY)
-    saved = os.dup(1)
-    os.dup2(null, 1)
     try:
-        pytest.main([*args, "--collect-only"])  # imports the test modules once, for every child
+        serve(args, server)
     finally:
-        os.dup2(saved, 1)
-    path = MUTANTS / "yiemagent" / module
-    metas = sorted(path.rglob("*.py.meta")) if path.is_dir() else [path.parent / f"{path.name}.py.meta"]
-    for meta in metas:
-        data = json.loads(meta.read_text(encoding="utf-8"))
-        codes = data["exit_code_by_key"]
-        for name in sorted(codes):
-            if codes[name] in KILLED:
-                continue
-            started = time.monotonic()
-            codes[name] = _in_child(name, args, timeout_s)
-            data.setdefault("durations_by_key", {})[name] = time.monotonic() - started
-            meta.write_text(json.dumps(data, indent=4), encoding="utf-8")
-    os.chdir(ROOT)
+        os.chdir(ROOT)
 
 
 def main() -> int:
@@ -229,25 +191,23 @@ def main() -> int:
     parser.add_argument("modules", nargs="*", default=DEFAULT_MODULES, help="modules or packages under yiemagent/")
     parser.add_argument("--report-only", action="store_true", help="print the scores of the last run without running")
     parser.add_argument("--workers", type=int, default=1, help="mutants tested at once (default 1)")
-    parser.add_argument("--tests", help="run each module's mutants against these tests (one string), without mutmut's traced run (see run_against)")
+    parser.add_argument("--tests", help="pytest arguments (one string) naming the tests to map and run; default setup.cfg's test selection")
+    parser.add_argument(
+        "--budget", type=float, default=0.0,
+        help="seconds of tests per mutant (0, the default: all its tests); a mutant alive when they are spent is a survivor "
+        "marked 'budget', which a run without --budget tests whole",
+    )
     parser.add_argument("--generate-only", action="store_true", help="only write the mutants into ./mutants (see generate_mutants)")
-    parser.add_argument("--no-generate", action="store_true", help="with --tests: use the mutants ./mutants holds, without regenerating them")
+    parser.add_argument("--no-generate", action="store_true", help="use the mutants ./mutants holds, without regenerating them")
     args = parser.parse_args()
     if args.generate_only:
         return generate_mutants()
-    if not args.report_only and args.tests is not None and not args.no_generate:
+    if not args.report_only and not args.no_generate:
         subprocess.run([sys.executable, __file__, "--generate-only"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    if not args.report_only:
+        run_mutants(args.modules, shlex.split(args.tests or ""), args.workers, args.budget)
     equivalent, by_hand = equivalents(), switched_on_by_hand()
     for module in args.modules:
-        if not args.report_only and args.tests is not None:
-            run_against(module, shlex.split(args.tests))
-        elif not args.report_only:
-            # mutmut exits non-zero when mutants survive; the score below says how many
-            subprocess.run(
-                [sys.executable, "-m", "mutmut", "run", pattern(module), "--max-children", str(args.workers)],
-                cwd=ROOT,
-                env={**os.environ, "HYPOTHESIS_PROFILE": "mutate"},
-            )
         print(score(module, equivalent, by_hand), flush=True)
     return 0
 
