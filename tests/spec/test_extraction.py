@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from hypothesis import given, settings
@@ -360,11 +361,72 @@ def test_a_mapping_that_raises_when_read_is_an_error_result_not_a_crash():
     assert problem == "the arguments could not be read (RuntimeError: boom). Send the arguments as one JSON object"
 
 
+def test_the_exception_text_of_arguments_that_could_not_be_read_is_cut_at_200_characters():
+    """The exception's own text may be anything (a hostile mapping's): the model reads at most 200 characters of it."""
+
+    class Hostile(dict):
+        def items(self):
+            raise RuntimeError("b" + "o" * 499)
+
+    _, problem = parse_tool_arguments(Hostile(a=1))
+    assert problem == (
+        f"the arguments could not be read (RuntimeError: b{'o' * 199}... [300 more characters cut]). Send the arguments as one JSON object"
+    )
+
+
 def test_arguments_json_writes_strict_json_and_never_raises():
     """The one re-serialisation: non-ASCII kept, and a value JSON cannot carry becomes "{}" instead of raising."""
     assert arguments_json({"city": "Zürich"}) == '{"city": "Zürich"}'
     assert arguments_json({"x": float("nan")}) == "{}"
     assert arguments_json({"n": 10**5000}) == "{}"
+
+
+def test_arguments_sent_back_as_an_empty_object_are_logged_with_their_value(caplog):
+    """What was dropped is not silent: a warning says the arguments went back as {} and shows them."""
+    caplog.set_level(logging.WARNING, logger="yiemagent.extraction")
+    assert arguments_json({"x": float("nan"), "city": "Zürich"}) == "{}"
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "yiemagent.extraction"] == [
+        ("WARNING", "tool-call arguments that are not strict JSON were sent back as {}: {'x': nan, 'city': 'Zürich'}")
+    ]
+
+
+# --- OpenAI custom tool calls (docs/failures.md "OpenAI custom and legacy calls") ---
+
+
+def custom_call(**custom):
+    return AssistantMessage([{"type": "tool_calls", "tool_calls": [{"id": "c1", "type": "custom", "custom": {"name": "code_exec", **custom}}]}])
+
+
+@pytest.mark.spec("7")
+@pytest.mark.parametrize("custom", [{"input": "ls -l"}, {}, {"input": None}], ids=["text", "missing", "null"])
+def test_a_custom_calls_free_text_is_its_tools_input_and_a_missing_or_null_input_is_empty(custom):
+    """The tool gets {"input": text}; a custom call without input, or with a null one, gets the empty text (as missing arguments are {})."""
+    [call] = extract_tool_calls(custom_call(**custom))[1]
+    assert (call.type, call.name, call.arguments, call.arguments_error) == ("custom", "code_exec", {"input": custom.get("input") or ""}, None)
+
+
+@pytest.mark.spec("7")
+@pytest.mark.parametrize(
+    "value, got",
+    [(42, "a number: 42"), (False, "a boolean: False"), (["ls"], "an array: ['ls']"), ({"cmd": "ls"}, "a dict: {'cmd': 'ls'}")],
+    ids=["number", "boolean", "array", "object"],
+)
+def test_a_custom_call_whose_input_is_not_text_is_an_error_naming_what_it_got(value, got):
+    """A custom call's input must be text: anything else is an arguments error with its kind and value, and the tool is not given it."""
+    [call] = extract_tool_calls(custom_call(input=value))[1]
+    assert (call.type, call.arguments) == ("custom", {})
+    assert call.arguments_error == f"the input of a custom tool call must be text, got {got}"
+
+
+@pytest.mark.spec("7")
+def test_the_echo_of_a_custom_calls_input_that_is_not_text_is_cut_at_300_characters():
+    """As for other arguments, the model reads at most 300 characters of what it sent."""
+    value = list(range(200))
+    shown = repr(value)  # 890 characters
+    [call] = extract_tool_calls(custom_call(input=value))[1]
+    assert call.arguments_error == (
+        f"the input of a custom tool call must be text, got an array: {shown[:300]}... [{len(shown) - 300} more characters cut]"
+    )
 
 
 @settings(max_examples=150)
