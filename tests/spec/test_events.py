@@ -109,6 +109,20 @@ def test_raising_sink_is_logged_and_ignored(caplog):
 
 
 @pytest.mark.spec("13")
+def test_on_partial_result_answers_true_for_a_report_that_was_emitted(recorder):
+    """A tool learns that its report reached the sink: on_partial_result returns True while execute runs (False once the call has ended, below)."""
+    answers = []
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        answers.append(on_partial_result("half way"))
+        return text_result("ok")
+
+    execute_tool_calls(context_with(make_tool("t", execute)), ASSISTANT, [AgentToolCall("c", "t", {})], SEQUENTIAL, None, recorder)
+    assert answers == [True]
+    assert recorder.of_type(ToolExecUpdateEvent) == [ToolExecUpdateEvent("c", "t", {}, "half way")]
+
+
+@pytest.mark.spec("13")
 def test_partial_results_after_execute_returned_are_dropped(recorder, caplog):
     """Decision 8: a partial result reported after execute returned never reaches the sink; a DEBUG line says so."""
     saved = []
@@ -119,7 +133,7 @@ def test_partial_results_after_execute_returned_are_dropped(recorder, caplog):
 
     execute_tool_calls(context_with(make_tool("t", execute)), ASSISTANT, [AgentToolCall("c", "t", {})], SEQUENTIAL, None, recorder)
     with caplog.at_level(logging.DEBUG, logger="yiemagent.pipeline"):
-        saved[0]("too late")
+        assert saved[0]("too late") is False
     assert [type(e) for e in recorder.events] == [ToolExecStartEvent, ToolExecEndEvent]
     assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
         ("yiemagent.pipeline", "DEBUG", "partial result of 'c' after its end was dropped")

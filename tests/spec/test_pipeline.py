@@ -16,6 +16,7 @@ from yiemagent import (
     FinalizedOutcome,
     ImmediateOutcome,
     LLMUsage,
+    PendingApproval,
     PreparedToolCall,
     TextContent,
     ToolArgumentsError,
@@ -235,6 +236,19 @@ def test_before_hook_block_without_reason_has_default_text():
     """A block without a reason says the execution was blocked."""
     config = AgentLoopConfig(before_tool_call=lambda ctx, signal: {"block": True})
     assert error_text(prepare_tool_call(context_with(weather), ASSISTANT, call(), config, None)) == "Tool execution was blocked"
+
+
+@pytest.mark.spec("14")
+@pytest.mark.parametrize(
+    "answer, reason",
+    [({"reason": "deleting needs a person"}, "deleting needs a person"), ({"reason": 7}, "7"), ({}, "awaiting approval"), ({"reason": ""}, "awaiting approval")],
+    ids=["text", "not-text", "none", "empty"],
+)
+def test_before_hook_defer_waits_for_approval_with_its_reason_or_a_default(answer, reason):
+    """Decision 18 (docs/api.md "Approvals that wait for a person"): {"defer": True} gives a PendingApproval with the hook's reason as text, or "awaiting approval"."""
+    config = AgentLoopConfig(before_tool_call=lambda ctx, signal: {"defer": True, **answer})
+    outcome = prepare_tool_call(context_with(weather), ASSISTANT, call(), config, None)
+    assert outcome == PendingApproval("call_1", "getWeather", {"city": "Tokyo"}, reason)
 
 
 @pytest.mark.spec("8.1")

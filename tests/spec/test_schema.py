@@ -4,9 +4,11 @@ asked for: each pins a part of the error text the model reads, or the cache's id
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 
 import pytest
+from jsonschema import Draft202012Validator
 
 import yiemagent.pipeline as pipeline_module
 from yiemagent.errors import ToolSchemaError
@@ -34,6 +36,18 @@ def test_a_schema_error_at_the_top_level_is_placed_at_the_root():
     assert schema_error(draft4) == (
         "tool 't': input_schema is not a valid JSON Schema at (root): 'minimum' is a dependency of 'exclusiveMinimum'"
     )
+
+
+@pytest.mark.spec("8.1")
+def test_a_schema_naming_an_unknown_metaschema_is_read_as_draft_2020_12_without_a_warning():
+    """An unknown ``$schema`` URI means Draft 2020-12, quietly: jsonschema's own fallback for it warns
+    (a DeprecationWarning saying it will become an error) at registration and at each validation."""
+    schema = {"$schema": "https://example.com/tool-arguments", "type": "object", "properties": {"n": {"type": "integer"}}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_input_schema("t", schema)
+        assert type(compiled_validator(schema)) is Draft202012Validator
+        assert validate_required_args({"n": "x"}, schema) == "n: 'x' is not of type 'integer'. Received arguments: {\"n\": \"x\"}"
 
 
 @pytest.fixture
@@ -145,9 +159,21 @@ class Hostile:
         raise ValueError("no repr for you")
 
 
+class Unmeasurable(str):
+    def __len__(self):
+        raise RuntimeError("no length")
+
+
+class ReprWithoutLength:
+    """Its repr is a str subclass that raises when its length is taken."""
+
+    def __repr__(self):
+        return Unmeasurable("ReprWithoutLength()")
+
+
 @pytest.mark.spec("8.1")
-def test_a_value_json_cannot_hold_is_shown_by_its_repr_or_its_type():
-    """Arguments a prepare_arguments hook made may hold any object; the error text still comes out."""
-    schema = {"type": "object", "required": ["city"]}
-    assert validate_required_args({"a": Odd()}, schema).endswith('Received arguments: {"a": "Odd()"}')
-    assert validate_required_args({"a": Hostile()}, schema).endswith('Received arguments: {"a": "<Hostile object>"}')
+@pytest.mark.parametrize("value, shown", [(Odd(), "Odd()"), (Hostile(), "<Hostile object>"), (ReprWithoutLength(), "<ReprWithoutLength object>")])
+def test_a_value_json_cannot_hold_is_shown_by_its_repr_or_its_type(value, shown):
+    """Arguments a prepare_arguments hook made may hold any object, its repr raising or unmeasurable; the error text still comes out."""
+    text = validate_required_args({"a": value}, {"type": "object", "required": ["city"]})
+    assert text == f'city: \'city\' is a required property. Received arguments: {{"a": "{shown}"}}'
