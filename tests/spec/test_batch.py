@@ -13,7 +13,10 @@ from yiemagent import (
     AbortSignal,
     AgentLoopConfig,
     AgentToolCall,
+    AgentToolResult,
     FinalizedOutcome,
+    PendingApproval,
+    TextContent,
     ToolExecEndEvent,
     execute_tool_calls,
     execute_tool_calls_parallel,
@@ -256,6 +259,25 @@ def test_end_events_name_the_tool_whether_it_ran_or_ended_in_prepare(mode):
     execute_tool_calls(ctx, ASSISTANT, calls("a", "nosuch"), mode, None, recorder)
     ends = recorder.of_type(ToolExecEndEvent)
     assert sorted((e.tool_call_id, e.tool_name, e.is_error) for e in ends) == [("id_0", "a", False), ("id_1", "nosuch", True)]
+
+
+@pytest.mark.spec("13")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
+def test_a_deferred_call_ends_awaiting_approval_not_as_an_error_and_has_no_message(mode):
+    """Decision 18 (docs/api.md "Approvals that wait for a person"): the end event of a call before_tool_call
+    deferred carries "Awaiting approval: <reason>" with details {"deferred": True, "reason": ...}, not an
+    error; the batch lists it as deferred and has no message for it."""
+
+    def before(ctx, signal):
+        return {"defer": True, "reason": "needs a person"} if ctx.tool_call.id == "id_1" else None
+
+    recorder = EventRecorder()
+    config = AgentLoopConfig(before_tool_call=before, tool_execution=mode.tool_execution)
+    batch = execute_tool_calls(context_with(make_tool("a", parallel=True)), ASSISTANT, calls("a", "a"), config, None, recorder)
+    assert [m.tool_call_id for m in batch.messages] == ["id_0"]
+    assert batch.deferred == [PendingApproval("id_1", "a", {}, "needs a person")]
+    waiting = AgentToolResult([TextContent("Awaiting approval: needs a person")], {"deferred": True, "reason": "needs a person"})
+    assert recorder.for_call("id_1")[1:] == [ToolExecEndEvent("id_1", "a", waiting, False)]
 
 
 @pytest.mark.spec("8")
