@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from helpers import WAIT, make_agent
-from yiemagent import AssistantMessage, TextContent, ask, shutdown
+from yiemagent import AssistantMessage, TextContent, ask, run_agent, shutdown, take_response
 from yiemagent.llm import ScriptedLLM
+
+
+def gated_llm(*script):
+    """A ScriptedLLM whose first reply waits for ``release``; ``started`` is set when that call begins."""
+    started, release = threading.Event(), threading.Event()
+
+    def slow(formatted):
+        started.set()
+        release.wait(WAIT)
+        return AssistantMessage([TextContent("slow")], stop_reason="stop")
+
+    return ScriptedLLM([slow, *script]), started, release
 
 
 def test_text_joins_the_text_blocks_and_skips_tool_calls():
@@ -27,11 +40,11 @@ def test_text_of_a_failed_reply_is_empty():
 
 
 def test_two_asks_in_a_row_give_two_replies():
-    """Each ask gets the reply to its own message."""
+    """Each ask gets the reply to its own message, with a timeout or without one (no limit)."""
     llm = ScriptedLLM(["first", "second"])
     agent = make_agent(llm, builtin_tools=False)
     try:
-        assert ask(agent, "one", timeout=WAIT).text == "first"
+        assert ask(agent, "one").text == "first"
         assert ask(agent, "two", timeout=WAIT).text == "second"
     finally:
         shutdown(agent, timeout=WAIT)
@@ -40,14 +53,7 @@ def test_two_asks_in_a_row_give_two_replies():
 
 def test_concurrent_asks_give_a_reply_each():
     """Two threads asking at once get two runs and two replies, not one run for both."""
-    started, release = threading.Event(), threading.Event()
-
-    def slow(formatted):
-        started.set()
-        assert release.wait(WAIT)
-        return AssistantMessage([TextContent("slow")], stop_reason="stop")
-
-    llm = ScriptedLLM([slow, "fast"])
+    llm, started, release = gated_llm("fast")
     agent = make_agent(llm, builtin_tools=False)
     answers: dict[str, str] = {}
     try:
@@ -66,17 +72,51 @@ def test_concurrent_asks_give_a_reply_each():
 
 
 def test_ask_times_out_when_no_reply_comes():
-    """``timeout`` bounds the call: an LLM that never answers gives TimeoutError."""
-    release = threading.Event()
-
-    def stuck(formatted):
-        release.wait(WAIT)
-        return AssistantMessage([TextContent("late")], stop_reason="stop")
-
-    agent = make_agent(ScriptedLLM([stuck]), builtin_tools=False)
+    """``timeout`` bounds the call: an LLM that never answers gives TimeoutError, after the timeout, not later."""
+    llm, _, release = gated_llm()
+    agent = make_agent(llm, builtin_tools=False)
     try:
+        started = time.monotonic()
         with pytest.raises(TimeoutError):
-            ask(agent, "hi", timeout=0.2)
+            ask(agent, "hi", timeout=0.1)
+        assert time.monotonic() - started < 0.9
     finally:
         release.set()
         shutdown(agent, timeout=WAIT)
+
+
+def test_an_ask_that_does_not_get_its_turn_within_its_timeout_raises_saying_so():
+    """While another ask waits for its reply, an ask with a timeout gives up after it, naming the other ask, and sends nothing."""
+    llm, started, release = gated_llm("never sent")
+    agent = make_agent(llm, builtin_tools=False)
+    answers = []
+    first = threading.Thread(target=lambda: answers.append(ask(agent, "a", timeout=WAIT).text))
+    first.start()
+    try:
+        assert started.wait(WAIT)
+        with pytest.raises(TimeoutError) as raised:
+            ask(agent, "b", timeout=0.1)
+        assert str(raised.value) == "another ask() on this agent did not finish within 0.1 s"
+    finally:
+        release.set()
+        first.join(WAIT)
+        shutdown(agent, timeout=WAIT)
+    assert answers == ["slow"] and len(llm.requests) == 1
+
+
+def test_an_ask_while_a_run_goes_on_raises_when_the_agent_does_not_become_idle_in_time():
+    """ask waits for the run run_agent started; past its timeout it raises saying so, and its message is not sent."""
+    llm, started, release = gated_llm("never sent")
+    agent = make_agent(llm, builtin_tools=False)
+    try:
+        run_agent(agent, "a")
+        assert started.wait(WAIT)
+        with pytest.raises(TimeoutError) as raised:
+            ask(agent, "b", timeout=0.1)
+        assert str(raised.value) == "the agent did not become idle within 0.1 s"
+        release.set()
+        assert take_response(agent, timeout=WAIT).text == "slow"
+    finally:
+        release.set()
+        shutdown(agent, timeout=WAIT)
+    assert len(llm.requests) == 1

@@ -102,9 +102,10 @@ def test_an_invalid_answer_goes_back_naming_the_field_then_a_valid_one_is_taken(
     assert feedback["role"] == "tool" and "population" in feedback["content"]
 
 
-def test_after_the_retries_the_run_ends_output_invalid_naming_the_field():
-    """With output_retries=1, the second invalid answer ends the run "output_invalid", the field named."""
-    llm, agent = typed_agent([answer({"name": "A"}), answer({"name": "B"}, "c2"), "never sent"], City, output_retries=1)
+@pytest.mark.parametrize("retries", [{"output_retries": 1}, {}], ids=["one", "default"])
+def test_after_the_retries_the_run_ends_output_invalid_naming_the_field(retries):
+    """With output_retries=1 (the default, docs/api.md), the second invalid answer ends the run "output_invalid", the field named."""
+    llm, agent = typed_agent([answer({"name": "A"}), answer({"name": "B"}, "c2"), "never sent"], City, **retries)
     try:
         reply = ask(agent, "Which city?", timeout=WAIT)
     finally:

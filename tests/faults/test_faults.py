@@ -484,11 +484,14 @@ def test_a_dropped_agent_warns_and_its_run_is_aborted():
 
 
 def test_a_dropped_agent_closes_its_channels_aborts_its_run_and_logs_what_it_discarded(caplog):
-    """An agent dropped mid-run with messages queued: its channels refuse more (saying why), its run ends
-    "aborted" naming the cause, and the queued messages it discarded are counted in a warning."""
+    """An agent dropped mid-run with messages queued: a ResourceWarning names it, its run is aborted from a thread
+    named for it, its channels refuse more (saying why), its run ends "aborted" naming the cause, and the queued
+    messages it discarded are counted in a warning."""
     entered = threading.Event()
+    aborted_in = []
 
     def slow(i, a, signal, p):
+        signal.on_abort(lambda: aborted_in.append(threading.current_thread().name))
         entered.set()
         signal.wait(WAIT)
         return text_result("stopped")
@@ -499,11 +502,15 @@ def test_a_dropped_agent_closes_its_channels_aborts_its_run_and_logs_what_it_dis
     run_agent(agent, "queued 1")
     follow_up(agent, "queued 2")
     inputs, follow_ups, output = agent.input_channel, agent.follow_up_channel, agent.output_channel
-    with pytest.warns(ResourceWarning):
+    with pytest.warns(ResourceWarning) as caught:
         del agent
         gc.collect()
+    assert [str(w.message) for w in caught if w.category is ResourceWarning and str(w.message).startswith("agent ")] == [
+        "agent 'yiemagent-dropped-queued' was garbage-collected without shutdown(); its threads are released"
+    ]
     response = output.get(timeout=WAIT)
     assert (response.stop_reason, response.error_message) == ("aborted", "aborted: the agent was garbage-collected without shutdown")
+    assert aborted_in == ["yiemagent-dropped-queued-abandon"]
     for thread in threading.enumerate():
         if thread.name == "yiemagent-dropped-queued-abandon":
             thread.join(WAIT)
@@ -555,8 +562,9 @@ def test_register_tool_on_an_agent_names_the_store_argument():
         ({"agent_event_sink": 5}, "YiemAgent(agent_event_sink=...) expects a callable or None, got int: 5"),
         ({"llm_call": None}, "YiemAgent(llm_call=...) expects a callable, got NoneType: None"),
         ({"system_prompt": b"be brief"}, "YiemAgent(system_prompt=...) expects a str, got bytes"),
+        ({"usage_limits": {"total_tokens": 10}}, "YiemAgent(usage_limits=...) expects a UsageLimits or None, got dict"),
     ],
-    ids=["tool_store", "before_tool_call", "after_tool_call", "prepare_context", "format_msg_for_llm", "agent_event_sink", "llm_call", "system_prompt"],
+    ids=["tool_store", "before_tool_call", "after_tool_call", "prepare_context", "format_msg_for_llm", "agent_event_sink", "llm_call", "system_prompt", "usage_limits"],
 )
 def test_constructor_names_the_bad_argument(kwargs, text):
     """YiemAgent(...) with an argument of the wrong type raises TypeError naming it, what was expected and what came."""
