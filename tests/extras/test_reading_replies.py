@@ -120,3 +120,32 @@ def test_an_ask_while_a_run_goes_on_raises_when_the_agent_does_not_become_idle_i
         release.set()
         shutdown(agent, timeout=WAIT)
     assert len(llm.requests) == 1
+
+
+def test_an_ask_without_a_timeout_waits_for_its_turn_however_long_the_other_ask_takes():
+    """With no timeout an ask waits for the ask before it to end, past any fixed wait (here 1.2 s), then gets its own reply."""
+    llm, started, release = gated_llm("second")
+    agent = make_agent(llm, builtin_tools=False)
+    answers: list[object] = []
+
+    def second_ask() -> None:
+        try:
+            answers.append(ask(agent, "b").text)
+        except Exception as error:  # the test's assertion names it
+            answers.append(error)
+
+    first = threading.Thread(target=lambda: answers.append(ask(agent, "a", timeout=WAIT).text))
+    first.start()
+    second = threading.Thread(target=second_ask)
+    try:
+        assert started.wait(WAIT)
+        second.start()
+        time.sleep(1.2)  # the second ask waits for its turn all this time
+        assert answers == []
+        release.set()
+        first.join(WAIT)
+        second.join(WAIT)
+    finally:
+        release.set()
+        shutdown(agent, timeout=WAIT)
+    assert answers == ["slow", "second"] and len(llm.requests) == 2
