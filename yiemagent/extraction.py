@@ -43,7 +43,8 @@ logger = logging.getLogger("yiemagent.extraction")
 
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _MAX_DECODE_DEPTH = 3
-_JSON_TYPE_NAMES = {list: "an array", int: "a number", float: "a number", bool: "a boolean"}
+_JSON_TYPE_NAMES = {list: "an array", dict: "an object", int: "a number", float: "a number", bool: "a boolean"}
+"""The JSON words for what a model sent, in the errors it reads."""
 MAX_ID_CHARS = 128
 """A longer tool-call id is replaced by a synthetic one (servers bound ids: OpenAI at 40)."""
 MAX_NAME_CHARS = 128

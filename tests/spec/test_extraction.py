@@ -408,7 +408,7 @@ def test_a_custom_calls_free_text_is_its_tools_input_and_a_missing_or_null_input
 @pytest.mark.spec("7")
 @pytest.mark.parametrize(
     "value, got",
-    [(42, "a number: 42"), (False, "a boolean: False"), (["ls"], "an array: ['ls']"), ({"cmd": "ls"}, "a dict: {'cmd': 'ls'}")],
+    [(42, "a number: 42"), (False, "a boolean: False"), (["ls"], "an array: ['ls']"), ({"cmd": "ls"}, "an object: {'cmd': 'ls'}")],
     ids=["number", "boolean", "array", "object"],
 )
 def test_a_custom_call_whose_input_is_not_text_is_an_error_naming_what_it_got(value, got):
