@@ -366,6 +366,37 @@ def test_an_abort_during_a_deferring_batch_leaves_nothing_waiting():
         shutdown(agent)
 
 
+def test_an_abort_while_an_approved_call_runs_reaches_that_call():
+    """An approved call resumed at the start of a run runs with the run's abort signal: abort() reaches it, and the run ends "aborted"."""
+    from yiemagent import abort
+
+    entered, seen = threading.Event(), []
+
+    def delete(tool_call_id, args, signal, on_partial_result):
+        stopped = threading.Event()
+        if signal is not None:
+            signal.on_abort(stopped.set)
+        entered.set()
+        seen.append(signal.reason if signal is not None and stopped.wait(WAIT) else None)
+        return text_result("stopped")
+
+    llm = StrictLLM(calls_reply(call("c1", "delete", '{"path": "/tmp/a"}')))
+    agent = make_agent(llm, make_tool("delete", delete, schema=SCHEMA_PATH), builtin_tools=False, before_tool_call=defer_deletes)
+    try:
+        run_agent(agent, "clean up")
+        assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+        approve(agent, "c1")
+        continue_agent(agent)
+        assert entered.wait(WAIT)
+        abort(agent, "the user changed their mind")
+        response = take_response(agent, timeout=WAIT)
+    finally:
+        shutdown(agent)
+    assert seen == ["the user changed their mind"]
+    assert (response.stop_reason, response.error_message) == ("aborted", "the user changed their mind")
+    assert len(llm.requests) == 1
+
+
 def test_approve_checks_new_arguments_as_the_pipeline_will_after_prepare_arguments():
     """New arguments pass through the tool's prepare_arguments before the schema check, as they will when the call runs."""
     ran = Ran()

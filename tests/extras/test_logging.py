@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from helpers import WAIT, blocking_tool, make_tool
 from localserver import LocalServer, Reply
-from yiemagent import abort, run_agent, shutdown, take_response
+from yiemagent import abort, continue_agent, run_agent, shutdown, take_response
 from yiemagent.llm import OpenAIClient, ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
+
+SECONDS = r"\d+\.\d{3}"  # a duration as the debug lines give it: "%.3f"
 
 OK = {"choices": [{"message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}], "model": "m"}
 
@@ -23,10 +26,36 @@ def test_a_run_that_goes_well_logs_nothing_at_info_and_its_story_at_debug(agents
     ours = [r for r in caplog.records if r.name.startswith("yiemagent")]
     assert ours and all(r.name == "yiemagent" or r.name.startswith("yiemagent.") for r in ours)
     assert [r for r in ours if r.levelno >= logging.INFO] == []
-    messages = [r.getMessage() for r in ours]
-    assert any(m.startswith("run 1 started") for m in messages)
-    assert sum("llm_call took" in m for m in messages) == 2
-    assert any("run 1 ended: stop_reason 'stop' after 2 round(s)" in m for m in messages)
+    story = [r.getMessage() for r in ours if r.name == "yiemagent.run"]
+    assert len(story) == 4, story
+    patterns = [
+        r"run 1 started: 1 new message\(s\)",
+        rf"run 1 round 1: llm_call took {SECONDS} s",
+        rf"run 1 round 2: llm_call took {SECONDS} s",
+        rf"run 1 ended: stop_reason 'stop' after 2 round\(s\) in {SECONDS} s, 0 input \+ 0 output tokens",
+    ]
+    assert all(re.fullmatch(pattern, line) for pattern, line in zip(patterns, story)), story
+
+
+def test_a_continued_run_and_a_failed_round_say_so_in_their_debug_lines(agents, caplog):
+    """A run that continue_agent asked for says so as it starts; a round whose llm_call failed gives the failure after its time."""
+
+    def failing(formatted):
+        raise RuntimeError("the model is down")
+
+    agent = agents(ScriptedLLM(["first answer", failing]))
+    run_agent(agent, "go")
+    assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+    assert agent.wait_until_idle(WAIT)
+    with caplog.at_level(logging.DEBUG, logger="yiemagent.run"):
+        continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).stop_reason == "error"
+        assert agent.wait_until_idle(WAIT)
+    story = [r.getMessage() for r in caplog.records if r.name == "yiemagent.run" and r.levelno == logging.DEBUG]
+    assert len(story) == 3, story
+    assert story[0] == "run 2 started: 0 new message(s) (continue_agent)"
+    assert re.fullmatch(rf"run 2 round 1: llm_call took {SECONDS} s; LLM call failed: RuntimeError: the model is down", story[1]), story
+    assert re.fullmatch(rf"run 2 ended: stop_reason 'error' after 1 round\(s\) in {SECONDS} s, 0 input \+ 0 output tokens", story[2]), story
 
 
 def test_an_aborted_run_is_logged_at_info_with_its_reason(agents, caplog):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
@@ -38,13 +39,18 @@ def calling(n: int, start: int = 0) -> list:
 # --- max_rounds -----------------------------------------------------------------------
 
 
-def test_max_rounds_stops_the_run_naming_the_limit_with_every_call_answered(agents):
-    """At max_rounds the run ends with stop_reason "max_rounds", an error_message naming the limit, and every tool call answered."""
+def test_max_rounds_stops_the_run_naming_the_limit_with_every_call_answered(agents, caplog):
+    """At max_rounds the run ends with stop_reason "max_rounds", a text and an error_message naming the limit (logged
+    as a WARNING, docs/tracing.md "Logging"), and every tool call answered."""
     llm = ScriptedLLM(calling(3))
     agent = agents(llm, [make_tool("echo")], max_rounds=3)
-    run_agent(agent, "loop")
-    response = take_response(agent, timeout=WAIT)
-    assert response.stop_reason == "max_rounds" and "max_rounds=3" in response.error_message
+    with caplog.at_level(logging.WARNING, logger="yiemagent.run"):
+        run_agent(agent, "loop")
+        response = take_response(agent, timeout=WAIT)
+    why = "the run reached max_rounds=3 LLM rounds and was stopped; every tool call has its result; call continue_agent to go on"
+    assert (response.stop_reason, response.error_message) == ("max_rounds", why)
+    assert [(type(b), b.text) for b in response.content] == [(TextContent, "Stopped after 3 LLM rounds (max_rounds).")]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "yiemagent.run"] == [("WARNING", f"run stopped: {why}")]
     assert len(llm.requests) == 3
     history = agent.history()
     assert complete_tool_calls(history)[1] == [] and isinstance(history[-1], ToolResultMessage)
@@ -102,11 +108,21 @@ def test_input_arriving_at_the_cap_waits_for_the_next_run(agents):
     assert llm.requests[1]["messages"][-1] == {"role": "user", "content": "second"}
 
 
-@pytest.mark.parametrize("value, error", [(0, ValueError), (-1, ValueError), (True, TypeError), (2.5, TypeError), ("10", TypeError)])
-def test_bad_max_rounds_is_refused(value, error):
-    """max_rounds must be None or an int of at least 1."""
-    with pytest.raises(error, match="max_rounds"):
+@pytest.mark.parametrize(
+    "value, error, message",
+    [
+        (0, ValueError, "max_rounds must be at least 1 (or None for no limit), got 0"),
+        (-1, ValueError, "max_rounds must be at least 1 (or None for no limit), got -1"),
+        (True, TypeError, "max_rounds must be an int or None, got bool"),
+        (2.5, TypeError, "max_rounds must be an int or None, got float"),
+        ("10", TypeError, "max_rounds must be an int or None, got str"),
+    ],
+)
+def test_bad_max_rounds_is_refused(value, error, message):
+    """max_rounds must be None or an int of at least 1; the error names the type or the value given."""
+    with pytest.raises(error) as raised:
         YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, max_rounds=value)
+    assert str(raised.value) == message
 
 
 # --- builtin_tools ----------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import signal
 import sqlite3
@@ -22,6 +23,7 @@ import pytest
 from helpers import ROOT, WAIT, make_tool, text_result
 from localserver import LocalServer, Reply
 from yiemagent import (
+    AgentClosedError,
     AgentTool,
     AssistantMessage,
     LLMUsage,
@@ -43,6 +45,8 @@ from yiemagent import (
 from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls, hold_session, release_session
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.run import HistoryWriter
+from yiemagent.types import AgentState
 from session_backends import backend, postgres_server, session  # noqa: F401  fixtures: each backend in turn
 
 
@@ -325,16 +329,37 @@ class FailingSession:
         return "FailingSession()"
 
 
-def test_a_session_that_cannot_store_ends_the_run_naming_it_and_the_history_stays_valid(agents):
-    """A failed store: the run ends with stop_reason "error" naming the session and the cause before another LLM round; the in-memory history stays whole."""
+def test_a_session_that_cannot_store_ends_the_run_naming_it_and_the_history_stays_valid(agents, caplog):
+    """A failed store: the run ends with stop_reason "error" naming the session and the cause before another LLM round
+    (and the failure is an ERROR on yiemagent.sessions, with its traceback); the in-memory history stays whole."""
     llm = ScriptedLLM([tool_call_reply(("c1", "echo", {})), "never sent"])
     agent = agents(llm, [make_tool("echo")], session=FailingSession(room=2))
-    run_agent(agent, "go")
-    response = take_response(agent, timeout=WAIT)
-    assert response.stop_reason == "error"
-    assert "FailingSession() could not store a tool message: OSError" in response.error_message and "No space left" in response.error_message
+    with caplog.at_level(logging.ERROR, logger="yiemagent.sessions"):
+        run_agent(agent, "go")
+        response = take_response(agent, timeout=WAIT)
+    why = "the session FailingSession() could not store a tool message: OSError: [Errno 28] No space left on device"
+    assert (response.stop_reason, response.error_message) == ("error", why)
+    [record] = [r for r in caplog.records if r.name == "yiemagent.sessions"]
+    assert (record.levelname, record.getMessage(), record.exc_info[0]) == ("ERROR", why, OSError)
     assert len(llm.requests) == 1
     assert [m.role for m in agent.history()] == ["user", "assistant", "tool"] and complete_tool_calls(agent.history())[1] == []
+
+
+class _RoleLess(UserMessage):
+    """A user message whose ``role`` cannot be read (a hostile subclass)."""
+
+    def __getattribute__(self, name):
+        if name == "role":
+            raise AttributeError("role")
+        return super().__getattribute__(name)
+
+
+def test_a_failed_store_of_a_message_whose_role_cannot_be_read_is_still_reported():
+    """HistoryWriter.append never raises: the failure is recorded with "?" for the role it could not read."""
+    writer = HistoryWriter(AgentState(), FailingSession(room=0))
+    writer.append(_RoleLess([TextContent("hi")]))
+    assert writer.take_failure() == "the session FailingSession() could not store a ? message: OSError: [Errno 28] No space left on device"
+    assert len(writer.state.messages) == 1
 
 
 def test_add_message_while_idle_raises_what_the_session_raised_and_adds_nothing(agents):
@@ -642,6 +667,20 @@ def test_a_constructor_that_fails_after_the_hold_gives_the_session_back():
 def test_a_store_in_progress_at_shutdown_is_finished_before_the_hold_ends():
     """shutdown returns while an idle add_message hangs in the session; the hold ends only after that store returned."""
     session = HeldRecorder()
+    hanging, go_on = stalled(session)
+    agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
+    adder = threading.Thread(target=add_message, args=(agent, user("note")), daemon=True)
+    adder.start()
+    assert hanging.wait(WAIT)
+    shutdown(agent, timeout=0.05)
+    assert session.calls == ["acquire"]
+    go_on.set()
+    adder.join(WAIT)
+    assert session.calls == ["acquire", "stored", "release"] and [m.content[0].text for m in session.stored] == ["note"]
+
+
+def stalled(session: HeldRecorder) -> tuple[threading.Event, threading.Event]:
+    """Make ``session.append`` hang until the second event is set (the first is set as it starts); it records "stored"."""
     hanging, go_on = threading.Event(), threading.Event()
     store = session.append
 
@@ -652,15 +691,46 @@ def test_a_store_in_progress_at_shutdown_is_finished_before_the_hold_ends():
         session.calls.append("stored")
 
     session.append = slow_append
-    agent = YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, session=session)
-    adder = threading.Thread(target=add_message, args=(agent, user("note")), daemon=True)
-    adder.start()
+    return hanging, go_on
+
+
+def test_a_release_during_a_runs_store_waits_for_that_store_and_ends_the_hold_once():
+    """HistoryWriter.release while the run's append is in the session: the hold ends when that store returns, and once only."""
+    session = HeldRecorder()
+    hanging, go_on = stalled(session)
+    writer = HistoryWriter(AgentState(), session)
+    appender = threading.Thread(target=writer.append, args=(user("last"),), daemon=True)
+    appender.start()
     assert hanging.wait(WAIT)
-    shutdown(agent, timeout=0.05)
-    assert session.calls == ["acquire"]
+    writer.release()
+    assert session.calls == []
     go_on.set()
-    adder.join(WAIT)
-    assert session.calls == ["acquire", "stored", "release"] and [m.content[0].text for m in session.stored] == ["note"]
+    appender.join(WAIT)
+    writer.release()
+    assert session.calls == ["stored", "release"] and writer.take_failure() is None
+
+
+def test_releasing_twice_ends_the_hold_once():
+    """HistoryWriter.release: calling it again does nothing."""
+    session = HeldRecorder()
+    writer = HistoryWriter(AgentState(), session)
+    writer.release()
+    writer.release()
+    assert session.calls == ["release"]
+
+
+def test_after_the_hold_ended_no_message_is_stored_and_the_caller_hears_of_it():
+    """Once released, the run's append keeps the message in memory and reports it unstored; an idle add raises AgentClosedError."""
+    session = HeldRecorder()
+    writer = HistoryWriter(AgentState(), session)
+    writer.release()
+    writer.append(user("late"))
+    assert [m.content[0].text for m in writer.state.messages] == ["late"] and session.stored == []
+    assert writer.take_failure() == "the agent has released the session FailingSession(); a message was not stored"
+    with pytest.raises(AgentClosedError) as raised:
+        writer.append_stored_first(user("idle"))
+    assert str(raised.value) == "the agent has been shut down; it takes no more messages"
+    assert len(writer.state.messages) == 1 and session.stored == []
 
 
 HOLDER = """

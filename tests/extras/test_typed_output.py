@@ -112,7 +112,11 @@ def test_after_the_retries_the_run_ends_output_invalid_naming_the_field(retries)
         shutdown(agent, timeout=WAIT)
     assert reply.stop_reason == "output_invalid"
     assert reply.output is None
-    assert "population" in reply.error_message and "required" in reply.error_message
+    assert reply.error_message == (
+        "the final answer is invalid after 1 retry: Invalid arguments for tool 'final_result': "
+        "population: 'population' is a required property. "
+        'Received arguments: {"name": "B"}'
+    )
     assert len(llm.requests) == 2
     assert not isinstance(agent.history()[-1], AssistantMessage) or agent.history()[-1].stop_reason != "output_invalid"
 
@@ -146,8 +150,49 @@ def test_an_invalid_text_answer_gets_a_user_message_naming_the_field():
     finally:
         shutdown(agent, timeout=WAIT)
     assert reply.output == {"id": 7, "tags": ["a"]}
-    retry = llm.requests[1]["messages"][-1]
-    assert retry["role"] == "user" and "id" in retry["content"] and "final_result" in retry["content"]
+    assert llm.requests[1]["messages"][-1] == {
+        "role": "user",
+        "content": "The answer is not valid: id: 'seven' is not of type 'integer'. "
+        'Received arguments: {"id": "seven", "tags": []}. Call the final_result tool with a valid answer.',
+    }
+
+
+def test_invalid_text_answers_count_against_the_retries_and_the_last_one_is_named():
+    """Each invalid text answer counts: with output_retries=1 the second ends the run "output_invalid", naming its field."""
+    llm, agent = typed_agent(["not json", '{"x": "a"}', "never sent"], Point, output_retries=1)
+    try:
+        reply = ask(agent, "where?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert (reply.stop_reason, reply.output) == ("output_invalid", None)
+    assert reply.error_message == (
+        "the final answer is invalid after 1 retry: x: 'a' is not of type 'number'; y: 'y' is a required property. "
+        'Received arguments: {"x": "a"}'
+    )
+    assert len(llm.requests) == 2
+
+
+def test_a_paused_turn_is_not_read_as_the_answer():
+    """A turn the server paused (stop_reason "pause_turn") goes back to the model; only the reply that ends the turn is the answer."""
+    paused = AssistantMessage([TextContent("Searching the web")], stop_reason="pause_turn")
+    llm, agent = typed_agent([paused, "the answer"], str)
+    try:
+        reply = ask(agent, "find it", timeout=WAIT)
+        history = agent.history()
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.output == "the answer" and len(llm.requests) == 2
+    assert [(m.stop_reason, m.output) for m in history if isinstance(m, AssistantMessage)] == [("pause_turn", None), ("stop", "the answer")]
+
+
+def test_the_final_answer_tool_comes_with_the_agents_system_prompt():
+    """Offering final_result beside the agent's tools keeps the rest of the round's context: the system prompt is sent."""
+    llm, agent = typed_agent([answer({"name": "Paris", "population": 3})], City, system_prompt="Answer with a city.")
+    try:
+        ask(agent, "Which city?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert llm.requests[0]["messages"][0] == {"role": "system", "content": "Answer with a city."}
 
 
 def test_a_str_answer_is_the_text_and_offers_no_tool():

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 import pytest
 
 from helpers import WAIT, make_tool
-from yiemagent import AgentRunEndEvent, LLMUsage, ToolResultMessage, UsageLimits, continue_agent, run_agent, take_response
+from yiemagent import AgentRunEndEvent, LLMUsage, TextContent, ToolResultMessage, UsageLimits, continue_agent, run_agent, take_response
 from yiemagent.history import complete_tool_calls
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
@@ -34,14 +35,18 @@ ROUND = LLMUsage(input_tokens=40, output_tokens=10, total_tokens=50)
         (UsageLimits(max_tool_calls=3), "max_tool_calls=3 (4 tool calls used)", 2),
     ],
 )
-def test_a_passed_limit_ends_the_run_after_that_round_naming_limit_and_count(agents, limits, named, rounds):
-    """The run ends after the round that goes above a limit: stop_reason "usage_limit", the limit and its count named, every call answered."""
+def test_a_passed_limit_ends_the_run_after_that_round_naming_limit_and_count(agents, caplog, limits, named, rounds):
+    """The run ends after the round that goes above a limit: stop_reason "usage_limit", a text and an error_message
+    naming the limit and its count (logged as a WARNING), every call answered."""
     llm = ScriptedLLM(spending(5, ROUND))
     agent = agents(llm, [make_tool("echo")], usage_limits=limits)
-    run_agent(agent, "spend")
-    response = take_response(agent, timeout=WAIT)
-    assert response.stop_reason == "usage_limit"
-    assert named in response.error_message
+    with caplog.at_level(logging.WARNING, logger="yiemagent.run"):
+        run_agent(agent, "spend")
+        response = take_response(agent, timeout=WAIT)
+    why = f"the run passed its usage limit {named} and was stopped; every tool call has its result; call continue_agent to go on"
+    assert (response.stop_reason, response.error_message) == ("usage_limit", why)
+    assert [(type(b), b.text) for b in response.content] == [(TextContent, f"Stopped: usage limit {named}.")]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "yiemagent.run"] == [("WARNING", f"run stopped: {why}")]
     assert len(llm.requests) == rounds
     history = agent.history()
     assert complete_tool_calls(history)[1] == [] and isinstance(history[-1], ToolResultMessage)

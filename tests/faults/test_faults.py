@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from helpers import ROOT, WAIT, BareHost, StrictLLM, call, calls_reply, check_wire, make_agent, make_tool, text_result
+from helpers import ROOT, WAIT, BareHost, ResultFailsOnceHost, StrictLLM, call, calls_reply, check_wire, make_agent, make_tool, text_result
 from yiemagent import (
     AgentClosedError,
     AgentTool,
@@ -665,16 +665,7 @@ def test_a_failure_inside_a_batch_still_answers_every_call():
     """A bug that escapes the run mid-batch: the run ends "error" and each call of the last reply gets an error result."""
     from yiemagent.run import Run, process_message
 
-    class FlakyHost(BareHost):
-        failed = False
-
-        def append(self, message):
-            if isinstance(message, ToolResultMessage) and not self.failed:
-                self.failed = True
-                raise RuntimeError("history store failed")
-            super().append(message)
-
-    host = FlakyHost(StrictLLM(calls_reply(call("c1", "work", {}), call("c2", "work", {}))), ["go"])
+    host = ResultFailsOnceHost(StrictLLM(calls_reply(call("c1", "work", {}), call("c2", "work", {}))), ["go"])
     host.state.tools = {"work": make_tool("work")}
     response = process_message(host, Run(1))
     assert response.stop_reason == "error" and "history store failed" in response.error_message

@@ -10,10 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import WAIT, BareHost, EventRecorder, StrictLLM, call, calls_reply, make_tool, text_result
+from helpers import WAIT, BareHost, EventRecorder, ResultFailsOnceHost, StrictLLM, call, calls_reply, make_tool, text_result
 from yiemagent import (
     AgentLoopConfig,
     AgentToolResult,
+    ApprovalMessage,
     AssistantMessage,
     ImageContent,
     LLMUsage,
@@ -24,7 +25,7 @@ from yiemagent import (
 )
 from yiemagent.events import AgentRunEndEvent, AgentRunStartEvent, EventEmitter, LLMCallEndEvent, LLMCallStartEvent
 from yiemagent.formatting import format_msg_for_llm, prepare_context
-from yiemagent.run import CONTINUE, Run, process_message
+from yiemagent.run import CONTINUE, Run, add_late_sub_run_usage, process_message
 from yiemagent._threads import RunWorker
 
 
@@ -308,3 +309,77 @@ def test_a_reply_whose_usage_cannot_be_read_counts_no_usage_and_is_still_the_ans
     response = process_message(host, Run(1))
     assert (response.stop_reason, response.error_message, [b.text for b in response.content]) == (None, None, ["hi"])
     assert host.usage == [LLMUsage()]
+
+
+@pytest.mark.spec("6")
+def test_a_host_without_usage_limits_runs_without_limits():
+    """RunHost: ``usage_limits`` came with UsageLimits; a host that has no such member runs as one whose limits are None."""
+    host = BareHost(StrictLLM(calls_reply(call("c1", "work", {}))), ["go"])
+    host.state.tools = {"work": make_tool("work")}
+    del host.usage_limits
+    response = process_message(host, Run(1))
+    assert (response.stop_reason, response.error_message, response.content[0].text) == ("stop", None, "done")
+
+
+class _AddedHost(BareHost):
+    """A host whose ``add_message`` queue holds ``added`` when the run starts (messages added during the last run)."""
+
+    def __init__(self, llm, added):
+        super().__init__(llm, [])
+        self._added = list(added)
+
+    def take_added(self):
+        taken, self._added = self._added, []
+        return taken
+
+
+def test_a_deferred_step_among_the_runs_input_holds_its_call_and_the_run_ends_awaiting_approval():
+    """Decision 18: an approval step that comes with the run's input counts as one already in the history: the call it
+    defers waits for a decision, and no LLM round is sent while that call has no result."""
+    llm = StrictLLM()
+    step = ApprovalMessage("c1", "delete", "deferred", {}, "deleting needs a person")
+    host = _AddedHost(llm, [step])
+    host.state.tools = {"delete": make_tool("delete")}
+    host.state.messages += [UserMessage([TextContent("clean up")]), calls_reply(call("c1", "delete", {}))]
+    response = process_message(host, Run(1))
+    assert response.stop_reason == "awaiting_approval"
+    assert [b.text for b in response.content] == ["Awaiting approval of 1 tool call(s): delete (c1): deleting needs a person"]
+    assert host.appended == [step] and llm.requests == []
+
+
+def test_a_failure_storing_an_approved_calls_result_still_answers_that_call():
+    """Decision 1 with decision 18: the approval steps between the reply and the failure answer nothing, so the
+    approved call whose result could not be appended gets the error result naming the failure."""
+
+    host = ResultFailsOnceHost(StrictLLM(), [CONTINUE])
+    host.state.tools = {"delete": make_tool("delete", lambda *a: text_result("deleted"))}
+    host.state.messages += [
+        UserMessage([TextContent("clean up")]),
+        calls_reply(call("c1", "delete", {})),
+        ApprovalMessage("c1", "delete", "deferred", {}, "deleting needs a person"),
+        ApprovalMessage("c1", "delete", "approved", {}, ""),
+    ]
+    response = process_message(host, Run(1))
+    why = "internal error: RuntimeError: history store failed"
+    assert (response.stop_reason, response.error_message) == ("error", why)
+    assert [(m.decision, m.tool_call_id) for m in host.appended if isinstance(m, ApprovalMessage)] == [("resumed", "c1")]
+    results = [m for m in host.appended if isinstance(m, ToolResultMessage)]
+    assert [(m.tool_call_id, m.tool_name, m.is_error) for m in results] == [("c1", "delete", True)]
+    assert [b.text for b in results[0].content] == [f"The tool call was not completed: {why}"]
+
+
+@pytest.mark.spec("13")
+def test_late_sub_run_usage_joins_the_run_of_the_tool_thread_and_is_refused_outside_a_run():
+    """add_late_sub_run_usage from a tool's thread adds to that run's usage (True); outside a run it takes nothing (False)."""
+    late = LLMUsage(input_tokens=4, output_tokens=1, total_tokens=5)
+    taken = []
+
+    def execute(*args):
+        taken.append(add_late_sub_run_usage(late))
+        return text_result("ok")
+
+    host = BareHost(StrictLLM(calls_reply(call("c1", "work", {}))), ["go"])
+    host.state.tools = {"work": make_tool("work", execute)}
+    assert process_message(host, Run(1)).content[0].text == "done"
+    assert taken == [True] and host.usage == [late]
+    assert add_late_sub_run_usage(late) is False

@@ -19,6 +19,7 @@ from yiemagent import (
     AgentToolResult,
     AssistantMessage,
     TextContent,
+    ToolResultMessage,
     ToolStore,
     YiemAgent,
     register_tool,
@@ -257,6 +258,18 @@ class BareHost:
 
     def record_usage(self, usage):
         self.usage.append(usage)
+
+
+class ResultFailsOnceHost(BareHost):
+    """A BareHost whose first append of a tool result raises: a bug that escapes the run mid-batch."""
+
+    failed = False
+
+    def append(self, message):
+        if isinstance(message, ToolResultMessage) and not self.failed:
+            self.failed = True
+            raise RuntimeError("history store failed")
+        super().append(message)
 
 
 def planner(formatted):
