@@ -641,7 +641,7 @@ class AgentCore:
         return current_core.get() is self or current is self._thread or current is self._worker.thread
 
     def join(self, timeout: Optional[float]) -> list[AgentMessage]:
-        """Wait for the loop thread: ``timeout``, then abort the run and wait ``timeout`` more, then leave it.
+        """Wait for the loop thread (and the run thread it stops): ``timeout``, then abort the run and wait ``timeout`` more, then leave it.
 
         Returns (and takes out) the messages ``add_message`` queued for a run left running,
         which may never reach another round: ``shutdown`` returns them (decision 16).
@@ -651,6 +651,9 @@ class AgentCore:
             self.abort(f"aborted by shutdown: the run did not finish within {timeout} s")
             self._thread.join(timeout)
         if not self._thread.is_alive():
+            # the loop stopped the run thread as it exited, after the last run ended: wait for it
+            # too, so that shutdown leaves no thread of the agent behind
+            self._worker.thread.join(timeout)
             return []
         with self._wake:
             self._force_exit = True

@@ -32,6 +32,7 @@ from yiemagent import (
     shutdown,
     take_response,
 )
+from yiemagent.llm import ScriptedLLM
 
 
 
@@ -451,6 +452,17 @@ def test_200_dropped_agents_release_their_threads():
     for thread in set(threading.enumerate()) - baseline:
         thread.join(max(0.0, deadline - time.monotonic()))
     assert set(threading.enumerate()) <= baseline
+
+
+def test_shutdown_returns_after_the_agents_threads_have_ended():
+    """After shutdown returns, neither the loop thread nor the run thread of the agent is alive (30 agents, each
+    after a run: the run thread, told to stop as the loop exits, is waited for, not left to end on its own)."""
+    for number in range(30):
+        agent = make_agent(ScriptedLLM([AssistantMessage([TextContent("hi")], stop_reason="stop")]), session_id=f"threads-{number}", builtin_tools=False)
+        run_agent(agent, "go")
+        take_response(agent, timeout=WAIT)
+        shutdown(agent, timeout=WAIT)
+        assert [t.name for t in threading.enumerate() if t.name.startswith(f"yiemagent-threads-{number}-")] == []
 
 
 def test_a_dropped_agent_warns_and_its_run_is_aborted():
