@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from helpers import WAIT, make_agent, make_tool, text_result
+from helpers import WAIT, StrictLLM, make_agent, make_tool, text_result
 from yiemagent import (
     AgentClosedError,
     AgentRunStartEvent,
@@ -432,6 +432,29 @@ def test_taking_a_response_from_a_full_output_channel_wakes_the_loop_to_deliver_
             assert agent.output_channel.full() and len(core._pending_output) == 1
         assert [take_response(agent, timeout=WAIT).content[0].text for _ in range(16)] == [f"r{i}" for i in range(16)]
         assert take_response(agent, timeout=WAIT).content[0].text == "r16"
+
+
+@pytest.mark.spec("5")
+def test_a_run_whose_input_shutdown_took_before_its_thread_began_ends_and_shutdown_returns_the_message(caplog):
+    """Decision 16: shutdown between a run's start and its thread's first step takes the run's input; the run
+    then ends "aborted" without an LLM call, the loop ends, and shutdown returns the message."""
+    llm = StrictLLM()
+    agent = make_agent(llm)
+    late, go = threading.Event(), threading.Event()
+    agent._core._worker.submit(lambda: late.set() or go.wait(WAIT))  # the run thread is late: the OS ran it late
+    assert late.wait(WAIT)
+    run_agent(agent, "taken back")
+    wait_for_state(agent, LoopState.PROCESSING)  # the run has started
+    closer, returned = threading.Thread(target=lambda: returned.append(shutdown(agent, timeout=WAIT)), daemon=True), []
+    closer.start()
+    with agent._core._wake:  # shutdown has taken the queued input (the doorbell rings on close)
+        assert agent._core._wake.wait_for(lambda: agent.closing, WAIT)
+    go.set()
+    closer.join(WAIT)
+    assert returned == [[{"role": "user", "content": "taken back"}]]
+    response = take_response(agent, timeout=WAIT)
+    assert (response.stop_reason, response.error_message) == ("aborted", "the agent was shut down before the run took its input")
+    assert llm.requests == [] and not agent._core._thread.is_alive() and "failed" not in caplog.text
 
 
 @pytest.mark.spec("5")
