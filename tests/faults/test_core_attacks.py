@@ -50,7 +50,8 @@ class HangingSession:
         return []
 
     def append(self, message):
-        if message.content and getattr(message.content[0], "text", None) == self.hang_on:
+        content = getattr(message, "content", None)  # an approval step has none
+        if content and getattr(content[0], "text", None) == self.hang_on:
             self.hanging.set()
             self.release.wait(STALL)
         self.stored.append(message)
@@ -468,3 +469,26 @@ def test_a_session_shutting_its_agent_down_as_the_run_appends_a_late_message_doe
     release.set()
     assert take_response(agent, timeout=WAIT).content[0].text == "final"
     assert outcome == {"queued": []} and agent.closing
+
+
+def test_two_add_messages_at_once_while_a_call_waits_for_approval_answer_it_once(agents):
+    """Decision 18: the first of two add_message calls answers the waiting call ("superseded by a new message");
+    the second waits until that answer is in the history, so it finds nothing left to answer: one result per
+    call, or the history could not be sent again."""
+    session = HangingSession("superseded by a new message")  # the first caller's answer is slow to store
+    llm = ScriptedLLM([tool_call_reply(("c1", "delete", {}))])
+    defer = lambda ctx, signal: {"defer": True, "reason": "a person decides"}  # noqa: E731
+    agent = agents(llm, [make_tool("delete", lambda *a: text_result("deleted"))], session=session, before_tool_call=defer)
+    run_agent(agent, "clean up")
+    assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+    first, _ = in_thread(add_message, agent, user("first"))
+    assert session.hanging.wait(WAIT)
+    second, _ = in_thread(add_message, agent, user("second"))
+    second.join(0.2)  # time for the second to read the history, if it did not wait for the first
+    assert second.is_alive(), "the second add_message did not wait for the first to store"
+    session.release.set()
+    first.join(WAIT)
+    second.join(WAIT)
+    results = [m for m in agent.history() if m.role == "tool"]
+    assert [(r.tool_call_id, r.content) for r in results] == [("c1", [TextContent("superseded by a new message")])]
+    assert [m.content[0].text for m in agent.history()[-2:]] == ["first", "second"]
