@@ -20,6 +20,7 @@ from yiemagent import (
     TextContent,
     UserMessage,
     add_message,
+    reject,
     run_agent,
     shutdown,
     take_response,
@@ -471,24 +472,51 @@ def test_a_session_shutting_its_agent_down_as_the_run_appends_a_late_message_doe
     assert outcome == {"queued": []} and agent.closing
 
 
-def test_two_add_messages_at_once_while_a_call_waits_for_approval_answer_it_once(agents):
-    """Decision 18: the first of two add_message calls answers the waiting call ("superseded by a new message");
-    the second waits until that answer is in the history, so it finds nothing left to answer: one result per
-    call, or the history could not be sent again."""
-    session = HangingSession("superseded by a new message")  # the first caller's answer is slow to store
+def answering_slowly(agents):
+    """An agent whose call c1 waits for approval, and an add_message("first") in a thread answering it, its answer
+    stalled in the session (until ``session.release``)."""
+    session = HangingSession("superseded by a new message")
     llm = ScriptedLLM([tool_call_reply(("c1", "delete", {}))])
     defer = lambda ctx, signal: {"defer": True, "reason": "a person decides"}  # noqa: E731
     agent = agents(llm, [make_tool("delete", lambda *a: text_result("deleted"))], session=session, before_tool_call=defer)
     run_agent(agent, "clean up")
     assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
-    first, _ = in_thread(add_message, agent, user("first"))
+    in_thread(add_message, agent, user("first"))
     assert session.hanging.wait(WAIT)
+    return agent, session
+
+
+def test_two_add_messages_at_once_while_a_call_waits_for_approval_answer_it_once(agents):
+    """Decision 18: the first of two add_message calls answers the waiting call ("superseded by a new message");
+    the second waits until that answer is in the history, so it finds nothing left to answer: one result per
+    call, or the history could not be sent again."""
+    agent, session = answering_slowly(agents)
     second, _ = in_thread(add_message, agent, user("second"))
     second.join(0.2)  # time for the second to read the history, if it did not wait for the first
     assert second.is_alive(), "the second add_message did not wait for the first to store"
     session.release.set()
-    first.join(WAIT)
     second.join(WAIT)
     results = [m for m in agent.history() if m.role == "tool"]
     assert [(r.tool_call_id, r.content) for r in results] == [("c1", [TextContent("superseded by a new message")])]
     assert [m.content[0].text for m in agent.history()[-2:]] == ["first", "second"]
+
+
+def test_a_decision_made_while_add_message_answers_its_call_is_refused_not_recorded_after_the_answer(agents):
+    """Decision 18: reject() while an add_message is answering the waiting call raises ValueError (the call is no
+    longer waiting) once that answer is in; it never records a rejection after the call was answered "superseded"."""
+    agent, session = answering_slowly(agents)
+
+    def decide():
+        try:
+            reject(agent, "c1", "no")
+            return "recorded"
+        except ValueError as exc:
+            return str(exc)
+
+    rejecter, outcome = in_thread(decide)
+    rejecter.join(0.2)  # time for reject to read the history while the answer is still being stored
+    session.release.set()
+    rejecter.join(WAIT)
+    assert outcome == ["no tool call 'c1' is waiting for approval (waiting: none)"]
+    steps = [m.decision for m in agent.history() if m.role == "approval"]
+    assert steps == ["deferred"] and [m.content[0].text for m in agent.history()[-2:]] == ["superseded by a new message", "first"]
