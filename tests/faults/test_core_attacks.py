@@ -409,6 +409,27 @@ def test_a_response_that_finds_the_output_channel_full_is_kept_and_delivered_whe
     assert agent.wait_until_idle(WAIT) and agent.output_channel.empty()
 
 
+def test_the_agent_is_not_idle_while_a_response_is_on_its_way_to_the_output_channel(agents, monkeypatch):
+    """The run is over and nothing is queued, but the loop is still putting the response on the output channel:
+    wait_until_idle's timeout passes and it answers False (a bool, as documented). Injected: a slow put."""
+    agent = agents(ScriptedLLM(["answer"]))
+    real = agent.output_channel.put_internal
+    putting, go = threading.Event(), threading.Event()
+
+    def slow(item):
+        putting.set()
+        go.wait(WAIT)
+        real(item)
+
+    monkeypatch.setattr(agent.output_channel, "put_internal", slow)
+    run_agent(agent, "go")
+    assert putting.wait(WAIT)
+    assert agent.wait_until_idle(0.05) is False
+    go.set()
+    assert take_response(agent, timeout=WAIT).content == [TextContent("answer")]
+    assert agent.wait_until_idle(WAIT) is True
+
+
 def test_no_run_starts_until_every_add_message_storing_meanwhile_is_in_the_history(agents):
     """Two add_message calls on an idle agent store one after the other (the session is slow): the agent is not
     idle, and no run starts, until both are in the history, not only the first; the run then sees both, before
