@@ -305,7 +305,7 @@ class AgentCore:
         self._carry: deque[tuple[Any, Optional[contextvars.Context]]] = deque()
         self._added: deque[AgentMessage] = deque()  # add_message during a run, for its next round
         self._adding = 0  # add_message calls storing while idle: no run starts until they are in the history
-        self._before_lock = threading.Lock()  # one idle add_message at a time reads the history and appends what goes before its message, then it
+        self._before_lock = threading.Lock()  # one idle add_message at a time reads the history, appends what goes before its message, then the message
         self._closing = False
         self._force_exit = False
         self._loop_exited = False
