@@ -262,8 +262,8 @@ def pending_approvals(agent: Any) -> list[PendingApproval]:
     return _pending_of(waiting_calls(agent._core.history())[1])
 
 
-def _waiting_one(agent: Any, tool_call_id: str) -> Waiting:
-    waiting = waiting_calls(agent._core.history())[1]
+def _waiting_one(history: Sequence[AgentMessage], tool_call_id: str) -> Waiting:
+    waiting = waiting_calls(history)[1]
     found = waiting.get(tool_call_id) if isinstance(tool_call_id, str) else None
     if found is None or found.decision == "resumed":
         listed = ", ".join(repr(i) for i, w in waiting.items() if w.decision != "resumed") or "none"
@@ -272,7 +272,14 @@ def _waiting_one(agent: Any, tool_call_id: str) -> Waiting:
 
 
 def _record(agent: Any, step: ApprovalMessage) -> None:
-    agent._core.add_message(normalize_message(step))
+    """Append a decision whose call is checked again as it goes in, under the lock of an idle add_message
+    answering waiting calls: a decision never lands after its call was answered (ValueError instead)."""
+
+    def still_waiting(history: list[AgentMessage]) -> list[AgentMessage]:
+        _waiting_one(history, step.tool_call_id)
+        return []
+
+    agent._core.add_message(normalize_message(step), before=still_waiting)
 
 
 def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]] = None) -> None:
@@ -287,7 +294,7 @@ def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]
             ``prepare_arguments``, fails its validation (nothing is recorded).
         MessageFormatError: ``arguments`` is not JSON (it could not be stored).
     """
-    waiting = _waiting_one(agent, tool_call_id)
+    waiting = _waiting_one(agent._core.history(), tool_call_id)
     if arguments is None:
         arguments = waiting.call.arguments
     elif not isinstance(arguments, dict):
@@ -311,5 +318,5 @@ def reject(agent: Any, tool_call_id: str, reason: str = DEFAULT_REJECT_REASON) -
     Raises:
         ValueError: no call of that id is waiting for approval.
     """
-    waiting = _waiting_one(agent, tool_call_id)
+    waiting = _waiting_one(agent._core.history(), tool_call_id)
     _record(agent, ApprovalMessage(tool_call_id, waiting.call.name, "rejected", dict(waiting.call.arguments), str(reason)))

@@ -40,7 +40,6 @@ import queue
 import threading
 import time
 from collections import deque
-from contextlib import nullcontext
 from collections.abc import Callable
 from typing import Any, Optional, Union
 
@@ -306,7 +305,7 @@ class AgentCore:
         self._carry: deque[tuple[Any, Optional[contextvars.Context]]] = deque()
         self._added: deque[AgentMessage] = deque()  # add_message during a run, for its next round
         self._adding = 0  # add_message calls storing while idle: no run starts until they are in the history
-        self._before_lock = threading.Lock()  # one idle add_message at a time computes and appends what goes before its message
+        self._before_lock = threading.Lock()  # one idle add_message at a time reads the history, appends what goes before its message, then the message
         self._closing = False
         self._force_exit = False
         self._loop_exited = False
@@ -565,7 +564,7 @@ class AgentCore:
         """Token usage summed over every run so far (decision 13)."""
         return self._usage.total
 
-    def add_message(self, message: AgentMessage, before: Optional[Callable[[list[AgentMessage]], list[AgentMessage]]] = None) -> None:
+    def add_message(self, message: AgentMessage, before: Callable[[list[AgentMessage]], list[AgentMessage]]) -> None:
         """``history.add_message``: append now while no run appends (stored first), else queue for the run's next round.
 
         Decided under ``_wake``; appending now, the call counts itself in ``_adding`` (no run
@@ -573,8 +572,10 @@ class AgentCore:
         blocks this caller and the next run's start, never a send or ``shutdown``. Raises
         ``AgentClosedError`` once closing, or what the session raised (nothing added).
         Appending now, ``before(history)`` gives the messages that must go in first (the
-        answers to calls waiting for approval, decision 18), under ``_before_lock`` so two
-        callers do not both answer them; a queued message leaves that to the run.
+        answers to calls waiting for approval, decision 18) or raises (a decision whose call
+        is no longer waiting), under ``_before_lock``, so that two callers do not both answer
+        the same calls and a decision never follows its call's answer; a queued message
+        leaves that to the run.
         """
         with self._wake:
             if self._closing:
@@ -584,8 +585,8 @@ class AgentCore:
                 return
             self._adding += 1
         try:
-            with self._before_lock if before is not None else nullcontext():
-                for earlier in before(self.history()) if before is not None else ():
+            with self._before_lock:
+                for earlier in before(self.history()):
                     self._writer.append_stored_first(earlier)
                 self._writer.append_stored_first(message)
         finally:

@@ -20,6 +20,7 @@ from yiemagent import (
     TextContent,
     UserMessage,
     add_message,
+    reject,
     run_agent,
     shutdown,
     take_response,
@@ -50,7 +51,8 @@ class HangingSession:
         return []
 
     def append(self, message):
-        if message.content and getattr(message.content[0], "text", None) == self.hang_on:
+        content = getattr(message, "content", None)  # an approval step has none
+        if content and getattr(content[0], "text", None) == self.hang_on:
             self.hanging.set()
             self.release.wait(STALL)
         self.stored.append(message)
@@ -407,6 +409,27 @@ def test_a_response_that_finds_the_output_channel_full_is_kept_and_delivered_whe
     assert agent.wait_until_idle(WAIT) and agent.output_channel.empty()
 
 
+def test_the_agent_is_not_idle_while_a_response_is_on_its_way_to_the_output_channel(agents, monkeypatch):
+    """The run is over and nothing is queued, but the loop is still putting the response on the output channel:
+    wait_until_idle's timeout passes and it answers False (a bool, as documented). Injected: a slow put."""
+    agent = agents(ScriptedLLM(["answer"]))
+    real = agent.output_channel.put_internal
+    putting, go = threading.Event(), threading.Event()
+
+    def slow(item):
+        putting.set()
+        go.wait(WAIT)
+        real(item)
+
+    monkeypatch.setattr(agent.output_channel, "put_internal", slow)
+    run_agent(agent, "go")
+    assert putting.wait(WAIT)
+    assert agent.wait_until_idle(0.05) is False
+    go.set()
+    assert take_response(agent, timeout=WAIT).content == [TextContent("answer")]
+    assert agent.wait_until_idle(WAIT) is True
+
+
 def test_no_run_starts_until_every_add_message_storing_meanwhile_is_in_the_history(agents):
     """Two add_message calls on an idle agent store one after the other (the session is slow): the agent is not
     idle, and no run starts, until both are in the history, not only the first; the run then sees both, before
@@ -468,3 +491,53 @@ def test_a_session_shutting_its_agent_down_as_the_run_appends_a_late_message_doe
     release.set()
     assert take_response(agent, timeout=WAIT).content[0].text == "final"
     assert outcome == {"queued": []} and agent.closing
+
+
+def answering_slowly(agents):
+    """An agent whose call c1 waits for approval, and an add_message("first") in a thread answering it, its answer
+    stalled in the session (until ``session.release``)."""
+    session = HangingSession("superseded by a new message")
+    llm = ScriptedLLM([tool_call_reply(("c1", "delete", {}))])
+    defer = lambda ctx, signal: {"defer": True, "reason": "a person decides"}  # noqa: E731
+    agent = agents(llm, [make_tool("delete", lambda *a: text_result("deleted"))], session=session, before_tool_call=defer)
+    run_agent(agent, "clean up")
+    assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+    in_thread(add_message, agent, user("first"))
+    assert session.hanging.wait(WAIT)
+    return agent, session
+
+
+def test_two_add_messages_at_once_while_a_call_waits_for_approval_answer_it_once(agents):
+    """Decision 18: the first of two add_message calls answers the waiting call ("superseded by a new message");
+    the second waits until that answer is in the history, so it finds nothing left to answer: one result per
+    call, or the history could not be sent again."""
+    agent, session = answering_slowly(agents)
+    second, _ = in_thread(add_message, agent, user("second"))
+    second.join(0.2)  # time for the second to read the history, if it did not wait for the first
+    assert second.is_alive(), "the second add_message did not wait for the first to store"
+    session.release.set()
+    second.join(WAIT)
+    results = [m for m in agent.history() if m.role == "tool"]
+    assert [(r.tool_call_id, r.content) for r in results] == [("c1", [TextContent("superseded by a new message")])]
+    assert [m.content[0].text for m in agent.history()[-2:]] == ["first", "second"]
+
+
+def test_a_decision_made_while_add_message_answers_its_call_is_refused_not_recorded_after_the_answer(agents):
+    """Decision 18: reject() while an add_message is answering the waiting call raises ValueError (the call is no
+    longer waiting) once that answer is in; it never records a rejection after the call was answered "superseded"."""
+    agent, session = answering_slowly(agents)
+
+    def decide():
+        try:
+            reject(agent, "c1", "no")
+            return "recorded"
+        except ValueError as exc:
+            return str(exc)
+
+    rejecter, outcome = in_thread(decide)
+    rejecter.join(0.2)  # time for reject to read the history while the answer is still being stored
+    session.release.set()
+    rejecter.join(WAIT)
+    assert outcome == ["no tool call 'c1' is waiting for approval (waiting: none)"]
+    steps = [m.decision for m in agent.history() if m.role == "approval"]
+    assert steps == ["deferred"] and [m.content[0].text for m in agent.history()[-2:]] == ["superseded by a new message", "first"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -110,11 +111,13 @@ def test_invalid_message_raises_in_the_caller_and_nothing_is_queued(agents):
 
 @pytest.mark.spec("5")
 def test_take_response_times_out():
-    """takeResponse with a timeout raises TimeoutError, naming the timeout, when nothing comes."""
+    """takeResponse with a timeout waits that long, then raises TimeoutError naming the timeout, when nothing comes."""
     with YiemAgent(llm_call=ScriptedLLM(), agent_event_sink=None) as agent:
+        started = time.monotonic()
         with pytest.raises(TimeoutError) as raised:
-            take_response(agent, timeout=0.01)
-    assert str(raised.value) == "no response from the agent within 0.01 s"
+            take_response(agent, timeout=0.2)
+        assert time.monotonic() >= started + 0.2
+    assert str(raised.value) == "no response from the agent within 0.2 s"
 
 
 @pytest.mark.spec("10")

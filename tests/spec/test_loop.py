@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
+import queue
 import threading
 import time
 
 import pytest
 
-from helpers import WAIT, make_agent, make_tool, text_result
+from helpers import WAIT, StrictLLM, make_agent, make_tool, text_result
 from yiemagent import (
     AgentClosedError,
     AgentRunStartEvent,
@@ -27,6 +29,7 @@ from yiemagent import (
 )
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.loop import Channel
 
 
 
@@ -432,6 +435,29 @@ def test_taking_a_response_from_a_full_output_channel_wakes_the_loop_to_deliver_
 
 
 @pytest.mark.spec("5")
+def test_a_run_whose_input_shutdown_took_before_its_thread_began_ends_and_shutdown_returns_the_message(caplog):
+    """Decision 16: shutdown between a run's start and its thread's first step takes the run's input; the run
+    then ends "aborted" without an LLM call, the loop ends, and shutdown returns the message."""
+    llm = StrictLLM()
+    agent = make_agent(llm)
+    late, go = threading.Event(), threading.Event()
+    agent._core._worker.submit(lambda: late.set() or go.wait(WAIT))  # the run thread is late: the OS ran it late
+    assert late.wait(WAIT)
+    run_agent(agent, "taken back")
+    wait_for_state(agent, LoopState.PROCESSING)  # the run has started
+    closer, returned = threading.Thread(target=lambda: returned.append(shutdown(agent, timeout=WAIT)), daemon=True), []
+    closer.start()
+    with agent._core._wake:  # shutdown has taken the queued input (the doorbell rings on close)
+        assert agent._core._wake.wait_for(lambda: agent.closing, WAIT)
+    go.set()
+    closer.join(WAIT)
+    assert returned == [[{"role": "user", "content": "taken back"}]]
+    response = take_response(agent, timeout=WAIT)
+    assert (response.stop_reason, response.error_message) == ("aborted", "the agent was shut down before the run took its input")
+    assert llm.requests == [] and not agent._core._thread.is_alive() and "failed" not in caplog.text
+
+
+@pytest.mark.spec("5")
 def test_a_run_shutdown_left_running_delivers_its_response_then_closes_the_output():
     """A run still in an LLM call that ignores the abort is left running by shutdown; when it ends it delivers
     its response itself, is no longer active, and closes the output channel: the next take raises at once."""
@@ -569,3 +595,100 @@ def test_a_follow_up_taken_when_the_input_filled_up_is_moved_once_there_is_room(
         users = [m.content[0].text for m in agent.history() if m.role == "user"]
         assert users == ["go", *[f"input {i}" for i in range(16)], *[f"follow-up {i}" for i in range(17)]]
         assert len(llm.requests) == 4
+
+
+# --- the channels themselves (spec §5 "Channel Architecture"): a queue.Queue that rings and can be closed
+
+
+@pytest.mark.spec("5")
+def test_a_channel_rings_its_doorbell_after_each_put_or_take_that_changed_it_and_only_then():
+    """The loop sleeps until a channel rings: every put and take rings once; a take that found nothing does not
+    (it would wake the loop for nothing)."""
+    rings = []
+    channel = Channel(4, lambda: rings.append(1), carry_context=True)
+    channel.put("a")
+    channel.put_internal("b")
+    assert len(rings) == 2
+    assert channel.take_nowait()[0] == "a" and len(rings) == 3
+    assert channel.drain() == ["b"] and len(rings) == 4
+    assert channel.drain() == [] and len(rings) == 4
+    with pytest.raises(queue.Empty):
+        channel.take_nowait()
+    channel.put("c")
+    assert channel.get() == "c" and len(rings) == 6
+
+
+@pytest.mark.spec("5")
+def test_a_channel_bounds_its_items_as_a_queue_does():
+    """maxsize 0 is unbounded, as for ``queue.Queue``; at maxsize a put without waiting, and the loop's own
+    put, raise ``queue.Full``."""
+    unbounded = Channel(0)
+    for i in range(40):
+        unbounded.put(i, block=False)
+        unbounded.put_internal(i)
+    assert unbounded.qsize() == 80
+    one = Channel(1)
+    one.put("a", block=False)
+    with pytest.raises(queue.Full):
+        one.put("b", block=False)
+    with pytest.raises(queue.Full):
+        one.put_internal("b")
+    assert one.get() == "a" and one.empty()
+
+
+@pytest.mark.spec("5")
+def test_a_channel_counts_each_item_put_as_an_unfinished_task_as_a_queue_does():
+    """``task_done`` and ``join`` work as on a ``queue.Queue``: each put adds one task, whichever way it came."""
+    channel = Channel(4)
+    channel.put("a")
+    channel.put("b")
+    channel.put_internal("c")
+    channel.put_internal("d")
+    assert [channel.get() for _ in range(4)] == ["a", "b", "c", "d"]
+    for _ in range(4):
+        channel.task_done()
+    with pytest.raises(ValueError, match="task_done"):
+        channel.task_done()
+    channel.join()  # every task is done: returns at once
+
+
+@pytest.mark.spec("5")
+def test_a_put_with_a_timeout_on_a_full_channel_waits_that_long_then_raises_full():
+    """``put(item, timeout=t)`` on a full channel waits ``t`` seconds for room, then raises ``queue.Full``."""
+    channel = Channel(1)
+    channel.put("a")
+    outcome = []
+
+    def put_late():
+        started = time.monotonic()
+        try:
+            channel.put("b", timeout=0.2)
+        except queue.Full:
+            outcome.append(time.monotonic() >= started + 0.2)
+        except AgentClosedError:
+            outcome.append("still waiting when the test gave up")
+
+    putter = threading.Thread(target=put_late, daemon=True)
+    putter.start()
+    putter.join(WAIT)
+    channel.close("the test gave up")  # frees a put that would wait for ever
+    putter.join(WAIT)
+    assert outcome == [True]
+    assert channel.qsize() == 1
+
+
+@pytest.mark.spec("5")
+def test_a_channel_keeps_each_items_context_only_when_made_to_carry_it():
+    """With ``carry_context`` each item keeps the context it was put in; without, none is kept; an empty channel has none."""
+    var = contextvars.ContextVar("test_channel_var", default="unset")
+    carrying, plain = Channel(2, carry_context=True), Channel(2)
+    assert carrying.head_context() is None and plain.head_context() is None
+    sender = contextvars.copy_context()
+    sender.run(var.set, "sender")
+    sender.run(carrying.put, "a")
+    sender.run(plain.put, "a")
+    assert carrying.head_context()[var] == "sender"
+    item, context = carrying.take_nowait()
+    assert item == "a" and context[var] == "sender"
+    assert plain.head_context() is None and plain.take_nowait() == ("a", None)
+    assert carrying.head_context() is None
