@@ -200,3 +200,26 @@ def test_assistant_thinking_and_redacted_thinking_blocks_go_back_as_thinking_blo
     assert wire["thinking_blocks"] == [thinking, redacted] and wire["content"] == "ok"
     # the block of no known kind puts the whole content, in order, in content_blocks too (docs/streaming.md "Server tools")
     assert wire["content_blocks"] == [thinking, {"type": "other", "x": 1}, redacted, {"type": "text", "text": "ok"}]
+
+
+@pytest.mark.spec("14")
+def test_content_blocks_put_each_call_where_its_block_stood():
+    """Each tool-call block gives content_blocks its own calls, in its place: a tool_calls list its
+    object entries (a non-object entry and a list that is not a list give none), a tool_call block one."""
+    server = {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"query": "q"}}
+    listed = {"type": "tool_calls", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "t", "arguments": "{}"}},
+        "not an object",
+        {"id": "b", "type": "function", "function": {"name": "t", "arguments": "{}"}},
+    ]}
+    reply = AssistantMessage([
+        server,
+        listed,
+        {"type": "tool_calls", "tool_calls": None},  # no list: no call, and none taken from a later block
+        TextContent("between"),
+        {"type": "tool_call", "id": "c", "name": "t", "arguments": {}},
+    ])
+    wire = format_msg_for_llm(prepare_context(state_with([reply]), None), None)["messages"][1]
+    a, b, c = wire["tool_calls"]
+    assert [a["id"], b["id"], c["id"]] == ["a", "b", "c"]
+    assert wire["content_blocks"] == [server, a, b, {"type": "text", "text": "between"}, c]
