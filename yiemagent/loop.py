@@ -79,14 +79,21 @@ class Channel(queue.Queue):
     thread beside the item (``_contexts``, in step with ``queue``: one entry per item);
     ``head_context`` and ``take_nowait`` read it, ``get`` and ``drain`` drop it.
 
+    With ``done_when_taken`` (the input and follow-up channels, whose one consumer is the
+    agent), an item counts as done (``task_done``) as it leaves the channel: taken by a run,
+    moved by the loop, or drained by ``shutdown``. So ``join()`` returns once the agent has
+    taken everything sent, and never waits for ever on an agent that stopped. The output
+    channel's consumer is the caller, who calls ``task_done`` as ``queue.Queue`` asks.
+
     Thread safety: as ``queue.Queue``; any thread may put, get and close. ``_closed`` and
     ``_contexts`` are guarded by the queue's own ``mutex`` (the lock behind ``not_full``
     and ``not_empty``), which is what makes a close atomic with respect to every put and get.
     """
 
-    def __init__(self, maxsize: int, on_change: Optional[Callable[[], None]] = None, *, carry_context: bool = False) -> None:
+    def __init__(self, maxsize: int, on_change: Optional[Callable[[], None]] = None, *, carry_context: bool = False, done_when_taken: bool = False) -> None:
         super().__init__(maxsize)
         self.on_change = on_change
+        self._done_when_taken = done_when_taken
         self._closed: Optional[str] = None  # why the channel was closed; guarded by self.mutex
         # the context each item was put in, in step with self.queue; guarded by self.mutex
         self._contexts: Optional[deque[Optional[contextvars.Context]]] = deque() if carry_context else None
@@ -99,6 +106,10 @@ class Channel(queue.Queue):
 
     def _get_with(self) -> tuple[Any, Optional[contextvars.Context]]:
         item = self._get()
+        if self._done_when_taken:
+            self.unfinished_tasks -= 1
+            if not self.unfinished_tasks:
+                self.all_tasks_done.notify_all()
         return item, (self._contexts.popleft() if self._contexts is not None else None)
 
     @property
@@ -293,8 +304,8 @@ class AgentCore:
         # the doorbell, and the lock of the loop bookkeeping below (see "Thread safety")
         self._wake = threading.Condition(threading.RLock())
         # the input channels keep each message's sender's context: the run it starts runs in it
-        self.input_channel = Channel(16, self.ring, carry_context=True)
-        self.follow_up_channel = Channel(32, self.ring, carry_context=True)
+        self.input_channel = Channel(16, self.ring, carry_context=True, done_when_taken=True)
+        self.follow_up_channel = Channel(32, self.ring, carry_context=True, done_when_taken=True)
         self.output_channel = Channel(16, self.ring)
         self._run: Optional[Run] = None
         self._run_done = False

@@ -12,6 +12,7 @@ import pytest
 from helpers import WAIT, StrictLLM, make_agent, make_tool, text_result
 from yiemagent import (
     AgentClosedError,
+    AssistantMessage,
     AgentRunStartEvent,
     EmptyHistoryError,
     LoopState,
@@ -650,6 +651,80 @@ def test_a_channel_counts_each_item_put_as_an_unfinished_task_as_a_queue_does():
     with pytest.raises(ValueError, match="task_done"):
         channel.task_done()
     channel.join()  # every task is done: returns at once
+
+
+@pytest.mark.spec("5")
+def test_a_channel_the_agent_consumes_counts_an_item_done_as_it_is_taken():
+    """The input and follow-up channels (``done_when_taken``): whichever way an item leaves (a take, a get, a
+    drain), its task is done, so ``join`` returns once all are taken; a ``task_done`` beyond them is refused."""
+    channel = Channel(4, carry_context=True, done_when_taken=True)
+    channel.put("a")
+    channel.put("b")
+    channel.put_internal("c")
+    channel.put_internal("d")
+    assert channel.unfinished_tasks == 4
+    assert channel.take_nowait()[0] == "a" and channel.unfinished_tasks == 3
+    assert channel.get() == "b" and channel.unfinished_tasks == 2
+    assert channel.drain() == ["c", "d"] and channel.unfinished_tasks == 0
+    channel.join()  # returns at once: every item was taken
+    with pytest.raises(ValueError, match="task_done"):
+        channel.task_done()
+
+
+def _joins_in_time(channel) -> bool:
+    joiner = threading.Thread(target=channel.join, daemon=True)
+    joiner.start()
+    joiner.join(WAIT)
+    return not joiner.is_alive()
+
+
+@pytest.mark.spec("5")
+def test_join_on_the_agents_input_channels_returns_once_it_has_taken_every_message():
+    """``agent.input_channel.join()`` (and the follow-up channel's) waits while a message sent is still in
+    the channel, and returns once the agent's runs have taken them all."""
+    gate = threading.Event()
+    entered = threading.Event()
+    answers = ScriptedLLM(["one", "two", "three"])
+
+    def llm(formatted):
+        entered.set()
+        assert gate.wait(WAIT), "the test never opened the gate"
+        return answers(formatted)
+
+    with make_agent(llm) as agent:
+        try:
+            run_agent(agent, "first")
+            assert entered.wait(WAIT)
+            run_agent(agent, "second")  # queued while the first run waits on its LLM
+            follow_up(agent, "third")
+            assert agent.input_channel.unfinished_tasks == 1 and agent.follow_up_channel.unfinished_tasks == 1
+        finally:
+            gate.set()
+        assert _joins_in_time(agent.input_channel) and _joins_in_time(agent.follow_up_channel)
+        assert agent.wait_until_idle(WAIT)
+
+
+@pytest.mark.spec("5")
+def test_join_on_the_input_channel_returns_after_shutdown_took_what_was_queued():
+    """A message shutdown hands back unrun is taken too: ``join`` on a stopped agent's channel never waits for ever."""
+    gate = threading.Event()
+    entered = threading.Event()
+
+    def llm(formatted):
+        entered.set()
+        gate.wait(WAIT)
+        return AssistantMessage([TextContent("late")])
+
+    agent = make_agent(llm)
+    try:
+        run_agent(agent, "first")
+        assert entered.wait(WAIT)
+        run_agent(agent, "queued")
+        returned = shutdown(agent, timeout=0.05)
+    finally:
+        gate.set()
+    assert [m["content"] for m in returned] == ["queued"]  # as it was sent
+    assert _joins_in_time(agent.input_channel)
 
 
 @pytest.mark.spec("5")
