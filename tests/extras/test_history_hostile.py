@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import OrderedDict, namedtuple
-from datetime import date, datetime, time, tzinfo
+from datetime import date, datetime, time, timezone, tzinfo
 from enum import IntEnum
 
 import pytest
@@ -20,8 +20,9 @@ from helpers import make_tool
 from yiemagent import AgentToolResult, MessageFormatError, SQLiteSession, load_history, run_agent, save_history, shutdown, take_response
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
-from yiemagent.types import LLMUsage, TextContent, ToolResultMessage, UserMessage
+from yiemagent.types import AssistantMessage, ImageContent, LLMUsage, MessageContent, TextContent, ToolResultMessage, UserMessage
 
+STAMP = datetime(2024, 5, 1, 12, 30, tzinfo=timezone.utc)
 DEEP = "[" * 100_000 + "]" * 100_000  # deeper than json's own limit
 DEEPISH = "[" * 900 + "]" * 900  # json reads it; decoding it recursively does not fit the stack
 
@@ -207,6 +208,62 @@ def test_a_detail_whose_own_methods_raise_is_stored_as_its_repr(tmp_path):
     save_history(answered(ToolResultMessage("c", "t", [], details)), tmp_path / "h.json")
     back = load_history(tmp_path / "h.json")[1].details
     assert back == {"when": repr(details["when"]), "block": repr(details["block"])}
+
+
+DROPPED_IMAGE = "[an image was dropped: its data or mime_type is not text (content/0)]"
+MENDED = {
+    "str-block": (ToolResultMessage("c", "t", ["hi"], timestamp=STAMP), ToolResultMessage("c", "t", [TextContent("hi")], timestamp=STAMP)),
+    "no-content": (ToolResultMessage("c", "t", None, timestamp=STAMP), ToolResultMessage("c", "t", [], timestamp=STAMP)),  # type: ignore[arg-type]
+    "text-not-str": (ToolResultMessage("c", "t", [TextContent(5)], timestamp=STAMP), ToolResultMessage("c", "t", [TextContent("5")], timestamp=STAMP)),
+    "image-data-not-str": (AssistantMessage([ImageContent(5, "image/png")], timestamp=STAMP), AssistantMessage([TextContent(DROPPED_IMAGE)], timestamp=STAMP)),
+    "image-type-not-str": (AssistantMessage([ImageContent("aGk=", 5)], timestamp=STAMP), AssistantMessage([TextContent(DROPPED_IMAGE)], timestamp=STAMP)),
+    "usage-a-dict": (ToolResultMessage("c", "t", [], usage={"input_tokens": 1}, timestamp=STAMP), ToolResultMessage("c", "t", [], timestamp=STAMP)),
+    "usage-a-str": (AssistantMessage([], usage="many", timestamp=STAMP), AssistantMessage([], timestamp=STAMP)),
+    "texts-not-str": (
+        AssistantMessage([], api=1, provider=2, model=3, stop_reason=4, error_message=5, timestamp=STAMP),
+        AssistantMessage([], api="1", provider="2", model="3", stop_reason="4", error_message="5", timestamp=STAMP),
+    ),
+}
+
+
+@pytest.mark.parametrize("message, held", MENDED.values(), ids=MENDED.keys())
+def test_a_reply_or_result_an_agent_would_mend_is_stored_mended_and_loads_again(tmp_path, message, held):
+    """A tool result or reply built by hand with fields of the wrong type is stored as the agent would hold it (normalize_message): stored as it was, the row would not load (an image with data 5 did not)."""
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        session.append(message)
+        assert session.messages() == [held]
+
+
+class Sound(MessageContent):
+    """A content type of the caller's own (normalize.py keeps one whose ``to_dict`` is plain JSON)."""
+
+    def __init__(self, data: object) -> None:
+        self.data = data
+
+    def to_dict(self) -> dict:
+        return {"type": "sound", "data": self.data}
+
+
+def test_a_block_of_the_callers_own_type_is_stored_as_the_agent_holds_it(tmp_path):
+    """One whose to_dict holds bytes made save_history and SQLiteSession.append raise TypeError; now it is dropped with a note, as the agent drops it, and one that is plain JSON is kept."""
+    message = ToolResultMessage("c", "t", [Sound("AAA="), Sound(b"\x00")], timestamp=STAMP)
+    save_history(answered(message), tmp_path / "h.json")
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        session.append(message)
+        stored = session.messages()[0]
+    loaded = load_history(tmp_path / "h.json")[1]
+    assert loaded == stored and loaded.content[0] == {"type": "sound", "data": "AAA="}
+    assert loaded.content[1] == TextContent("[a Sound block was dropped: result of 't'/1/data is a bytes, which is not a JSON value]")
+
+
+def test_a_reply_whose_timestamp_is_not_a_datetime_is_stored_with_the_time_it_was_stored(tmp_path):
+    """The check gives a reply without a datetime timestamp the current time, as a run does: stored as "yesterday", the row would not load."""
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        before = datetime.now(timezone.utc)
+        session.append(AssistantMessage([TextContent("hi")], model="m", timestamp="yesterday"))  # type: ignore[arg-type]
+        after = datetime.now(timezone.utc)
+        [loaded] = session.messages()
+    assert loaded.content == [TextContent("hi")] and loaded.model == "m" and before <= loaded.timestamp <= after
 
 
 OTHER_FORMS = {
