@@ -180,6 +180,7 @@ def _document(*messages) -> str:
 
 
 GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": "2024-01-01T00:00:00+00:00"}
+APPROVED = {"role": "approval", "tool_call_id": "c", "tool_name": "t", "decision": "approved", "arguments": {}, "reason": "ok"}
 
 
 @pytest.mark.parametrize(
@@ -193,7 +194,7 @@ GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp"
         (json.dumps({"format": "yiemagent-history", "version": 1, "messages": {}}), r"'messages' is dict"),
         (_document(GOOD, "text"), r"messages\[1\]: is str"),
         (_document(GOOD, {**GOOD, "role": "system"}), r"messages\[1\]: has role 'system'"),
-        (_document({**GOOD, "content": "hi"}), r"messages\[0\]: 'content' must be list"),
+        (_document({**GOOD, "content": "hi"}), r"messages\[0\]: 'content' must be list, got str"),
         (_document(GOOD, {"role": "tool", "tool_name": "t", "content": []}), r"messages\[1\]: has no 'tool_call_id'"),
         (_document({**GOOD, "timestamp": "yesterday"}), r"messages\[0\]: a 'timestamp' value that is not ISO 8601"),
         (_document({**GOOD, "colour": "red"}), r"messages\[0\]: has unknown fields \['colour'\]"),
@@ -207,6 +208,17 @@ GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp"
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "date", "value": "soon"}}), r"'date' value that is not ISO 8601"),
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "int", "hex": "0xzz"}}), r"'int' value that is not hex"),
         (_document({**GOOD, "content": ["hi", 5, {"type": "weird"}]}), r"messages\[0\]: content\[0\] is str 'hi'; expected a content block"),
+        (_document({**GOOD, "content": ["a" * 100]}), r"messages\[0\]: content\[0\] is str 'a{60}'\.\.\. \[40 more characters cut\]; expected a content block"),
+        (_document({**GOOD, "content": [{"type": "image", "data": "aGk="}]}), r"messages\[0\]: content\[0\] is a 'image' block with missing or wrong fields"),
+        (_document({**GOOD, "content": [{"type": "image", "data": "aGk=", "mime_type": 5}]}), r"messages\[0\]: content\[0\] is a 'image' block with missing or wrong fields"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": 5, "content": []}), r"messages\[0\]: 'tool_name' must be str, got int"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "added_tool_names": "x"}), r"messages\[0\]: 'added_tool_names' must be list, got str"),
+        (_document({**APPROVED, "decision": 5}), r"messages\[0\]: 'decision' must be str, got int"),
+        (_document({**APPROVED, "reason": 5}), r"messages\[0\]: 'reason' must be str, got int"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "int", "hex": 5}}), r"messages\[0\]: an 'int' value's 'hex' must be str, got int"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "repr", "value": 5}}), r"messages\[0\]: a 'repr' value must be str, got int"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "content", "value": {"type": "weird"}}}), r"a 'content' value that is not a text or image block: \{'type': 'weird'\}"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": list(range(100))}}), r"unknown tagged value '\[0, 1, 2, .{70}\.\.\. \[310 more characters cut\]'; expected one of"),
         (_document(GOOD, {**GOOD, "content": [{"type": "text", "text": "a"}, 5]}), r"messages\[1\]: content\[1\] is int 5; expected a content block"),
         (_document({"role": "assistant", "content": [[1]]}), r"messages\[0\]: content\[0\] is list"),
         (_document({**GOOD, "content": [{"type": "weird", "v": float("nan")}]}), r"messages\[0\]: UserMessage content\[0\]/v is nan"),

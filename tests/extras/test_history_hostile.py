@@ -20,6 +20,7 @@ from helpers import make_tool
 from yiemagent import AgentToolResult, MessageFormatError, SQLiteSession, load_history, run_agent, save_history, shutdown, take_response
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.history import _json
 from yiemagent.types import AssistantMessage, ImageContent, LLMUsage, MessageContent, TextContent, ToolResultMessage, UserMessage
 
 STAMP = datetime(2024, 5, 1, 12, 30, tzinfo=timezone.utc)
@@ -100,6 +101,33 @@ def test_a_message_whose_details_json_cannot_hold_is_still_stored(tmp_path, deta
 class BadRepr:
     def __repr__(self) -> str:
         raise RuntimeError("no repr")
+
+
+def test_each_note_says_why_the_value_was_not_kept_and_a_value_met_twice_is_kept_twice(tmp_path):
+    """A container inside itself is a note naming its type; the same list held in two places (not inside itself) is stored in both."""
+    shared = [1, 2]
+    message = ToolResultMessage("c", "t", [], {"loop": self_containing(), "a": shared, "b": [shared]})
+    save_history(answered(message), tmp_path / "h.json")
+    details = load_history(tmp_path / "h.json")[1].details
+    assert details["loop"] == {"name": "loop", "items": ["<the enclosing dict, which contains itself>"]}
+    assert details["a"] == [1, 2] and details["b"] == [[1, 2]]
+
+
+def test_a_value_nested_deeper_than_the_bound_is_a_note_at_exactly_that_depth(tmp_path, monkeypatch):
+    """Containers at depths 0 to MAX_DEPTH - 1 (details itself is depth 0) are stored; the one at MAX_DEPTH is a note saying so."""
+    monkeypatch.setattr(_json, "MAX_DEPTH", 3)  # the real bound (200) works the same, deeper than a test needs to go
+    message = ToolResultMessage("c", "t", [], {"v": [[("x", ["y"])]], "w": [[1]]})
+    save_history(answered(message), tmp_path / "h.json")
+    assert load_history(tmp_path / "h.json")[1].details == {"v": [["<a tuple nested more than 3 levels deep>"]], "w": [[1]]}
+
+
+def test_ints_of_more_than_1920_bits_are_written_in_hex_and_the_rest_as_numbers(tmp_path):
+    """docs/sessions.md "The JSON form": an int of 1,920 bits is a plain JSON number; one of 1,921 bits (either sign) the 'int' tag."""
+    widest, wider = 2**1920 - 1, 2**1920
+    save_history(answered(ToolResultMessage("c", "t", [], {"plain": [widest, -widest], "tagged": [wider, -wider]})), tmp_path / "h.json")
+    written = json.loads((tmp_path / "h.json").read_text())["messages"][1]["details"]
+    assert written == {"plain": [widest, -widest], "tagged": [{"$type": "int", "hex": hex(wider)}, {"$type": "int", "hex": hex(-wider)}]}
+    assert load_history(tmp_path / "h.json")[1].details == {"plain": [widest, -widest], "tagged": [wider, -wider]}
 
 
 def test_a_detail_whose_repr_raises_is_stored_as_a_note_saying_so(tmp_path):
@@ -208,6 +236,13 @@ def test_a_detail_whose_own_methods_raise_is_stored_as_its_repr(tmp_path):
     save_history(answered(ToolResultMessage("c", "t", [], details)), tmp_path / "h.json")
     back = load_history(tmp_path / "h.json")[1].details
     assert back == {"when": repr(details["when"]), "block": repr(details["block"])}
+
+
+def test_content_and_usage_inside_details_come_back_as_those_objects(tmp_path):
+    """docs/sessions.md's table: a TextContent, an ImageContent and an LLMUsage held in details are stored tagged and load as the very objects."""
+    details = {"said": TextContent("hi"), "shown": [ImageContent("aGk=", "image/png")], "cost": LLMUsage(1, 2, 3, 4, 5)}
+    save_history(answered(ToolResultMessage("c", "t", [], details)), tmp_path / "h.json")
+    assert exact(load_history(tmp_path / "h.json")[1].details) == exact(details)
 
 
 DROPPED_IMAGE = "[an image was dropped: its data or mime_type is not text (content/0)]"
