@@ -97,6 +97,21 @@ def test_the_document_is_versioned_json(tmp_path):
     assert document["messages"][0]["timestamp"] == "2024-05-01T12:30:15.123456+02:00"
 
 
+def test_a_reply_without_a_typed_answer_is_written_without_an_output_field(tmp_path):
+    """The form of a reply stays what it was before typed answers (docs/api.md): 'output' is written only when there is one."""
+    path = tmp_path / "h.json"
+    save_history([AssistantMessage([TextContent("hi")], timestamp=STAMP), AssistantMessage([TextContent("{}")], timestamp=STAMP, output={})], path)
+    plain, typed = json.loads(path.read_text(encoding="utf-8"))["messages"]
+    assert list(plain) == ["role", "content", "api", "provider", "model", "usage", "stop_reason", "error_message", "timestamp"]
+    assert plain["role"] == "assistant" and typed["output"] == {}
+
+
+def test_a_timestamp_given_as_iso_text_is_stored_and_loads_as_that_datetime(tmp_path):
+    """A message built from the caller's own JSON, its timestamp an ISO 8601 str, is written with it and loads with the datetime it names."""
+    save_history([UserMessage([TextContent("hi")], "2024-05-01T12:30:15.123456+02:00")], tmp_path / "h.json")  # type: ignore[arg-type]
+    assert load_history(tmp_path / "h.json") == [UserMessage([TextContent("hi")], STAMP)]
+
+
 def test_a_save_reaches_the_disk_before_it_replaces_the_old_file(tmp_path, monkeypatch):
     """The temporary (.h.json.xxxxxxxx.tmp beside the file) is fsynced whole before the rename, and the directory after it: a power cut leaves the old file or the new one."""
     path = tmp_path / "h.json"
@@ -197,6 +212,9 @@ APPROVED = {"role": "approval", "tool_call_id": "c", "tool_name": "t", "decision
         (_document({**GOOD, "content": "hi"}), r"messages\[0\]: 'content' must be list, got str"),
         (_document(GOOD, {"role": "tool", "tool_name": "t", "content": []}), r"messages\[1\]: has no 'tool_call_id'"),
         (_document({**GOOD, "timestamp": "yesterday"}), r"messages\[0\]: a 'timestamp' value that is not ISO 8601"),
+        (_document({**GOOD, "timestamp": 5}), r"messages\[0\]: a 'timestamp' value that is not ISO 8601: 5 \(a 'timestamp' value must be str, got int\)"),
+        (_document({"role": "assistant", "content": [], "usage": "many"}), r"messages\[0\]: 'usage' must be dict, got str"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "tuple", "items": 5}}), r"messages\[0\]: a 'tuple' value whose 'items' is not a list$"),
         (_document({**GOOD, "colour": "red"}), r"messages\[0\]: has unknown fields \['colour'\]"),
         (_document({**GOOD, "content": [{"type": "text"}]}), r"messages\[0\]: content\[0\] is a 'text' block"),
         (_document({"role": "assistant", "content": [], "usage": {"input_tokens": "3"}}), r"messages\[0\]: 'usage.input_tokens' must be int"),

@@ -122,12 +122,22 @@ def test_a_value_nested_deeper_than_the_bound_is_a_note_at_exactly_that_depth(tm
 
 
 def test_ints_of_more_than_1920_bits_are_written_in_hex_and_the_rest_as_numbers(tmp_path):
-    """docs/sessions.md "The JSON form": an int of 1,920 bits is a plain JSON number; one of 1,921 bits (either sign) the 'int' tag."""
+    """docs/sessions.md "The JSON form": an int of 1,920 bits is a plain JSON number, in details or as a usage count; one of 1,921 bits (either sign) the 'int' tag."""
     widest, wider = 2**1920 - 1, 2**1920
-    save_history(answered(ToolResultMessage("c", "t", [], {"plain": [widest, -widest], "tagged": [wider, -wider]})), tmp_path / "h.json")
-    written = json.loads((tmp_path / "h.json").read_text())["messages"][1]["details"]
-    assert written == {"plain": [widest, -widest], "tagged": [{"$type": "int", "hex": hex(wider)}, {"$type": "int", "hex": hex(-wider)}]}
-    assert load_history(tmp_path / "h.json")[1].details == {"plain": [widest, -widest], "tagged": [wider, -wider]}
+    details = {"plain": [widest, -widest], "tagged": [wider, -wider], "cost": LLMUsage(widest)}
+    save_history(answered(ToolResultMessage("c", "t", [], details, LLMUsage(widest))), tmp_path / "h.json")
+    written = json.loads((tmp_path / "h.json").read_text())["messages"][1]
+    assert written["details"]["plain"] == [widest, -widest] and written["usage"]["input_tokens"] == widest
+    assert written["details"]["tagged"] == [{"$type": "int", "hex": hex(wider)}, {"$type": "int", "hex": hex(-wider)}]
+    loaded = load_history(tmp_path / "h.json")[1]
+    assert loaded.details == details and loaded.usage == LLMUsage(widest)
+
+
+def test_a_typed_answer_json_cannot_hold_is_stored_as_details_are(tmp_path):
+    """An AssistantMessage whose output has no JSON form (bytes, a set of them) is stored with the tags of details and loads back equal."""
+    reply = AssistantMessage([TextContent("done")], timestamp=STAMP, output={"raw": b"\x00", "seen": {b"a"}})
+    save_history([reply], tmp_path / "h.json")
+    assert exact(load_history(tmp_path / "h.json")[0].output) == exact(reply.output)
 
 
 def test_a_detail_whose_repr_raises_is_stored_as_a_note_saying_so(tmp_path):
@@ -322,7 +332,7 @@ def test_a_usage_whose_counts_are_not_ints_is_stored_as_none_with_a_warning(tmp_
     with caplog.at_level("WARNING", logger="yiemagent.history"):
         save_history(answered(message), tmp_path / "h.json")
     assert load_history(tmp_path / "h.json")[1].usage is None
-    assert "counts that are not ints" in caplog.text
+    assert [r.getMessage() for r in caplog.records] == [f"a tool message's usage {LLMUsage(1.5)!r} has counts that are not ints; stored without its usage"]
 
 
 def test_an_agent_with_a_session_keeps_a_tool_result_whose_details_json_cannot_write(agents, tmp_path):

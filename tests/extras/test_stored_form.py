@@ -343,6 +343,21 @@ def test_storing_a_reply_or_result_the_agent_holds_does_not_check_it_again(tmp_p
         assert session.messages() == held == load_history(tmp_path / "h.json")
 
 
+def test_loading_what_the_agent_wrote_runs_no_check_but_the_fast_readers(tmp_path, monkeypatch):
+    """load_history and SQLiteSession.messages read the agent's own form in one pass: the reader of record's check (normalize_message) never runs."""
+    save_history(agent_holds(), tmp_path / "h.json")
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        for message in agent_holds():
+            session.append(message)
+
+    def checked(message: Any) -> Any:
+        raise AssertionError(f"read the long way: {message!r:.60}")
+
+    monkeypatch.setattr(history_json, "normalize_message", checked)
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        assert session.messages() == agent_holds() == load_history(tmp_path / "h.json")
+
+
 def test_an_agent_does_not_check_again_what_a_shipped_session_checked(tmp_path, monkeypatch):
     """An agent from an SQLiteSession starts without checking the loaded messages a second time (each is checked once, as it is read)."""
     path = tmp_path / "s.db"
