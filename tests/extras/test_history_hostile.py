@@ -223,12 +223,13 @@ def test_details_json_cannot_write_are_stored_by_both_stores(tmp_path, details):
 
 
 def test_a_document_is_utf8_and_ascii_only_when_it_holds_a_lone_surrogate(tmp_path):
-    """Non-ASCII text is written as UTF-8; only a document holding a lone surrogate is escaped to ASCII (and reads back the same)."""
+    """Non-ASCII text is written as UTF-8; only a document holding a lone surrogate is escaped to ASCII (and reads back the same), laid out as any other (indented one space a level)."""
     plain, odd = tmp_path / "plain.json", tmp_path / "odd.json"
     save_history([UserMessage([TextContent("naïve ✓")])], plain)
     save_history(answered(ToolResultMessage("c", "t", [TextContent("naïve")], {"s": "\ud800"})), odd)
     assert "naïve ✓" in plain.read_text(encoding="utf-8")
     assert odd.read_bytes().isascii() and b"\\ud800" in odd.read_bytes()
+    assert odd.read_text().startswith('{\n "format": "yiemagent-history",\n "version": 1,\n "messages": [\n  {\n')
     assert load_history(odd)[1].details == {"s": "\ud800"} and load_history(odd)[1].content == [TextContent("naïve")]
 
 
