@@ -97,6 +97,21 @@ def test_the_document_is_versioned_json(tmp_path):
     assert document["messages"][0]["timestamp"] == "2024-05-01T12:30:15.123456+02:00"
 
 
+def test_a_reply_without_a_typed_answer_is_written_without_an_output_field(tmp_path):
+    """The form of a reply stays what it was before typed answers (docs/api.md): 'output' is written only when there is one."""
+    path = tmp_path / "h.json"
+    save_history([AssistantMessage([TextContent("hi")], timestamp=STAMP), AssistantMessage([TextContent("{}")], timestamp=STAMP, output={})], path)
+    plain, typed = json.loads(path.read_text(encoding="utf-8"))["messages"]
+    assert list(plain) == ["role", "content", "api", "provider", "model", "usage", "stop_reason", "error_message", "timestamp"]
+    assert plain["role"] == "assistant" and typed["output"] == {}
+
+
+def test_a_timestamp_given_as_iso_text_is_stored_and_loads_as_that_datetime(tmp_path):
+    """A message built from the caller's own JSON, its timestamp an ISO 8601 str, is written with it and loads with the datetime it names."""
+    save_history([UserMessage([TextContent("hi")], "2024-05-01T12:30:15.123456+02:00")], tmp_path / "h.json")  # type: ignore[arg-type]
+    assert load_history(tmp_path / "h.json") == [UserMessage([TextContent("hi")], STAMP)]
+
+
 def test_a_save_reaches_the_disk_before_it_replaces_the_old_file(tmp_path, monkeypatch):
     """The temporary (.h.json.xxxxxxxx.tmp beside the file) is fsynced whole before the rename, and the directory after it: a power cut leaves the old file or the new one."""
     path = tmp_path / "h.json"
@@ -180,6 +195,7 @@ def _document(*messages) -> str:
 
 
 GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": "2024-01-01T00:00:00+00:00"}
+APPROVED = {"role": "approval", "tool_call_id": "c", "tool_name": "t", "decision": "approved", "arguments": {}, "reason": "ok"}
 
 
 @pytest.mark.parametrize(
@@ -193,9 +209,12 @@ GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp"
         (json.dumps({"format": "yiemagent-history", "version": 1, "messages": {}}), r"'messages' is dict"),
         (_document(GOOD, "text"), r"messages\[1\]: is str"),
         (_document(GOOD, {**GOOD, "role": "system"}), r"messages\[1\]: has role 'system'"),
-        (_document({**GOOD, "content": "hi"}), r"messages\[0\]: 'content' must be list"),
+        (_document({**GOOD, "content": "hi"}), r"messages\[0\]: 'content' must be list, got str"),
         (_document(GOOD, {"role": "tool", "tool_name": "t", "content": []}), r"messages\[1\]: has no 'tool_call_id'"),
         (_document({**GOOD, "timestamp": "yesterday"}), r"messages\[0\]: a 'timestamp' value that is not ISO 8601"),
+        (_document({**GOOD, "timestamp": 5}), r"messages\[0\]: a 'timestamp' value that is not ISO 8601: 5 \(a 'timestamp' value must be str, got int\)"),
+        (_document({"role": "assistant", "content": [], "usage": "many"}), r"messages\[0\]: 'usage' must be dict, got str"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "tuple", "items": 5}}), r"messages\[0\]: a 'tuple' value whose 'items' is not a list$"),
         (_document({**GOOD, "colour": "red"}), r"messages\[0\]: has unknown fields \['colour'\]"),
         (_document({**GOOD, "content": [{"type": "text"}]}), r"messages\[0\]: content\[0\] is a 'text' block"),
         (_document({"role": "assistant", "content": [], "usage": {"input_tokens": "3"}}), r"messages\[0\]: 'usage.input_tokens' must be int"),
@@ -207,6 +226,17 @@ GOOD = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp"
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "date", "value": "soon"}}), r"'date' value that is not ISO 8601"),
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "int", "hex": "0xzz"}}), r"'int' value that is not hex"),
         (_document({**GOOD, "content": ["hi", 5, {"type": "weird"}]}), r"messages\[0\]: content\[0\] is str 'hi'; expected a content block"),
+        (_document({**GOOD, "content": ["a" * 100]}), r"messages\[0\]: content\[0\] is str 'a{60}'\.\.\. \[40 more characters cut\]; expected a content block"),
+        (_document({**GOOD, "content": [{"type": "image", "data": "aGk="}]}), r"messages\[0\]: content\[0\] is a 'image' block with missing or wrong fields"),
+        (_document({**GOOD, "content": [{"type": "image", "data": "aGk=", "mime_type": 5}]}), r"messages\[0\]: content\[0\] is a 'image' block with missing or wrong fields"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": 5, "content": []}), r"messages\[0\]: 'tool_name' must be str, got int"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "added_tool_names": "x"}), r"messages\[0\]: 'added_tool_names' must be list, got str"),
+        (_document({**APPROVED, "decision": 5}), r"messages\[0\]: 'decision' must be str, got int"),
+        (_document({**APPROVED, "reason": 5}), r"messages\[0\]: 'reason' must be str, got int"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "int", "hex": 5}}), r"messages\[0\]: an 'int' value's 'hex' must be str, got int"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "repr", "value": 5}}), r"messages\[0\]: a 'repr' value must be str, got int"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "content", "value": {"type": "weird"}}}), r"a 'content' value that is not a text or image block: \{'type': 'weird'\}"),
+        (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": list(range(100))}}), r"unknown tagged value '\[0, 1, 2, .{70}\.\.\. \[310 more characters cut\]'; expected one of"),
         (_document(GOOD, {**GOOD, "content": [{"type": "text", "text": "a"}, 5]}), r"messages\[1\]: content\[1\] is int 5; expected a content block"),
         (_document({"role": "assistant", "content": [[1]]}), r"messages\[0\]: content\[0\] is list"),
         (_document({**GOOD, "content": [{"type": "weird", "v": float("nan")}]}), r"messages\[0\]: UserMessage content\[0\]/v is nan"),

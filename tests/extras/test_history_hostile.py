@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import OrderedDict, namedtuple
-from datetime import date, datetime, time, tzinfo
+from datetime import date, datetime, time, timezone, tzinfo
 from enum import IntEnum
 
 import pytest
@@ -20,8 +20,10 @@ from helpers import make_tool
 from yiemagent import AgentToolResult, MessageFormatError, SQLiteSession, load_history, run_agent, save_history, shutdown, take_response
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
-from yiemagent.types import LLMUsage, TextContent, ToolResultMessage, UserMessage
+from yiemagent.history import _json
+from yiemagent.types import AssistantMessage, ImageContent, LLMUsage, MessageContent, TextContent, ToolResultMessage, UserMessage
 
+STAMP = datetime(2024, 5, 1, 12, 30, tzinfo=timezone.utc)
 DEEP = "[" * 100_000 + "]" * 100_000  # deeper than json's own limit
 DEEPISH = "[" * 900 + "]" * 900  # json reads it; decoding it recursively does not fit the stack
 
@@ -99,6 +101,43 @@ def test_a_message_whose_details_json_cannot_hold_is_still_stored(tmp_path, deta
 class BadRepr:
     def __repr__(self) -> str:
         raise RuntimeError("no repr")
+
+
+def test_each_note_says_why_the_value_was_not_kept_and_a_value_met_twice_is_kept_twice(tmp_path):
+    """A container inside itself is a note naming its type; the same list held in two places (not inside itself) is stored in both."""
+    shared = [1, 2]
+    message = ToolResultMessage("c", "t", [], {"loop": self_containing(), "a": shared, "b": [shared]})
+    save_history(answered(message), tmp_path / "h.json")
+    details = load_history(tmp_path / "h.json")[1].details
+    assert details["loop"] == {"name": "loop", "items": ["<the enclosing dict, which contains itself>"]}
+    assert details["a"] == [1, 2] and details["b"] == [[1, 2]]
+
+
+def test_a_value_nested_deeper_than_the_bound_is_a_note_at_exactly_that_depth(tmp_path, monkeypatch):
+    """Containers at depths 0 to MAX_DEPTH - 1 (details itself is depth 0) are stored; the one at MAX_DEPTH is a note saying so."""
+    monkeypatch.setattr(_json, "MAX_DEPTH", 3)  # the real bound (200) works the same, deeper than a test needs to go
+    message = ToolResultMessage("c", "t", [], {"v": [[("x", ["y"])]], "w": [[1]]})
+    save_history(answered(message), tmp_path / "h.json")
+    assert load_history(tmp_path / "h.json")[1].details == {"v": [["<a tuple nested more than 3 levels deep>"]], "w": [[1]]}
+
+
+def test_ints_of_more_than_1920_bits_are_written_in_hex_and_the_rest_as_numbers(tmp_path):
+    """docs/sessions.md "The JSON form": an int of 1,920 bits is a plain JSON number, in details or as a usage count; one of 1,921 bits (either sign) the 'int' tag."""
+    widest, wider = 2**1920 - 1, 2**1920
+    details = {"plain": [widest, -widest], "tagged": [wider, -wider], "cost": LLMUsage(widest)}
+    save_history(answered(ToolResultMessage("c", "t", [], details, LLMUsage(widest))), tmp_path / "h.json")
+    written = json.loads((tmp_path / "h.json").read_text())["messages"][1]
+    assert written["details"]["plain"] == [widest, -widest] and written["usage"]["input_tokens"] == widest
+    assert written["details"]["tagged"] == [{"$type": "int", "hex": hex(wider)}, {"$type": "int", "hex": hex(-wider)}]
+    loaded = load_history(tmp_path / "h.json")[1]
+    assert loaded.details == details and loaded.usage == LLMUsage(widest)
+
+
+def test_a_typed_answer_json_cannot_hold_is_stored_as_details_are(tmp_path):
+    """An AssistantMessage whose output has no JSON form (bytes, a set of them) is stored with the tags of details and loads back equal."""
+    reply = AssistantMessage([TextContent("done")], timestamp=STAMP, output={"raw": b"\x00", "seen": {b"a"}})
+    save_history([reply], tmp_path / "h.json")
+    assert exact(load_history(tmp_path / "h.json")[0].output) == exact(reply.output)
 
 
 def test_a_detail_whose_repr_raises_is_stored_as_a_note_saying_so(tmp_path):
@@ -184,12 +223,13 @@ def test_details_json_cannot_write_are_stored_by_both_stores(tmp_path, details):
 
 
 def test_a_document_is_utf8_and_ascii_only_when_it_holds_a_lone_surrogate(tmp_path):
-    """Non-ASCII text is written as UTF-8; only a document holding a lone surrogate is escaped to ASCII (and reads back the same)."""
+    """Non-ASCII text is written as UTF-8; only a document holding a lone surrogate is escaped to ASCII (and reads back the same), laid out as any other (indented one space a level)."""
     plain, odd = tmp_path / "plain.json", tmp_path / "odd.json"
     save_history([UserMessage([TextContent("naïve ✓")])], plain)
     save_history(answered(ToolResultMessage("c", "t", [TextContent("naïve")], {"s": "\ud800"})), odd)
     assert "naïve ✓" in plain.read_text(encoding="utf-8")
     assert odd.read_bytes().isascii() and b"\\ud800" in odd.read_bytes()
+    assert odd.read_text().startswith('{\n "format": "yiemagent-history",\n "version": 1,\n "messages": [\n  {\n')
     assert load_history(odd)[1].details == {"s": "\ud800"} and load_history(odd)[1].content == [TextContent("naïve")]
 
 
@@ -207,6 +247,69 @@ def test_a_detail_whose_own_methods_raise_is_stored_as_its_repr(tmp_path):
     save_history(answered(ToolResultMessage("c", "t", [], details)), tmp_path / "h.json")
     back = load_history(tmp_path / "h.json")[1].details
     assert back == {"when": repr(details["when"]), "block": repr(details["block"])}
+
+
+def test_content_and_usage_inside_details_come_back_as_those_objects(tmp_path):
+    """docs/sessions.md's table: a TextContent, an ImageContent and an LLMUsage held in details are stored tagged and load as the very objects."""
+    details = {"said": TextContent("hi"), "shown": [ImageContent("aGk=", "image/png")], "cost": LLMUsage(1, 2, 3, 4, 5)}
+    save_history(answered(ToolResultMessage("c", "t", [], details)), tmp_path / "h.json")
+    assert exact(load_history(tmp_path / "h.json")[1].details) == exact(details)
+
+
+DROPPED_IMAGE = "[an image was dropped: its data or mime_type is not text (content/0)]"
+MENDED = {
+    "str-block": (ToolResultMessage("c", "t", ["hi"], timestamp=STAMP), ToolResultMessage("c", "t", [TextContent("hi")], timestamp=STAMP)),
+    "no-content": (ToolResultMessage("c", "t", None, timestamp=STAMP), ToolResultMessage("c", "t", [], timestamp=STAMP)),  # type: ignore[arg-type]
+    "text-not-str": (ToolResultMessage("c", "t", [TextContent(5)], timestamp=STAMP), ToolResultMessage("c", "t", [TextContent("5")], timestamp=STAMP)),
+    "image-data-not-str": (AssistantMessage([ImageContent(5, "image/png")], timestamp=STAMP), AssistantMessage([TextContent(DROPPED_IMAGE)], timestamp=STAMP)),
+    "image-type-not-str": (AssistantMessage([ImageContent("aGk=", 5)], timestamp=STAMP), AssistantMessage([TextContent(DROPPED_IMAGE)], timestamp=STAMP)),
+    "usage-a-dict": (ToolResultMessage("c", "t", [], usage={"input_tokens": 1}, timestamp=STAMP), ToolResultMessage("c", "t", [], timestamp=STAMP)),
+    "usage-a-str": (AssistantMessage([], usage="many", timestamp=STAMP), AssistantMessage([], timestamp=STAMP)),
+    "texts-not-str": (
+        AssistantMessage([], api=1, provider=2, model=3, stop_reason=4, error_message=5, timestamp=STAMP),
+        AssistantMessage([], api="1", provider="2", model="3", stop_reason="4", error_message="5", timestamp=STAMP),
+    ),
+}
+
+
+@pytest.mark.parametrize("message, held", MENDED.values(), ids=MENDED.keys())
+def test_a_reply_or_result_an_agent_would_mend_is_stored_mended_and_loads_again(tmp_path, message, held):
+    """A tool result or reply built by hand with fields of the wrong type is stored as the agent would hold it (normalize_message): stored as it was, the row would not load (an image with data 5 did not)."""
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        session.append(message)
+        assert session.messages() == [held]
+
+
+class Sound(MessageContent):
+    """A content type of the caller's own (normalize.py keeps one whose ``to_dict`` is plain JSON)."""
+
+    def __init__(self, data: object) -> None:
+        self.data = data
+
+    def to_dict(self) -> dict:
+        return {"type": "sound", "data": self.data}
+
+
+def test_a_block_of_the_callers_own_type_is_stored_as_the_agent_holds_it(tmp_path):
+    """One whose to_dict holds bytes made save_history and SQLiteSession.append raise TypeError; now it is dropped with a note, as the agent drops it, and one that is plain JSON is kept."""
+    message = ToolResultMessage("c", "t", [Sound("AAA="), Sound(b"\x00")], timestamp=STAMP)
+    save_history(answered(message), tmp_path / "h.json")
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        session.append(message)
+        stored = session.messages()[0]
+    loaded = load_history(tmp_path / "h.json")[1]
+    assert loaded == stored and loaded.content[0] == {"type": "sound", "data": "AAA="}
+    assert loaded.content[1] == TextContent("[a Sound block was dropped: result of 't'/1/data is a bytes, which is not a JSON value]")
+
+
+def test_a_reply_whose_timestamp_is_not_a_datetime_is_stored_with_the_time_it_was_stored(tmp_path):
+    """The check gives a reply without a datetime timestamp the current time, as a run does: stored as "yesterday", the row would not load."""
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        before = datetime.now(timezone.utc)
+        session.append(AssistantMessage([TextContent("hi")], model="m", timestamp="yesterday"))  # type: ignore[arg-type]
+        after = datetime.now(timezone.utc)
+        [loaded] = session.messages()
+    assert loaded.content == [TextContent("hi")] and loaded.model == "m" and before <= loaded.timestamp <= after
 
 
 OTHER_FORMS = {
@@ -230,7 +333,7 @@ def test_a_usage_whose_counts_are_not_ints_is_stored_as_none_with_a_warning(tmp_
     with caplog.at_level("WARNING", logger="yiemagent.history"):
         save_history(answered(message), tmp_path / "h.json")
     assert load_history(tmp_path / "h.json")[1].usage is None
-    assert "counts that are not ints" in caplog.text
+    assert [r.getMessage() for r in caplog.records] == [f"a tool message's usage {LLMUsage(1.5)!r} has counts that are not ints; stored without its usage"]
 
 
 def test_an_agent_with_a_session_keeps_a_tool_result_whose_details_json_cannot_write(agents, tmp_path):

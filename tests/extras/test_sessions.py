@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import signal
@@ -75,6 +76,16 @@ def test_the_database_is_in_wal_mode_with_one_row_per_message(tmp_path):
     with sqlite3.connect(session.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT COUNT(*) FROM yiemagent_messages WHERE session_id = 'main'").fetchone()[0] == 2
+
+
+def test_a_row_holds_the_message_as_compact_utf8_json(tmp_path):
+    """The body is the message's JSON form without a space between tokens, non-ASCII text as itself."""
+    with SQLiteSession(tmp_path / "s.db", "main") as session:
+        session.append(UserMessage([TextContent("naïve, ✓: yes")]))
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        [body] = conn.execute("SELECT body FROM yiemagent_messages").fetchone()
+    assert body == json.dumps(json.loads(body), ensure_ascii=False, separators=(",", ":"))
+    assert body.startswith('{"role":"user","content":[{"text":"naïve, ✓: yes","type":"text"}]')
 
 
 def test_sessions_sharing_a_file_are_isolated_and_clear_touches_one(backend):

@@ -29,6 +29,7 @@ from yiemagent import (
 )
 from yiemagent.extraction import extract_tool_calls
 from yiemagent.history import files as history_files
+from yiemagent.history import _json as history_json
 from yiemagent.history import sessions
 from yiemagent.history._json import message_from_data, message_from_json, message_to_data, read_fields
 from yiemagent.history._stored import loads_row, read_stored, stored_calls
@@ -323,6 +324,38 @@ def test_an_agent_from_a_session_holds_what_the_session_stored(tmp_path):
         assert agent.history() == agent_holds()
     finally:
         shutdown(agent)
+
+
+def test_storing_a_reply_or_result_the_agent_holds_does_not_check_it_again(tmp_path, monkeypatch):
+    """save_history and SQLiteSession.append store the agent's replies and tool results as they are: the check (normalize_message) they passed is not made again."""
+    held = [m for m in agent_holds() if isinstance(m, (AssistantMessage, ToolResultMessage))]
+
+    def checked_again(message: Any) -> Any:
+        raise AssertionError(f"checked a second time: {message!r:.60}")
+
+    monkeypatch.setattr(history_json, "normalize_message", checked_again)
+    save_history(held, tmp_path / "h.json")
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        for message in held:
+            session.append(message)
+    monkeypatch.undo()
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        assert session.messages() == held == load_history(tmp_path / "h.json")
+
+
+def test_loading_what_the_agent_wrote_runs_no_check_but_the_fast_readers(tmp_path, monkeypatch):
+    """load_history and SQLiteSession.messages read the agent's own form in one pass: the reader of record's check (normalize_message) never runs."""
+    save_history(agent_holds(), tmp_path / "h.json")
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        for message in agent_holds():
+            session.append(message)
+
+    def checked(message: Any) -> Any:
+        raise AssertionError(f"read the long way: {message!r:.60}")
+
+    monkeypatch.setattr(history_json, "normalize_message", checked)
+    with SQLiteSession(tmp_path / "s.db", "s") as session:
+        assert session.messages() == agent_holds() == load_history(tmp_path / "h.json")
 
 
 def test_an_agent_does_not_check_again_what_a_shipped_session_checked(tmp_path, monkeypatch):

@@ -291,9 +291,10 @@ def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
 
     A ``UserMessage`` always goes through the check: it is the one that may be refused
     (``MessageFormatError`` naming the block). Any other message only when a glance shows
-    it needs it (a block that is neither content nor an object, a usage that is not an
-    ``LLMUsage``, a field of the wrong type): the check only mends those, it costs more
-    than the rest of storing a reply, and loading checks the message whole anyway.
+    it needs it (a block that is not an object, or not a text or image block with str
+    fields, a usage that is not an ``LLMUsage``, a field of the wrong type):
+    the check only mends those, it costs more than the rest of storing a reply, and loading
+    checks the message whole anyway.
     """
     if isinstance(message, (UserMessage, ApprovalMessage)):
         return normalize_message(message)
@@ -301,7 +302,7 @@ def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
     usage = message.usage  # type: ignore[attr-defined]
     if (
         not isinstance(content, list)
-        or not all(isinstance(b, (MessageContent, dict)) for b in content)
+        or not all(_stored_as_it_is(b) for b in content)
         or (usage is not None and not isinstance(usage, LLMUsage))
         or (
             isinstance(message, AssistantMessage)
@@ -310,6 +311,23 @@ def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
     ):
         return normalize_message(message)
     return message
+
+
+def _stored_as_it_is(block: Any) -> bool:
+    """Whether a reply's or a tool result's block can be written as it is (else the check mends it first).
+
+    A dict goes through ``encode_value``; a text or image block with str fields is its
+    ``to_dict()``. Anything else the check mends or vets: a ``TextContent(5)`` or an
+    ``ImageContent`` whose data is not a str, written as it is, would be refused by loading
+    (``_block``), and a content type of the caller's own has a ``to_dict()`` that may raise
+    or hold what JSON cannot (the check drops such a block). docs/sessions.md: a message an
+    agent would take is never written in a form that cannot be loaded.
+    """
+    if isinstance(block, TextContent):
+        return isinstance(block.text, str)
+    if isinstance(block, ImageContent):
+        return isinstance(block.data, str) and isinstance(block.mime_type, str)
+    return isinstance(block, dict)
 
 
 def utf8_json(data: Any, **options: Any) -> bytes:
