@@ -242,9 +242,16 @@ def normalize_message(message: AgentMessage) -> AgentMessage:
     accepted and its text dropped); a text that is not a str, a part that is not JSON
     (NaN, a set) or not a content block is refused, since a caller can fix it.
 
+    A ``timestamp`` given as ISO 8601 text becomes the ``datetime`` it names; any other
+    that is not a ``datetime`` is refused (a reply's is replaced by the time it arrived,
+    ``normalize_reply``): the history's JSON form stores a datetime, and a message stored
+    with anything else would never load again (docs/sessions.md).
+
     Raises:
-        MessageFormatError: the message cannot be sent to an LLM; the text says why.
+        MessageFormatError: the message cannot be sent to an LLM or stored; the text says why.
     """
+    if isinstance(message, (UserMessage, ToolResultMessage, ApprovalMessage)) and not isinstance(message.timestamp, datetime):
+        message = replace(message, timestamp=_timestamp(message))
     if isinstance(message, UserMessage):
         if message.content is None or not isinstance(message.content, (list, tuple, str)):
             raise MessageFormatError(
@@ -274,6 +281,17 @@ def normalize_message(message: AgentMessage) -> AgentMessage:
     if isinstance(message, ApprovalMessage):  # never sent; checked so that it stores and loads again
         return _normalize_approval(message)
     raise MessageFormatError(f"{type(message).__name__} is not a UserMessage, AssistantMessage, ToolResultMessage or ApprovalMessage")
+
+
+def _timestamp(message: AgentMessage) -> datetime:
+    """The datetime an ISO 8601 ``timestamp`` text names (the JSON form's reader, ``datetime.fromisoformat``)."""
+    kind = type(message).__name__
+    if not isinstance(message.timestamp, str):
+        raise MessageFormatError(f"{kind} timestamp is {type(message.timestamp).__name__}; expected a datetime or ISO 8601 text")
+    try:
+        return datetime.fromisoformat(message.timestamp)
+    except ValueError:
+        raise MessageFormatError(f"{kind} timestamp {short_repr(message.timestamp, 60)} is not ISO 8601") from None
 
 
 def _normalize_approval(message: ApprovalMessage) -> ApprovalMessage:

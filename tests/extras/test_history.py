@@ -25,6 +25,7 @@ from yiemagent import (
     ImageContent,
     LLMUsage,
     MessageFormatError,
+    SQLiteSession,
     TextContent,
     ToolResultMessage,
     UserMessage,
@@ -508,6 +509,43 @@ def test_add_message_checks_the_message_before_it_enters_the_history(agents):
         add_message(agent, UserMessage([TextContent(42)]))
     add_message(agent, UserMessage("handed back"))
     assert agent.history() == [UserMessage([TextContent("handed back")], timestamp=agent.history()[0].timestamp)]
+
+
+@pytest.mark.parametrize(
+    "stamp, refusal",
+    [
+        (None, "timestamp is NoneType; expected a datetime or ISO 8601 text"),
+        ("yesterday", "timestamp 'yesterday' is not ISO 8601"),
+        (date(2026, 12, 5), "timestamp is date; expected a datetime or ISO 8601 text"),
+        (1764918000, "timestamp is int; expected a datetime or ISO 8601 text"),
+    ],
+)
+def test_a_message_whose_timestamp_is_not_a_datetime_is_refused_before_it_is_stored(agents, tmp_path, stamp, refusal):
+    """Decision 15: a user message, tool result or approval step whose timestamp is neither a datetime nor
+    ISO 8601 text is refused with MessageFormatError naming the field (a reply's is replaced, normalize_reply);
+    stored as it was, its session or file would never load again. The history and session stay as they were."""
+    session = SQLiteSession(tmp_path / "s.db", "s")
+    agent = agents(ScriptedLLM(["ok"]), session=session)
+    for message in (
+        UserMessage([TextContent("hi")], timestamp=stamp),
+        ToolResultMessage("c1", "t", [TextContent("r")], timestamp=stamp),
+        ApprovalMessage("c1", "t", "approved", timestamp=stamp),
+    ):
+        with pytest.raises(MessageFormatError, match=f"^{type(message).__name__} {re.escape(refusal)}$"):
+            add_message(agent, message)
+    with pytest.raises(MessageFormatError, match="^UserMessage timestamp"):
+        run_agent(agent, UserMessage([TextContent("hi")], timestamp=stamp))
+    with pytest.raises(MessageFormatError, match=r"^messages\[0\]: UserMessage timestamp"):
+        save_history([UserMessage([TextContent("hi")], timestamp=stamp)], tmp_path / "h.json")
+    assert agent.history() == [] and session.messages() == [] and not (tmp_path / "h.json").exists()
+
+
+def test_a_timestamp_given_as_iso_text_enters_the_history_as_the_datetime_it_names(agents, tmp_path):
+    """ISO 8601 text is read as the JSON form reads it: the history, its session and a reloaded agent hold that datetime."""
+    session = SQLiteSession(tmp_path / "s.db", "s")
+    agent = agents(ScriptedLLM(["ok"]), session=session)
+    add_message(agent, UserMessage([TextContent("hi")], timestamp="2024-05-01T12:30:15.123456+02:00"))  # type: ignore[arg-type]
+    assert agent.history() == session.messages() == [UserMessage([TextContent("hi")], STAMP)]
 
 
 def test_a_saved_agent_history_starts_a_new_agent(agents, tmp_path):
