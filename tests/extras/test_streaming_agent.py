@@ -8,6 +8,7 @@ call's context — so these tests hold for any client, not only the two HTTP one
 from __future__ import annotations
 
 import contextvars
+import logging
 import re
 import threading
 import time
@@ -156,8 +157,9 @@ def test_deltas_from_the_clients_own_threads_are_serialised_and_complete():
     assert final.content[0].text == "".join(d.text for d in deltas)
 
 
-def test_deltas_sent_after_llm_call_returned_are_dropped(recorder):
-    """A thread the client left running emits after the call returned: dropped, like a partial result after execute."""
+def test_deltas_sent_after_llm_call_returned_are_dropped(recorder, caplog):
+    """A thread the client left running emits after the call returned: dropped, like a partial result after execute,
+    with a DEBUG line on yiemagent.stream saying which delta of which run and round."""
     go, emitted = threading.Event(), threading.Event()
     left_running: list[threading.Thread] = []
 
@@ -174,13 +176,14 @@ def test_deltas_sent_after_llm_call_returned_are_dropped(recorder):
         left_running.append(thread)
         return reply_of("", "Hi")
 
-    with make_agent(llm_call, sink=recorder) as agent:
+    with make_agent(llm_call, sink=recorder) as agent, caplog.at_level(logging.DEBUG, logger="yiemagent.stream"):
         run_agent(agent, "go")
         assert take_response(agent, timeout=WAIT).content[0].text == "Hi"
         go.set()
         left_running[0].join(WAIT)
     assert emitted.is_set(), "the late delta was sent (and did not raise)"
     assert deltas_of(recorder) == [(1, 1, "text", "Hi")]
+    assert "a text delta of run 1 round 1 after llm_call returned was dropped" in [r.getMessage() for r in caplog.records if r.name == "yiemagent.stream"]
     assert isinstance(recorder.events[-1], AgentRunEndEvent)
 
 
@@ -197,8 +200,9 @@ def _complete_tool_call(formatted: dict) -> AssistantMessage:
 
 
 @pytest.mark.parametrize("ending", [_cut_short_reply, _raise_connection_closed, _complete_tool_call])
-def test_abort_mid_stream_ends_the_run_aborted_and_keeps_the_partial_reply_out(recorder, ending):
-    """Abort while a reply streams: the client sees the signal; whatever it then returns or raises is dropped, no tool runs, the next run works."""
+def test_abort_mid_stream_ends_the_run_aborted_and_keeps_the_partial_reply_out(recorder, ending, caplog):
+    """Abort while a reply streams: the client sees the signal; whatever it then returns or raises is dropped (a delta
+    with a DEBUG line on yiemagent.stream), no tool runs, the next run works."""
     streaming = threading.Event()
     ran: list[dict] = []
     calls = [0]
@@ -215,11 +219,12 @@ def test_abort_mid_stream_ends_the_run_aborted_and_keeps_the_partial_reply_out(r
         return ending(formatted)
 
     lookup = make_tool("lookup", lambda i, args, s, p: ran.append(args) or text_result("x"))
-    with make_agent(llm_call, lookup, sink=recorder) as agent:
+    with make_agent(llm_call, lookup, sink=recorder) as agent, caplog.at_level(logging.DEBUG, logger="yiemagent.stream"):
         run_agent(agent, "hello?")
         assert streaming.wait(WAIT)
         assert abort(agent, "stop typing") is True
         response = take_response(agent, timeout=WAIT)
+        assert "a text delta of run 1 round 1 after the abort was dropped" in [r.getMessage() for r in caplog.records if r.name == "yiemagent.stream"]
         assert response.stop_reason == "aborted" and response.error_message == "stop typing"
         assert [type(m) for m in agent.history()] == [UserMessage]
         end = recorder.of_type(LLMCallEndEvent)[0]

@@ -39,7 +39,26 @@ def test_a_sink_that_raises_is_logged_and_the_others_still_get_the_event(raised,
     assert caught == [True] and got == [EVENT, EVENT]
     (record,) = [r for r in caplog.records if r.name == "yiemagent.events"]
     assert record.exc_info is not None and record.exc_info[1] is raised
-    assert "AgentRunStartEvent" in record.getMessage() and "the other sinks still get it" in record.getMessage()
+    assert record.getMessage() == f"event sink {broken!r} raised on AgentRunStartEvent; the event was dropped for it, the other sinks still get it"
+
+
+class Named:
+    """A sink with a repr of its own."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, event):
+        pass
+
+    def __repr__(self):
+        return self.name
+
+
+def test_a_tees_repr_lists_its_sinks():
+    """repr(tee(a, b)) is 'tee(a, b)': a log line naming the agent's sink says which sinks it calls."""
+    assert repr(tee(Named("console"), Named("tracer"))) == "tee(console, tracer)"
+    assert repr(tee()) == "tee()"
 
 
 def test_ctrl_c_in_the_main_thread_stops_the_tee():

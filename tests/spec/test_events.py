@@ -16,6 +16,7 @@ from yiemagent import (
     ToolExecUpdateEvent,
     execute_tool_calls,
 )
+from yiemagent.events import EventEmitter, as_emitter
 
 
 
@@ -105,7 +106,16 @@ def test_raising_sink_is_logged_and_ignored(caplog):
     with caplog.at_level(logging.ERROR, logger="yiemagent.events"):
         batch = execute_tool_calls(context_with(streaming_tool("s", ["p"])), ASSISTANT, [AgentToolCall("c", "s", {})], SEQUENTIAL, None, sink)
     assert batch.messages[0].content[0].text == "s done" and not batch.messages[0].is_error
-    assert "sink broke" in caplog.text and "ToolExecStartEvent" in caplog.text
+    assert "sink broke" in caplog.text
+    assert caplog.records[0].getMessage() == f"event sink {sink!r} raised on ToolExecStartEvent; the event was dropped"
+
+
+@pytest.mark.spec("13")
+def test_an_emitter_is_not_wrapped_again():
+    """as_emitter gives an EventEmitter back as it is (one lock, one log line per failure); a sink it wraps."""
+    emitter = as_emitter(print)
+    assert isinstance(emitter, EventEmitter) and emitter.sink is print
+    assert as_emitter(emitter) is emitter
 
 
 @pytest.mark.spec("13")
