@@ -264,6 +264,14 @@ def test_a_row_of_another_kind_the_check_refuses_is_named_with_its_entry_and_fie
     assert str(caught.value).startswith(refusal)
 
 
+def test_an_approval_stored_without_its_arguments_and_reason_reads_with_their_defaults():
+    """An approval row written by other means without 'arguments' or 'reason' (fields with defaults) loads with no arguments and an empty reason, as ApprovalMessage gives them."""
+    data = stored(agent_holds()[2])
+    del data["arguments"], data["reason"]
+    message = message_from_data(data, "row 7")
+    assert message == ApprovalMessage("c1", "double", "approved", {}, "", STAMP)
+
+
 def test_a_session_row_the_check_refuses_names_the_session_and_the_row(tmp_path):
     """A row written by other means that the check refuses stops the agent's start, naming the session, the file, the row and the field."""
     path = tmp_path / "s.db"
