@@ -264,12 +264,19 @@ def test_a_row_of_another_kind_the_check_refuses_is_named_with_its_entry_and_fie
     assert str(caught.value).startswith(refusal)
 
 
-def test_an_approval_stored_without_its_arguments_and_reason_reads_with_their_defaults():
-    """An approval row written by other means without 'arguments' or 'reason' (fields with defaults) loads with no arguments and an empty reason, as ApprovalMessage gives them."""
-    data = stored(agent_holds()[2])
-    del data["arguments"], data["reason"]
-    message = message_from_data(data, "row 7")
-    assert message == ApprovalMessage("c1", "double", "approved", {}, "", STAMP)
+@pytest.mark.parametrize(
+    "row, expected",
+    [
+        ({"role": "approval", "tool_call_id": "c1", "tool_name": "double", "decision": "approved"}, ApprovalMessage("c1", "double", "approved", timestamp=STAMP)),
+        ({"role": "tool", "tool_call_id": "c1", "tool_name": "double", "content": [{"type": "text", "text": "4"}]}, ToolResultMessage("c1", "double", [TextContent("4")], timestamp=STAMP)),
+        ({"role": "assistant", "content": [{"type": "text", "text": "hi"}]}, AssistantMessage([TextContent("hi")], timestamp=STAMP)),
+    ],
+)
+def test_a_row_without_the_fields_that_have_defaults_loads_with_those_defaults(row, expected):
+    """A row written by other means with only the fields a message cannot do without (and its time) loads with every other field at its default, as the message's own class gives it."""
+    message = message_from_data({**row, "timestamp": STAMP.isoformat()}, "row 7")
+    assert message == expected
+    assert vars(message) == vars(expected)
 
 
 def test_a_session_row_the_check_refuses_names_the_session_and_the_row(tmp_path):
