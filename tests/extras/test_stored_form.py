@@ -465,6 +465,12 @@ def test_reading_a_row_is_json_loads(body):
     assert _outcome(loads_row, body) == _outcome(json.loads, body)
 
 
+@pytest.mark.parametrize("body", ["{{}", b"{{}", '{{"a": 1}', b'{{"a": 1}', "{}}", "{} {}", ' {"a": 1}', "\ufeff{}", b"\xef\xbb\xbf{}", b'{"a": "\xed\xa0\x80"}'])
+def test_a_row_that_is_not_one_bare_object_is_read_as_json_loads_reads_it(body):
+    """A row with more than one object, an object after a stray brace, whitespace or a byte-order mark, or a surrogate written in UTF-8 gives what json.loads gives, or the very same error."""
+    assert _outcome(loads_row, body) == _outcome(json.loads, body)
+
+
 histories = st.lists(
     st.one_of(
         st.builds(lambda ids: AssistantMessage([{"type": "tool_calls", "tool_calls": [{"id": i, "type": "function", "function": {"name": "t", "arguments": {}}} for i in ids]}], timestamp=STAMP), st.lists(st.sampled_from("abc"), max_size=3)),
