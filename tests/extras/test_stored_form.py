@@ -27,7 +27,7 @@ from yiemagent import (
     save_history,
     shutdown,
 )
-from yiemagent.extraction import extract_tool_calls
+from yiemagent.extraction import MAX_ID_CHARS, MAX_NAME_CHARS, extract_tool_calls
 from yiemagent.history import files as history_files
 from yiemagent.history import _json as history_json
 from yiemagent.history import sessions
@@ -212,6 +212,89 @@ def test_each_form_the_agent_writes_takes_the_fast_reader(index):
     assert message is not None and message == read_fields(stored(agent_holds()[index]), "here") == agent_holds()[index]
 
 
+def every_field_set() -> list[Any]:
+    """A message of each kind with every field set: non-ASCII text in each str and key, images, call ids of one and of MAX_ID_CHARS characters, a name of MAX_NAME_CHARS, values nested and scalar."""
+    arguments = {"clé": ["é", 1, 1.5, None, True, {"ü": "☃ 👋"}]}
+    return [
+        UserMessage([TextContent("héllo 👋"), ImageContent("aGk=", "image/png")], STAMP),
+        AssistantMessage(
+            [
+                TextContent("ça va"),
+                ImageContent("aGk=", "image/png"),
+                {"type": "tool_calls", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "n" * MAX_NAME_CHARS, "arguments": arguments}}]},
+                {"type": "tool_call", "id": "i" * MAX_ID_CHARS, "name": "outil", "arguments": {}},
+            ],
+            api="ápi",
+            provider="prövider",
+            model="mödel",
+            usage=LLMUsage(3, 4, 1, 0, 7, 2),
+            stop_reason="stop",
+            error_message="érreur",
+            timestamp=STAMP,
+            output={"réponse": "oui"},
+        ),
+        ToolResultMessage("a", "outil", [TextContent("résultat")], {"détail": ["é", {"b": None}]}, LLMUsage(1, 1, 0, 0, 2, 0), ["nouvél"], True, STAMP),
+        ApprovalMessage("a", "outil", "rejected", arguments, "raison é", STAMP),
+        AssistantMessage([TextContent("42")], timestamp=STAMP, output=42),  # a typed answer that is a number
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_every_field_set_and_any_text_the_check_keeps_take_the_fast_reader(index):
+    """The stored form with every optional field set, non-ASCII text anywhere, and ids and names as long as the check keeps them, is read in one pass, equal to the reader of record's."""
+    data = stored(every_field_set()[index])
+    message = read_stored(data)
+    assert message is not None and message == read_fields(stored(every_field_set()[index]), "here") == every_field_set()[index]
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    """``leaf`` inside ``depth`` containers, a list and an object by turns."""
+    for level in range(depth):
+        leaf = [leaf] if level % 2 else {"a": leaf}
+    return leaf
+
+
+def _reply(*blocks: Any, **fields: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": list(blocks), **fields, "timestamp": STAMP.isoformat()}
+
+
+def _calls(*entries: Any, **more: Any) -> dict[str, Any]:
+    return {"type": "tool_calls", "tool_calls": list(entries), **more}
+
+
+def _call(call_id: str, arguments: Any) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "t", "arguments": arguments}}
+
+
+@pytest.mark.parametrize(
+    "row, expected",
+    [
+        ({"role": "user", "content": [{"type": "text", "text": "a\udfffb"}], "timestamp": STAMP.isoformat()}, UserMessage([TextContent("a\ufffdb")], STAMP)),
+        (_reply(model="a\udfffb"), AssistantMessage([], model="a\ufffdb", timestamp=STAMP)),
+        (_reply(_calls(_call("c1", [1]))), AssistantMessage([_calls(_call("c1", {}))], timestamp=STAMP)),
+        (_reply(_calls(_call("c1", 5))), AssistantMessage([_calls(_call("c1", {}))], timestamp=STAMP)),
+        (_reply(_calls(_call("c1", {"x": float("nan")}))), AssistantMessage([_calls(_call("c1", {}))], timestamp=STAMP)),
+        (_reply(_calls(_call("c1", {"x": [1, float("nan")]}))), AssistantMessage([_calls(_call("c1", {}))], timestamp=STAMP)),
+        (_reply(_calls(_call("c1", {"x": _nested(41, [float("nan")])}))), AssistantMessage([_calls(_call("c1", {}))], timestamp=STAMP)),
+        (_reply(_calls(_call("c1", {"x": _nested(70, 1)}))), AssistantMessage([_calls(_call("c1", {}))], timestamp=STAMP)),
+        (_reply(_calls(_call("c1", {}), _call("c1", {}), extra=1)), AssistantMessage([_calls(_call("c1", {}), _call("c1_2", {}))], timestamp=STAMP)),
+        (_reply(_calls(_call("c1", {"x": {"$type": "tuple", "items": [1]}}))), AssistantMessage([_calls(_call("c1", {"x": [1]}))], timestamp=STAMP)),
+        (_reply({"type": "text", "text": "a\udfffb"}), AssistantMessage([TextContent("a\ufffdb")], timestamp=STAMP)),
+        (_reply({"type": "text", "text": "a", "citations": [1]}), AssistantMessage([{"type": "text", "text": "a", "citations": [1]}], timestamp=STAMP)),
+        (
+            {"role": "tool", "tool_call_id": "c1", "tool_name": "t", "content": [], "details": _nested(42, {"$type": "tuple", "items": [1]}), "timestamp": STAMP.isoformat()},
+            ToolResultMessage("c1", "t", [], _nested(42, (1,)), timestamp=STAMP),
+        ),
+        (_reply({"type": "tool_calls", "tool_calls": None}), AssistantMessage([{"type": "tool_calls", "tool_calls": None}], timestamp=STAMP)),
+        (_reply(_calls(5)), AssistantMessage([_calls(5)], timestamp=STAMP)),
+    ],
+)
+def test_a_row_the_check_mends_loads_mended(row, expected):
+    """A row written by other means that the check mends (a lone surrogate, arguments JSON cannot carry or nested too deeply, a repeated call id) loads as the check leaves it, a tagged value deep down as the value it tags, a text block with more than its text as it is; one whose calls cannot be read keeps them as they are."""
+    message = message_from_data(copy.deepcopy(row), "row 7")
+    assert message == read_fields(copy.deepcopy(row), "row 7") == expected
+
+
 @pytest.mark.parametrize(
     "change, refusal",
     [
@@ -223,6 +306,7 @@ def test_each_form_the_agent_writes_takes_the_fast_reader(index):
         (lambda d: d["content"].append({"type": "text", "text": 5}), "row 7: content[2] is a 'text' block with missing or wrong fields"),
         (lambda d: d["content"].append({"type": "text", "text": "a", "$type": "bogus"}), "row 7: unknown tagged value 'bogus'"),
         (lambda d: d["content"].append({"type": "weird", "x": float("nan")}), "row 7: UserMessage content[2]/x is nan"),
+        (lambda d: d["content"].append({"type": "image", "data": 5, "mime_type": "image/png"}), "row 7: content[2] is a 'image' block with missing or wrong fields"),
     ],
 )
 def test_a_user_row_the_check_refuses_is_named_with_its_entry_and_field(change, refusal):
@@ -250,6 +334,7 @@ def test_a_user_row_the_check_refuses_is_named_with_its_entry_and_field(change, 
         (3, lambda d: d.update(added_tool_names=[1]), "row 7: 'added_tool_names' items must be str"),
         (3, lambda d: d.update(details={"$type": "int", "hex": "zz"}), "row 7: an 'int' value that is not hex"),
         (3, lambda d: d.pop("tool_name"), "row 7: has no 'tool_name'"),
+        (3, lambda d: d.update(details=_nested(800, 1)), "row 7: nested too deeply to read"),
         (3, lambda d: d.update(details={"$type": []}), "row 7: unknown tagged value '[]'"),
         (3, lambda d: d.update(details={"$type": "bytes", "base64": "\ud800"}), "row 7: a 'bytes' value without valid base64"),
         (3, lambda d: d.update(details={"$type": "bytes", "base64": "é"}), "row 7: a 'bytes' value without valid base64"),
@@ -263,6 +348,21 @@ def test_a_row_of_another_kind_the_check_refuses_is_named_with_its_entry_and_fie
     with pytest.raises(MessageFormatError) as caught:
         message_from_data(data, "row 7")
     assert str(caught.value).startswith(refusal)
+
+
+@pytest.mark.parametrize(
+    "row, expected",
+    [
+        ({"role": "approval", "tool_call_id": "c1", "tool_name": "double", "decision": "approved"}, ApprovalMessage("c1", "double", "approved", timestamp=STAMP)),
+        ({"role": "tool", "tool_call_id": "c1", "tool_name": "double", "content": [{"type": "text", "text": "4"}]}, ToolResultMessage("c1", "double", [TextContent("4")], timestamp=STAMP)),
+        ({"role": "assistant", "content": [{"type": "text", "text": "hi"}]}, AssistantMessage([TextContent("hi")], timestamp=STAMP)),
+    ],
+)
+def test_a_row_without_the_fields_that_have_defaults_loads_with_those_defaults(row, expected):
+    """A row written by other means with only the fields a message cannot do without (and its time) loads with every other field at its default, as the message's own class gives it."""
+    message = message_from_data({**row, "timestamp": STAMP.isoformat()}, "row 7")
+    assert message == expected
+    assert vars(message) == vars(expected)
 
 
 def test_a_session_row_the_check_refuses_names_the_session_and_the_row(tmp_path):
@@ -395,6 +495,12 @@ def _outcome(read: Any, body: Any) -> Any:
 @given(row_bodies)
 def test_reading_a_row_is_json_loads(body):
     """Property: loads_row gives what json.loads gives for any row, str or bytes of any encoding, or raises the very same error."""
+    assert _outcome(loads_row, body) == _outcome(json.loads, body)
+
+
+@pytest.mark.parametrize("body", ["{{}", b"{{}", '{{"a": 1}', b'{{"a": 1}', "{}}", "{} {}", ' {"a": 1}', "\ufeff{}", b"\xef\xbb\xbf{}", b'{"a": "\xed\xa0\x80"}'])
+def test_a_row_that_is_not_one_bare_object_is_read_as_json_loads_reads_it(body):
+    """A row with more than one object, an object after a stray brace, whitespace or a byte-order mark, or a surrogate written in UTF-8 gives what json.loads gives, or the very same error."""
     assert _outcome(loads_row, body) == _outcome(json.loads, body)
 
 
