@@ -108,16 +108,22 @@ def test_parallel_tools_are_sibling_spans_with_their_real_times_under_the_run(ag
 
 
 def test_a_round_reports_its_token_usage(agents, traced):
-    """A reply's usage becomes gen_ai.usage.input_tokens and output_tokens on its chat span and the run's sum on invoke_agent."""
+    """A reply's usage becomes gen_ai.usage.* (input, output, and their cache and reasoning parts) on its chat span and the run's sum on invoke_agent."""
     from yiemagent import LLMUsage
 
-    reply = AssistantMessage([TextContent("hi")], stop_reason="stop", usage=LLMUsage(input_tokens=11, output_tokens=7))
+    usage = LLMUsage(input_tokens=11, output_tokens=7, cache_read_tokens=5, cache_write_tokens=2, total_tokens=18, reasoning_tokens=3)
+    reply = AssistantMessage([TextContent("hi")], stop_reason="stop", usage=usage)
     agent = agents(NamedLLM([reply]), agent_event_sink=traced.sink())
     ask(agent)
     shutdown(agent, timeout=WAIT)
     for span in (traced.one("chat test-model"), traced.one("invoke_agent")):
-        assert span.attributes["gen_ai.usage.input_tokens"] == 11
-        assert span.attributes["gen_ai.usage.output_tokens"] == 7
+        assert {k: v for k, v in span.attributes.items() if k.startswith("gen_ai.usage.")} == {
+            "gen_ai.usage.input_tokens": 11,
+            "gen_ai.usage.output_tokens": 7,
+            "gen_ai.usage.cache_read.input_tokens": 5,
+            "gen_ai.usage.cache_creation.input_tokens": 2,
+            "gen_ai.usage.reasoning.output_tokens": 3,
+        }
 
 
 def test_a_failing_tool_is_an_error_span_and_the_run_is_not(agents, traced):
@@ -150,9 +156,10 @@ def test_a_failed_llm_round_marks_its_chat_span_and_the_run(agents, traced):
 
 
 def test_an_aborted_run_ends_every_span_marked_aborted(agents, traced):
-    """abort() during a tool call ends the call's span and the run's, the run's with error.type "aborted"."""
+    """abort() during a tool call ends the call's span and the run's, the run's with error.type "aborted", as the call it skipped."""
     tool, entered, release = blocking_tool("slow")
-    agent = agents(NamedLLM([tool_call_reply(("c1", "slow", {}))]), [tool], agent_event_sink=traced.sink())
+    llm = NamedLLM([tool_call_reply(("c1", "slow", {}), ("c2", "echo", {}))])
+    agent = agents(llm, [tool, make_tool("echo")], agent_event_sink=traced.sink())
     run_agent(agent, "go")
     assert entered.wait(WAIT)
     assert abort(agent)
@@ -162,6 +169,9 @@ def test_an_aborted_run_ends_every_span_marked_aborted(agents, traced):
     run = traced.one("invoke_agent")
     assert run.status.status_code is StatusCode.ERROR and run.attributes["error.type"] == "aborted"
     assert traced.one("execute_tool slow").end_time <= run.end_time
+    skipped = traced.one("execute_tool echo")  # the call the abort skipped
+    assert skipped.status.status_code is StatusCode.ERROR and skipped.attributes["error.type"] == "aborted"
+    assert skipped.end_time <= run.end_time
 
 
 def test_a_run_stopped_by_max_rounds_is_an_error_span(agents, traced):
