@@ -653,10 +653,11 @@ def test_a_round_and_a_run_that_failed_say_why_in_their_status(traced):
 
 
 def test_spans_whose_end_never_came_end_incomplete_at_the_next_round_or_the_runs_end(traced, caplog):
-    """A round that never ended ends when the next starts; a round or a call still open ends with the run; each marked "incomplete"."""
+    """A round that never ended ends when the next starts (its late end changes nothing); a round or a call still open ends with the run; each marked "incomplete"."""
     sink = traced.sink()
     with caplog.at_level(logging.WARNING):
-        replay(sink, run_start(1), round_start(2, round=1, provider="api.openai.com"), round_start(3, round=2, model=None), run_end(4))
+        replay(sink, run_start(1), round_start(2, round=1, provider="api.openai.com"), round_start(3, round=2, model=None))
+        replay(sink, round_end(3, AssistantMessage([TextContent("late")], stop_reason="stop"), round=1), run_end(4))  # round 1's end, too late
         replay(sink, run_start(10, run_id=2), call_start(11), run_end(12, run_id=2))
     assert [r for r in caplog.records if r.name.startswith(("yiemagent", "opentelemetry"))] == []
     for run in traced.named("invoke_agent"):  # no round ended: nothing told the provider or the usage
@@ -771,6 +772,8 @@ def test_sub_agents_and_calls_are_found_by_their_call_whatever_context_their_eve
         replay(sink, call_start(4, "c1", "helper"), call_start(5, "c7", "helper"))
         for event in sub_run:  # in the run's context
             sink(SubAgentEvent("c1", event))
+        current = trace.get_current_span()  # a sub-agent's spans are never made current: the parent's call still is
+        assert current.name == "execute_tool helper" and current.attributes["gen_ai.tool.call.id"] == "c7"
         for event in sub_run:  # in no run's context: found by the call
             from_another_thread(sink, SubAgentEvent("c7", event))
         replay(sink, call_start(6, "c2"), call_end(7, "c2"))  # a call ending while sub-agents' sinks are open
