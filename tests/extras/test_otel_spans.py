@@ -857,9 +857,17 @@ def test_one_sink_serving_two_agents_at_once_keeps_each_runs_spans_apart(agents,
             first_done.wait(WAIT)  # the second run's call stays open while the first run ends
         return text_result("met")
 
+    runs_open = threading.Barrier(2, timeout=WAIT)
+
+    def both_runs_open(wait):
+        def call(formatted):
+            runs_open.wait()  # neither call starts before both runs are open
+            return tool_call_reply(("c1", "meet", {"wait": wait}))
+        return call
+
     made = {}
     for name, wait in (("first", False), ("second", True)):
-        llm = NamedLLM([tool_call_reply(("c1", "meet", {"wait": wait})), f"{name} done"])
+        llm = NamedLLM([both_runs_open(wait), f"{name} done"])
         made[name] = agents(llm, [make_tool("meet", meet)], agent_event_sink=sinks)
         run_agent(made[name], name)
     assert take_response(made["first"], timeout=WAIT).stop_reason == "stop"
