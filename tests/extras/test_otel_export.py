@@ -100,6 +100,7 @@ def test_a_run_that_never_ends_is_exported_as_abandoned_when_the_process_exits()
     for span in by_name.values():
         assert span.end_time_unix_nano >= span.start_time_unix_nano > 0
         assert attributes(span)["error.type"] == "abandoned"
+    assert by_name["invoke_agent"].status.message == "the run had not ended when the process exited"
 
 
 def test_yiemagent_never_imports_opentelemetry_and_the_extra_is_named_when_missing():
