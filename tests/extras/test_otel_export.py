@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from cli_support import _env, cli
 from localserver import LocalServer, Reply
+from yiemagent.otel.export import otlp_tracer_provider
 
 
 def receiver() -> LocalServer:
@@ -96,6 +100,7 @@ def test_a_run_that_never_ends_is_exported_as_abandoned_when_the_process_exits()
     for span in by_name.values():
         assert span.end_time_unix_nano >= span.start_time_unix_nano > 0
         assert attributes(span)["error.type"] == "abandoned"
+    assert by_name["invoke_agent"].status.message == "the run had not ended when the process exited"
 
 
 def test_yiemagent_never_imports_opentelemetry_and_the_extra_is_named_when_missing():
@@ -115,3 +120,52 @@ def test_yiemagent_never_imports_opentelemetry_and_the_extra_is_named_when_missi
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=_env())
     assert done.returncode == 0, done.stderr
     assert 'pip install "yiemagent[otel]"' in done.stdout
+
+
+@pytest.fixture
+def otel_environment(monkeypatch):
+    """No OTEL_* variable but those the test sets."""
+    for name in list(os.environ):
+        if name.startswith("OTEL_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def export_one_span(provider) -> None:
+    """A span "work" made with ``provider``, then the provider shut down (which flushes its batch)."""
+    with provider.get_tracer("a test").start_as_current_span("work"):
+        pass
+    provider.shutdown()
+
+
+@pytest.mark.parametrize("protocol_variables", [{}, {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"},
+                                                {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": " http/protobuf ", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}],
+                         ids=["unset", "http", "traces-variable-first"])
+def test_otlp_tracer_provider_exports_to_the_endpoint_and_service_the_environment_names(otel_environment, protocol_variables):
+    """otlp_tracer_provider() sends its spans over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT as OTEL_SERVICE_NAME; the traces variable of the protocol wins."""
+    with receiver() as server:
+        otel_environment.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", server.url)
+        otel_environment.setenv("OTEL_SERVICE_NAME", "in-process")
+        for name, value in protocol_variables.items():
+            otel_environment.setenv(name, value)
+        export_one_span(otlp_tracer_provider())
+        spans, resources = received_spans(server)
+    assert [s.name for s in spans] == ["work"] and [r["service.name"] for r in resources] == ["in-process"]
+
+
+def test_otlp_tracer_provider_names_the_service_yiemagent_when_the_environment_does_not(otel_environment):
+    """Without OTEL_SERVICE_NAME the exported spans' service.name is "yiemagent"; OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is the whole URL."""
+    with receiver() as server:
+        otel_environment.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", server.url + "/v1/traces")
+        export_one_span(otlp_tracer_provider())
+        spans, resources = received_spans(server)
+    assert [s.name for s in spans] == ["work"] and [r["service.name"] for r in resources] == ["yiemagent"]
+
+
+@pytest.mark.parametrize("name", ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"])
+def test_otlp_tracer_provider_refuses_grpc_naming_the_variable(otel_environment, name):
+    """A protocol other than http/protobuf is a ValueError that names the variable, its value and what is exported."""
+    otel_environment.setenv(name, "grpc")
+    with pytest.raises(ValueError) as refused:
+        otlp_tracer_provider()
+    assert str(refused.value) == f"{name}='grpc': yiemagent --otel exports with OTLP/HTTP only (http/protobuf)"

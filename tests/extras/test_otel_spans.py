@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import json
 import threading
 
@@ -108,16 +109,22 @@ def test_parallel_tools_are_sibling_spans_with_their_real_times_under_the_run(ag
 
 
 def test_a_round_reports_its_token_usage(agents, traced):
-    """A reply's usage becomes gen_ai.usage.input_tokens and output_tokens on its chat span and the run's sum on invoke_agent."""
+    """A reply's usage becomes gen_ai.usage.* (input, output, and their cache and reasoning parts) on its chat span and the run's sum on invoke_agent."""
     from yiemagent import LLMUsage
 
-    reply = AssistantMessage([TextContent("hi")], stop_reason="stop", usage=LLMUsage(input_tokens=11, output_tokens=7))
+    usage = LLMUsage(input_tokens=11, output_tokens=7, cache_read_tokens=5, cache_write_tokens=2, total_tokens=18, reasoning_tokens=3)
+    reply = AssistantMessage([TextContent("hi")], stop_reason="stop", usage=usage)
     agent = agents(NamedLLM([reply]), agent_event_sink=traced.sink())
     ask(agent)
     shutdown(agent, timeout=WAIT)
     for span in (traced.one("chat test-model"), traced.one("invoke_agent")):
-        assert span.attributes["gen_ai.usage.input_tokens"] == 11
-        assert span.attributes["gen_ai.usage.output_tokens"] == 7
+        assert {k: v for k, v in span.attributes.items() if k.startswith("gen_ai.usage.")} == {
+            "gen_ai.usage.input_tokens": 11,
+            "gen_ai.usage.output_tokens": 7,
+            "gen_ai.usage.cache_read.input_tokens": 5,
+            "gen_ai.usage.cache_creation.input_tokens": 2,
+            "gen_ai.usage.reasoning.output_tokens": 3,
+        }
 
 
 def test_a_failing_tool_is_an_error_span_and_the_run_is_not(agents, traced):
@@ -150,9 +157,10 @@ def test_a_failed_llm_round_marks_its_chat_span_and_the_run(agents, traced):
 
 
 def test_an_aborted_run_ends_every_span_marked_aborted(agents, traced):
-    """abort() during a tool call ends the call's span and the run's, the run's with error.type "aborted"."""
+    """abort() during a tool call ends the call's span and the run's, the run's with error.type "aborted", as the call it skipped."""
     tool, entered, release = blocking_tool("slow")
-    agent = agents(NamedLLM([tool_call_reply(("c1", "slow", {}))]), [tool], agent_event_sink=traced.sink())
+    llm = NamedLLM([tool_call_reply(("c1", "slow", {}), ("c2", "echo", {}))])
+    agent = agents(llm, [tool, make_tool("echo")], agent_event_sink=traced.sink())
     run_agent(agent, "go")
     assert entered.wait(WAIT)
     assert abort(agent)
@@ -162,6 +170,9 @@ def test_an_aborted_run_ends_every_span_marked_aborted(agents, traced):
     run = traced.one("invoke_agent")
     assert run.status.status_code is StatusCode.ERROR and run.attributes["error.type"] == "aborted"
     assert traced.one("execute_tool slow").end_time <= run.end_time
+    skipped = traced.one("execute_tool echo")  # the call the abort skipped
+    assert skipped.status.status_code is StatusCode.ERROR and skipped.attributes["error.type"] == "aborted"
+    assert skipped.end_time <= run.end_time
 
 
 def test_a_run_stopped_by_max_rounds_is_an_error_span(agents, traced):
@@ -341,8 +352,8 @@ def test_a_sink_that_raises_beside_the_tracer_does_not_stop_a_span(agents, trace
     assert sorted(s.name for s in traced.spans()) == ["chat test-model", "chat test-model", "execute_tool echo", "invoke_agent"]
 
 
-def test_a_span_processor_that_raises_does_not_break_the_run(agents, traced):
-    """A span processor raising on every end is logged; the run answers and its other processor sees every span."""
+def test_a_span_processor_that_raises_does_not_break_the_run(agents, traced, caplog):
+    """A span processor raising on every end is logged with its traceback; the run answers and its other processor sees every span."""
 
     class Raising(SimpleSpanProcessor):
         def on_end(self, span):
@@ -350,9 +361,13 @@ def test_a_span_processor_that_raises_does_not_break_the_run(agents, traced):
 
     traced.provider.add_span_processor(Raising(InMemorySpanExporter()))
     agent = agents(NamedLLM([tool_call_reply(("c1", "echo", {})), "done"]), [make_tool("echo")], agent_event_sink=traced.sink())
-    assert ask(agent).stop_reason == "stop"
-    shutdown(agent, timeout=WAIT)
+    with caplog.at_level(logging.WARNING, logger="yiemagent.otel"):
+        assert ask(agent).stop_reason == "stop"
+        shutdown(agent, timeout=WAIT)
     assert len(traced.spans()) == 4
+    logged = [r for r in caplog.records if r.name == "yiemagent.otel"]
+    assert len(logged) == 4 and {r.getMessage() for r in logged} == {"a span processor raised while a span ended"}
+    assert all(r.levelno == logging.WARNING and r.exc_info[0] is OSError for r in logged)
 
 
 def test_a_dropped_agent_still_ends_its_runs_spans(traced):
@@ -461,8 +476,8 @@ def test_parallel_sub_agents_each_nest_in_their_own_call(agents, traced):
     assert sorted(calls[r.parent.span_id] for r in subs) == ["execute_tool left", "execute_tool right"]
 
 
-def test_a_sub_run_its_call_outlived_has_its_spans_ended_as_abandoned(agents, traced):
-    """agent_tool's timeout_s ends the call while the sub-agent's model still waits: the sub-run's spans end, marked abandoned."""
+def test_a_sub_run_its_call_outlived_has_its_spans_ended_as_abandoned(agents, traced, caplog):
+    """agent_tool's timeout_s ends the call while the sub-agent's model still waits: the sub-run's spans end at that moment, marked abandoned, saying why."""
     from yiemagent import YiemAgent, agent_tool
 
     release = threading.Event()
@@ -475,10 +490,394 @@ def test_a_sub_run_its_call_outlived_has_its_spans_ended_as_abandoned(agents, tr
     llm = NamedLLM([tool_call_reply(("c1", "helper", {"task": "x"})), AssistantMessage([TextContent("done")], stop_reason="stop")])
     agent = agents(llm, [helper], agent_event_sink=traced.sink())
     try:
-        assert ask(agent).stop_reason == "stop"
+        with caplog.at_level(logging.WARNING, logger="yiemagent.otel"):
+            assert ask(agent).stop_reason == "stop"
     finally:
         release.set()
     shutdown(agent, timeout=WAIT)
+    assert [r for r in caplog.records if r.name == "yiemagent.otel"] == []
     sub = next(r for r in traced.named("invoke_agent") if r.parent is not None)
     assert sub.status.status_code is StatusCode.ERROR and sub.attributes["error.type"] == "abandoned"
+    assert sub.status.description == "the call that ran this sub-agent ended before its run did"
+    (sub_chat,) = [s for s in traced.spans() if s.name.startswith("chat") and s.parent.span_id == sub.context.span_id]
+    assert sub_chat.attributes["error.type"] == "abandoned" and sub_chat.end_time == sub.end_time  # ended together
     assert traced.one("execute_tool helper").status.status_code is StatusCode.ERROR
+
+
+# --- events replayed by hand: exact times, attributes and statuses -----------------------
+
+T0 = 1_700_000_000_000_000_000  # a time_ns: the replayed events happen at T0 + n microseconds
+
+
+def at(micros: int) -> int:
+    return T0 + micros * 1_000
+
+
+def run_start(micros, run_id=1):
+    return AgentRunStartEvent(run_id, 1, time_ns=at(micros))
+
+
+def run_end(micros, stop_reason="stop", run_id=1, error_message=None, usage=None):
+    from yiemagent import LLMUsage
+
+    reply = AssistantMessage([TextContent("answer")], stop_reason=stop_reason, error_message=error_message)
+    return AgentRunEndEvent(run_id, reply, 1, 0.0, usage or LLMUsage(), time_ns=at(micros))
+
+
+def round_start(micros, round=1, model="gpt-test", provider="openai", run_id=1):
+    return LLMCallStartEvent(run_id, round, 1, model, provider, None, time_ns=at(micros))
+
+
+def round_end(micros, reply=None, round=1, run_id=1, error=None, error_type=None, usage=None):
+    return LLMCallEndEvent(run_id, round, 0.0, reply, usage, error, error_type, time_ns=at(micros))
+
+
+def call_start(micros, call_id="c1", name="echo"):
+    return ToolExecStartEvent(call_id, name, {}, time_ns=at(micros))
+
+
+def call_end(micros, call_id="c1", name="echo", text="ok", is_error=False):
+    from yiemagent import AgentToolResult
+
+    return ToolExecEndEvent(call_id, name, AgentToolResult([TextContent(text)]), is_error, time_ns=at(micros))
+
+
+def replay(sink, *events):
+    for event in events:
+        sink(event)
+
+
+def in_one_thread(sink, *events):
+    """The events given to ``sink`` one after another in a new thread (a context of its own)."""
+    thread = threading.Thread(target=replay, args=(sink, *events))
+    thread.start()
+    thread.join(WAIT)
+
+
+def from_another_thread(sink, event):
+    """``sink(event)`` in a thread of its own, outside the run's context (as a parallel call's end comes)."""
+    thread = threading.Thread(target=sink, args=(event,))
+    thread.start()
+    thread.join(WAIT)
+
+
+def test_replayed_events_give_spans_at_their_times_with_the_conventions_attributes(traced, caplog):
+    """Each span starts and ends at its events' time_ns, carries exactly the attributes docs/tracing.md lists, and is current while open."""
+    from importlib import metadata
+
+    from yiemagent import LLMUsage
+
+    sink = traced.sink()
+    outside = trace.get_current_span()
+    first = AssistantMessage([TextContent("checking")], stop_reason="tool_use", model="gpt-test-0613", usage=LLMUsage(10, 4, total_tokens=14))
+    second = AssistantMessage([TextContent("done")], stop_reason="stop", model="gpt-test-0613", usage=LLMUsage(20, 6, total_tokens=26))
+    with caplog.at_level(logging.WARNING):
+        sink(run_start(1))
+        run_span = trace.get_current_span()
+        assert run_span is not outside
+        replay(sink, round_start(2, provider="api.openai.com"), round_end(3, first, usage=first.usage))
+        assert trace.get_current_span() is run_span
+        sink(call_start(4))
+        assert trace.get_current_span().name == "execute_tool echo"
+        sink(call_end(5))
+        assert trace.get_current_span() is run_span
+        replay(sink, round_start(6, round=2, model="gpt-other"), round_end(7, second, round=2, usage=second.usage))
+        sink(run_end(8, usage=LLMUsage(30, 10, total_tokens=40)))
+        assert trace.get_current_span() is outside
+    assert [r for r in caplog.records if r.name.startswith(("yiemagent", "opentelemetry"))] == []
+    run = traced.one("invoke_agent")
+    chat1, chat2 = sorted(traced.named("chat gpt-test") + traced.named("chat gpt-other"), key=lambda s: s.start_time)
+    call = traced.one("execute_tool echo")
+    assert [(s.start_time, s.end_time) for s in (run, chat1, call, chat2)] == [(at(1), at(8)), (at(2), at(3)), (at(4), at(5)), (at(6), at(7))]
+    assert dict(run.attributes) == {
+        "gen_ai.operation.name": "invoke_agent", "yiemagent.run.id": 1, "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-test",
+        "gen_ai.response.finish_reasons": ("stop",), "gen_ai.usage.input_tokens": 30, "gen_ai.usage.output_tokens": 10,
+    }
+    assert dict(chat1.attributes) == {
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-test", "gen_ai.response.model": "gpt-test-0613",
+        "gen_ai.response.finish_reasons": ("tool_call",), "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 4,
+    }
+    assert dict(call.attributes) == {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "echo", "gen_ai.tool.call.id": "c1", "gen_ai.tool.type": "function"}
+    assert (run.kind, chat1.kind, call.kind) == (trace.SpanKind.INTERNAL, trace.SpanKind.CLIENT, trace.SpanKind.INTERNAL)
+    assert all(s.status.status_code is StatusCode.UNSET for s in (run, chat1, call, chat2))
+    try:
+        version = metadata.version("yiemagent")
+    except metadata.PackageNotFoundError:
+        version = "0"
+    assert {(s.instrumentation_scope.name, s.instrumentation_scope.version) for s in traced.spans()} == {("yiemagent", version)}
+
+
+@pytest.mark.parametrize("asked, replied, api, expected", [
+    ("api.openai.com", None, None, "openai"),  # the host the client called, in the conventions' words
+    (None, "api.anthropic.com", None, "anthropic"),  # the reply tells, by its host
+    ("openai", "someone-else", None, "openai"),  # the round's own provider comes first
+    (None, "llama-box", "openai-chat", "openai"),  # an unknown server speaking OpenAI's API
+    (None, "anthropic", None, "anthropic"),
+    ("my-gateway", None, None, "my-gateway"),  # named, but not one the conventions know
+    (None, None, None, "unknown"),
+], ids=["host", "reply-host", "round-first", "api", "reply-name", "unknown-name", "nothing"])
+def test_a_rounds_provider_is_named_from_its_client_else_its_reply(traced, asked, replied, api, expected):
+    """gen_ai.provider.name on the chat span and the run: the client's provider or host, else the reply's, else its API's flavour, else "unknown"."""
+    sink = traced.sink()
+    reply = AssistantMessage([TextContent("hi")], stop_reason="stop", provider=replied, api=api)
+    replay(sink, run_start(1), round_start(2, provider=asked), round_end(3, reply), run_end(4))
+    assert traced.one("chat gpt-test").attributes["gen_ai.provider.name"] == expected
+    assert traced.one("invoke_agent").attributes["gen_ai.provider.name"] == expected
+
+
+def test_a_round_and_a_run_that_failed_say_why_in_their_status(traced):
+    """A round's failure is error.type (its exception's type, "_OTHER" without one, "error" for a reply that says so) with the masked error as description."""
+    key = "sk-test-in-an-error-0123456789SECRET"
+    client = OpenAIClient(base_url="http://127.0.0.1:9/v1", api_key=key, model="m")
+    sink = traced.sink()
+    failed = AssistantMessage([], stop_reason="error", error_message="quota exceeded")
+    bare = AssistantMessage([], stop_reason="error")
+    replay(
+        sink, run_start(1),
+        round_start(2, round=1), round_end(3, round=1, error=f"refused with {key}"),
+        round_start(4, round=2), round_end(5, failed, round=2),
+        round_start(6, round=3), round_end(7, bare, round=3),
+        run_end(8, "error", error_message=f"the model failed ({key})"),
+    )
+    first, second, third = sorted(traced.named("chat gpt-test"), key=lambda s: s.start_time)
+    assert (first.attributes["error.type"], first.status.description) == ("_OTHER", "refused with ***")
+    assert (second.attributes["error.type"], second.status.description) == ("error", "quota exceeded")
+    assert (third.attributes["error.type"], third.status.description) == ("error", "the reply's stop_reason is 'error'")
+    run = traced.one("invoke_agent")
+    assert (run.attributes["error.type"], run.status.description) == ("error", "the model failed (***)")
+    assert run.attributes["gen_ai.response.finish_reasons"] == ("error",)
+    replay(sink, run_start(10, run_id=2), run_end(11, "max_rounds", run_id=2))
+    stopped = max(traced.named("invoke_agent"), key=lambda s: s.start_time)
+    assert stopped.status.status_code is StatusCode.ERROR and (stopped.attributes["error.type"], stopped.status.description) == ("max_rounds", "max_rounds")
+    del client
+
+
+def test_spans_whose_end_never_came_end_incomplete_at_the_next_round_or_the_runs_end(traced, caplog):
+    """A round that never ended ends when the next starts (its late end changes nothing); a round or a call still open ends with the run; each marked "incomplete"."""
+    sink = traced.sink()
+    with caplog.at_level(logging.WARNING):
+        replay(sink, run_start(1), round_start(2, round=1, provider="api.openai.com"), round_start(3, round=2, model=None))
+        replay(sink, round_end(3, AssistantMessage([TextContent("late")], stop_reason="stop"), round=1), run_end(4))  # round 1's end, too late
+        replay(sink, run_start(10, run_id=2), call_start(11), run_end(12, run_id=2))
+    assert [r for r in caplog.records if r.name.startswith(("yiemagent", "opentelemetry"))] == []
+    for run in traced.named("invoke_agent"):  # no round ended: nothing told the provider or the usage
+        assert run.attributes["gen_ai.provider.name"] == "unknown" and not any(k.startswith("gen_ai.usage.") for k in run.attributes)
+    first, second = traced.one("chat gpt-test"), traced.one("chat")
+    call = traced.one("execute_tool echo")
+    assert [(s.start_time, s.end_time) for s in (first, second, call)] == [(at(2), at(3)), (at(3), at(4)), (at(11), at(12))]
+    for span in (first, second, call):
+        assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "incomplete"
+        assert span.status.description == "the span's end event never came; it was ended when its run ended (incomplete)"
+    assert first.attributes["gen_ai.provider.name"] == "openai"  # what its start said: its end never came
+    assert second.attributes["gen_ai.operation.name"] == "chat" and "gen_ai.request.model" not in second.attributes
+
+
+def test_a_call_id_started_again_ends_the_first_call_incomplete(traced):
+    """A second start of the same call id before the first's end ends the first at that moment, marked "incomplete"."""
+    sink = traced.sink()
+    replay(sink, run_start(1), call_start(2), call_start(3), call_end(4), run_end(5))
+    first, second = sorted(traced.named("execute_tool echo"), key=lambda s: s.start_time)
+    assert (first.start_time, first.end_time, second.start_time, second.end_time) == (at(2), at(3), at(3), at(4))
+    assert first.attributes["error.type"] == "incomplete"
+    assert first.status.description == "a call with the same id started before this one ended"
+    assert second.status.status_code is StatusCode.UNSET
+
+
+def test_events_naming_another_run_do_not_touch_the_open_one(traced):
+    """A round, a delta or an end naming a run that is not open is ignored: the open run's spans are as its own events made them."""
+    from yiemagent.events import LLMDeltaEvent
+
+    sink = traced.sink()
+    replay(sink, run_start(1), round_start(2))
+    replay(sink, round_start(3, run_id=7), LLMDeltaEvent(7, 1, "text", "x", time_ns=at(4)), round_end(5, run_id=7), run_end(6, "error", run_id=7))
+    replay(sink, round_end(8, AssistantMessage([TextContent("hi")], stop_reason="stop")), run_end(9))
+    chat, run = traced.one("chat gpt-test"), traced.one("invoke_agent")
+    assert (chat.start_time, chat.end_time, run.end_time) == (at(2), at(8), at(9))
+    assert "gen_ai.request.stream" not in chat.attributes and run.status.status_code is StatusCode.UNSET
+
+
+def test_time_to_first_chunk_is_that_of_the_rounds_first_delta(traced):
+    """gen_ai.response.time_to_first_chunk: seconds from the round's start to its first delta; later deltas and another round's leave it."""
+    from yiemagent.events import LLMDeltaEvent
+
+    sink = traced.sink()
+    replay(
+        sink, run_start(1), round_start(1_000),
+        LLMDeltaEvent(1, 2, "text", "stale", time_ns=at(1_500)),  # another round's
+        LLMDeltaEvent(1, 1, "text", "he", time_ns=at(1_001_000)),
+        LLMDeltaEvent(1, 1, "text", "llo", time_ns=at(2_001_000)),
+        round_end(3_000_000, AssistantMessage([TextContent("hello")], stop_reason="stop")), run_end(3_000_001),
+    )
+    chat = traced.one("chat gpt-test")
+    assert chat.attributes["gen_ai.request.stream"] is True
+    assert chat.attributes["gen_ai.response.time_to_first_chunk"] == 1.0
+
+
+def test_a_call_span_ended_in_another_thread_stops_being_current_in_the_run_thread(traced):
+    """A parallel call made current in the run thread but ended in its own: the run thread's next call or round leaves it, and the run's span is current again."""
+    sink = traced.sink()
+    outside = trace.get_current_span()
+    sink(run_start(1))
+    run_span = trace.get_current_span()
+    sink(call_start(2, "c1"))
+    from_another_thread(sink, call_end(3, "c1"))
+    sink(call_start(4, "c2"))
+    assert trace.get_current_span().attributes["gen_ai.tool.call.id"] == "c2"
+    sink(call_end(5, "c2"))
+    assert trace.get_current_span() is run_span
+    sink(call_start(6, "c3"))
+    from_another_thread(sink, call_end(7, "c3"))
+    sink(round_start(8))
+    assert trace.get_current_span().name == "chat gpt-test"
+    sink(round_end(9, AssistantMessage([TextContent("done")], stop_reason="stop")))
+    assert trace.get_current_span() is run_span
+    sink(run_end(10))
+    assert trace.get_current_span() is outside
+    assert {s.name: s.end_time for s in traced.spans() if s.name == "invoke_agent"} == {"invoke_agent": at(10)}
+    assert sorted((s.attributes["gen_ai.tool.call.id"], s.end_time) for s in traced.named("execute_tool echo")) == [("c1", at(3)), ("c2", at(5)), ("c3", at(7))]
+
+
+def test_calls_made_outside_any_run_are_spans_of_their_own(traced, caplog):
+    """execute_tool_calls called directly (no run open, or after the sink's run ended): each call is a root execute_tool span at its times."""
+    sink = traced.sink()
+    replay(sink, run_start(1), run_end(2))
+    with caplog.at_level(logging.WARNING):
+        replay(sink, call_start(3), call_end(4, is_error=True, text="no such city"), call_end(5, "c9"))  # c9 never started
+    call = traced.one("execute_tool echo")
+    assert call.parent is None and (call.start_time, call.end_time) == (at(3), at(4))
+    assert call.attributes["error.type"] == "tool_error" and call.status.description is None  # the error text is content
+    assert [r for r in caplog.records if r.name.startswith("yiemagent")] == []
+
+
+def test_a_failed_calls_error_text_is_its_status_description_with_capture_content(traced):
+    """With capture_content=True a tool's error result is the call span's status description, masked."""
+    key = "sk-test-tool-error-0123456789SECRET"
+    client = OpenAIClient(base_url="http://127.0.0.1:9/v1", api_key=key, model="m")
+    sink = traced.sink(capture_content=True)
+    replay(sink, run_start(1), call_start(2), call_end(3, is_error=True, text=f"denied for {key}"), run_end(4))
+    call = traced.one("execute_tool echo")
+    assert (call.attributes["error.type"], call.status.description) == ("tool_error", "denied for ***")
+    del client
+
+
+def test_sub_agents_and_calls_are_found_by_their_call_whatever_context_their_events_come_in(traced, caplog):
+    """With two runs open, each holding a call "c1": a sub-agent's events, in its run's context or in none, nest under the call that ran it; an end finds the run holding its call."""
+    from yiemagent.events import SubAgentEvent
+
+    sink = traced.sink()
+    sub_run = [run_start(0), round_start(1), round_end(2, AssistantMessage([TextContent("sub")], stop_reason="stop")), run_end(3)]
+    with caplog.at_level(logging.WARNING):
+        sink(run_start(1))
+        in_one_thread(sink, run_start(2, run_id=2), call_start(3, "c1", "other"))  # another run, in a thread of its own
+        replay(sink, call_start(4, "c1", "helper"), call_start(5, "c7", "helper"))
+        for event in sub_run:  # in the run's context
+            sink(SubAgentEvent("c1", event))
+        current = trace.get_current_span()  # a sub-agent's spans are never made current: the parent's call still is
+        assert current.name == "execute_tool helper" and current.attributes["gen_ai.tool.call.id"] == "c7"
+        for event in sub_run:  # in no run's context: found by the call
+            from_another_thread(sink, SubAgentEvent("c7", event))
+        replay(sink, call_start(6, "c2"), call_end(7, "c2"))  # a call ending while sub-agents' sinks are open
+        replay(sink, call_end(8, "c7", "helper"), call_end(9, "c1", "helper"))
+        replay(sink, call_end(10, "c1", "other"), run_end(11, run_id=2))  # the other run's call and run, their ends delivered here
+        sink(run_end(12))
+    assert [r for r in caplog.records if r.name.startswith(("yiemagent", "opentelemetry"))] == []
+    outer, other = (next(r for r in traced.named("invoke_agent") if r.attributes["yiemagent.run.id"] == i and r.parent is None) for i in (1, 2))
+    calls = {(s.name, s.attributes["gen_ai.tool.call.id"]): s for s in traced.spans() if s.name.startswith("execute_tool")}
+    for key, parent, ended in [(("execute_tool helper", "c1"), outer, 9), (("execute_tool helper", "c7"), outer, 8),
+                               (("execute_tool echo", "c2"), outer, 7), (("execute_tool other", "c1"), other, 10)]:
+        assert calls[key].parent.span_id == parent.context.span_id and calls[key].end_time == at(ended), key
+        assert calls[key].status.status_code is StatusCode.UNSET, key
+    subs = [r for r in traced.named("invoke_agent") if r.parent is not None and r.parent.span_id != other.context.span_id]
+    assert sorted(calls_by_id[0] for calls_by_id in [[k[1] for k, c in calls.items() if c.context.span_id == r.parent.span_id] for r in subs]) == ["c1", "c7"]
+    for sub in subs:
+        (chat,) = [c for c in traced.named("chat gpt-test") if c.parent.span_id == sub.context.span_id]
+        assert (sub.start_time, sub.end_time, chat.start_time, chat.end_time) == (at(0), at(3), at(1), at(2))
+
+
+class _BrokenSpan(trace.NonRecordingSpan):
+    """A span of a tracing backend that raises when given attributes or a status (it still ends)."""
+
+    def __init__(self, ended: list):
+        super().__init__(trace.INVALID_SPAN_CONTEXT)
+        self._ended = ended
+
+    def set_attribute(self, key, value):
+        raise OSError("the backend refused an attribute")
+
+    def set_attributes(self, attributes):
+        raise OSError("the backend refused attributes")
+
+    def end(self, end_time=None):
+        self._ended.append(end_time)
+
+
+class _BrokenProvider(trace.TracerProvider):
+    def __init__(self):
+        self.ended: list = []
+
+    def get_tracer(self, *args, **kwargs):
+        provider = self
+
+        class Tracer(trace.Tracer):
+            def start_span(self, name, context=None, kind=trace.SpanKind.INTERNAL, attributes=None, links=None, start_time=None, **kw):
+                return _BrokenSpan(provider.ended)
+
+            def start_as_current_span(self, *args, **kwargs):  # not used by the sink
+                raise NotImplementedError
+
+        return Tracer()
+
+
+def test_a_backend_that_raises_is_logged_and_every_span_still_ends(caplog):
+    """Spans that raise on set_attribute(s): each failure is a yiemagent.otel warning with its traceback, and every span still ends at its time."""
+    provider = _BrokenProvider()
+    sink = OTelSink(provider)
+    with caplog.at_level(logging.WARNING, logger="yiemagent.otel"):
+        replay(sink, run_start(1), round_start(2), round_end(3, AssistantMessage([TextContent("hi")], stop_reason="stop")))
+        replay(sink, call_start(4), call_end(5, is_error=True), run_end(6))
+    assert provider.ended == [at(3), at(5), at(6)]
+    logged = [(r.getMessage(), r.exc_info[0] if r.exc_info else None) for r in caplog.records if r.name == "yiemagent.otel"]
+    assert logged == [
+        ("OTelSink could not record a LLMCallEndEvent; the run's spans still end", OSError),
+        ("could not mark a span failed", OSError),
+        ("OTelSink could not record a AgentRunEndEvent; the run's spans still end", OSError),
+    ]
+
+
+def test_one_sink_serving_two_agents_at_once_keeps_each_runs_spans_apart(agents, traced):
+    """Two agents' runs open together, each with a call "c1" open at once, recorded by the same sinks: each call under its own run, every span ended by its own event."""
+    other = Traced()
+    sinks = tee(traced.sink(), other.sink())
+    both = threading.Barrier(2, timeout=WAIT)
+    first_done = threading.Event()
+
+    def meet(tool_call_id, args, signal, on_partial_result):
+        both.wait()
+        if args.get("wait"):
+            first_done.wait(WAIT)  # the second run's call stays open while the first run ends
+        return text_result("met")
+
+    runs_open = threading.Barrier(2, timeout=WAIT)
+
+    def both_runs_open(wait):
+        def call(formatted):
+            runs_open.wait()  # neither call starts before both runs are open
+            return tool_call_reply(("c1", "meet", {"wait": wait}))
+        return call
+
+    made = {}
+    for name, wait in (("first", False), ("second", True)):
+        llm = NamedLLM([both_runs_open(wait), f"{name} done"])
+        made[name] = agents(llm, [make_tool("meet", meet)], agent_event_sink=sinks)
+        run_agent(made[name], name)
+    assert take_response(made["first"], timeout=WAIT).stop_reason == "stop"
+    first_done.set()
+    assert take_response(made["second"], timeout=WAIT).stop_reason == "stop"
+    for agent in made.values():
+        shutdown(agent, timeout=WAIT)
+    for recorded in (traced, other):
+        runs = recorded.named("invoke_agent")
+        calls = recorded.named("execute_tool meet")
+        assert len(runs) == 2 and len(calls) == 2
+        assert sorted(c.parent.span_id for c in calls) == sorted(r.context.span_id for r in runs)
+        assert all(s.status.status_code is StatusCode.UNSET for s in recorded.spans()), [(s.name, s.attributes.get("error.type")) for s in recorded.spans()]

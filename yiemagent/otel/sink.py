@@ -372,7 +372,7 @@ class OTelSink:
         with self._lock:
             nested = self._nested.pop((id(run), event.tool_call_id), None)
         if nested is not None:
-            nested._end_abandoned()  # a sub-run its call outlived (a timeout): its spans end too
+            nested._end_abandoned("the call that ran this sub-agent ended before its run did")  # a timeout: its spans end too
 
     # --- sub-agents ----------------------------------------------------------------------
 
@@ -393,8 +393,8 @@ class OTelSink:
 
     # --- the exit handler ----------------------------------------------------------------
 
-    def _end_abandoned(self) -> None:
-        """End every run still open (it never ended: the process is exiting), marked "abandoned"."""
+    def _end_abandoned(self, description: str = "the run had not ended when the process exited") -> None:
+        """End every run still open (it never ended: the process is exiting, or its sub-agent's call ended), marked "abandoned"."""
         with self._lock:
             runs = list(self._open.values())
         now = time.time_ns()
@@ -406,7 +406,7 @@ class OTelSink:
                     continue
                 run.ended = True
                 self._end_children(run, now, "abandoned")
-                fail_span(run.span, "abandoned", "the run had not ended when the process exited")
+                fail_span(run.span, "abandoned", description)
                 end_span(run.span, now)
                 with self._lock:
                     self._open.pop(id(run), None)
