@@ -6,14 +6,19 @@ import itertools
 import threading
 from dataclasses import replace
 
+import pytest
+
 from helpers import WAIT, EventRecorder, make_agent
 from yiemagent import (
+    AbortSignal,
     AgentRunEndEvent,
     AssistantMessage,
     LLMCallStartEvent,
     LLMUsage,
     SubAgentEvent,
     TextContent,
+    ToolDefinitionError,
+    ToolError,
     ToolExecEndEvent,
     ToolExecStartEvent,
     ToolResultMessage,
@@ -59,7 +64,7 @@ def test_the_sub_agents_final_text_is_the_result_and_its_usage_joins_the_parents
     assert take_response(parent, timeout=WAIT).content[0].text == "done"
     (result,) = results(parent)
     assert result.content[0].text == "the answer is 42" and not result.is_error
-    assert result.usage == LLMUsage(10, 2, total_tokens=12) and result.details["sub_agent"]["stop_reason"] == "stop"
+    assert result.usage == LLMUsage(10, 2, total_tokens=12) and result.details["sub_agent"] == {"model": "sub", "stop_reason": "stop"}
     end = parent.agent_event_sink.of_type(AgentRunEndEvent)[-1]
     assert end.usage == LLMUsage(210, 12, total_tokens=222) == parent.usage
     assert made[0]._core.state.messages[0].content[0].text == "what is six times seven?"
@@ -128,7 +133,7 @@ def test_aborting_the_parent_aborts_the_sub_run(agents):
     response = take_response(parent, timeout=WAIT)
     assert response.stop_reason == "aborted" and seen == [True]
     (result,) = results(parent)
-    assert result.is_error
+    assert result.is_error and "stop_reason 'aborted': user pressed stop" in result.content[0].text  # the parent's reason, passed on
     assert made[0].closing
 
 
@@ -140,7 +145,7 @@ def test_a_failed_sub_run_is_an_error_result_and_the_parent_goes_on(agents):
     run_agent(parent, "go")
     assert take_response(parent, timeout=WAIT).content[0].text == "sorry, the expert failed"
     (result,) = results(parent)
-    assert result.is_error and "'broken'" in result.content[0].text and "stop_reason 'error'" in result.content[0].text
+    assert result.is_error and "agent tool 'broken': the sub-agent's run ended with stop_reason 'error'" in result.content[0].text
     assert "script ran out" in result.content[0].text
 
 
@@ -262,3 +267,68 @@ def test_the_sub_agents_own_sink_still_gets_its_events(agents):
     run_agent(parent, "go")
     take_response(parent, timeout=WAIT)
     assert own.of_type(AgentRunEndEvent) and parent.agent_event_sink.of_type(SubAgentEvent)
+
+
+def test_a_sub_run_that_stops_without_answering_and_says_no_reason_is_an_error_naming_its_stop_reason(agents):
+    """A sub-run whose final reply has a stop_reason that is not an answer (here "refusal") and no
+    error_message is an error result naming that stop_reason and saying no reason was given."""
+    refusal = AssistantMessage([TextContent("I cannot help with that")], stop_reason="refusal", model="sub")
+    tool = agent_tool(sub_agents([], lambda: ScriptedLLM([refusal])), name="picky", description="picky")
+    parent = agents(ScriptedLLM([tool_call_reply(("c", "picky", {"task": "x"})), answering("ok")]), [tool])
+    run_agent(parent, "go")
+    take_response(parent, timeout=WAIT)
+    (result,) = results(parent)
+    assert result.is_error and "the sub-agent's run ended with stop_reason 'refusal': no reason given" in result.content[0].text
+
+
+def test_a_make_agent_that_is_not_callable_is_refused_naming_the_tool_and_what_it_got():
+    """agent_tool checks make_agent when the tool is made: the error names the tool and the type given."""
+    with pytest.raises(ToolDefinitionError, match=r"^agent_tool 'expert': make_agent must be callable, got str$"):
+        agent_tool("not a factory", name="expert", description="asks an expert")
+
+
+def test_execute_called_by_hand_without_a_signal_runs_the_sub_agent():
+    """execute(tool_call_id, args, signal=None, on_partial_result) by hand: the sub-agent answers and is shut down."""
+    made: list = []
+    tool = agent_tool(sub_agents(made, lambda: ScriptedLLM([answering("by hand")])), name="helper", description="helps")
+    seen: list = []
+    result = tool.execute("c1", {"task": "x"}, None, seen.append)
+    assert result.content[0].text == "by hand" and result.details["sub_agent"]["stop_reason"] == "stop"
+    assert made[0].closing and any(isinstance(e, SubAgentEvent) and isinstance(e.event, AgentRunEndEvent) for e in seen)
+
+
+def test_a_call_whose_signal_has_already_fired_makes_no_sub_agent():
+    """A signal that fired before the call started: the call fails at once, saying so, and make_agent is never called."""
+    made: list = []
+    tool = agent_tool(sub_agents(made, lambda: ScriptedLLM([answering("never")])), name="helper", description="helps")
+    signal = AbortSignal()
+    signal.abort("stopped early")
+    with pytest.raises(ToolError, match=r"^agent tool 'helper' was aborted before its sub-agent started$"):
+        tool.execute("c1", {"task": "x"}, signal, lambda event: None)
+    assert made == []
+
+
+def test_a_signal_that_fires_with_no_reason_aborts_the_sub_run_naming_the_parent_run():
+    """A signal fired without a reason still aborts the sub-run; the error says the parent run was aborted."""
+    started = threading.Event()
+
+    def wait_for_abort(formatted):
+        started.set()
+        current_abort_signal().wait(WAIT)
+        return answering("late")
+
+    tool = agent_tool(sub_agents([], lambda: ScriptedLLM([wait_for_abort])), name="slow", description="slow")
+    signal, raised = AbortSignal(), []
+
+    def call():
+        try:
+            tool.execute("c1", {"task": "x"}, signal, lambda event: None)
+        except ToolError as exc:
+            raised.append(str(exc))
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    assert started.wait(WAIT)
+    signal.abort()
+    caller.join(WAIT)
+    assert raised == ["agent tool 'slow': the sub-agent's run ended with stop_reason 'aborted': the parent run was aborted"]

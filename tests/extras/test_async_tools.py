@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from helpers import WAIT, make_agent
-from yiemagent import RunContext, ToolDefinitionError, abort, ask, run_agent, shutdown, take_response, tool
+from yiemagent import AbortSignal, RunContext, ToolDefinitionError, ToolError, abort, ask, run_agent, shutdown, take_response, tool
 from yiemagent.llm.scripted import ScriptedLLM, tool_call_reply
 
 
@@ -175,12 +175,55 @@ def test_an_async_generator_is_refused():
 def test_an_async_tool_called_by_hand_from_async_code_still_runs():
     """execute called inside a running event loop runs the coroutine on a loop (and thread) of its own."""
 
+    threads: list = []
+
     @tool
     async def double(n: int) -> int:
         await asyncio.sleep(0)
+        threads.append(threading.current_thread().name)
         return n * 2
 
     async def main() -> str:
         return double.execute("c1", {"n": 21}, None, lambda p: None).content[0].text
 
     assert asyncio.run(main()) == "42"
+    assert threads == ["yiemagent-tool-async"]
+
+
+def test_an_async_tool_called_by_hand_from_async_code_raises_what_its_coroutine_raised():
+    """From inside a running loop too, the coroutine's exception reaches the caller unchanged."""
+
+    @tool
+    async def broken() -> str:
+        await asyncio.sleep(0)
+        raise RuntimeError("no network")
+
+    async def main() -> None:
+        broken.execute("c1", {}, None, lambda p: None)
+
+    with pytest.raises(RuntimeError, match="^no network$"):
+        asyncio.run(main())
+
+
+def test_an_async_tool_called_by_hand_from_async_code_is_cancelled_by_its_signal():
+    """From inside a running loop too, the call's signal cancels the coroutine: a ToolError giving the signal's reason."""
+    fn, started, cancelled, finished, threads = _cancellable()
+    slow = tool(fn, name="slow")
+    signal = AbortSignal()
+
+    def fire_once_started() -> None:
+        assert started.wait(WAIT)
+        signal.abort("the user left")
+
+    firing = threading.Thread(target=fire_once_started)
+    firing.start()
+
+    async def main() -> None:
+        slow.execute("c1", {}, signal, lambda p: None)
+
+    try:
+        with pytest.raises(ToolError, match="^Tool 'slow' was cancelled: the user left$"):
+            asyncio.run(main())
+    finally:
+        firing.join(WAIT)
+    assert cancelled.is_set() and finished.is_set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -37,12 +38,78 @@ def test_a_cancelled_deadline_never_runs_and_does_not_stay_in_the_heap():
     assert ran.wait(WAIT) and not fired
 
 
-def test_a_callback_that_raises_leaves_the_watch_running():
-    """A bug in one callback is logged; the next deadline still fires."""
+def test_a_callback_that_raises_leaves_the_watch_running(caplog):
+    """A bug in one callback is logged, with its traceback; the next deadline still fires."""
     watch, ran = DeadlineWatch(), threading.Event()
-    watch.call_at(time.monotonic(), lambda: 1 / 0)
-    watch.call_at(time.monotonic() + 0.01, ran.set)
-    assert ran.wait(WAIT)
+    with caplog.at_level(logging.ERROR, logger="yiemagent.run"):
+        watch.call_at(time.monotonic(), lambda: 1 / 0)
+        watch.call_at(time.monotonic() + 0.01, ran.set)
+        assert ran.wait(WAIT)
+    (record,) = [r for r in caplog.records if r.name == "yiemagent.run"]
+    assert record.getMessage() == "a deadline callback failed" and record.exc_info[0] is ZeroDivisionError
+
+
+def hold(watch: DeadlineWatch) -> threading.Event:
+    """Keep the watch's thread busy in a callback until the returned event is set."""
+    go, held = threading.Event(), threading.Event()
+    watch.call_at(time.monotonic(), lambda: (held.set(), go.wait(WAIT)))
+    assert held.wait(WAIT)
+    return go
+
+
+def test_deadlines_at_the_same_instant_run_in_the_order_they_were_added():
+    """Equal deadlines are no tie to break at random: they run first added, first run."""
+    watch, fired, done = DeadlineWatch(), [], threading.Event()
+    go = hold(watch)
+    when = time.monotonic()
+    for name in ("a", "b", "c"):
+        watch.call_at(when, lambda name=name: fired.append(name))
+    watch.call_at(when, done.set)
+    go.set()
+    assert done.wait(WAIT)
+    assert fired == ["a", "b", "c"]
+
+
+def test_each_callback_runs_once_when_deadlines_come_one_after_another():
+    """A deadline added while the watch is idle runs once, and only its own callback runs."""
+    watch, fired = DeadlineWatch(), []
+    for n in range(20):
+        done = threading.Event()
+        watch.call_at(time.monotonic(), lambda n=n, done=done: (fired.append(n), done.set()))
+        assert done.wait(WAIT)
+    assert fired == list(range(20))
+
+
+def test_cancelled_deadlines_are_dropped_once_they_are_more_than_32_and_more_than_half_of_the_heap():
+    """Cancelling is cheap: the heap is cleaned only when its cancelled deadlines are both more
+    than 32 and more than half of it, then counted afresh; those the watch dropped itself (at
+    the head of the heap) no longer count."""
+    watch, fired, dropped = DeadlineWatch(), [], threading.Event()
+    go = hold(watch)
+    now = time.monotonic()
+    for cancel in [watch.call_at(now, lambda: fired.append("cancelled")) for _ in range(10)]:
+        cancel()
+    watch.call_at(now, dropped.set)  # after the 10 cancelled ones: the watch drops them first
+    go.set()
+    assert dropped.wait(WAIT) and watch._heap == []
+
+    far = time.monotonic() + 600
+    cancels = [watch.call_at(far, lambda: fired.append("far")) for _ in range(66)]
+    for cancel in cancels[:33]:
+        cancel()
+    assert len(watch._heap) == 66  # 33 of 66: not more than half
+    cancels[33]()
+    assert len(watch._heap) == 32  # 34 of 66: cleaned
+
+    cancels += [watch.call_at(far, lambda: fired.append("far")) for _ in range(8)]
+    for cancel in cancels[34:66]:
+        cancel()
+    assert len(watch._heap) == 40  # 32 of 40: not more than 32
+    cancels[66]()
+    assert len(watch._heap) == 7  # 33 of 40: cleaned
+    for cancel in cancels:
+        cancel()
+    assert not fired
 
 
 def test_an_llm_call_with_a_deadline_starts_no_thread_of_its_own():

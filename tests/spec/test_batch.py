@@ -310,6 +310,68 @@ def test_hooks_and_tools_get_the_batchs_assistant_message_context_and_signal(mod
             assert message is ASSISTANT and hook_context is context, stage
 
 
+def _counted_as_ended(futures):
+    """Register before the futures can finish; the wait it returns ends when the pool has counted
+    each call as ended (the pool's done callback, added by submit, runs before this one's)."""
+    ended = threading.Semaphore(0)
+    for future in futures:
+        future.add_done_callback(lambda _f: ended.release())
+
+    def wait() -> None:
+        for _ in futures:
+            assert ended.acquire(timeout=WAIT)
+
+    return wait
+
+
+@pytest.mark.spec("9")
+def test_a_pool_that_never_grew_keeps_its_8_threads_for_the_next_batch():
+    """8 calls at once fit the pool as it starts: the next 8 run on the very same threads, none is started again."""
+    from yiemagent._threads import ElasticToolPool
+
+    pool, runs = ElasticToolPool(), []
+    for _ in range(2):
+        threads: set = set()
+        at_once = threading.Barrier(9, timeout=WAIT)  # the 8 calls and this thread, which opens it
+
+        def call(threads=threads, at_once=at_once):
+            threads.add(threading.current_thread())
+            at_once.wait()
+
+        futures = [pool.submit(call) for _ in range(8)]
+        wait = _counted_as_ended(futures)
+        at_once.wait()
+        wait()
+        runs.append(threads)
+    assert len(runs[0]) == 8 and runs[1] == runs[0]
+
+
+@pytest.mark.spec("9")
+def test_the_last_call_of_a_burst_shuts_its_own_pool_down_without_an_error(caplog):
+    """The call that leaves a grown pool idle ends on one of that pool's threads: the pool is shut down from there, nothing logged."""
+    from yiemagent._threads import ElasticToolPool
+
+    pool, started, gates, threads = ElasticToolPool(), threading.Semaphore(0), [threading.Event() for _ in range(9)], {}
+
+    def call(n):
+        threads[n] = threading.current_thread()
+        started.release()
+        gates[n].wait(WAIT)
+
+    futures = [pool.submit(call, n) for n in range(9)]  # the 9th grows the pool past 8
+    first_eight, last = _counted_as_ended(futures[:8]), _counted_as_ended(futures[8:])
+    for _ in futures:
+        assert started.acquire(timeout=WAIT)
+    for gate in gates[:8]:
+        gate.set()
+    first_eight()
+    with caplog.at_level("WARNING"):
+        gates[8].set()  # the last call, on the grown pool's thread
+        last()
+        threads[8].join(WAIT)
+    assert not threads[8].is_alive() and caplog.records == []
+
+
 @pytest.mark.spec("9")
 def test_calls_submitted_from_many_threads_while_the_pool_grows_all_run():
     """64 threads submit at once, 20 times over, to a pool that grows 8 → 64: no call meets an executor just shut down."""
