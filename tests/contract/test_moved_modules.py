@@ -34,6 +34,25 @@ def test_a_split_module_path_gives_each_name_from_its_new_home(old):
     assert done.returncode == 0 and int(done.stdout) > 0, done.stderr
 
 
+def test_an_old_path_imported_in_a_running_process_is_in_sys_modules_under_its_old_name(monkeypatch):
+    """Imported where its new home is loaded already: the same module, held in `sys.modules` under the old name as any import is, with its own spec kept."""
+    import yiemagent.types
+
+    monkeypatch.delitem(sys.modules, "yiemagent.tooling", raising=False)
+    assert importlib.import_module("yiemagent.tooling") is yiemagent.types
+    assert sys.modules["yiemagent.tooling"] is yiemagent.types and yiemagent.types.__spec__.name == "yiemagent.types"
+
+
+def test_a_split_module_path_says_where_its_names_went(monkeypatch):
+    """`help(yiemagent.schema)` names the modules its names went to, in the order they are looked up."""
+    import yiemagent
+
+    monkeypatch.delitem(sys.modules, "yiemagent.schema", raising=False)
+    monkeypatch.delattr(yiemagent, "schema", raising=False)
+    old = importlib.import_module("yiemagent.schema")
+    assert old.__doc__ == "Old path: its names are in yiemagent.pipeline, yiemagent.registry."
+
+
 def test_a_split_module_path_refuses_a_name_none_of_its_homes_has():
     """`yiemagent.schema.nothing` is an AttributeError naming the old path, not a silent None."""
     import yiemagent.schema

@@ -293,7 +293,8 @@ def test_a_failed_edit_still_counts():
 
 
 def test_a_snapshot_has_a_lineage_until_it_is_changed_in_any_way():
-    """prepare_context's snapshot records its source, edit count and length; any change to it, appends too, drops that."""
+    """prepare_context's snapshot records its source, edit count and length; any change to it, appends too, does what it
+    does to a list and drops that."""
     history = History(tool_use())
     snapshot = HistorySnapshot(history)
     assert snapshot == history and snapshot.lineage == (history, history.edits, 4)
@@ -302,16 +303,26 @@ def test_a_snapshot_has_a_lineage_until_it_is_changed_in_any_way():
     changes = [
         lambda s: s.append(s[0]), lambda s: s.extend([]), lambda s: s.__iadd__([]), lambda s: s.__imul__(1),
         lambda s: s.__setitem__(0, s[0]), lambda s: s.__delitem__(0), lambda s: s.insert(0, s[0]), lambda s: s.pop(),
-        lambda s: s.remove(s[0]), lambda s: s.clear(), lambda s: s.sort(key=id), lambda s: s.reverse(),
-        lambda s: s.__init__([]),
+        lambda s: s.remove(s[0]), lambda s: s.clear(), lambda s: s.sort(key=lambda x: -x), lambda s: s.sort(reverse=True),
+        lambda s: s.reverse(), lambda s: s.__init__([]),
     ]
     for change in changes:
-        snapshot = HistorySnapshot(History([1, 2, 3]))
+        snapshot, plain = HistorySnapshot(History([1, 3, 2])), [1, 3, 2]
         change(snapshot)
-        assert snapshot.lineage is None, change
+        change(plain)
+        assert snapshot.lineage is None and snapshot == plain, change
     again = HistorySnapshot(list(history))
     again.__init__(history)  # re-filled from a History: the lineage of what it now holds
     assert again.lineage == (history, history.edits, 4)
+
+
+def test_help_on_the_history_and_its_snapshot_says_what_each_change_does_to_the_cache():
+    """`help(agent.state.messages)` shows, for each method that changes the list, that it counts as an edit (History)
+    or drops the lineage (HistorySnapshot), beside the list method it calls."""
+    for name in EDITING_METHODS:
+        assert getattr(History, name).__doc__ == f"``list.{name}``, counted as an edit (it may change what is already in the list).", name
+    for name in (*EDITING_METHODS[1:], *APPENDING_METHODS):
+        assert getattr(HistorySnapshot, name).__doc__.startswith(f"``list.{name}``; the snapshot no longer is a prefix of its source"), name
 
 
 class Watcher:
@@ -394,6 +405,15 @@ def test_copies_of_a_history_are_fresh_and_copies_of_a_snapshot_plain(copier, ki
     assert hasattr(history, format_cache._LATEST_ATTR) and not hasattr(copied, format_cache._LATEST_ATTR)
     snapshot = HistorySnapshot(history)
     assert type(copier(snapshot)) is list and copier(snapshot) == history
+
+
+def test_deepcopy_of_a_history_or_snapshot_with_one_of_its_messages_keeps_them_one_object():
+    """As for a plain list: `copy.deepcopy((history, history[-1]))` copies that message once, so the copied history
+    holds the very copy beside it (a deep copy of a state that keeps the history and its last reply, say)."""
+    history = History(tool_use())
+    for messages in (history, HistorySnapshot(history)):
+        copied, last = copy.deepcopy((messages, messages[-1]))
+        assert copied[-1] is last and copied == messages and last is not messages[-1]
 
 
 def test_an_equal_message_that_serialises_otherwise_gets_its_own_wire():
@@ -531,6 +551,16 @@ def test_every_copy_of_a_read_only_dict_is_plain_and_editable(copier, deep):
         assert copied["tool_calls"] is wire["tool_calls"]  # a shallow copy shares the read-only insides
     assert wire["content"] == "" and len(wire["tool_calls"]) == 1
     assert wire["tool_calls"][0]["function"]["arguments"] == '{"city": "Tokyo"}'
+
+
+def test_deepcopy_of_a_read_only_dict_with_parts_of_it_keeps_them_one_object():
+    """As for plain containers: a message's dict deep-copied together with a part of it (a content part, its
+    image_url) copies each part once, so the copied message holds the very copies beside it."""
+    msg = UserMessage([TextContent("what is this?"), {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}])
+    wire = format_msg_for_llm(context([msg]), None)["messages"][1]
+    copied, part, url = copy.deepcopy((wire, wire["content"][1], wire["content"][1]["image_url"]))
+    assert copied["content"][1] is part and part["image_url"] is url
+    assert copied == wire and type(part) is dict and type(url) is dict
 
 
 def test_frozen_containers_refuse_every_change_and_serialise_like_plain_ones():

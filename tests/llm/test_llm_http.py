@@ -143,12 +143,12 @@ def test_agent_max_retry_delay_ms_overrides_the_client_cap():
 
 @pytest.mark.spec("14")
 def test_refused_connection_names_the_url():
-    """Nobody listening: a clear LLMError naming the URL, after the retries."""
+    """Nobody listening: a clear LLMError naming the URL (in its text and as ``.url``), after the retries."""
     url = free_port_url()
     with pytest.raises(LLMError) as info:
         OpenAIClient(f"{url}/v1", "m", max_retries=1, backoff_factor=0.001)(FORMATTED)
     assert f"{url}/v1/chat/completions" in str(info.value) and "could not connect" in str(info.value)
-    assert info.value.status is None and info.value.retryable
+    assert info.value.status is None and info.value.retryable and info.value.url == f"{url}/v1/chat/completions"
 
 
 @pytest.mark.spec("14")

@@ -169,6 +169,39 @@ def test_a_record_whose_arguments_do_not_fit_its_format_is_masked_too(caplog):
     assert caplog.records[0].getMessage() == "key %s and %s (log arguments: ('***',))"
 
 
+def test_the_record_factory_is_wrapped_once_however_many_clients_are_made():
+    """A program that makes a client per request (a web server) installs the masking once: later clients add their
+    secrets to it and do not wrap the log record factory again (each layer would run on every record the process
+    logs, a thousand clients a thousand nested calls), and their secrets are masked all the same."""
+    first = Secrets("sk-first-client-0123456789")
+    later = [Secrets(f"sk-per-request-{n:010d}") for n in range(3)]
+    install_log_filter(first)
+    factory = logging.getLogRecordFactory()
+    try:
+        for secrets in later:
+            install_log_filter(secrets)
+        made_later = logging.getLogRecordFactory()
+        record = factory("urllib3.connectionpool", logging.DEBUG, __file__, 1, "GET /v1?key=%s", ("sk-per-request-0000000002",), None)
+    finally:
+        for secrets in (first, *later):
+            remove_log_filter(secrets)
+    assert made_later is factory and record.getMessage() == "GET /v1?key=***"
+
+
+def test_the_record_factory_takes_keyword_arguments_as_the_one_it_replaced():
+    """A library that makes its records by calling the record factory with keywords (LogRecord's parameter names)
+    gets the record it asked for, masked."""
+    secrets = Secrets("sk-keywords-0123456789")
+    install_log_filter(secrets)
+    try:
+        record = logging.getLogRecordFactory()(
+            name="urllib3.kw", level=logging.WARNING, pathname=__file__, lineno=7, msg="key %s", args=("sk-keywords-0123456789",), exc_info=None, func="caller", sinfo=None
+        )
+    finally:
+        remove_log_filter(secrets)
+    assert (record.getMessage(), record.funcName, record.lineno) == ("key ***", "caller", 7)
+
+
 # secrets and JSON texts built of the same few characters, so that they meet often: a key
 # whole, split, escaped ("\/", "\u0073", a quote or a newline written "\"", "\n"), next to
 # a mask, or holding "*" itself
