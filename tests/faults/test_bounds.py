@@ -8,9 +8,12 @@ the problem is.
 
 from __future__ import annotations
 
+import json
+import sys
+
 import pytest
 
-from yiemagent._bounds import plain, preview
+from yiemagent._bounds import MAX_DEPTH, JSONTooDeepError, NotJSONError, UnreadableNumber, int_digit_limit, json_safe, loads_json, plain, preview, short_repr
 
 # --- preview: the received arguments a schema error shows the model (pipeline) -----------
 
@@ -109,3 +112,122 @@ def test_plain_copies_subclasses_down_to_its_depth_and_no_further(wrap):
     plain_type = list if subclass is _List else dict
     assert _types_down(plain(_nested(6, wrap))) == [plain_type] * 5 + [subclass]
     assert _types_down(plain(_nested(6, wrap), 1)) == [plain_type] * 2 + [subclass] * 4
+
+
+# --- short_repr: a value named in an error text or a warning -------------------------------
+
+
+def test_short_repr_cuts_a_long_string_to_200_characters_before_its_repr():
+    """By default a string longer than 200 characters is shown as the repr of its first 200, saying how many more were cut."""
+    assert short_repr("x" * 300) == repr("x" * 200) + "... [100 more characters cut]"
+    assert short_repr("x" * 198) == repr("x" * 198)
+
+
+def test_short_repr_counts_only_characters_really_cut():
+    """A string of exactly the limit is not cut before its repr (no "0 more characters cut"): its repr, two quotes longer, is cut like any other."""
+    assert short_repr("abc", 3) == "'ab... [2 more characters cut]"
+
+
+# --- json_safe: what is kept and sent again is strict JSON; a refusal names the place ------
+
+
+def test_json_safe_gives_plain_json_back_as_it_is_and_replaces_lone_surrogates():
+    """None, bools, numbers and clean strings come back as they are; a lone surrogate becomes U+FFFD unless strict_text is asked for."""
+    for value in (None, True, 0, 1.5, "text", {"a": [None, False]}):
+        assert json_safe(value) is value
+    assert json_safe("a\ud800") == "a\ufffd"
+    assert json_safe({"k\udc00": ["\ud800"]}) == {"k\ufffd": ["\ufffd"]}
+
+
+def test_json_safe_copies_tuples_into_lists_at_any_level_and_leaves_the_original():
+    """A tuple, at the top or inside a dict or list, comes back as a list in a new container; the value passed in is unchanged."""
+    value = {"a": (1, 2), "b": "c"}
+    copied = json_safe(value)
+    assert copied == {"a": [1, 2], "b": "c"} and type(copied["a"]) is list
+    assert value == {"a": (1, 2), "b": "c"}
+    assert json_safe((1, 2)) == [1, 2] and type(json_safe((1, 2))) is list
+    assert json_safe([(1,)]) == [[1]] and type(json_safe([(1,)])[0]) is list
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (float("nan"), "the value is nan, which JSON cannot carry"),
+        ([float("nan")], "0 is nan, which JSON cannot carry"),
+        ({"a": [float("inf")]}, "a/0 is inf, which JSON cannot carry"),
+        ({"k" * 50: float("nan")}, "k" * 40 + " is nan, which JSON cannot carry"),
+        ({"a": {"k" * 50: float("nan")}}, "a/" + "k" * 40 + " is nan, which JSON cannot carry"),
+        ({1, 2}, "the value is a set, which is not a JSON value"),
+        ({"a": {1}}, "a is a set, which is not a JSON value"),
+        ({1: 2}, "the value has a key that is not a string: 1"),
+        ({"a": {1: 2}}, "a has a key that is not a string: 1"),
+        ({10**100: 1}, "the value has a key that is not a string: 1" + "0" * 59 + "... [41 more characters cut]"),
+    ],
+    ids=["nan", "in-list", "nested", "long-key", "long-key-nested", "set", "set-nested", "int-key", "int-key-nested", "long-int-key"],
+)
+def test_json_safe_names_the_place_and_the_value_it_refuses(value, message):
+    """The refusal says where (keys cut to 40 characters, list places by index, "the value" at the top) and what, a key's repr cut to 60."""
+    with pytest.raises(NotJSONError) as refused:
+        json_safe(value)
+    assert str(refused.value) == message
+
+
+def test_json_safe_strict_text_refuses_a_lone_surrogate_in_a_list_or_a_key_by_its_place():
+    """With strict_text a lone surrogate is refused wherever it is, naming the place, the code point and its position; a key is shown cut to 40 characters."""
+    with pytest.raises(NotJSONError, match=r"^0 holds a lone surrogate \(U\+D800\) at position 1, which UTF-8 cannot encode$"):
+        json_safe(["a\ud800"], strict_text=True)
+    key = "\ud800" + "x" * 50
+    with pytest.raises(NotJSONError) as refused:
+        json_safe({key: 1}, strict_text=True)
+    shown = repr("\ufffd" + "x" * 39) + "... [11 more characters cut]"
+    assert str(refused.value) == f"the value holds a key {shown} with a lone surrogate (U+D800) at position 0, which UTF-8 cannot encode"
+
+
+@pytest.mark.parametrize(("wrap", "place"), [(lambda v: [v], "0"), (lambda v: (v,), "0"), (lambda v: {"k": v}, "k")], ids=["list", "tuple", "dict"])
+def test_json_safe_accepts_max_depth_levels_and_refuses_one_more(wrap, place):
+    """MAX_DEPTH (64) nested containers are accepted, 65 refused; a max_depth given holds at every level, and the refusal names the place."""
+    json_safe(_nested(MAX_DEPTH, wrap))
+    with pytest.raises(NotJSONError, match=f"is nested deeper than {MAX_DEPTH} levels$"):
+        json_safe(_nested(MAX_DEPTH + 1, wrap))
+    json_safe(_nested(3, wrap), max_depth=3)
+    with pytest.raises(NotJSONError) as refused:
+        json_safe(_nested(4, wrap), max_depth=3)
+    assert str(refused.value) == "/".join([place] * 3) + " is nested deeper than 3 levels"
+
+
+# --- loads_json: strict, total reading -------------------------------------------------------
+
+
+def test_loads_json_reads_bytes_as_json_loads_does():
+    """UTF-8 and UTF-16 bytes (and a bytearray) are read as json.loads reads them, an encoded lone surrogate included; neither text nor bytes is a TypeError."""
+    for data in (b'{"a": 1}', bytearray(b'{"a": 1}'), '{"a": 1}'.encode("utf-16"), b'"\xed\xa0\x80"'):
+        assert loads_json(data) == json.loads(data)
+    with pytest.raises(TypeError):
+        loads_json(5)
+
+
+def test_loads_json_says_when_the_text_is_nested_too_deeply():
+    """Nesting deeper than the parser can follow is a JSONTooDeepError (a ValueError) saying so, the text a server's reply error repeats."""
+    with pytest.raises(JSONTooDeepError) as refused:
+        loads_json("[" * 100_000 + "]" * 100_000)
+    assert isinstance(refused.value, ValueError)
+    assert str(refused.value) == "JSON nested too deeply to read"
+
+
+def test_an_unreadable_number_keeps_its_text_cut_and_says_why():
+    """An integer past the digit limit, or a float past a double, is kept as its first 80 characters with the reason, the float's text cut to 40 there."""
+    long_int = loads_json("1" * 5000)
+    assert isinstance(long_int, UnreadableNumber)
+    assert long_int.text == "1" * 80
+    assert long_int.reason == f"an integer of 5000 digits, more than the {sys.get_int_max_str_digits()} digits Python reads"
+    text = "1." + "0" * 50 + "e400"
+    huge = loads_json(text)
+    assert huge.text == text[:80]
+    assert huge.reason == f"the number {text[:40]}, which does not fit a float"
+
+
+def test_int_digit_limit_is_zero_on_a_python_without_one(monkeypatch):
+    """Python 3.10 (which setup.cfg supports) has no sys.get_int_max_str_digits: the limit reads as 0, no limit."""
+    assert int_digit_limit() == sys.get_int_max_str_digits()
+    monkeypatch.delattr(sys, "get_int_max_str_digits")
+    assert int_digit_limit() == 0
