@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from yiemagent._bounds import MAX_DEPTH, JSONTooDeepError, NotJSONError, UnreadableNumber, int_digit_limit, json_safe, loads_json, plain, preview, short_repr
+from yiemagent._bounds import MAX_DEPTH, JSONTooDeepError, NotJSONError, UnreadableNumber, clean_str, int_digit_limit, json_safe, loads_json, plain, preview, short_repr
 
 # --- preview: the received arguments a schema error shows the model (pipeline) -----------
 
@@ -126,6 +126,20 @@ def test_short_repr_cuts_a_long_string_to_200_characters_before_its_repr():
 def test_short_repr_counts_only_characters_really_cut():
     """A string of exactly the limit is not cut before its repr (no "0 more characters cut"): its repr, two quotes longer, is cut like any other."""
     assert short_repr("abc", 3) == "'ab... [2 more characters cut]"
+
+
+# --- clean_str: text that can be encoded as UTF-8 ---------------------------------------
+
+
+def test_clean_str_gives_back_the_very_string_when_it_has_no_lone_surrogate():
+    """Text without a lone surrogate comes back as the same object, non-ASCII text and a str subclass included; one with a lone surrogate has it replaced."""
+
+    class Text(str):
+        pass
+
+    for text in ("plain", "h\u00e9llo \U0001f600", Text("h\u00e9llo")):
+        assert clean_str(text) is text
+    assert clean_str(Text("h\u00e9\ud800")) == "h\u00e9\ufffd"
 
 
 # --- json_safe: what is kept and sent again is strict JSON; a refusal names the place ------
