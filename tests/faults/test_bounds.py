@@ -245,3 +245,27 @@ def test_int_digit_limit_is_zero_on_a_python_without_one(monkeypatch):
     assert int_digit_limit() == sys.get_int_max_str_digits()
     monkeypatch.delattr(sys, "get_int_max_str_digits")
     assert int_digit_limit() == 0
+
+
+def _deepest(leaf: str) -> int:
+    """The most lists ``loads_json`` reads around ``leaf``, called from here (Python's recursion limit bounds it)."""
+    read, refused = 0, sys.getrecursionlimit() + 1
+    while refused - read > 1:
+        levels = (read + refused) // 2
+        try:
+            loads_json("[" * levels + leaf + "]" * levels)
+            read = levels
+        except JSONTooDeepError:
+            refused = levels
+    return read
+
+
+def test_loads_json_reads_an_ordinary_integer_as_deep_as_a_string():
+    """An integer within the digit limit is read as deep as a string: no Python hook is called for it (``_bounds``' "Reading": the integer hook is only installed after a long integer)."""
+    levels = _deepest('"s"')
+    assert 0 < levels <= sys.getrecursionlimit()
+    value = loads_json("[" * levels + "7" + "]" * levels)
+    for _ in range(levels):
+        assert type(value) is list and len(value) == 1
+        value = value[0]
+    assert value == 7
