@@ -240,3 +240,34 @@ def test_a_reply_the_parser_fails_on_is_an_llm_error_saying_it_is_not_a_reply():
         with pytest.raises(LLMError) as info:
             OpenAIClient(f"{server.url}/v1", "gpt", max_retries=0)(FORMATTED)
     assert str(info.value) == f"OpenAI-compatible reply from {server.url}/v1/chat/completions: not a reply: invalid literal for int() with base 10: '\u00b2'"
+
+
+def anthropic_stream_with_usage(usage: dict[str, Any]) -> bytes:
+    """A Messages API stream of one text block whose ``message_delta`` carries ``usage``."""
+    events = [
+        {"type": "message_start", "message": {"model": "m", "usage": {"input_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hello"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage},
+        {"type": "message_stop"},
+    ]
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+STREAMS_WITH_A_BAD_COUNT = {
+    "openai": (lambda url: OpenAIClient(f"{url}/v1", "gpt", stream=True, max_retries=0), "/v1/chat/completions", sse({**text_chunk("Hello", "stop"), "usage": {"prompt_tokens": "\u00b2"}})),
+    "anthropic": (lambda url: AnthropicClient("claude", "k", base_url=url, stream=True, max_retries=0), "/v1/messages", anthropic_stream_with_usage({"output_tokens": "\u00b2"})),
+}
+
+
+@pytest.mark.parametrize("provider", sorted(STREAMS_WITH_A_BAD_COUNT))
+def test_a_stream_the_reader_fails_on_is_an_llm_error_saying_it_is_not_a_reply(provider):
+    """Decision 14, streamed as whole: a stream whose reading fails with a plain ValueError (a usage count "²") is an
+    LLMError saying "not a reply", as a whole reply's is; before, the ValueError came out of the client bare."""
+    make_client, path, body = STREAMS_WITH_A_BAD_COUNT[provider]
+    with LocalServer(lambda r: Reply(chunks=[body])) as server:
+        with pytest.raises(LLMError) as info:
+            make_client(server.url)(FORMATTED)
+    label = "OpenAI-compatible" if provider == "openai" else "Anthropic"
+    assert str(info.value) == f"{label} reply from {server.url}{path}: not a reply: invalid literal for int() with base 10: '\u00b2'"
