@@ -22,8 +22,8 @@ the memory of the machine (docs/failures.md "A reply too large").
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from typing import Any, Optional, Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, Optional, Protocol, TypeVar
 
 import requests
 from requests.utils import get_environ_proxies
@@ -48,6 +48,7 @@ OpenAI's recorded stream (tests/fixtures/openai-stream-tool-call.sse, with its
 on the wire, Anthropic's about 18 MiB; 64 MiB leaves room above both, while an endless or
 hostile stream stops there (measured in bench/bench_sse.py: the peak memory it costs).
 """
+_T = TypeVar("_T")
 _NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "application/ndjson")
 
 
@@ -172,12 +173,7 @@ class HTTPClient:
         caps = [(limit, name) for limit, name in ((self.max_event_bytes, "max_event_bytes"), (self.max_reply_bytes, "max_reply_bytes")) if limit is not None]
         limit, name = min(caps) if caps else (None, "")
         data = self._transport.json_body(response, limit, name)
-        try:
-            return self._parse(data)
-        except ReplyError:
-            raise
-        except ValueError as exc:
-            raise ReplyError(f"not a reply: {exc}") from None
+        return _reading(self._parse, data)
 
     def _read_stream(self, response: requests.Response, guard: CallGuard) -> AssistantMessage:
         media_type = _media_type(response)
@@ -210,10 +206,10 @@ class HTTPClient:
                 raise ReplyError(f"stream data that is not JSON ({exc}): {self._transport.secrets.redact(data[:200])!r}") from None
             if name == "error":
                 raise payload_error(event, forced=True)  # type: ignore[misc]
-            if accumulator.add(event):
+            if _reading(accumulator.add, event):
                 done = True
                 break
-        message = accumulator.finish(done)
+        message = _reading(accumulator.finish, done)
         masker.flush()
         return _masked(message, secrets)
 
@@ -260,6 +256,17 @@ class HTTPClient:
     def _check_line(self, line: bytearray) -> None:
         if self.max_event_bytes is not None and len(line) > self.max_event_bytes:
             raise ReplyError(f"one stream line exceeds {self.max_event_bytes} bytes; the stream was not read further")
+
+
+def _reading(step: Callable[[Any], _T], value: Any) -> _T:
+    """``step(value)``, a parser's or an accumulator's; a ``ValueError`` it did not foresee (a usage count "²",
+    which ``int`` refuses) is a ``ReplyError`` saying "not a reply" (decision 14: an ``LLMError``, streamed or not)."""
+    try:
+        return step(value)
+    except ReplyError:
+        raise
+    except ValueError as exc:
+        raise ReplyError(f"not a reply: {exc}") from None
 
 
 def _media_type(response: requests.Response) -> str:
