@@ -232,14 +232,34 @@ def test_a_client_with_no_caps_reads_a_whole_reply():
     assert reply.content == [TextContent("Hello")]
 
 
-def test_a_reply_the_parser_fails_on_is_an_llm_error_saying_it_is_not_a_reply():
-    """A reply whose reading fails with a plain ValueError (a usage count "²", a digit ``int`` refuses) is an LLMError
-    saying "not a reply" with the reason, never a ValueError out of the client (decision 14)."""
+def test_a_usage_count_that_is_not_ascii_digits_is_an_llm_error_naming_the_field():
+    """A usage count "²" (``str.isdigit`` says yes, ``int`` refuses it) is an LLMError naming the usage field, as
+    any count that is not a whole number is (decision 14), never a bare ValueError out of the client."""
     body = {"model": "m", "choices": [{"message": {"content": "Hello"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": "\u00b2"}}
     with LocalServer(lambda r: Reply(body=body)) as server:
         with pytest.raises(LLMError) as info:
             OpenAIClient(f"{server.url}/v1", "gpt", max_retries=0)(FORMATTED)
-    assert str(info.value) == f"OpenAI-compatible reply from {server.url}/v1/chat/completions: not a reply: invalid literal for int() with base 10: '\u00b2'"
+    assert str(info.value) == f"OpenAI-compatible reply from {server.url}/v1/chat/completions: usage field 'prompt_tokens' is not a token count: '\u00b2'"
+
+
+def test_a_value_error_the_reader_did_not_foresee_is_a_reply_error_saying_not_a_reply():
+    """Decision 14's safety net (``_client._reading``, around the parser and the stream accumulator): a plain
+    ValueError out of a reading step becomes a ReplyError (an LLMError once the client labels it) saying "not a
+    reply" and why; a ReplyError passes as it is, and a step that succeeds gives its value."""
+    from yiemagent.llm._client import _reading
+    from yiemagent.llm._wire import ReplyError
+
+    with pytest.raises(ReplyError) as info:
+        _reading(int, "x")
+    assert str(info.value) == "not a reply: invalid literal for int() with base 10: 'x'"
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    refusal = ReplyError("the body has no choices")
+    def refuse(value):
+        raise refusal
+    with pytest.raises(ReplyError) as info:
+        _reading(refuse, None)
+    assert info.value is refusal
+    assert _reading(int, "12") == 12
 
 
 def anthropic_stream_with_usage(usage: dict[str, Any]) -> bytes:
@@ -262,12 +282,13 @@ STREAMS_WITH_A_BAD_COUNT = {
 
 
 @pytest.mark.parametrize("provider", sorted(STREAMS_WITH_A_BAD_COUNT))
-def test_a_stream_the_reader_fails_on_is_an_llm_error_saying_it_is_not_a_reply(provider):
-    """Decision 14, streamed as whole: a stream whose reading fails with a plain ValueError (a usage count "²") is an
-    LLMError saying "not a reply", as a whole reply's is; before, the ValueError came out of the client bare."""
+def test_a_streamed_usage_count_that_is_not_ascii_digits_is_an_llm_error_naming_the_field(provider):
+    """Decision 14, streamed: a stream whose usage count is "²" is an LLMError naming the field, as a whole reply's
+    is; before, a plain ValueError came out of the client bare."""
     make_client, path, body = STREAMS_WITH_A_BAD_COUNT[provider]
     with LocalServer(lambda r: Reply(chunks=[body])) as server:
         with pytest.raises(LLMError) as info:
             make_client(server.url)(FORMATTED)
     label = "OpenAI-compatible" if provider == "openai" else "Anthropic"
-    assert str(info.value) == f"{label} reply from {server.url}{path}: not a reply: invalid literal for int() with base 10: '\u00b2'"
+    field = "prompt_tokens" if provider == "openai" else "output_tokens"
+    assert str(info.value) == f"{label} reply from {server.url}{path}: usage field {field!r} is not a token count: '\u00b2'"

@@ -65,14 +65,19 @@ def test_message_text_joins_each_kind_by_newlines_and_reads_text_blocks_in_both_
 
 @pytest.mark.parametrize(
     "raw, keys, count",
-    [({"a": 3}, ("a",), 3), ({"b": "12"}, ("a", "b"), 12), ({"a": None, "b": 7}, ("a", "b"), 7), ({"a": 4.0}, ("a",), 4), ({}, ("a",), 0), ({"a": 10**12 - 1}, ("a",), 10**12 - 1), ({"a": 0}, ("a",), 0)],
-    ids=["int", "second-key-digits", "none-skipped", "whole-float", "absent", "largest", "zero"],
+    [({"a": 3}, ("a",), 3), ({"b": "12"}, ("a", "b"), 12), ({"a": None, "b": 7}, ("a", "b"), 7), ({"a": 4.0}, ("a",), 4), ({}, ("a",), 0), ({"a": 10**12 - 1}, ("a",), 10**12 - 1), ({"a": 0}, ("a",), 0),
+     ({"a": " 0000000000000000042 "}, ("a",), 42), ({"a": "999999999999"}, ("a",), 10**12 - 1)],
+    ids=["int", "second-key-digits", "none-skipped", "whole-float", "absent", "largest", "zero", "padded-digits", "largest-digits"],
 )
 def test_token_count_reads_the_first_key_present(raw, keys, count):
     assert token_count(raw, *keys) == count
 
 
-@pytest.mark.parametrize("value", [True, 2.5, float("nan"), -1, 10**12, "3 tokens", [1]], ids=["bool", "fraction", "nan", "negative", "too-large", "text", "list"])
+@pytest.mark.parametrize(
+    "value",
+    [True, 2.5, float("nan"), -1, 10**12, "3 tokens", [1], "1000000000000", "\u00b2", "\u0663", "9" * 5000, ""],
+    ids=["bool", "fraction", "nan", "negative", "too-large", "text", "list", "too-large-digits", "superscript", "arabic-indic", "past-digit-limit", "empty"],
+)
 def test_a_value_that_is_not_a_token_count_raises_naming_the_key(value):
     with pytest.raises(ReplyError, match="^usage field 'n' is not a token count: "):
         token_count({"n": value}, "n")

@@ -44,6 +44,7 @@ _ERROR_TYPE_STATUS = {
 }
 # A count beyond this is not a token count (no context holds 10**12 tokens).
 _MAX_TOKENS = 10**12
+_MAX_TOKEN_DIGITS = len(str(_MAX_TOKENS - 1))  # a count below _MAX_TOKENS has at most 12 digits
 
 
 class ReplyError(ValueError):
@@ -92,14 +93,20 @@ def token_count(raw: dict[str, Any], *keys: str) -> int:
         value = raw.get(key)
         if value is None:
             continue
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value)
+        if isinstance(value, str) and _is_count_text(digits := value.strip()):
+            value = int(digits)
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_TOKENS:
             raise ReplyError(f"usage field {key!r} is not a token count: {_preview(value)}")
         return value
     return 0
+
+
+def _is_count_text(text: str) -> bool:
+    """ASCII digits ``int`` reads below the digit limit: ``str.isdigit`` also admits "²" and "٣", which ``int``
+    refuses or reads, and a 5,000-digit run ``int`` refuses (past ``sys.get_int_max_str_digits``)."""
+    return text.isascii() and text.isdigit() and len(text.lstrip("0")) <= _MAX_TOKEN_DIGITS
 
 
 def server_message(body: Any, text: str) -> str:
