@@ -8,11 +8,12 @@ copied for each call that omits it; an immutable or stateless one is passed as i
 from __future__ import annotations
 
 import copy
+import copyreg
 import dataclasses
 import enum
 import functools
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given
@@ -232,3 +233,130 @@ def test_a_call_that_changes_its_default_does_not_change_the_next_calls(default)
         run(made)
     assert received == [as_written] * 3
     assert default == as_written
+
+
+# --- which defaults are immutable: named tuples, tuple subclasses, deep tuples ---------------
+
+
+class Place(NamedTuple):
+    name: str
+    at: frozenset
+
+
+class TaggedPlace(Place):
+    """A NamedTuple's subclass without __slots__: its instances have a __dict__, state a call can change."""
+
+
+class Pair(tuple):
+    """A tuple subclass: its instances have a __dict__ too."""
+
+
+def nested(levels: int, leaf: Any) -> Any:
+    for _ in range(levels):
+        leaf = (leaf,)
+    return leaf
+
+
+def received_by_two_calls(default: Any) -> list[Any]:
+    received = []
+
+    def f(x: Any = default) -> str:
+        received.append(x)
+        return ""
+
+    made = tool(f)
+    run(made)
+    run(made)
+    return received
+
+
+@pytest.mark.parametrize(
+    "default",
+    [Place("home", frozenset({1})), (Place("a", frozenset()),), nested(99, frozenset({1}))],
+    ids=["namedtuple", "tuple-of-namedtuple", "99-deep"],
+)
+def test_a_named_tuple_or_a_tuple_nested_up_to_99_deep_of_immutable_values_is_passed_as_it_is(default):
+    """A NamedTuple of immutable values is immutable (deepcopy would still make a new one), and so is a
+    tuple nested 99 deep around a frozenset: each call receives the default itself."""
+    first, second = received_by_two_calls(default)
+    assert first is default and second is default
+
+
+def test_a_tuple_nested_100_deep_is_copied_rather_than_walked():
+    """Tuples are walked to a depth of 100 (_parameter_fill._MAX_DEPTH); a deeper default is deep-copied for each call."""
+    default = nested(100, frozenset({1}))
+    first, second = received_by_two_calls(default)
+    assert first == default and second == default
+    assert first is not default and second is not default and first is not second
+
+
+@pytest.mark.parametrize("default", [TaggedPlace("home", frozenset()), Pair((1, 2))], ids=["namedtuple-subclass", "tuple-subclass"])
+def test_a_tuple_subclass_with_a_dict_is_fresh_for_each_call(default):
+    """An attribute one call sets on a tuple subclass's instance is not on the next call's default."""
+    seen = []
+
+    def f(x: Any = default) -> str:
+        seen.append(getattr(x, "note", None))
+        x.note = "changed"
+        return ""
+
+    made = tool(f)
+    run(made)
+    run(made)
+    assert seen == [None, None]
+    assert not hasattr(default, "note")
+
+
+# --- stateless objects: judged by the reduction copy.deepcopy uses ---------------------------
+
+
+class ShortSentinel:
+    """Pickled as its class alone, in pickle's short two-item form."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (copyreg.__newobj__, (ShortSentinel,))
+
+
+class ProtocolSentinel:
+    """Stateless at pickle protocol 4, the one copy.deepcopy reduces with; a later protocol would carry state."""
+
+    def __reduce_ex__(self, protocol: int) -> tuple[Any, ...]:
+        state = None if protocol <= 4 else {"protocol": protocol}
+        return (copyreg.__newobj__, (ProtocolSentinel,), state, None, None)
+
+
+@pytest.mark.parametrize("default", [ShortSentinel(), ProtocolSentinel()], ids=["two-item-reduction", "protocol-4"])
+def test_an_object_deepcopy_rebuilds_from_its_class_alone_is_passed_as_it_is(default):
+    """A sentinel whose reduction (at deepcopy's protocol 4, in either form pickle allows) is its class alone is shared: 'x is DEFAULT' works."""
+    first, second = received_by_two_calls(default)
+    assert first is default and second is default
+
+
+class Registered:
+    """State of its own; it refuses pickling itself, but copyreg registers how to copy it (as for a class one does not own)."""
+
+    def __init__(self, items: list[int]) -> None:
+        self.items = items
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        raise TypeError("Registered refuses pickling")
+
+
+def test_a_default_copied_through_copyreg_is_fresh_for_each_call():
+    """deepcopy copies it through copyreg although its own reduction raises: it has state, so each call gets a fresh copy."""
+    copyreg.pickle(Registered, lambda value: (Registered, (list(value.items),)))
+    try:
+        default = Registered([1])
+        seen = []
+
+        def f(x: Any = default) -> str:
+            seen.append(list(x.items))
+            x.items.append(2)
+            return ""
+
+        made = tool(f)
+        run(made)
+        run(made)
+    finally:
+        del copyreg.dispatch_table[Registered]
+    assert seen == [[1], [1]] and default.items == [1]

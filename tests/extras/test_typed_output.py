@@ -6,6 +6,7 @@ and AnthropicClient, whole and streamed.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 from dataclasses import dataclass, field
@@ -18,10 +19,25 @@ from hypothesis import strategies as st
 
 from helpers import WAIT, make_agent
 from localserver import LocalServer, Reply
-from yiemagent import AssistantMessage, TextContent, ToolDefinitionError, ToolResultMessage, ask, load_history, save_history, shutdown, tool
+from yiemagent import (
+    AgentToolCall,
+    AgentToolResult,
+    AssistantMessage,
+    LLMCallStartEvent,
+    TextContent,
+    ToolDefinitionError,
+    ToolExecEndEvent,
+    ToolResultMessage,
+    ask,
+    load_history,
+    save_history,
+    shutdown,
+    tool,
+)
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.llm.scripted import ScriptedLLM, tool_call_reply
 from yiemagent.typed._codecs import to_json_value
+from yiemagent.typed.output import OutputSpec, Verdict
 
 
 class Kind(enum.Enum):
@@ -462,3 +478,221 @@ def test_a_session_keeps_the_answer_for_the_next_process(tmp_path):
         assert later.history()[-1].output == {"name": "Bern", "population": 140000, "kind": "town", "districts": [], "mayor": None}
     finally:
         shutdown(later, timeout=WAIT)
+
+
+# --- what the model is offered, and what the run makes of each answer -------------------
+
+
+def test_the_final_answer_tool_is_described_and_a_non_object_answer_wrapped_exactly():
+    """final_result as the model sees it: its description names the type, and a non-object answer's
+    schema is an object with one required "response" and nothing else (docs/api.md "Typed answers")."""
+    llm, agent = typed_agent([answer({"response": [3]})], list[int])
+    try:
+        ask(agent, "numbers?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    (offered,) = [t["function"] for t in llm.requests[0]["tools"] if t["function"]["name"] == "final_result"]
+    assert offered == {
+        "name": "final_result",
+        "description": "Give the final answer (list[int]) with this tool, once, when you have it; its arguments are the answer.",
+        "parameters": {
+            "type": "object",
+            "properties": {"response": {"type": "array", "items": {"type": "integer"}}},
+            "required": ["response"],
+            "additionalProperties": False,
+        },
+    }
+
+
+def test_an_object_answer_without_properties_is_wrapped_too():
+    """A dict[str, int] answer is an object with no "properties": it is wrapped in "response" like any non-record answer."""
+    llm, agent = typed_agent([answer({"response": {"a": 1, "b": 2}})], dict[str, int])
+    try:
+        reply = ask(agent, "counts?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    (offered,) = [t["function"]["parameters"] for t in llm.requests[0]["tools"] if t["function"]["name"] == "final_result"]
+    assert offered["properties"] == {"response": {"type": "object", "additionalProperties": {"type": "integer"}}}
+    assert (reply.output, reply.text) == ({"a": 1, "b": 2}, '{"a": 1, "b": 2}')
+
+
+def test_the_final_answer_tool_in_the_rounds_context_is_labelled_final_result():
+    """The LLMCallStartEvent's context holds the final_result tool the run adds, labelled "Final result"."""
+    events = []
+    llm, agent = typed_agent([answer({"name": "Oslo", "population": 1})], City, sink=events.append)
+    try:
+        ask(agent, "city?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    (start,) = [e for e in events if isinstance(e, LLMCallStartEvent)]
+    assert start.context.tools["final_result"].label == "Final result"
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if self.end < self.start:
+            raise ValueError(f"end {self.end} is before start {self.start}")
+
+
+def test_an_answer_the_type_itself_refuses_goes_back_with_the_types_words_and_a_valid_one_is_acknowledged():
+    """An answer the schema admits but the type's own check refuses (a dataclass __post_init__) is an error result
+    with that check's message; the valid one's result is the plain acknowledgement, not an error (spec §12)."""
+    events = []
+    llm, agent = typed_agent([answer({"start": 5, "end": 1}), answer({"start": 5, "end": 9}, "c2")], Span, sink=events.append)
+    try:
+        reply = ask(agent, "when?", timeout=WAIT)
+        results = [m for m in agent.history() if isinstance(m, ToolResultMessage)]
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.output == Span(5, 9)
+    assert llm.requests[1]["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "name": "final_result",
+        "content": "Tool 'final_result' failed: ValueError: ValueError: end 1 is before start 5",
+        "is_error": True,
+    }
+    ends = {e.tool_call_id: e for e in events if isinstance(e, ToolExecEndEvent)}
+    assert ends["c2"].is_error is False
+    assert ends["c2"].result == AgentToolResult([TextContent("Final answer received.")], {}, None, False)
+    assert [(r.tool_call_id, r.is_error, r.content[0].text, r.details) for r in results] == [
+        ("c1", True, "Tool 'final_result' failed: ValueError: ValueError: end 1 is before start 5", {}),
+        ("c2", False, "Final answer received.", {}),
+    ]
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_the_output_invalid_reply_counts_retries_in_words_and_has_no_content(retries):
+    """After output_retries invalid answers the next one ends the run: the reply has no content and its
+    error_message says "after N retries" (plural but for 1, whose "retry" the test above shows), then the last answer's fault."""
+    script = [answer({"start": 5, "end": n}, f"c{n}") for n in range(retries + 1)] + ["never sent"]
+    llm, agent = typed_agent(script, Span, output_retries=retries)
+    try:
+        reply = ask(agent, "when?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert (reply.stop_reason, reply.content, reply.output) == ("output_invalid", [], None)
+    assert reply.error_message == (
+        f"the final answer is invalid after {retries} retries: "
+        f"Tool 'final_result' failed: ValueError: ValueError: end {retries} is before start 5"
+    )
+    assert len(llm.requests) == retries + 1
+
+
+def test_the_agents_final_reply_keeps_the_models_api_provider_and_model_and_unescaped_text():
+    """The reply the agent makes for a tool answer carries the api, provider and model of the reply that gave it,
+    and its text is the answer's JSON with non-ASCII characters as they are."""
+    given = dataclasses.replace(
+        answer({"name": "Zürich", "population": 420000}), api="anthropic-messages", provider="acme", model="m-7"
+    )
+    llm, agent = typed_agent([given], City)
+    try:
+        reply = ask(agent, "city?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert (reply.api, reply.provider, reply.model, reply.stop_reason) == ("anthropic-messages", "acme", "m-7", "stop")
+    assert reply.text == '{"name": "Zürich", "population": 420000, "kind": "town", "districts": [], "mayor": null}'
+
+
+def test_a_round_of_other_tool_calls_is_not_an_answer_and_the_run_goes_on():
+    """A round whose calls do not include final_result runs them and asks the model again; its next answer is the output."""
+
+    @tool
+    def look(city: str) -> str:
+        """Look a city up."""
+        return f"{city}: 700000"
+
+    llm = ScriptedLLM([tool_call_reply(("l1", "look", '{"city": "Oslo"}')), answer({"name": "Oslo", "population": 700000})])
+    agent = make_agent(llm, look, builtin_tools=False, output_type=City)
+    try:
+        reply = ask(agent, "city?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert (reply.stop_reason, reply.output) == ("stop", City("Oslo", 700000))
+    assert llm.requests[1]["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "l1",
+        "name": "look",
+        "content": "Oslo: 700000",
+        "is_error": False,
+    }
+
+
+FEEDBACK_HOOKS = [
+    ({"before_tool_call": lambda ctx, signal: {"block": True, "reason": "answers are closed"}}, "answers are closed"),
+    ({"after_tool_call": lambda ctx, signal: {"content": [TextContent("first"), TextContent("second")], "is_error": True}}, "first second"),
+    ({"after_tool_call": lambda ctx, signal: {"content": [], "is_error": True}}, "the final answer was not accepted"),
+]
+
+
+@pytest.mark.parametrize("hooks, why", FEEDBACK_HOOKS, ids=["blocked", "two-texts", "no-text"])
+def test_a_valid_answer_whose_result_is_an_error_is_not_taken(hooks, why):
+    """A final_result call whose result is an error (blocked by before_tool_call, or made one by after_tool_call) is
+    an invalid answer even when its arguments are valid: the reason is its result's texts joined by spaces, or a
+    fixed phrase when it has none."""
+    llm, agent = typed_agent([answer({"response": [1]})], list[int], output_retries=0, **hooks)
+    try:
+        reply = ask(agent, "numbers?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert (reply.stop_reason, reply.output) == ("output_invalid", None)
+    assert reply.error_message == f"the final answer is invalid after 0 retries: {why}"
+
+
+def test_a_text_answer_of_a_non_object_type_is_read_whole():
+    """A reply without tool calls for list[int] is the list itself, not {"response": ...}: the run wraps it to check it."""
+    llm, agent = typed_agent(["[4, 5]"], list[int])
+    try:
+        reply = ask(agent, "numbers?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert (reply.stop_reason, reply.output) == ("stop", [4, 5])
+
+
+@pytest.mark.parametrize(
+    "output_type, message",
+    [
+        (bytes, "output_type bytes cannot be an answer: JSON Schema cannot express it"),
+        (list[bytes], "output_type bytes (in list[bytes]) cannot be an answer: JSON Schema cannot express it"),
+    ],
+    ids=["itself", "inside"],
+)
+def test_an_output_type_without_a_schema_is_refused_naming_the_part_and_the_whole(output_type, message):
+    """The ToolDefinitionError names the part JSON Schema cannot express, and the whole type when the part is inside it."""
+    with pytest.raises(ToolDefinitionError) as raised:
+        make_agent(ScriptedLLM([]), builtin_tools=False, output_type=output_type)
+    assert str(raised.value) == message
+
+
+def test_output_retries_that_is_not_an_int_is_refused_naming_its_type():
+    """output_retries=True is a bool, not an int: the TypeError names the type it got."""
+    with pytest.raises(TypeError) as raised:
+        make_agent(ScriptedLLM([]), builtin_tools=False, output_type=City, output_retries=True)
+    assert str(raised.value) == "output_retries must be an int, got bool"
+
+
+# --- OutputSpec itself (typed/output.py), for what no run reaches ------------------------
+
+
+def test_an_output_spec_shows_its_type_and_retries_and_retries_once_by_default():
+    """repr names the answer's type and its retries; OutputSpec's own default is docs/api.md's output_retries=1."""
+    assert repr(OutputSpec(City)) == "OutputSpec(City, retries=1)"
+    assert repr(OutputSpec(list[int], 3)) == "OutputSpec(list[int], retries=3)"
+
+
+def test_the_retry_message_asks_a_str_answer_again_and_any_other_for_the_tool():
+    """retry_message's request: a str answer (no tool offered) is asked again, any other to call final_result."""
+    assert OutputSpec(str).retry_message("too short").content[0].text == "The answer is not valid: too short. Answer again."
+    assert OutputSpec(City).retry_message("no name").content[0].text == "The answer is not valid: no name. Call the final_result tool with a valid answer."
+
+
+def test_a_final_result_call_without_a_result_is_an_answer_not_accepted():
+    """from_batch: a final_result call the batch gave no result is invalid, with the fixed reason; a round without one is None."""
+    spec = OutputSpec(City)
+    call = AgentToolCall("c1", "final_result", {"name": "Oslo", "population": 1})
+    assert spec.from_batch([call], []) == Verdict(why="the final answer was not accepted")
+    assert spec.from_batch([AgentToolCall("l1", "look", {})], []) is None
