@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from helpers import WAIT, EventRecorder
 from localserver import LocalServer, Reply, free_port_url
-from yiemagent import AssistantMessage, LLMDeltaEvent, LLMError, LLMUsage, run_agent, take_response
+from yiemagent import AbortSignal, AssistantMessage, LLMDeltaEvent, LLMError, LLMUsage, TextContent, run_agent, take_response
 from yiemagent.llm import OpenAIClient, ScriptedLLM
-from yiemagent.llm.fallback import FallbackLLM
+from yiemagent.llm.fallback import FallbackLLM, falls_over
+from yiemagent.streaming import emit_delta, stream_to
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -123,3 +126,167 @@ def test_fallback_needs_callables():
         FallbackLLM()
     with pytest.raises(TypeError, match="1"):
         FallbackLLM(ScriptedLLM([]), "gpt")
+
+
+class Model:
+    """A custom llm_call with a ``model`` attribute (any value), answering from a script."""
+
+    def __init__(self, model, script):
+        self.model = model
+        self.scripted = ScriptedLLM(script)
+
+    def __call__(self, formatted):
+        return self.scripted(formatted)
+
+
+def error_reply(message=None, usage=None) -> AssistantMessage:
+    return AssistantMessage([], stop_reason="error", error_message=message, usage=usage)
+
+
+def test_the_primary_answering_is_the_only_model_asked():
+    """A primary that answers is the answer: the secondary is never asked (docs/api.md: the next model only after a failure)."""
+    second = ScriptedLLM(["second"])
+    reply = FallbackLLM(ScriptedLLM(["first"]), second)(FORMATTED)
+    assert reply.content[0].text == "first" and reply.model == "scripted" and second.requests == []
+
+
+def test_every_failure_is_named_by_its_models_name_in_the_error_and_the_warnings(caplog):
+    """Each model is named by its ``model`` attribute when that is a non-empty str, else by its type;
+    an error reply counts with its error_message (or "stop_reason error"); every model failing raises
+    one LLMError listing them in order, with the last failure's status, retryable and retry_after_ms,
+    and each fall-over is logged as a warning naming the failed model, its failure and the next model."""
+    last = LLMError("delta failed", status=503, retryable=True, retry_after_ms=1500.0)
+    models = (
+        Model("alpha", [LLMError("alpha down", status=502, retryable=True)]),
+        Model("beta", [error_reply("beta overloaded")]),
+        Model("", [error_reply()]),
+        Model(5, [LLMError("five down", status=429)]),
+        ScriptedLLM([last]),
+    )
+    with caplog.at_level("WARNING", logger="yiemagent.llm.fallback"):
+        with pytest.raises(LLMError) as info:
+            FallbackLLM(*models)(FORMATTED)
+    assert str(info.value) == "no model answered: alpha: alpha down; beta: beta overloaded; Model: stop_reason error; Model: five down; ScriptedLLM: delta failed"
+    assert (info.value.status, info.value.retryable, info.value.retry_after_ms) == (503, True, 1500.0)
+    assert info.value.__cause__ is last
+    assert [r.getMessage() for r in caplog.records if r.name == "yiemagent.llm.fallback"] == [
+        "model alpha failed (alpha down); asking beta",
+        "model beta replied with an error (beta overloaded); asking Model",
+        "model Model replied with an error (None); asking Model",
+        "model Model failed (five down); asking ScriptedLLM",
+    ]
+
+
+def test_the_last_models_error_reply_is_the_answer_with_every_attempts_usage():
+    """When the last model too replies with stop_reason "error", that reply is returned (the run reports it),
+    named after that model and carrying the usage of every attempt."""
+    first = Model("alpha", [error_reply("alpha overloaded", LLMUsage(5, 1, total_tokens=6))])
+    reply = FallbackLLM(first, Model("beta", [error_reply("beta overloaded", LLMUsage(2, 2, total_tokens=4))]))(FORMATTED)
+    assert (reply.stop_reason, reply.error_message, reply.model) == ("error", "beta overloaded", "beta")
+    assert (reply.usage.input_tokens, reply.usage.output_tokens, reply.usage.total_tokens) == (7, 3, 10)
+
+
+def test_the_usage_a_failed_call_reports_on_its_error_adds_to_the_answer():
+    """An LLMError carrying ``usage`` (a client that knows what a failed call spent) adds it to the answering
+    reply's usage, summed over every such failure (decision 13: those tokens were spent too)."""
+    failures = []
+    for prompt, completion in ((2, 1), (5, 1)):
+        error = LLMError("overloaded", status=503, retryable=True)
+        error.usage = LLMUsage(prompt, completion, total_tokens=prompt + completion)
+        failures.append(ScriptedLLM([error]))
+    answer = AssistantMessage([TextContent("fine")], stop_reason="stop", model="gamma", usage=LLMUsage(7, 3, total_tokens=10))
+    reply = FallbackLLM(*failures, ScriptedLLM([answer]))(FORMATTED)
+    assert (reply.usage.input_tokens, reply.usage.output_tokens, reply.usage.total_tokens) == (14, 5, 19)
+
+
+def test_a_reply_without_a_model_is_named_after_the_model_that_answered():
+    """A reply with no ``model`` gets the answering client's ``model``; a reply that names its model keeps that name."""
+    unnamed = AssistantMessage([TextContent("hi")], stop_reason="stop")
+    down = LLMError("down", status=500, retryable=True)
+    assert FallbackLLM(ScriptedLLM([down]), Model("gamma", [unnamed]))(FORMATTED).model == "gamma"
+    named = AssistantMessage([TextContent("hi")], stop_reason="stop", model="gamma-2024-01")
+    assert FallbackLLM(Model("gamma", [named]))(FORMATTED).model == "gamma-2024-01"
+
+
+def test_a_reply_that_is_not_an_assistant_message_is_handed_on_as_it_is():
+    """A custom llm_call returning something else (a str) gets it back unchanged: the run refuses it and names it (decision 15)."""
+    assert FallbackLLM(lambda formatted: "just text", ScriptedLLM(["fine"]))(FORMATTED) == "just text"
+
+
+def test_a_failure_after_the_run_was_aborted_is_not_asked_of_another_model():
+    """A retryable failure of a call during which the run's signal fired is raised: an aborted run asks no other model."""
+    signal = AbortSignal()
+
+    def abort_then_fail(formatted):
+        signal.abort()
+        raise LLMError("overloaded", status=503, retryable=True)
+
+    second = ScriptedLLM(["fine"])
+    with stream_to(lambda kind, text: None, signal):
+        with pytest.raises(LLMError, match="^overloaded$"):
+            FallbackLLM(abort_then_fail, second)(FORMATTED)
+    assert second.requests == []
+    with stream_to(lambda kind, text: None):  # a listener without a signal: the next model is asked
+        assert FallbackLLM(ScriptedLLM([LLMError("down", status=503, retryable=True)]), second)(FORMATTED).content[0].text == "fine"
+
+
+def test_an_abort_ends_the_http_call_a_fallback_makes():
+    """The run's signal reaches the client inside the fallback: an abort while the server has not answered ends the call
+    as aborted at once (docs/streaming.md), and no other model is asked."""
+    signal, hold = AbortSignal(), threading.Event()
+
+    def before():
+        signal.abort()
+        hold.wait(WAIT)
+
+    try:
+        with LocalServer(lambda r: Reply(body=answer("alpha"), before=before)) as slow, LocalServer(lambda r: Reply(body=answer("beta"))) as good:
+            with stream_to(lambda kind, text: None, signal):
+                with pytest.raises(LLMError, match="was aborted"):
+                    FallbackLLM(client(slow, "alpha", timeout=WAIT), client(good, "beta"))(FORMATTED)
+            assert not hold.is_set() and good.requests == []
+    finally:
+        hold.set()
+
+
+def test_deltas_reach_the_runs_listener_with_their_kind():
+    """A model's thinking and text fragments reach the run's listener through the fallback as (kind, text)."""
+    seen = []
+
+    def streaming(formatted):
+        emit_delta("thinking", "hmm")
+        emit_delta("text", "hi")
+        return AssistantMessage([TextContent("hi")], stop_reason="stop", model="m")
+
+    with stream_to(lambda kind, text: seen.append((kind, text))):
+        FallbackLLM(streaming)(FORMATTED)
+    assert seen == [("thinking", "hmm"), ("text", "hi")]
+
+
+def test_falls_over_on_a_provider_failure_only():
+    """``falls_over``: any 5xx (retryable or not), a retryable failure with no status, and 401/403/404/408/429 fall over;
+    another 4xx (even one marked retryable), a non-retryable failure without a status or with a 3xx or 2xx, and
+    anything that is not an LLMError do not."""
+    over = [LLMError("x", status=500), LLMError("x", status=501), LLMError("x", retryable=True), LLMError("x", status=401), LLMError("x", status=408)]
+    not_over = [LLMError("x", status=400, retryable=True), LLMError("x", status=400), LLMError("x"), LLMError("x", status=302), LLMError("x", status=200)]
+    assert [falls_over(e) for e in over] == [True] * 5
+    assert [falls_over(e) for e in not_over + [KeyError("x")]] == [False] * 6
+
+
+def test_a_501_is_not_retried_but_falls_over():
+    """A 501 is not worth retrying at the same provider, but another provider may implement the call: the secondary answers."""
+    with LocalServer(failing(501, "not implemented")) as bad, LocalServer(lambda r: Reply(body=answer("beta"))) as good:
+        reply = FallbackLLM(client(bad, "alpha", max_retries=2), client(good, "beta"))(FORMATTED)
+    assert reply.model == "beta" and len(bad.requests) == 1
+
+
+def test_the_refusals_and_the_repr_name_what_is_wrong():
+    """The constructor's errors say what is wrong (the position and type of a non-callable); the repr lists the models."""
+    with pytest.raises(ValueError) as empty:
+        FallbackLLM()
+    assert str(empty.value) == "FallbackLLM needs at least one llm_call"
+    with pytest.raises(TypeError) as bad:
+        FallbackLLM(ScriptedLLM([]), "gpt")
+    assert str(bad.value) == "FallbackLLM: llm_call 1 is not callable: str"
+    a, b = ScriptedLLM([]), Model("beta", [])
+    assert repr(FallbackLLM(a, b)) == f"FallbackLLM({a!r}, {b!r})"
