@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from .batch import answer_tool_calls_with_error, execute_tool_calls
+from .batch import answer_tool_calls_with_error, execute_tool_calls, terminated_response
 from .errors import ToolArgumentsError
 from .extraction import extract_tool_calls
 from .types import (
@@ -158,14 +158,14 @@ def superseding_results(messages: Sequence[AgentMessage], incoming: AgentMessage
 
 
 def _never_defers(hook: Optional[Callable[..., Any]]) -> Optional[Callable[..., Any]]:
-    """``before_tool_call`` for an approved call: asked as usual, except that a defer is ignored."""
+    """``before_tool_call`` for an approved call: asked as usual, except that a defer is ignored (a block keeps its reason)."""
     if hook is None:
         return None
 
     def asked_again(ctx: Any, signal: Any) -> Any:
         answer = hook(ctx, signal)
         if isinstance(answer, Mapping) and answer.get("defer"):
-            return {k: v for k, v in answer.items() if k not in ("defer", "reason")} or None
+            return {k: v for k, v in answer.items() if k != "defer"} or None
         return answer
 
     return asked_again
@@ -244,8 +244,8 @@ def start_of_run(host: Any, signal: Optional[AbortSignal], messages: list[AgentM
         return None  # the new message answers what still waits (run._append_input)
     if resumed.pending:
         return awaiting_response(resumed.pending)
-    if resumed.terminate:
-        return AssistantMessage([TextContent("Tool execution completed.")], stop_reason="tool_use_terminated")
+    if resumed.terminate:  # spec §10, as after any batch whose calls all asked to stop (no LLM reply in this run)
+        return terminated_response(resumed.results)
     return None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from .types import (
@@ -18,11 +19,13 @@ from .types import (
     AgentToolCall,
     AgentToolCallBatch,
     AgentToolResult,
+    AssistantMessage,
     FinalizedOutcome,
     ImmediateOutcome,
     PendingApproval,
     PreparedToolCall,
     TextContent,
+    ToolResultMessage,
     call_context,
 )
 from ._threads import tool_pool
@@ -44,6 +47,7 @@ __all__ = [
     "execute_tool_calls_parallel",
     "execute_tool_calls_sequential",
     "should_terminate",
+    "terminated_response",
 ]
 
 logger = logging.getLogger("yiemagent.batch")
@@ -52,6 +56,30 @@ logger = logging.getLogger("yiemagent.batch")
 def should_terminate(finalized: list[FinalizedOutcome]) -> bool:
     """True only for a non-empty batch whose every result asks to terminate (spec §10 shouldTerminate)."""
     return bool(finalized) and all(f.result.terminate for f in finalized)
+
+
+def terminated_response(results: Sequence[ToolResultMessage], reply: Optional[AssistantMessage] = None) -> AssistantMessage:
+    """Spec §10 "Batch Processing": the final response of a batch whose tools all asked to stop.
+
+    "Tool execution completed." then the results' text blocks. ``reply``, the LLM's reply that
+    made the calls, gives its model and usage; approved calls resumed at the start of a run
+    (``approvals.start_of_run``) have none in that run.
+    """
+    content: list[Any] = [TextContent("Tool execution completed.")]
+    for result in results:
+        for block in result.content:
+            if isinstance(block, TextContent):
+                content.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                content.append(TextContent(block["text"]))
+    failed = any(m.is_error for m in results)
+    made_by = {} if reply is None else {"api": reply.api, "provider": reply.provider, "model": reply.model, "usage": reply.usage}
+    return AssistantMessage(
+        content,
+        stop_reason="tool_use_terminated",
+        error_message="One or more tool calls failed" if failed else None,
+        **made_by,
+    )
 
 
 def _aborted(signal: Optional[AbortSignal]) -> bool:

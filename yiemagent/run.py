@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Protocol
 
 from .approvals import answer_deferred_aborted, awaiting_response, deferral_steps, start_of_run, superseding_results
-from .batch import answer_tool_calls_with_error, execute_tool_calls
+from .batch import answer_tool_calls_with_error, execute_tool_calls, terminated_response
 from .events import AgentRunEndEvent, AgentRunStartEvent, EventEmitter, LLMCallEndEvent, LLMCallStartEvent, SubAgentEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
@@ -31,7 +31,6 @@ from .types import (
     AgentLoopConfig,
     AgentMessage,
     AgentState,
-    AgentToolCallBatch,
     ApprovalMessage,
     AssistantMessage,
     LLMUsage,
@@ -435,27 +434,6 @@ def _aborted_response(run: Run) -> AssistantMessage:
     return AssistantMessage([TextContent("Run aborted.")], stop_reason="aborted", error_message=reason)
 
 
-def _terminated_response(reply: AssistantMessage, batch: AgentToolCallBatch) -> AssistantMessage:
-    """Spec §10 "Batch Processing": the final response of a batch whose tools all asked to stop."""
-    content: list[Any] = [TextContent("Tool execution completed.")]
-    for result in batch.messages:
-        for block in result.content:
-            if isinstance(block, TextContent):
-                content.append(block)
-            elif isinstance(block, dict) and isinstance(block.get("text"), str):
-                content.append(TextContent(block["text"]))
-    failed = any(m.is_error for m in batch.messages)
-    return AssistantMessage(
-        content,
-        api=reply.api,
-        provider=reply.provider,
-        model=reply.model,
-        usage=reply.usage,
-        stop_reason="tool_use_terminated",
-        error_message="One or more tool calls failed" if failed else None,
-    )
-
-
 def _requested_model(host: RunHost) -> tuple[Optional[str], Optional[str]]:
     """The model and provider a round asks for, as far as the agent knows (``LLMCallStartEvent``).
 
@@ -642,7 +620,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             if invalid_answers > answer.retries:  # type: ignore[union-attr]
                 return output_invalid_response(given.why or "", answer.retries)  # type: ignore[union-attr]
         if batch.terminate:
-            return _terminated_response(reply, batch)
+            return terminated_response(batch.messages, reply)
         if run.signal.aborted:
             return _aborted_response(run)
 

@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from helpers import WAIT, StrictLLM, call, calls_reply, make_agent, make_tool, text_result
+from helpers import WAIT, StrictLLM, blocking_tool, call, calls_reply, make_agent, make_tool, text_result
 from yiemagent import (
+    AbortSignal,
     ApprovalMessage,
     AssistantMessage,
     EmptyHistoryError,
@@ -16,6 +17,7 @@ from yiemagent import (
     TextContent,
     ToolArgumentsError,
     ToolExecEndEvent,
+    ToolExecStartEvent,
     ToolResultMessage,
     UserMessage,
     add_message,
@@ -72,10 +74,36 @@ def results_by_call(history) -> dict[str, list[ToolResultMessage]]:
     return found
 
 
+def approval_steps(history) -> list[tuple[str, str, dict, str]]:
+    return [(m.tool_call_id, m.decision, m.arguments, m.reason) for m in history if isinstance(m, ApprovalMessage)]
+
+
 def deferred_agent(ran: Ran, llm: StrictLLM, **kwargs):
     agent = make_agent(llm, ran.tool("delete"), ran.tool("read"), builtin_tools=False, before_tool_call=defer_deletes, **kwargs)
     run_agent(agent, "clean up")
     return agent, take_response(agent, timeout=WAIT)
+
+
+def resume_approved(agent, *approved: str) -> None:
+    """run_agent ends "awaiting_approval"; approve the ``approved`` calls as they are; continue_agent (its response not taken)."""
+    run_agent(agent, "go")
+    assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+    for call_id in approved:
+        approve(agent, call_id)
+    continue_agent(agent)
+
+
+def approved_once(hook, **kwargs) -> tuple[Ran, list]:
+    """One call "x" of 'delete' that ``hook`` defers, approved as it is, then continue_agent to the end: what ran, and the history."""
+    ran = Ran()
+    llm = StrictLLM(calls_reply(call("x", "delete", '{"path": "/p"}')), AssistantMessage([TextContent("ok")], stop_reason="stop"))
+    agent = make_agent(llm, ran.tool("delete"), builtin_tools=False, before_tool_call=hook, **kwargs)
+    try:
+        resume_approved(agent, "x")
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        return ran, agent.history()
+    finally:
+        shutdown(agent)
 
 
 def test_a_deferred_call_is_neither_run_nor_answered_and_the_run_ends_awaiting_approval():
@@ -115,6 +143,14 @@ def test_continue_runs_the_approved_call_with_its_new_arguments_and_answers_the_
         sent = llm.requests[1]["messages"]
         assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool", "tool"]  # no approval step is sent
         assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ["c2", "c1", "c3"]
+        # each decision is a step (an approval has no reason, a rejection keeps the call's arguments), and "resumed" comes before the run
+        assert approval_steps(agent.history()) == [
+            ("c1", "deferred", {"path": "/tmp/a"}, "deleting /tmp/a needs approval"),
+            ("c3", "deferred", {"path": "/tmp/c"}, "deleting /tmp/c needs approval"),
+            ("c1", "approved", {"path": "/tmp/a2"}, ""),
+            ("c3", "rejected", {"path": "/tmp/c"}, "not that one"),
+            ("c1", "resumed", {"path": "/tmp/a2"}, ""),
+        ]
     finally:
         shutdown(agent)
 
@@ -193,19 +229,9 @@ def test_the_before_hook_is_asked_again_for_an_approved_call_but_cannot_defer_it
         seen.append(ctx.tool_call.id)
         return {"defer": True, "reason": "always"}
 
-    ran = Ran()
-    llm = StrictLLM(calls_reply(call("x", "delete", '{"path": "/p"}')), AssistantMessage([TextContent("ok")], stop_reason="stop"))
-    agent = make_agent(llm, ran.tool("delete"), builtin_tools=False, before_tool_call=hook)
-    try:
-        run_agent(agent, "go")
-        assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
-        approve(agent, "x")
-        continue_agent(agent)
-        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
-        assert seen == ["x", "x"]
-        assert ran.calls == [("delete", {"path": "/p"})]
-    finally:
-        shutdown(agent)
+    ran, _ = approved_once(hook)
+    assert seen == ["x", "x"]
+    assert ran.calls == [("delete", {"path": "/p"})]
 
 
 def test_approve_refuses_an_unknown_id_and_arguments_that_fail_the_schema():
@@ -360,7 +386,11 @@ def test_an_abort_during_a_deferring_batch_leaves_nothing_waiting():
         run_agent(agent, "go")
         assert take_response(agent, timeout=WAIT).stop_reason == "aborted"
         assert pending_approvals(agent) == []
-        assert {k: len(v) for k, v in results_by_call(agent.history()).items()} == {"c1": 1, "c2": 1, "c3": 1}
+        results = results_by_call(agent.history())
+        assert {k: len(v) for k, v in results.items()} == {"c1": 1, "c2": 1, "c3": 1}
+        for call_id in ("c1", "c3"):  # the deferred calls: the pipeline's abort result, an error for the tool that was asked
+            result = results[call_id][0]
+            assert (result.tool_name, result.content, result.details, result.is_error) == ("delete", [TextContent("Operation aborted")], {}, True)
         assert ran.calls == []
     finally:
         shutdown(agent)
@@ -383,10 +413,7 @@ def test_an_abort_while_an_approved_call_runs_reaches_that_call():
     llm = StrictLLM(calls_reply(call("c1", "delete", '{"path": "/tmp/a"}')))
     agent = make_agent(llm, make_tool("delete", delete, schema=SCHEMA_PATH), builtin_tools=False, before_tool_call=defer_deletes)
     try:
-        run_agent(agent, "clean up")
-        assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
-        approve(agent, "c1")
-        continue_agent(agent)
+        resume_approved(agent, "c1")
         assert entered.wait(WAIT)
         abort(agent, "the user changed their mind")
         response = take_response(agent, timeout=WAIT)
@@ -410,5 +437,235 @@ def test_approve_checks_new_arguments_as_the_pipeline_will_after_prepare_argumen
         continue_agent(agent)
         assert take_response(agent, timeout=WAIT).stop_reason == "stop"
         assert ran.calls == [("delete", {"path": "7"})]
+    finally:
+        shutdown(agent)
+
+
+def test_the_awaiting_response_names_each_waiting_call_with_the_reason_it_waits():
+    """The response of a run that ends "awaiting_approval" lists each deferred call, its tool and the hook's reason, in call order."""
+    ran, llm = Ran(), StrictLLM(three_calls())
+    agent, response = deferred_agent(ran, llm)
+    shutdown(agent)
+    assert response.content == [
+        TextContent(
+            "Awaiting approval of 2 tool call(s): delete (c1): deleting /tmp/a needs approval; delete (c3): deleting /tmp/c needs approval"
+        )
+    ]
+
+
+def test_a_rejected_call_gets_its_start_and_end_events_in_the_run_that_answers_it():
+    """Decision 1 for a rejection: the resuming run emits the rejected call's start and end events, the end an error with the reason."""
+    events = []
+    ran, llm = Ran(), StrictLLM(three_calls(), AssistantMessage([TextContent("ok")], stop_reason="stop"))
+    agent, _ = deferred_agent(ran, llm, sink=events.append)
+    try:
+        reject(agent, "c1", "no")
+        reject(agent, "c3", "not that either")
+        del events[:]
+        continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+    finally:
+        shutdown(agent)
+    starts = [(e.tool_call_id, e.tool_name, e.arguments) for e in events if isinstance(e, ToolExecStartEvent)]
+    ends = [(e.tool_call_id, e.is_error, e.result.content) for e in events if isinstance(e, ToolExecEndEvent)]
+    assert starts == [("c1", "delete", {"path": "/tmp/a"}), ("c3", "delete", {"path": "/tmp/c"})]
+    assert ends == [("c1", True, [TextContent("no")]), ("c3", True, [TextContent("not that either")])]
+
+
+def test_a_new_message_answers_a_rejected_call_with_its_reason_and_the_undecided_one_as_superseded():
+    """add_message of a user message while idle: a rejected call's result is its rejection's reason, an undecided call's "superseded by a new message"."""
+    ran, llm = Ran(), StrictLLM(three_calls())
+    agent, _ = deferred_agent(ran, llm)
+    try:
+        reject(agent, "c1", "not now")
+        add_message(agent, UserMessage([TextContent("a note")]))
+        results = results_by_call(agent.history())
+    finally:
+        shutdown(agent)
+    assert [(r.content, r.is_error) for r in results["c1"]] == [([TextContent("not now")], True)]
+    assert [(r.content, r.is_error) for r in results["c3"]] == [([TextContent("superseded by a new message")], True)]
+    assert ran.calls == [("read", {"path": "/tmp/b"})]
+
+
+def test_a_decision_that_is_refused_names_the_id_given_and_the_calls_that_do_wait():
+    """approve / reject of a call that is not waiting raise ValueError naming it (any value, even unhashable) and listing the ids waiting, or "none"."""
+    ran, llm = Ran(), StrictLLM(three_calls(), AssistantMessage([TextContent("ok")], stop_reason="stop"))
+    agent, _ = deferred_agent(ran, llm)
+    try:
+        with pytest.raises(ValueError) as refused:
+            approve(agent, "c2")
+        assert str(refused.value) == "no tool call 'c2' is waiting for approval (waiting: 'c1', 'c3')"
+        with pytest.raises(ValueError) as refused:
+            reject(agent, ["c1"])
+        assert str(refused.value) == "no tool call ['c1'] is waiting for approval (waiting: 'c1', 'c3')"
+        reject(agent, "c1")
+        reject(agent, "c3")
+        continue_agent(agent)
+        take_response(agent, timeout=WAIT)
+        with pytest.raises(ValueError) as refused:
+            approve(agent, "c1")
+        assert str(refused.value) == "no tool call 'c1' is waiting for approval (waiting: none)"
+    finally:
+        shutdown(agent)
+
+
+def test_approve_refuses_arguments_that_are_not_a_dict_and_a_prepare_arguments_that_raises():
+    """approve's ToolArgumentsError names the type given, or the tool and what its prepare_arguments raised; nothing is recorded."""
+
+    def renamed(args):
+        return {"path": args["where"]}
+
+    ran = Ran()
+    llm = StrictLLM(calls_reply(call("x", "delete", '{"where": "/p"}')))
+    agent = make_agent(llm, ran.tool("delete", prepare_arguments=renamed), builtin_tools=False, before_tool_call=defer_deletes)
+    try:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+        with pytest.raises(ToolArgumentsError) as refused:
+            approve(agent, "x", arguments=["/q"])
+        assert str(refused.value) == "approve(arguments=...) expects a dict of arguments, got list"
+        with pytest.raises(ToolArgumentsError) as refused:
+            approve(agent, "x", arguments={"path": "/q"})
+        assert str(refused.value) == "prepare_arguments of tool 'delete' raised KeyError: 'where'"
+        assert isinstance(refused.value.__cause__, KeyError)
+        assert [m.decision for m in agent.history() if isinstance(m, ApprovalMessage)] == ["deferred"]
+    finally:
+        shutdown(agent)
+
+
+def test_the_hook_asked_again_sees_the_run_that_resumes_the_call_and_an_answer_of_none_lets_it_run():
+    """For an approved call before_tool_call gets the agent's system prompt, the history up to the "resumed" step, the reply with the call, and the run's abort signal."""
+    seen = []
+
+    def hook(ctx, signal):
+        seen.append((ctx.context.system_prompt, ctx.assistant_message, ctx.context.messages[-1], signal))
+        return {"defer": True, "reason": "ask"} if len(seen) == 1 else None
+
+    ran, history = approved_once(hook, system_prompt="Ask before deleting.")
+    prompt, assistant, last, signal = seen[1]
+    assert (prompt, assistant) == ("Ask before deleting.", history[1])
+    assert (last.role, last.tool_call_id, last.decision) == ("approval", "x", "resumed")
+    assert isinstance(signal, AbortSignal) and not signal.aborted
+    assert ran.calls == [("delete", {"path": "/p"})]
+
+
+def test_the_hook_asked_again_can_still_block_an_approved_call_with_its_reason():
+    """A defer is ignored for an approved call, the rest of the answer is not: {"defer", "block", "reason"} blocks it with that reason, as it would any call (spec §14)."""
+    answers = iter([{"defer": True, "reason": "ask"}, {"defer": True, "block": True, "reason": "the file is locked now"}])
+    ran, history = approved_once(lambda ctx, signal: next(answers))
+    assert [(r.content, r.is_error) for r in results_by_call(history)["x"]] == [([TextContent("the file is locked now")], True)]
+    assert ran.calls == []
+
+
+def test_approved_calls_that_all_ask_to_terminate_end_the_resuming_run_without_an_llm_round():
+    """Spec §10 for resumed calls: when every approved call's result asks to terminate, the run ends "tool_use_terminated" with the results' text."""
+    def handoff(tool_call_id, args, signal, on_partial_result):
+        return text_result(f"handed {args['path']} to the archive", terminate=True)
+
+    llm = StrictLLM(calls_reply(call("c1", "delete", '{"path": "/tmp/a"}'), call("c3", "delete", '{"path": "/tmp/c"}')))
+    agent = make_agent(llm, make_tool("delete", handoff, schema=SCHEMA_PATH), builtin_tools=False, before_tool_call=defer_deletes)
+    try:
+        resume_approved(agent, "c1", "c3")
+        response = take_response(agent, timeout=WAIT)
+    finally:
+        shutdown(agent)
+    assert (response.stop_reason, response.error_message) == ("tool_use_terminated", None)
+    assert response.content == [
+        TextContent("Tool execution completed."), TextContent("handed /tmp/a to the archive"), TextContent("handed /tmp/c to the archive"),
+    ]
+    assert len(llm.requests) == 1
+
+
+def test_a_decision_on_a_call_that_has_started_is_refused_while_it_runs():
+    """While an approved call runs (its "resumed" step written, no result yet) it no longer waits: a decision on it raises, the others stay waiting."""
+    delete, entered, release = blocking_tool("delete", WAIT)
+    llm = StrictLLM(three_calls())
+    agent = make_agent(llm, delete, Ran().tool("read"), builtin_tools=False, before_tool_call=defer_deletes)
+    try:
+        resume_approved(agent, "c1")
+        assert entered.wait(WAIT)
+        try:
+            with pytest.raises(ValueError) as refused:
+                reject(agent, "c1")
+            assert str(refused.value) == "no tool call 'c1' is waiting for approval (waiting: 'c3')"
+            assert [p.tool_call_id for p in pending_approvals(agent)] == ["c3"]
+        finally:
+            release.set()
+        assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+    finally:
+        shutdown(agent)
+
+
+def test_a_call_left_started_without_a_result_is_answered_as_lost_and_never_run_again():
+    """A history whose approved call has a "resumed" step and no result (given as messages=): the next run answers it with the lost-call text, not a second run."""
+    from yiemagent.approvals import LOST_AFTER_RESUME
+
+    history = [
+        UserMessage([TextContent("clean up")]),
+        calls_reply(call("c1", "delete", '{"path": "/tmp/a"}'), call("c3", "delete", '{"path": "/tmp/c"}')),
+        ApprovalMessage("c1", "delete", "deferred", {"path": "/tmp/a"}, "ask"),
+        ApprovalMessage("c3", "delete", "deferred", {"path": "/tmp/c"}, "ask"),
+        ApprovalMessage("c1", "delete", "approved", {"path": "/tmp/a"}),
+        ApprovalMessage("c1", "delete", "resumed", {"path": "/tmp/a"}),
+    ]
+    ran = Ran()
+    agent = make_agent(StrictLLM(), ran.tool("delete"), builtin_tools=False, before_tool_call=defer_deletes, messages=history)
+    try:
+        assert [p.tool_call_id for p in pending_approvals(agent)] == ["c3"]
+        continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+        results = results_by_call(agent.history())
+    finally:
+        shutdown(agent)
+    assert [(r.content, r.is_error) for r in results["c1"]] == [([TextContent(LOST_AFTER_RESUME)], True)]
+    assert "c3" not in results and ran.calls == []
+
+
+def test_decisions_sent_as_input_during_a_run_are_taken_by_the_next_run_before_it_resumes():
+    """Approval steps queued on the input while the deferring run is busy: the next run appends them all first, then runs the approved call and answers the rejected one."""
+    read, entered, release = blocking_tool("read", WAIT)
+    ran = Ran()
+    llm = StrictLLM(three_calls(), AssistantMessage([TextContent("all done")], stop_reason="stop"))
+    agent = make_agent(llm, ran.tool("delete"), read, builtin_tools=False, before_tool_call=defer_deletes)
+    try:
+        run_agent(agent, "clean up")
+        assert entered.wait(WAIT)
+        try:
+            run_agent(agent, ApprovalMessage("c1", "delete", "approved", {"path": "/tmp/a"}))
+            run_agent(agent, ApprovalMessage("c3", "delete", "rejected", {"path": "/tmp/c"}, "keep it"))
+        finally:
+            release.set()
+        assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        results = results_by_call(agent.history())
+    finally:
+        shutdown(agent)
+    assert ran.calls == [("delete", {"path": "/tmp/a"})]
+    assert [(r.content, r.is_error) for r in results["c3"]] == [([TextContent("keep it")], True)]
+    assert len(llm.requests) == 2
+
+
+def test_pending_approvals_are_listed_in_call_order_whatever_the_ids():
+    """Waiting calls come in the order of the reply's calls, not of their ids."""
+    ran = Ran()
+    llm = StrictLLM(calls_reply(call("b7", "delete", '{"path": "/b"}'), call("a9", "delete", '{"path": "/a"}')))
+    agent = make_agent(llm, ran.tool("delete"), builtin_tools=False, before_tool_call=defer_deletes)
+    try:
+        run_agent(agent, "go")
+        take_response(agent, timeout=WAIT)
+        assert [p.tool_call_id for p in pending_approvals(agent)] == ["b7", "a9"]
+    finally:
+        shutdown(agent)
+
+
+def test_a_deferred_call_whose_id_an_earlier_batch_used_still_waits():
+    """Ids need only be unique within a reply: a deferred call reusing the id of the previous batch's answered call waits for its decision."""
+    ran = Ran()
+    llm = StrictLLM(calls_reply(call("call_0", "read", '{"path": "/b"}')), calls_reply(call("call_0", "delete", '{"path": "/a"}')))
+    agent = make_agent(llm, ran.tool("delete"), ran.tool("read"), builtin_tools=False, before_tool_call=defer_deletes)
+    try:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+        assert pending_approvals(agent) == [PendingApproval("call_0", "delete", {"path": "/a"}, "deleting /a needs approval")]
     finally:
         shutdown(agent)
