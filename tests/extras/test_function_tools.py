@@ -663,6 +663,22 @@ def test_a_dataclass_is_a_tool_that_builds_it_from_its_typed_fields():
     assert str(raised.value) == "Tool 'Point' takes no argument(s) 'self'"
 
 
+class Booking(dict):
+    """Book a table."""
+
+    def __init__(self, day: dt.date, guests: int = 2) -> None:
+        super().__init__(weekday=day.strftime("%A"), guests=guests)
+
+
+def test_a_class_with_a_typed_init_is_a_tool_typed_by_its_init():
+    """tool(Booking): a plain class's constructor annotations type the schema and decode the arguments (they were ignored: {} for each)."""
+    made = tool(Booking)
+    assert made.input_schema["properties"] == {"day": {"type": "string", "format": "date"}, "guests": {"type": "integer", "default": 2}}
+    assert call(made, {"day": "2024-01-02"}).content[0].text == '{"weekday": "Tuesday", "guests": 2}'
+    text, is_error = run_batch(made, {"day": "2024-01-02", "guests": "two"})
+    assert is_error and "'two' is not of type 'integer'" in text
+
+
 # --- results ------------------------------------------------------------------------------------
 
 
@@ -708,7 +724,7 @@ def test_a_value_with_no_json_form_is_an_error_result(value, cause):
 
 def test_a_pydantic_model_holding_nan_is_an_error_result_not_invalid_json():
     """pydantic's JSON dump keeps a NaN float; the result would be the invalid JSON text NaN, so the call fails naming the cause."""
-    pydantic = pytest.importorskip("pydantic")
+    import pydantic
 
     class Reading(pydantic.BaseModel):
         value: float
