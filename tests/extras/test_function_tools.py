@@ -663,18 +663,41 @@ def test_a_dataclass_is_a_tool_that_builds_it_from_its_typed_fields():
     assert str(raised.value) == "Tool 'Point' takes no argument(s) 'self'"
 
 
+def test_a_named_tuple_is_a_tool_typed_by_its_fields():
+    """tool(Pair): a NamedTuple (built by its __new__, no __init__ of its own) is typed by its fields; the result is its JSON object."""
+    made = tool(Pair)
+    assert made.input_schema["properties"] == {"left": {"type": "integer"}, "right": {"type": "string", "default": "r"}}
+    assert call(made, {"left": 1}).content[0].text == '{"left": 1, "right": "r"}'
+
+
+def test_a_pydantic_model_is_a_tool_typed_by_its_fields_not_by_its_init():
+    """pydantic's __init__ takes **data: Any; a field named data keeps its own type, and the result is the model's JSON."""
+    import pydantic
+
+    class Upload(pydantic.BaseModel):
+        name: str
+        data: list[int]
+
+    made = tool(Upload)
+    assert made.input_schema["properties"]["data"]["type"] == "array"
+    assert made.input_schema["required"] == ["name", "data"]
+    assert call(made, {"name": "a", "data": [1, 2]}).content[0].text == '{"name": "a", "data": [1, 2]}'
+
+
 class Booking(dict):
     """Book a table."""
 
+    day: str  # what it stores: the weekday's name
+
     def __init__(self, day: dt.date, guests: int = 2) -> None:
-        super().__init__(weekday=day.strftime("%A"), guests=guests)
+        super().__init__(day=day.strftime("%A"), guests=guests)
 
 
 def test_a_class_with_a_typed_init_is_a_tool_typed_by_its_init():
-    """tool(Booking): a plain class's constructor annotations type the schema and decode the arguments (they were ignored: {} for each)."""
+    """tool(Booking): a plain class's constructor annotations type the schema and decode the arguments (they were ignored: {} for each), over the class's own."""
     made = tool(Booking)
     assert made.input_schema["properties"] == {"day": {"type": "string", "format": "date"}, "guests": {"type": "integer", "default": 2}}
-    assert call(made, {"day": "2024-01-02"}).content[0].text == '{"weekday": "Tuesday", "guests": 2}'
+    assert call(made, {"day": "2024-01-02"}).content[0].text == '{"day": "Tuesday", "guests": 2}'
     text, is_error = run_batch(made, {"day": "2024-01-02", "guests": "two"})
     assert is_error and "'two' is not of type 'integer'" in text
 
