@@ -146,6 +146,23 @@ def test_name_label_and_description_defaults():
     assert tool(price, description="Prices.").description == "Prices."
 
 
+def test_the_decorator_with_options_keeps_the_label_and_the_description():
+    """@tool(label=..., description=...) gives the tool those texts, not the defaults from the name and the docstring."""
+
+    @tool(label="Price check", description="Prices of the shop's items.")
+    def quote(item: str) -> str:
+        """Look up the price of an item."""
+        return item
+
+    assert (quote.name, quote.label, quote.description) == ("quote", "Price check", "Prices of the shop's items.")
+
+
+def test_a_name_without_letters_or_digits_is_its_own_label():
+    """A name of only '_' or '-' has no words: the label is the name itself, never empty."""
+    assert tool(price, name="_").label == "_"
+    assert tool(price, name="--").label == "--"
+
+
 def test_description_is_empty_without_a_docstring_and_keeps_further_paragraphs():
     """No docstring gives description ""; a docstring's paragraphs before Args are all kept."""
 
@@ -164,6 +181,18 @@ def test_description_is_empty_without_a_docstring_and_keeps_further_paragraphs()
 
     assert tool(bare).description == ""
     assert tool(documented).description == "Summary line.\n\nMore words for the model."
+
+
+def test_a_docstring_of_parameters_only_gives_an_empty_description():
+    """A reST docstring with no summary, only ':param' lines: the description is "" and the parameter is still described."""
+
+    def scale(a: int) -> str:
+        """:param a: The number to scale."""
+        return ""
+
+    made = tool(scale)
+    assert made.description == ""
+    assert made.input_schema["properties"]["a"] == {"type": "integer", "description": "The number to scale."}
 
 
 @pytest.mark.parametrize("bad", ["", "has space", "a.b", "x" * 65, "naïve"])
@@ -269,6 +298,23 @@ def test_annotated_description_wins_over_the_docstring():
     assert tool(f).input_schema["properties"]["city"]["description"] == "From the annotation."
 
 
+def test_docstring_names_are_matched_exactly_and_without_leading_stars():
+    """A parameter named X keeps its description (no letter is stripped); an entry written `*rate`, as for `*args`, describes rate."""
+
+    def fit(X: list[float], *, rate: float = 0.1) -> str:
+        """Fit a model.
+
+        Args:
+            X: The samples.
+            *rate: How fast to learn.
+        """
+        return ""
+
+    props = tool(fit).input_schema["properties"]
+    assert props["X"] == {"type": "array", "items": {"type": "number"}, "description": "The samples."}
+    assert props["rate"] == {"type": "number", "description": "How fast to learn.", "default": 0.1}
+
+
 # --- the schema of each kind of annotation -----------------------------------------------------
 
 SCHEMAS = [
@@ -367,6 +413,30 @@ def test_defaults_are_not_required_and_appear_in_the_schema():
         "default": None,
     }
     assert call(tool(f), {"a": 1, "d": None}).content[0].text == ""
+
+
+def test_unannotated_parameters_take_any_json_value():
+    """No annotation is Any: the property's schema is empty (a default still shown) and the value arrives as sent."""
+
+    def loose(a, b=2) -> str:
+        return f"{a!r} {b!r}"
+
+    made = tool(loose)
+    assert made.input_schema["properties"] == {"a": {}, "b": {"default": 2}}
+    assert call(made, {"a": [1, "x"], "b": None}).content[0].text == "[1, 'x'] None"
+
+
+def test_a_none_default_admits_null_and_still_decodes_a_value():
+    """day: date = None takes null (None) and a date string, decoded into a date as declared."""
+
+    def weekday(day: dt.date = None) -> str:
+        return "none" if day is None else day.strftime("%A %Y-%m-%d")
+
+    made = tool(weekday)
+    assert made.input_schema["properties"]["day"] == {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}], "default": None}
+    assert call(made, {"day": "2024-01-02"}).content[0].text == "Tuesday 2024-01-02"
+    assert call(made, {"day": None}).content[0].text == "none"
+    assert call(made, {}).content[0].text == "none"
 
 
 def test_pipeline_parameters_and_partial_keywords_are_not_in_the_schema():
@@ -552,6 +622,18 @@ def test_functools_partial_keeps_the_underlying_name_doc_and_types():
     assert call(t, {"amount": 3}).content[0].text == "6 USD"
 
 
+def test_a_partial_binding_the_first_parameter_keeps_the_later_ones():
+    """functools.partial(convert, rate=2.0): rate leaves the schema; the parameters after it stay in it and are passed."""
+
+    def convert(rate: float, amount: float, to: str = "EUR") -> str:
+        return f"{amount * rate:g} {to}"
+
+    made = tool(functools.partial(convert, rate=2.0))
+    assert made.input_schema["properties"] == {"amount": {"type": "number"}, "to": {"type": "string", "default": "EUR"}}
+    assert made.input_schema["required"] == ["amount"]
+    assert call(made, {"amount": 3, "to": "USD"}).content[0].text == "6 USD"
+
+
 def test_callable_objects_need_a_name():
     """An instance with __call__ has no __name__: tool() asks for name= and reads __call__'s types."""
 
@@ -564,6 +646,62 @@ def test_callable_objects_need_a_name():
     t = tool(Doubler(), name="double")
     assert t.input_schema["properties"] == {"n": {"type": "integer"}}
     assert call(t, {"n": 4}).content[0].text == "8"
+
+
+def test_a_dataclass_is_a_tool_that_builds_it_from_its_typed_fields():
+    """tool(Point): the schema comes from the class's annotations; the result is the built object's JSON; 'self' is no parameter of it."""
+    made = tool(Point)
+    assert made.input_schema == {
+        "type": "object",
+        "properties": {"x": {"type": "number"}, "y": {"type": "number", "default": 0.0}},
+        "additionalProperties": False,
+        "required": ["x"],
+    }
+    assert call(made, {"x": 1.5}).content[0].text == '{"x": 1.5, "y": 0.0}'
+    with pytest.raises(ToolError) as raised:
+        call(made, {"x": 1.5, "self": 0})
+    assert str(raised.value) == "Tool 'Point' takes no argument(s) 'self'"
+
+
+def test_a_named_tuple_is_a_tool_typed_by_its_fields():
+    """tool(Pair): a NamedTuple (built by its __new__, no __init__ of its own) is typed by its fields; the result is its JSON object."""
+    made = tool(Pair)
+    assert made.input_schema["properties"] == {"left": {"type": "integer"}, "right": {"type": "string", "default": "r"}}
+    assert call(made, {"left": 1}).content[0].text == '{"left": 1, "right": "r"}'
+
+
+def test_a_pydantic_model_is_a_tool_typed_by_its_fields_not_by_its_init():
+    """pydantic's __init__ takes **data: Any; a field named data keeps its own type, and the result is the model's JSON."""
+    import pydantic
+
+    class Upload(pydantic.BaseModel):
+        name: str
+        data: list[int]
+
+    made = tool(Upload)
+    assert made.input_schema["properties"]["data"]["type"] == "array"
+    assert made.input_schema["required"] == ["name", "data"]
+    assert call(made, {"name": "a", "data": [1, 2]}).content[0].text == '{"name": "a", "data": [1, 2]}'
+
+
+class Booking(dict):
+    """Book a table."""
+
+    day: str  # what it stores: the weekday's name
+
+    def __init__(self, day: dt.date, guests: int = 2) -> None:
+        super().__init__(day=day.strftime("%A"), guests=guests)
+
+
+def test_a_class_with_a_typed_init_is_a_tool_typed_by_its_init():
+    """tool(Booking): a plain class's constructor annotations type the schema and decode the arguments (they were ignored: {} for each), over the class's own."""
+    made = tool(Booking)
+    assert made.input_schema["properties"] == {"day": {"type": "string", "format": "date"}, "guests": {"type": "integer", "default": 2}}
+    assert call(made, {"day": "2024-01-02"}).content[0].text == '{"day": "Tuesday", "guests": 2}'
+    assert run_batch(made, {"day": "2024-01-02", "guests": "two"}) == (
+        """Invalid arguments for tool 'Booking': guests: 'two' is not of type 'integer'. Received arguments: {"day": "2024-01-02", "guests": "two"}""",
+        True,
+    )
 
 
 # --- results ------------------------------------------------------------------------------------
@@ -581,6 +719,7 @@ RESULTS = [
     ({1: "a", None: "b", Color.GREEN: "c"}, '{"1": "a", "null": "b", "green": "c"}'),
     (None, "null"),
     ("ünï", "ünï"),
+    ({"city": "Zürich", "sky": "☀"}, '{"city": "Zürich", "sky": "☀"}'),
     (42, "42"),
 ]
 
@@ -606,6 +745,18 @@ def test_a_value_with_no_json_form_is_an_error_result(value, cause):
     """A return value that has no JSON text becomes an error result naming the cause."""
     text, is_error = run_batch(tool(lambda: value, name="r"), {})
     assert is_error and text.startswith(f"Tool 'r' failed: {cause}")
+
+
+def test_a_pydantic_model_holding_nan_is_an_error_result_not_invalid_json():
+    """pydantic's JSON dump keeps a NaN float; the result would be the invalid JSON text NaN, so the call fails naming the cause."""
+    import pydantic
+
+    class Reading(pydantic.BaseModel):
+        value: float
+
+    assert call(tool(lambda: Reading(value=1.5), name="r"), {}).content == [TextContent('{"value": 1.5}')]
+    text, is_error = run_batch(tool(lambda: Reading(value=float("nan")), name="r"), {})
+    assert is_error and text == "Tool 'r' failed: ValueError: Out of range float values are not JSON compliant"
 
 
 def test_exceptions_become_error_results_through_the_pipeline():

@@ -49,6 +49,39 @@ def test_a_nested_function_whose_first_parameter_is_named_self_is_still_a_tool()
     assert run(tool(outer()), {"self": "me"}) == "me"
 
 
+def test_a_nested_function_whose_unannotated_first_parameter_is_named_self_is_still_a_tool():
+    """Only a function defined in a class body is a method: a nested function's untyped 'self' is the model's argument, like any other."""
+
+    def outer():
+        def relay(self, times: int = 1):
+            return [self] * times
+
+        return relay
+
+    made = tool(outer())
+    assert made.input_schema["properties"] == {"self": {}, "times": {"type": "integer", "default": 1}}
+    assert run(made, {"self": "me", "times": 2}) == '["me", "me"]'
+
+
+class Guarded:
+    """Doubles a number."""
+
+    def __call__(self, n: int) -> int:
+        return 2 * n
+
+    def __getattribute__(self, name: str) -> Any:  # a proxy that refuses to hand out its __call__
+        if name == "__call__":
+            raise AttributeError(name)
+        return object.__getattribute__(self, name)
+
+
+def test_a_callable_object_that_refuses_to_hand_out_its_call_is_still_a_tool():
+    """Calling it still works (Python looks __call__ up on the type), so the async-generator check must not require the attribute."""
+    made = tool(Guarded(), name="double")
+    assert (made.description, made.input_schema["properties"]) == ("Doubles a number.", {"n": {"type": "integer"}})
+    assert run(made, {"n": 2}) == "4"
+
+
 def test_a_direct_call_missing_a_required_positional_argument_is_a_tool_error_not_a_shifted_call():
     """execute({"b": 5}) on f(a, b=2, /) passed 5 as a (the later argument moved into the gap); now it names the missing argument."""
 

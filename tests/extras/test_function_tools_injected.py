@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from helpers import ASSISTANT, SEQUENTIAL, EventRecorder, context_with
 from strategies import json_values
-from yiemagent import AbortSignal, AgentToolCall, ToolDefinitionError, ToolError, ToolExecUpdateEvent, execute_tool_calls, tool
+from yiemagent import AbortSignal, AgentToolCall, RunContext, ToolDefinitionError, ToolError, ToolExecUpdateEvent, execute_tool_calls, tool
 
 RESERVED = ("signal", "on_partial_result")
 
@@ -95,6 +95,44 @@ def test_a_model_argument_named_like_a_bound_parameter_cannot_replace_it(shape, 
     assert is_error and repr(key) in text and SEEN == []
     assert run_batch(made, {"n": 1, "other": 2})[:2] == ("ran", False)
     assert SEEN[-1][key] is fixed[key] and SEEN[-1]["extra"] == {"other": 2}
+
+
+@pytest.mark.parametrize("shape, key", [("partial", "db"), ("bound method", "self")])
+def test_a_direct_call_cannot_replace_a_bound_parameter_either(shape, key):
+    """execute called by hand (no schema validation before it): a partial's keyword or a bound method's self is refused by name, the function never runs."""
+    made = tool(SHAPES[shape][0], name="t")
+    SEEN.clear()
+    with pytest.raises(ToolError) as raised:
+        made.execute("c1", {key: "evil", "n": 1}, None, lambda partial: None)
+    assert str(raised.value) == (
+        f"Tool 't': {key!r} cannot be sent as argument(s): passed in by the pipeline or fixed by the tool's definition; leave it out"
+    )
+    assert SEEN == []
+
+
+def test_a_callable_objects_self_is_not_the_models_to_send():
+    """The self of a callable instance's __call__ is hidden from its signature; sent by the model it is refused as not the model's."""
+
+    class Doubler:
+        def __call__(self, n: int) -> int:
+            return 2 * n
+
+    made = tool(Doubler(), name="double")
+    with pytest.raises(ToolError) as raised:
+        made.execute("c1", {"n": 1, "self": 0}, None, lambda partial: None)
+    assert str(raised.value) == (
+        "Tool 'double': 'self' cannot be sent as argument(s): passed in by the pipeline or fixed by the tool's definition; leave it out"
+    )
+
+
+def test_a_positional_only_run_context_parameter_is_passed_by_position():
+    """f(ctx: RunContext, /, n): the context (None outside a run) goes in the first place, the model's n after it."""
+    def count(ctx: Optional[RunContext], /, n: int) -> str:
+        return f"{ctx!r} {n}"
+
+    made = tool(count)
+    assert made.input_schema["properties"] == {"n": {"type": "integer"}}
+    assert made.execute("c1", {"n": 3}, None, lambda partial: None).content[0].text == "None 3"
 
 
 def test_the_schema_of_a_kwargs_tool_says_which_names_the_model_cannot_send():

@@ -92,8 +92,9 @@ def tool(
     - ``parallel`` becomes ``parallel_tool_execute`` (spec §9), ``timeout_s`` the tool's
       ``timeout_s``.
 
-    Works on functions, bound methods, ``functools.partial`` objects and callable
-    instances (which need ``name=``).
+    Works on functions, bound methods, ``functools.partial`` objects, callable
+    instances (which need ``name=``) and classes (the tool builds one: typed by the
+    class's fields, or by its ``__init__``).
 
     Raises:
         ToolDefinitionError: at decoration — a parameter type JSON Schema cannot express
@@ -311,10 +312,20 @@ def _parse_docstring(doc: Optional[str]) -> Optional[docstring_parser.Docstring]
 
 
 def _type_hints(tool_name: str, target: Any) -> dict[str, Any]:
-    """The resolved annotations of the function (of ``__call__`` for a callable instance)."""
+    """The resolved annotations of the function (of ``__call__`` for a callable instance).
+
+    For a class, its own annotations (a dataclass's or a pydantic model's fields); when they
+    leave a parameter of its signature untyped, the signature is its ``__init__``'s (a plain
+    class's constructor), whose annotations then win over the class's (which describe what an
+    instance stores, not what the constructor takes).
+    """
     owner = target if inspect.isroutine(target) or inspect.isclass(target) else type(target).__call__
     try:
-        return typing.get_type_hints(owner, include_extras=True)
+        hints = typing.get_type_hints(owner, include_extras=True)
+        init = getattr(target, "__init__", None) if inspect.isclass(target) else None
+        if inspect.isfunction(init) and set(inspect.signature(target).parameters) - set(hints):
+            hints = {**hints, **typing.get_type_hints(init, include_extras=True)}
+        return hints
     except Exception as exc:  # NameError for an unresolvable forward reference, and kin
         raise ToolDefinitionError(f"tool {tool_name!r}: the annotations of {_callable_name(target)} cannot be resolved: {type(exc).__name__}: {exc}") from exc
 
