@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import datetime, timezone
 
 import pytest
 from hypothesis import given
@@ -18,6 +19,7 @@ from yiemagent import (
     UserMessage,
     message_from_dict,
 )
+from yiemagent.types import text_of
 
 
 @pytest.mark.spec("19")
@@ -75,3 +77,55 @@ def test_message_from_dict_rejects_unknown_role():
     """An unknown role is a clear error naming the role, not a silent guess."""
     with pytest.raises(ValueError, match="'system'"):
         message_from_dict({"role": "system", "content": []})
+
+
+@pytest.mark.spec("19")
+def test_dict_blocks_that_are_not_a_plain_text_or_image_come_back_as_the_same_dicts():
+    """Rebuilding a message turns only a plain text block ({"type", "text": str}) and an image block with both "data" and
+    "mime_type" into content objects; a text with citations, a text whose text is not a string, a block without a type,
+    an image in another shape (Anthropic's "source") or without "mime_type", and a block of another type that has
+    "mime_type" stay the dicts they were (types.content_from_dict)."""
+    kept = [
+        {"type": "text", "text": "Tokyo is sunny.", "citations": [{"url": "https://example.com/w", "cited_text": "sunny"}]},
+        {"type": "text", "text": None},
+        {"text": "a text without a type"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+        {"type": "image", "data": "AAAA"},
+        {"type": "document", "mime_type": "application/pdf", "url": "https://example.com/a.pdf"},
+    ]
+    data = {"role": "assistant", "content": [{"type": "text", "text": "hi"}, *kept, {"type": "image", "data": "AAAA", "mime_type": "image/png"}]}
+    back = message_from_dict(data)
+    assert back.content == [TextContent("hi"), *kept, ImageContent("AAAA", "image/png")]
+    assert [type(block) for block in back.content] == [TextContent, *[dict] * len(kept), ImageContent]
+
+
+@pytest.mark.spec("10")
+def test_text_of_joins_the_text_blocks_with_newlines():
+    """text_of (the final response of spec §10, a tool result's text in spans) joins text blocks and dicts with a string
+    "text" by a newline, and leaves out images and tool calls."""
+    blocks = [
+        TextContent("first"),
+        ImageContent("AAAA", "image/png"),
+        {"type": "text", "text": "second", "citations": []},
+        {"type": "tool_call", "id": "c1", "name": "getTime", "arguments": {}},
+        TextContent(""),
+        TextContent("last"),
+    ]
+    assert text_of(blocks) == "first\nsecond\n\nlast"
+    assert text_of([]) == ""
+
+
+@pytest.mark.spec("19")
+def test_a_timestamp_that_is_already_a_datetime_subclass_is_kept_as_it_is():
+    """A message rebuilt from a dict whose timestamp is already a datetime, of a subclass such as pandas' Timestamp or
+    pendulum's DateTime, keeps that value (only text is parsed as ISO 8601)."""
+
+    class Moment(datetime):
+        pass
+
+    moment = Moment(2026, 12, 5, 12, 0, 1, tzinfo=timezone.utc)
+    back = message_from_dict({"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": moment})
+    assert back == UserMessage([TextContent("hi")], timestamp=datetime(2026, 12, 5, 12, 0, 1, tzinfo=timezone.utc))
+    assert back.timestamp is moment
+    text = message_from_dict({"role": "user", "content": [], "timestamp": "2026-12-05T12:00:01+00:00"})
+    assert text.timestamp == moment and type(text.timestamp) is datetime
