@@ -333,3 +333,22 @@ def test_inexpressible_type_names_the_type_and_why():
         codec_for(Callable[[int], str])
     assert str(raised.value) == "Callable[[int], str]: JSON Schema cannot express it"
     assert raised.value.why == "JSON Schema cannot express it"
+
+
+class HashHidingMeta(type(pydantic.BaseModel)):
+    """A metaclass on which looking up ``__hash__`` raises AttributeError (a class may hide any attribute)."""
+
+    def __getattribute__(cls, name):
+        if name == "__hash__":
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+class HashHidden(pydantic.BaseModel, metaclass=HashHidingMeta):
+    n: int
+
+
+def test_a_pydantic_model_whose_class_hides_hash_is_taken_as_unhashable():
+    """A model class without a visible ``__hash__`` is still a parameter (decoration does not fail), and a set of it is refused as unhashable."""
+    assert call(HashHidden, {"n": 1}) == repr(HashHidden(n=1))
+    assert refusal(set[HashHidden]) == f"tool 'take': parameter 'x' has type set[{__name__}.HashHidden], which cannot be a tool argument: its members (HashHidden) are not hashable"
