@@ -74,6 +74,8 @@ class Color(enum.Enum):
 
 
 class Level(enum.IntEnum):
+    """An int-valued Enum: its default is sent as a plain int."""
+
     LOW = 1
     HIGH = 2
 
