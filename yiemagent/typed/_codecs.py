@@ -172,7 +172,8 @@ def _union_codec(tp: Any, stack: tuple[Any, ...]) -> Codec:
     # would also accept it (JSON Schema counts 3.0 as an integer)
     integer_only = [b.schema.get("type") == "integer" for b in branches]
 
-    null_branch = next((i for i, b in enumerate(branches) if b.schema == {"type": "null"}), None)
+    # the first branch that takes null (declared order, as for any value), found once
+    null_branch = next((i for i, v in enumerate(validators) if v.is_valid(None)), None)
 
     def decode(value: Any) -> Any:
         if value is None and null_branch is not None:  # Optional's common case, without a validator
