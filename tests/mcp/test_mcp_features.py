@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import pytest
@@ -126,6 +127,29 @@ def test_a_tool_the_user_registered_under_a_dropped_name_stays(client):
     register_tool(store, mine)
     client.call_tool("lock", {})
     assert store.tools["feat_secret"] is mine
+
+
+def test_every_store_followed_gets_the_new_list_once_with_one_log_line_each(caplog):
+    """One client can follow several stores (docs/mcp.md "Tools that change"): each gets the new list, and
+    each change is logged once per store, naming the server, the store, its tools and those removed; a
+    store given to tools() again is followed once, not twice."""
+    first, second = ToolStore("first"), ToolStore("second")
+    with MCPClient.stdio(SERVER, name="feat", timeout_s=WAIT) as client:
+        client.tools(first)
+        client.tools(second)
+        client.tools(first)
+        with caplog.at_level(logging.INFO, logger="yiemagent.mcp"):
+            client.call_tool("unlock", {})
+            assert "feat_secret" in first.tools and "feat_secret" in second.tools
+            client.call_tool("lock", {})
+            assert "feat_secret" not in first.tools and "feat_secret" not in second.tools
+    changed = [r.getMessage() for r in caplog.records if "changed its tools" in r.getMessage()]
+    assert changed == [
+        "MCP server 'feat' changed its tools: store 'second' has ['feat_big', 'feat_lock', 'feat_secret', 'feat_unlock'] now (removed [])",
+        "MCP server 'feat' changed its tools: store 'first' has ['feat_big', 'feat_lock', 'feat_secret', 'feat_unlock'] now (removed [])",
+        "MCP server 'feat' changed its tools: store 'second' has ['feat_big', 'feat_lock', 'feat_unlock'] now (removed ['feat_secret'])",
+        "MCP server 'feat' changed its tools: store 'first' has ['feat_big', 'feat_lock', 'feat_unlock'] now (removed ['feat_secret'])",
+    ]
 
 
 def test_after_close_resources_raise_a_connection_error(client):

@@ -7,13 +7,14 @@ import logging
 import threading
 from datetime import datetime, timezone
 
+import anyio
 import pytest
 
 import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from mcp_support import alive, child_pids, raw_server_command, time_server_command  # noqa: E402
 from yiemagent import AbortSignal, TextContent, ToolError
-from yiemagent.mcp import MCPClient, MCPConnectionError
+from yiemagent.mcp import MCPClient, MCPConnectionError, _stdio
 
 
 @pytest.fixture(scope="module")
@@ -281,3 +282,66 @@ def test_calls_from_many_threads_at_once_never_deadlock_the_client():
     code = _MANY_CALLERS.format(support=str(ROOT / "tests" / "support"))
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=90)
     assert done.stdout.split() == ["0", "0"], done.stdout + done.stderr[-2000:]
+
+
+# --- the line reader (mcp/_stdio.py, docs/mcp.md "Large results"), fed exact reads -------
+
+
+class _Stdout:
+    """A server process whose stdout hands out ``chunks``, one a read, then ends."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.stdout, self._chunks = self, iter(chunks)
+
+    async def receive(self, max_bytes: int) -> bytes:
+        assert max_bytes == _stdio.READ_CHUNK
+        for chunk in self._chunks:
+            return chunk
+        raise anyio.EndOfStream
+
+
+def read_lines(chunks: list[bytes], errors: str = "strict") -> list:
+    """What the reader hands the session for these reads: each message's id (or the error value), then "closed" if it closed the stream."""
+    send, receive = anyio.create_memory_object_stream[object](len(chunks) + 10)
+    anyio.run(_stdio._read_lines, _Stdout(chunks), send, "utf-8", errors)
+    given: list = []
+    while True:
+        try:
+            item = receive.receive_nowait()
+        except anyio.EndOfStream:
+            return given + ["closed"]
+        except anyio.WouldBlock:
+            return given
+        given.append(item if isinstance(item, Exception) else item.message.id)
+
+
+def reply(n: int) -> bytes:
+    """A JSON-RPC response with id ``n`` (0-9): every one the same length."""
+    return b'{"jsonrpc":"2.0","id":%d,"result":{}}' % n
+
+
+def test_a_message_of_exactly_max_message_bytes_is_read_wherever_the_reads_cut_it(monkeypatch):
+    """MAX_MESSAGE_BYTES is the longest message a server may send: one of exactly that many bytes is read, first in a read or after another line, whole or split across reads (also just before its newline)."""
+    monkeypatch.setattr(_stdio, "MAX_MESSAGE_BYTES", len(reply(1)))
+    assert read_lines([reply(1) + b"\n" + reply(2) + b"\n"]) == [1, 2]
+    assert read_lines([reply(1) + b"\n" + reply(2)[:5], reply(2)[5:] + b"\n" + reply(3) + b"\n"]) == [1, 2, 3]
+    assert read_lines([reply(1), b"\n" + reply(2), b"\n"]) == [1, 2]
+
+
+def test_a_message_one_byte_past_max_message_bytes_closes_the_stream_and_is_logged(monkeypatch, caplog):
+    """A message one byte longer than the cap is never parsed, whether its newline comes in the same read or a later one: the session's stream is closed, with an error naming the cap."""
+    monkeypatch.setattr(_stdio, "MAX_MESSAGE_BYTES", len(reply(1)) - 1)
+    with caplog.at_level(logging.ERROR, logger="yiemagent.mcp"):
+        assert read_lines([reply(1) + b"\n"]) == ["closed"]
+        assert read_lines([reply(1)[:5], reply(1)[5:] + b"\n" + reply(2)]) == ["closed"]
+    limit = len(reply(1)) - 1
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the MCP server sent a message of more than MAX_MESSAGE_BYTES={limit} bytes; the connection was closed"
+    ] * 2
+
+
+def test_the_reader_decodes_with_the_servers_encoding_error_handler():
+    """The reader decodes each line with the StdioServerParameters' encoding_error_handler, as the SDK's does: "replace" turns a byte that is not UTF-8 into U+FFFD."""
+    send, receive = anyio.create_memory_object_stream[object](2)
+    anyio.run(_stdio._read_lines, _Stdout([b'{"jsonrpc":"2.0","id":1,"result":{"t":"\xff"}}\n']), send, "utf-8", "replace")
+    assert receive.receive_nowait().message.result == {"t": "\ufffd"}
