@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
-from pathlib import Path
 
 import anyio
 import pytest
@@ -13,20 +11,20 @@ import pytest
 import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from helpers import WAIT  # noqa: E402
+from mcp_support import raw_server_command  # noqa: E402
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCRequest, JSONRPCResponse
 from yiemagent import TextContent
 from yiemagent.mcp import MCPClient, MCPConnectionError
 from yiemagent.mcp._listing import ToolListing
 
-SERVER = Path(__file__).with_name("mcp_scripted_server.py")
 PING = {"name": "ping", "description": "Answer pong.", "inputSchema": {"type": "object"}}
 LISTED = {"name": "listed", "inputSchema": [{"type": "object"}]}
 
 
 def scripted(page: dict, *flags: str, timeout_s: float = WAIT) -> MCPClient:
-    """A client of the scripted server listing ``page`` (tests/mcp/mcp_scripted_server.py)."""
-    return MCPClient.stdio([sys.executable, str(SERVER), json.dumps(page), *flags], name="s", timeout_s=timeout_s)
+    """A client of the hand-written server listing ``page`` (tests/support/mcp_raw_server.py, mode ``scripted``)."""
+    return MCPClient.stdio([*raw_server_command("scripted"), json.dumps(page), *flags], name="s", timeout_s=timeout_s)
 
 
 def left_out(caplog: pytest.LogCaptureFixture) -> list[str]:

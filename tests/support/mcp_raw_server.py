@@ -18,6 +18,11 @@
 - ``listschema``: lists ``ping`` between tools the SDK's types refuse (an ``inputSchema``
   that is a list, a string, an object without ``"type": "object"``, a tool without a name),
   so that a client taking the page whole would refuse every tool.
+- ``scripted PAGE [twice] [ping]``: PAGE is the JSON of the ``tools/list`` result, sent as it
+  is (so a test can list what the SDK's types refuse); ``twice`` sends each ``tools/list``
+  answer twice (a duplicate for an id already answered); ``ping`` makes each ``tools/call``
+  first send the client a ``ping`` request and answer the call only once the client's reply
+  has come, with the text ``ping answered: <its result>``.
 
 With ``--http`` it serves the same answers over streamable HTTP instead (one JSON reply
 per POST, no SSE stream) on 127.0.0.1 at a free port, printing ``PORT <n>`` on stdout.
@@ -34,6 +39,9 @@ import threading
 
 MODE = sys.argv[1]
 HTTP = "--http" in sys.argv[2:]
+PAGE = json.loads(sys.argv[2]) if MODE == "scripted" else None
+FLAGS = set(sys.argv[3:]) if MODE == "scripted" else set()
+waiting = None  # scripted ping: the id of the call waiting for the client's answer to the server's ping
 
 TOOLS = [
     {"name": "ping", "description": "Answer pong.", "inputSchema": {"type": "object", "properties": {}}},
@@ -68,6 +76,8 @@ CALLS = {
 
 
 def tools_page(cursor: "str | None") -> dict:
+    if MODE == "scripted":
+        return PAGE
     if MODE == "paged":
         return {"tools": SECOND_PAGE} if cursor else {"tools": TOOLS, "nextCursor": "page-2"}
     if MODE == "endless":
@@ -82,6 +92,7 @@ def write_line(message: dict) -> None:
 
 
 def answer(request: dict, send=write_line) -> None:
+    global waiting
     method, rid = request.get("method"), request.get("id")
     if method == "initialize":
         if MODE == "silent":
@@ -95,7 +106,11 @@ def answer(request: dict, send=write_line) -> None:
             "serverInfo": {"name": f"raw-{MODE}", "version": "0"},
         }})
     elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": rid, "result": tools_page((request.get("params") or {}).get("cursor"))})
+        for _ in range(2 if "twice" in FLAGS else 1):
+            send({"jsonrpc": "2.0", "id": rid, "result": tools_page((request.get("params") or {}).get("cursor"))})
+    elif method == "tools/call" and "ping" in FLAGS:
+        waiting = rid
+        send({"jsonrpc": "2.0", "id": "server-ping", "method": "ping"})
     elif method == "tools/call":
         name = request["params"]["name"]
         if MODE == "hang":
@@ -115,7 +130,11 @@ def answer(request: dict, send=write_line) -> None:
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": "not a list", "isError": "maybe"}})
             return
         send({"jsonrpc": "2.0", "id": rid, "result": CALLS.get(name, {"content": [{"type": "text", "text": "pong"}]})})
-    elif rid is not None:
+    elif method is None and rid == "server-ping" and waiting is not None:
+        text = f"ping answered: {json.dumps(request.get('result', request.get('error')))}"
+        send({"jsonrpc": "2.0", "id": waiting, "result": {"content": [{"type": "text", "text": text}]}})
+        waiting = None
+    elif rid is not None and method is not None:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no method {method}"}})
 
 

@@ -194,7 +194,13 @@ class HTTPClient:
             )
         secrets = self._transport.secrets
         masker = DeltaMasker(secrets, guard.emit)  # a key split across two deltas is masked too
-        accumulator = self._accumulator(masker.emit)
+        message = _reading(self._fold, events, self._accumulator(masker.emit))
+        masker.flush()
+        return _masked(message, secrets)
+
+    def _fold(self, events: Iterator[tuple[str, str]], accumulator: StreamAccumulator) -> AssistantMessage:
+        """The stream's events fed to ``accumulator`` up to its end (``[DONE]``, or the accumulator's own), then its message."""
+        secrets = self._transport.secrets
         done = False
         for name, data in events:
             if data == "[DONE]":
@@ -203,15 +209,13 @@ class HTTPClient:
             try:
                 event = secrets.loads(data, loads_json)
             except ValueError as exc:
-                raise ReplyError(f"stream data that is not JSON ({exc}): {self._transport.secrets.redact(data[:200])!r}") from None
+                raise ReplyError(f"stream data that is not JSON ({exc}): {secrets.redact(data[:200])!r}") from None
             if name == "error":
                 raise payload_error(event, forced=True)  # type: ignore[misc]
-            if _reading(accumulator.add, event):
+            if accumulator.add(event):
                 done = True
                 break
-        message = _reading(accumulator.finish, done)
-        masker.flush()
-        return _masked(message, secrets)
+        return accumulator.finish(done)
 
     def _sse_events(self, response: requests.Response) -> Iterator[tuple[str, str]]:
         parser = SSEParser(self.max_event_bytes)
@@ -258,11 +262,11 @@ class HTTPClient:
             raise ReplyError(f"one stream line exceeds {self.max_event_bytes} bytes; the stream was not read further")
 
 
-def _reading(step: Callable[[Any], _T], value: Any) -> _T:
-    """``step(value)``, a parser's or an accumulator's; a ``ValueError`` it did not foresee (a usage count "²",
-    which ``int`` refuses) is a ``ReplyError`` saying "not a reply" (decision 14: an ``LLMError``, streamed or not)."""
+def _reading(step: Callable[..., _T], *args: Any) -> _T:
+    """``step(*args)``, a reply's parser or a stream's fold (once per stream, not per event); a ``ValueError`` it
+    did not foresee is a ``ReplyError`` saying "not a reply" (decision 14: an ``LLMError``, streamed or not)."""
     try:
-        return step(value)
+        return step(*args)
     except ReplyError:
         raise
     except ValueError as exc:
