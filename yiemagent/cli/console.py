@@ -51,7 +51,8 @@ class ConsolePrinter:
 
     Tool calls: ``▸ getWeather {"city": "Tokyo"}``, progress ``· getWeather …``, then
     ``✓ getWeather 0.41s  Weather in Tokyo: …`` or ``✗ … (error)``. LLM rounds:
-    ``llm round 1 … 0.32s, 120→30 tokens``. Colours when the stream is a terminal.
+    ``llm round 1 … 0.32s, 120→30 tokens``. Colours when the stream is a terminal. A name,
+    the arguments (as JSON) and a result are each shown on one line, cut to 160 characters.
 
     A streamed reply (docs/streaming.md) is shown as it is written: text deltas go to ``answer``
     (default: ``stream``; the CLI gives stdout), thinking deltas to ``stream``, dimmed,
