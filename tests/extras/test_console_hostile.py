@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import re
 import select
 import sqlite3
 import subprocess
@@ -15,8 +16,22 @@ import sys
 
 import pytest
 
-from yiemagent import AgentToolResult, LLMDeltaEvent, SQLiteSession, TextContent, ToolExecEndEvent, ToolExecStartEvent, UserMessage
-from yiemagent.cli.console import ConsolePrinter
+from yiemagent import (
+    AgentRunEndEvent,
+    AgentToolResult,
+    AssistantMessage,
+    LLMCallEndEvent,
+    LLMCallStartEvent,
+    LLMDeltaEvent,
+    LLMUsage,
+    SQLiteSession,
+    TextContent,
+    ToolExecEndEvent,
+    ToolExecStartEvent,
+    ToolExecUpdateEvent,
+    UserMessage,
+)
+from yiemagent.cli.console import ConsolePrinter, terminal_safe
 
 CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4=\x07"  # OSC 52: set the clipboard to "rm -rf ~"
 CLEAR = "\x1b[2J\x1b[H"
@@ -88,3 +103,55 @@ def test_chat_with_a_session_file_it_cannot_use_says_so_and_exits_2(tmp_path, co
     done = subprocess.run([sys.executable, "-m", "yiemagent", "chat", "--session", str(path)], input="/quit\n", capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2
     assert f"cannot use {path} as a session" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_on_a_terminal_the_printer_colours_its_lines_by_itself():
+    """No `color` given and a terminal: tool starts cyan bold, successes green bold, failures red bold, rounds dim, a failed round red, a failed run yellow, thinking (mark and text) dim."""
+
+    def write(tty):
+        printer = ConsolePrinter(tty)
+        printer(LLMCallStartEvent(1, 1, 2))
+        printer(LLMDeltaEvent(1, 1, "thinking", "hm"))
+        printer(LLMCallEndEvent(1, 1, 0.25, AssistantMessage([TextContent("")]), LLMUsage(120, 30), None))
+        printer(ToolExecStartEvent("c1", "getWeather", {"city": "Tokyo"}))
+        printer(ToolExecUpdateEvent("c1", "getWeather", {"city": "Tokyo"}, "50%"))
+        printer(ToolExecEndEvent("c1", "getWeather", AgentToolResult([TextContent("sunny")]), False))
+        printer(ToolExecEndEvent("c2", "getWeather", AgentToolResult([TextContent("no such city")]), True))
+        printer(LLMCallEndEvent(1, 2, 1.5, None, None, "HTTP 500"))
+        printer(AgentRunEndEvent(1, AssistantMessage([], stop_reason="error", error_message="HTTP 500"), 2, 2.0))
+
+    lines = on_a_terminal(write).split("\r\n")  # the terminal ends each line with CR LF
+    assert lines[:2] == ["\x1b[2m  llm round 1: thinking over 2 messages…\x1b[0m", "\x1b[2m  thinking: \x1b[0m\x1b[2mhm\x1b[0m"]
+    assert lines[2] == "\x1b[2m  llm round 1 done in 0.25s, 120→30 tokens\x1b[0m"
+    assert lines[3] == '  \x1b[36;1m▸ getWeather\x1b[0m {"city": "Tokyo"}'
+    assert lines[4] == "\x1b[2m    · getWeather: 50%\x1b[0m"
+    assert re.fullmatch(r"  \x1b\[32;1m✓ getWeather \d+\.\d\ds\x1b\[0m sunny", lines[5])
+    assert lines[6] == "  \x1b[31;1m✗ getWeather (error)\x1b[0m no such city"
+    assert lines[7] == "\x1b[31m  llm round 2 failed after 1.50s: HTTP 500\x1b[0m"
+    assert lines[8:] == ["\x1b[33m  run 1 ended: error: HTTP 500\x1b[0m", ""]
+
+
+def test_windows_line_ends_in_a_reply_are_line_breaks_on_a_terminal():
+    """CR LF is a line end, shown as one; a lone CR (which would overwrite the line) is what is shown as \\x0d."""
+    assert terminal_safe("first\r\nsecond\rthird\n") == "first\nsecond\\x0dthird\n"
+    shown = on_a_terminal(lambda tty: ConsolePrinter(tty, color=False)(LLMDeltaEvent(1, 1, "text", "first\r\nsecond")))
+    assert shown == "first\r\nsecond"  # the terminal itself turns LF into CR LF
+
+
+def test_an_answer_stream_that_cannot_say_whether_it_is_a_terminal_gets_the_text_as_written():
+    """A writer with no isatty() (a logging adapter, say) is no terminal: nothing is escaped in what it is given."""
+
+    class Writer:
+        def __init__(self) -> None:
+            self.written = ""
+
+        def write(self, text: str) -> int:
+            self.written += text
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    answer = Writer()
+    ConsolePrinter(io.StringIO(), answer=answer)(LLMDeltaEvent(1, 1, "text", "bold \x1b[1m\r\n"))
+    assert answer.written == "bold \x1b[1m\r\n"
