@@ -448,6 +448,19 @@ def test_chat_gives_up_on_an_answer_after_wait_aborts_the_run_and_goes_on():
     assert done.out.endswith("Fine.\n") and "lo." not in done.out  # "Hel" may or may not have come within the 0.2 s
 
 
+def test_chat_waits_for_the_aborted_run_to_end_however_long_its_tool_takes(monkeypatch):
+    """--wait 0.2 while getWeather waits 1 s for its server: the run is aborted, chat waits for it to end (the tool's
+    request comes back first), then reads on; before, a second --wait ran out and chat died with a TimeoutError traceback."""
+    with LocalServer(lambda r: Reply(status=503, body={}, delay_s=1.0)) as server:  # slower than --wait, twice over
+        monkeypatch.setenv("YIEMAGENT_GEOCODING_URL", f"{server.url}/v1")
+        done = run("--wait", "0.2", "chat", lines=("What's the weather in Tokyo?", "What time is it in Asia/Tokyo?"))
+    assert done.status == 0, done.err
+    assert "error: no response from the agent within 0.2 s" in done.err_lines
+    assert any(line.strip() == "run 1 ended: aborted: no answer in time" for line in done.err_lines), done.err
+    assert "✗ getWeather" in done.err
+    assert done.out.startswith("Run aborted.\n") and "Current time in Asia/Tokyo" in done.out
+
+
 # --- Ctrl-C while waiting for an answer (a real SIGINT to this process's main thread) ---------------
 
 
