@@ -200,7 +200,9 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO, read: Callable[[st
                 except TimeoutError as exc:
                     err.write(f"error: {exc}\n")
                     abort(agent, "no answer in time")
-                    response = take_response(agent, timeout=args.wait)
+                    # the aborted run's response, before the next line's: it ends soon (its LLM call is
+                    # closed, its tools see the signal), but a tool may finish its request first; Ctrl-C stops the wait
+                    response = take_response(agent)
                     break
             status = _show(response, out, err, printer)
     except (KeyboardInterrupt, AgentClosedError):
