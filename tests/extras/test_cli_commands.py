@@ -819,6 +819,7 @@ def test_save_note_appends_each_note_and_ends_the_run(tmp_path):
     tool = save_note_tool(path)
     assert (tool.name, tool.label) == ("saveNote", "Save Note")
     assert tool.description == "Append a note to the notes file and finish the task."
+    assert tool.input_schema["type"] == "object"  # a tool's arguments are an object: Anthropic's API refuses any other input_schema
     first = tool.execute("c1", {"text": "Première note."}, None, None)
     second = tool.execute("c2", {"text": "Second."}, None, None)
     assert path.read_text(encoding="utf-8") == "Première note.\nSecond.\n"
