@@ -39,15 +39,27 @@ OFFLINE = "yiemagent: no LLM endpoint given (--base-url / OPENAI_BASE_URL): usin
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help."
 
 
+@pytest.fixture(scope="module")
+def stray_spans():
+    """An OTLP/HTTP receiver the environment names in every test: only a command given --otel may export to it."""
+    with otlp_receiver() as receiver:
+        yield receiver
+
+
 @pytest.fixture(autouse=True)
-def clean_environment(monkeypatch):
-    """No server, key or model from the environment, no OTLP settings; getWeather gets no network."""
+def clean_environment(monkeypatch, stray_spans):
+    """No server, key or model from the environment; getWeather gets no network; an OTLP endpoint that nothing
+    without --otel may send spans to (checked after the test)."""
     for name in (
         "OPENAI_BASE_URL", "OPENAI_API_KEY", "YIEMAGENT_MODEL", "ANTHROPIC_API_KEY", "YIEMAGENT_FORECAST_URL",
-        "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("YIEMAGENT_GEOCODING_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", stray_spans.url)
+    yield
+    exported, stray_spans.requests[:] = list(stray_spans.requests), []
+    assert exported == [], "spans were exported without --otel"
 
 
 class Keyboard:
@@ -689,6 +701,7 @@ def test_an_mcp_server_that_does_not_answer_within_timeout_is_status_2():
     done = run("--timeout", "0.5", "--mcp", shlex.join(raw_server_command("silent")), "ask", "hi")
     assert done.status == 2
     assert done.err_lines[-1].startswith("error: --mcp ") and "could not connect" in done.err_lines[-1]
+    assert done.err_lines[-1].endswith("did not answer initialize within 0.5 s (timeout_s)")
 
 
 def test_mcp_without_the_extra_is_status_2(monkeypatch):
@@ -819,6 +832,7 @@ def test_save_note_appends_each_note_and_ends_the_run(tmp_path):
     tool = save_note_tool(path)
     assert (tool.name, tool.label) == ("saveNote", "Save Note")
     assert tool.description == "Append a note to the notes file and finish the task."
+    assert tool.input_schema["type"] == "object"  # a tool's arguments are an object: Anthropic's API refuses any other input_schema
     first = tool.execute("c1", {"text": "Première note."}, None, None)
     second = tool.execute("c2", {"text": "Second."}, None, None)
     assert path.read_text(encoding="utf-8") == "Première note.\nSecond.\n"
