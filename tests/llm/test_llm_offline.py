@@ -136,6 +136,19 @@ def test_weather_in_one_or_several_cities_is_one_getweather_call_per_city(text, 
 
 
 @pytest.mark.parametrize(
+    "text, cities",
+    [
+        ("weather in Tokyo\nthanks!", ["Tokyo"]),
+        ("weather in \tTokyo\t", ["Tokyo"]),
+        ("weather for Oslo \r\nand Bergen", ["Oslo"]),
+    ],
+)
+def test_the_cities_end_at_a_line_break_and_carry_no_whitespace(text, cities):
+    """A city is sent as the user wrote it, without tabs or line breaks around it; the next line is not part of it."""
+    assert plan(text, tools=offer("getWeather")) == [("getWeather", {"city": c}) for c in cities]
+
+
+@pytest.mark.parametrize(
     "text, cities, time_args",
     [
         ("weather in Tokyo and the time", ["Tokyo"], {}),
