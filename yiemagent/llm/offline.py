@@ -28,7 +28,7 @@ from ._wire import content_text
 __all__ = ["OfflineLLM"]
 
 PREFIX = "(offline keyword planner, not a language model)"
-_WEATHER = re.compile(r"weather (?:in|for|at) ([^?.!;]+)", re.I)
+_WEATHER = re.compile(r"weather (?:in|for|at) ([^?.!;\n]+)", re.I)
 _ZONE = re.compile(r"\b([A-Za-z]+(?:/[A-Za-z0-9_+\-]+)+)\b")
 _CALL = re.compile(r"call (\w+) with (\{.*\})", re.I | re.S)
 _SPLIT_CITIES = re.compile(r"\s*(?:,|\band\b|&)\s*", re.I)
@@ -70,7 +70,7 @@ class OfflineLLM:
             match = _WEATHER.search(text)
             if match:
                 for city in _SPLIT_CITIES.split(match.group(1)):
-                    city = re.sub(r"\b(?:and|what|is|the|time|also)\b.*$", "", city, flags=re.I).strip(" ,")
+                    city = re.sub(r"\b(?:and|what|is|the|time|also)\b.*$", "", city, flags=re.I).strip()
                     if city:
                         calls.append(("getWeather", {"city": city}))
         if re.search(r"\btime\b", lowered) and "getTime" in available:
