@@ -99,10 +99,12 @@ def _masked_forms(own: Mapping[str, set[str]], secrets: set[str]) -> set[str]:
     A stream's events are masked one by one: an event holding ``tenant-0042`` (a key) whole
     masks it, and ``tenant-0042-9f8e…`` (another credential, in the next events) then reads
     ``***-9f8e…`` in the joined text, where it was not found. A value's own parts ("tok" of
-    "Bearer tok") are not counted: "Bearer ***" shows nothing. At most ``_MAX_MASKED_FORMS``.
+    "Bearer tok") are not counted: "Bearer ***" shows nothing. Each part is a credential of
+    its own (a server echoes ``tok`` without its scheme), so each part's masked forms are
+    found too. At most ``_MAX_MASKED_FORMS``.
     """
     forms: set[str] = set()
-    pending = [(value, own_parts) for value, own_parts in own.items()]
+    pending = [(part, own_parts) for own_parts in own.values() for part in own_parts]
     while pending and len(forms) < _MAX_MASKED_FORMS:
         form, own_parts = pending.pop()
         for other in secrets:

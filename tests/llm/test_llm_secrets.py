@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import subprocess
 import sys
@@ -20,7 +22,7 @@ from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.events import stream_to
 from yiemagent.extraction import extract_tool_calls
 from yiemagent._log_masking import install_log_filter, remove_log_filter
-from yiemagent._secrets import Secrets, is_credential_header
+from yiemagent._secrets import DeltaMasker, Secrets, is_credential_header
 
 FORMATTED = {"messages": [{"role": "user", "content": "hi"}]}
 AZURE_KEY = "azure-0123456789abcdef0123"
@@ -285,11 +287,15 @@ def test_key_escaped_inside_tool_arguments_text_is_masked(stream):
     assert calls[0].arguments == {"q": "***"}
 
 
-@pytest.mark.parametrize("userinfo, hidden", [("user:pa55word-xyz", ("pa55word-xyz",)), ("user:pa%40ss-word9", ("pa%40ss-word9", "pa@ss-word9"))])
+@pytest.mark.parametrize(
+    "userinfo, hidden",
+    [("user:pa55word-xyz", ("pa55word-xyz",)), ("user:pa%40ss-word9", ("pa%40ss-word9", "pa@ss-word9")), (":pa55word-xyz", ("pa55word-xyz",))],
+    ids=["plain", "escaped", "no user"],
+)
 def test_credentials_in_the_url_are_masked_in_the_basic_header_a_server_echoes(userinfo, hidden):
     """requests sends a URL's user and password as a Basic Authorization header: a gateway that
-    echoes the headers it got showed its base64 (the password itself, readable) in the LLMError."""
-    import base64
+    echoes the headers it got showed its base64 (the password itself, readable) in the LLMError.
+    A URL with a password and no user (``http://:password@host``) sends one too, of ``:password``."""
     from urllib.parse import unquote
 
     user, _, password = userinfo.partition(":")
@@ -303,16 +309,26 @@ def test_credentials_in_the_url_are_masked_in_the_basic_header_a_server_echoes(u
         assert secret not in str(info.value) and secret not in repr(client)
 
 
-def test_a_credential_holding_another_is_masked_when_a_stream_splits_it_after_the_other():
+@pytest.mark.parametrize(
+    "key, header",
+    [
+        ("tenant-0042", {"X-Api-Secret": "tenant-0042-9f8e7d6c5b4a"}),
+        ("t-0042", {"X-Api-Secret": "t-0042-9f8e7d6c5b4a"}),  # a key of MIN_SECRET_CHARS, the shortest searched for
+        ("tenant-0042", {"X-Upstream-Authorization": "Token tenant-0042-9f8e7d6c5b4a"}),  # the token echoed without its scheme
+    ],
+    ids=["header", "six-character key", "scheme token"],
+)
+def test_a_credential_holding_another_is_masked_when_a_stream_splits_it_after_the_other(key, header):
     """An api key inside a longer credential header ("tenant-0042" in "tenant-0042-9f8e…"): a stream
     whose event ends just after the key masked it there, and the rest of the longer one showed in the
-    deltas and in the reply ("***-9f8e7d6c5b4a")."""
-    events = [{"model": "m", "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in ("id: tenant-0042", "-9f8e7d6c5b4a done")]
+    deltas and in the reply ("***-9f8e7d6c5b4a"). So it did for the token of a "<scheme> <token>" header,
+    which a server may echo without its scheme."""
+    events = [{"model": "m", "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in (f"id: {key}", "-9f8e7d6c5b4a done")]
     events.append({"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     body = ("".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n").encode()
     deltas: list = []
     with LocalServer(lambda r: Reply(chunks=[body], headers={"Content-Type": "text/event-stream"})) as server:
-        client = OpenAIClient(f"{server.url}/v1", "m", api_key="tenant-0042", headers={"X-Api-Secret": "tenant-0042-9f8e7d6c5b4a"}, stream=True)
+        client = OpenAIClient(f"{server.url}/v1", "m", api_key=key, headers=header, stream=True)
         with stream_to(lambda kind, text: deltas.append(text)):
             message = client(FORMATTED)
     assert "".join(deltas) == message.content[0].text == "id: *** done"
@@ -360,7 +376,7 @@ def _escaped_body(data, value: str) -> str:
     return "".join(pieces)
 
 
-@given(st.data(), st.text(st.sampled_from('ab/"\\\n\x01\u00e9\u2014\ud800'), max_size=12))
+@given(st.data(), st.text(st.sampled_from('ab X/"\\\n\x01\x1f\u00e9\u2014\ud800\U00010000\U0001f3ff'), max_size=12))
 def test_json_unescaped_keeps_the_value_and_leaves_no_plain_character_escaped(data, value):
     """_json_unescaped (redact_escaped's reading of escapes) writes \\/ and each \\u escape of a plain
     character plainly and keeps the rest escaped: the text is JSON of the same value, and a
@@ -374,3 +390,122 @@ def test_json_unescaped_keeps_the_value_and_leaves_no_plain_character_escaped(da
     for escape in re.findall(r"\\u([0-9a-fA-F]{4})", out.replace("\\\\", "")):
         char = chr(int(escape, 16))
         assert char in '"\\' or char < " " or "\ud800" <= char <= "\udfff"
+
+
+def test_every_credential_of_a_url_is_masked_and_nothing_else_of_it():
+    """A URL's password, the Basic header requests makes of it, and each credential-named query value
+    (wherever it stands in the query, a base64 value's "=" padding included) are masked; the query's
+    other values (a model name) are not credentials and show."""
+    key, token = "AIzaSyD-0123456789abcdef", "dG9rZW4tc2VjcmV0LXZhbHVl=="
+    url = f"https://bob:pa55word-xyz@llm.example/v1?alt=sse&model=gpt-4o-mini&key={key}&access_token={token}"
+    secrets = Secrets(url=url)
+    basic = base64.b64encode(b"bob:pa55word-xyz").decode()
+    text = f"GET {url}: key {key}, token {token}, password pa55word-xyz, Authorization: Basic {basic}, model gpt-4o-mini"
+    assert secrets.redact(text) == (
+        "GET https://bob:***@llm.example/v1?alt=sse&model=gpt-4o-mini&key=***&access_token=***: "
+        "key ***, token ***, password ***, Authorization: ***, model gpt-4o-mini"
+    )
+
+
+@pytest.mark.spec("14")
+def test_a_proxy_with_credentials_leaves_the_key_masked_too(monkeypatch):
+    """A client whose requests go through a proxy with a password masks that password and still its own
+    key: a proxy that answers 407 echoing every header it got shows neither in the LLMError."""
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    key = "sk-behind-proxy-0123456789"
+    echo = lambda request: Reply(status=407, body={"error": {"message": f"proxy refused {sorted(request.headers.items())}"}})
+    with LocalServer(echo) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url.replace("http://", "http://bob:pr0xy-pa55word@"))
+        with pytest.raises(LLMError) as info:
+            OpenAIClient("http://llm.invalid/v1", "m", api_key=key, max_retries=0)(FORMATTED)
+    received = proxy.requests[0].headers
+    assert received["Authorization"] == f"Bearer {key}" and received["Proxy-Authorization"].startswith("Basic ")
+    assert "407" in str(info.value) and "Proxy-Authorization" in str(info.value)
+    for secret in (key, "pr0xy-pa55word", received["Proxy-Authorization"].split()[1]):
+        assert secret not in str(info.value)
+
+
+def test_a_key_held_back_in_one_kind_of_delta_waits_while_another_kind_streams():
+    """Thinking and text deltas are held back apart: a key begun in the thinking waits there while text
+    streams, is masked once the thinking goes on, and what is held at the end of the stream (an end
+    that began no key after all) is shown, of its own kind, by flush."""
+    shown: list = []
+    masker = DeltaMasker(Secrets("sk-live-0123456789"), lambda kind, text: shown.append((kind, text)))
+    masker.emit("thinking", "the key is sk-live-01")
+    masker.emit("text", "Hello")
+    masker.emit("thinking", "23456789, fine")
+    masker.emit("text", " sk-li")
+    masker.flush()
+    assert shown == [("thinking", "the key is "), ("text", "Hello"), ("thinking", "***, fine"), ("text", " "), ("text", "sk-li")]
+
+
+def _long_key(length: int) -> str:
+    """A key of ``length`` characters with no repeats that begin it again (a JWT-like token)."""
+    digits = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(length // 64 + 1))
+    return ("tok-" + digits)[:length]
+
+
+@pytest.mark.parametrize("length", [255, 256, 257, 1000])
+@pytest.mark.parametrize("before", [5, 1200], ids=["short text", "long text"])
+@pytest.mark.parametrize("cut", ["middle", "last character"])
+def test_a_long_key_split_across_two_deltas_is_masked_whatever_its_length(length, before, cut):
+    """A token of any length (hundreds of characters: a JWT) split across two deltas is held back and
+    masked whole, after a short text or after one longer than the token, cut anywhere in it."""
+    key = _long_key(length)
+    at = length // 2 if cut == "middle" else length - 1
+    shown: list = []
+    masker = DeltaMasker(Secrets(key), lambda kind, text: shown.append(text))
+    masker.emit("text", "x" * before + key[:at])
+    masker.emit("text", key[at:] + " done")
+    masker.flush()
+    assert "".join(shown) == "x" * before + "*** done"
+
+
+@pytest.mark.parametrize(
+    "secret, escaped",
+    [
+        ("sk-Xy-0123456789", "sk-\\u0058y-0123456789"),  # an upper-case letter
+        ("let me in 2day", "let\\u0020me\\u0020in\\u00202day"),  # a pass phrase, its words too short to be searched alone
+    ],
+)
+def test_a_credential_written_with_u_escapes_of_plain_characters_is_masked(secret, escaped):
+    """An error page that writes a credential with \\u escapes of any plain character (a letter, a space)
+    shows it readably to anyone who decodes them: it is masked as the plain credential is."""
+    assert Secrets(values={"SECRET": secret}).redact_escaped(f'denied: "{escaped}"') == 'denied: "***"'
+
+
+def test_characters_outside_the_bmp_keep_their_value_next_to_an_escaped_key():
+    """Arguments text holding an escaped key and characters written as surrogate-pair escapes
+    ("\\ud83c\\udfff", as json.dumps writes them) is unescaped to mask the key; the pairs stay
+    escaped, so the arguments parse to the same characters, not to lone surrogates."""
+    arguments = '{"q": "\\ud800\\udc00 \\ud83c\\udfff sk-\\u006cive-0123456789abcdef"}'
+    masked = Secrets(api_key=ESCAPED_KEY).redact_escaped(arguments)
+    assert json.loads(masked) == {"q": "\U00010000 \U0001f3ff ***"}
+
+
+# a key and a longer credential holding it, whose ends ("x..." and "...y") overlap neither the key nor
+# each other: where two credentials overlap in a text, which one a mask takes depends on where the
+# text was cut, whole or streamed
+_NESTED_KEY = st.text(st.sampled_from("ab-"), min_size=6, max_size=9)
+
+
+@given(st.data(), _NESTED_KEY, st.integers(2, 3), st.integers(2, 3), st.booleans())
+def test_a_delta_maskers_pieces_of_each_kind_join_to_the_masked_text(data, key, head, tail, bearer):
+    """Property (DeltaMasker's promise): whatever the cuts and however thinking and text interleave,
+    the pieces of each kind join to redact() of that kind's text; also for a key inside a longer
+    credential, sent whole or as the token of "Bearer <token>"."""
+    token = "x" * head + key + "y" * tail
+    secrets = Secrets(key, {"X-Upstream-Authorization": f"Bearer {token}"} if bearer else {"X-Api-Secret": token})
+    text = "".join(data.draw(st.lists(st.sampled_from([key, token, f"Bearer {token}", " ", "x", "ab"]), max_size=6)))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=4)))
+    pieces = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)])]
+    kinds = data.draw(st.lists(st.sampled_from(["text", "thinking"]), min_size=len(pieces), max_size=len(pieces)))
+    shown: list = []
+    masker = DeltaMasker(secrets, lambda kind, piece: shown.append((kind, piece)))
+    for kind, piece in zip(kinds, pieces):
+        masker.emit(kind, piece)
+    masker.flush()
+    for kind in ("text", "thinking"):
+        joined = "".join(piece for k, piece in zip(kinds, pieces) if k == kind)
+        assert "".join(piece for k, piece in shown if k == kind) == secrets.redact(joined)
