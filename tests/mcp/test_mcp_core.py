@@ -1,0 +1,210 @@
+"""The inside of an MCPClient (mcp/_core.py): its threads, what it logs when the connection fails, a store that
+refuses a new tool list, a listing that gets no answer (docs/mcp.md "Threads" and "What happens on each failure").
+
+The servers are real subprocesses: ``SERVER`` below, a hand-written newline-delimited JSON-RPC server in the modes
+these tests need, and tests/support/mcp_raw_server.py.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import gc
+import logging
+import queue
+import sys
+import threading
+
+import pytest
+
+import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
+
+from helpers import WAIT  # noqa: E402
+from yiemagent import TextContent, ToolError, ToolStore
+from yiemagent.errors import ToolSchemaError
+from yiemagent.mcp import MCPClient, MCPConnectionError
+
+# ``python -c SERVER MODE``: answers initialize and lists ``ping`` (answering "pong"), and in MODE:
+# - ``nolist``: never answers tools/list;
+# - ``nan``: a call to ``change`` announces tools/list_changed, and from then on the list also holds ``bad``, whose
+#   schema has a NaN (valid JSON Schema, but no tool store takes it: a schema is sent to the LLM as strict JSON);
+# - ``garble``: a call to ``garble`` gets a line that is not UTF-8, and the server exits;
+# - ``garble-at-exit``: behaves, and writes a line that is not UTF-8 when its stdin ends (when the client closes);
+# - ``linger``: behaves, but stays on when its stdin ends (SIGTERM stops it).
+SERVER = r'''
+import json, sys, threading
+MODE = sys.argv[1]
+out = sys.stdout.buffer
+def send(message):
+    out.write((json.dumps(message) + "\n").encode())
+    out.flush()
+PING = {"name": "ping", "inputSchema": {"type": "object"}}
+BAD = {"name": "bad", "inputSchema": {"type": "object", "properties": {"x": {"type": "number", "maximum": float("nan")}}}}
+changed = False
+for line in sys.stdin:
+    request = json.loads(line)
+    method, rid = request.get("method"), request.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": rid, "result": {
+            "protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {"listChanged": True}},
+            "serverInfo": {"name": MODE, "version": "0"},
+        }})
+    elif method == "tools/list" and MODE != "nolist":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [PING, BAD] if changed else [PING]}})
+    elif method == "tools/call":
+        name = request["params"]["name"]
+        if name == "garble":
+            out.write(b"\xff\n")
+            out.flush()
+            sys.exit(0)
+        if name == "change":
+            changed = True
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "pong"}]}})
+if MODE == "garble-at-exit":
+    out.write(b"\xff\n")
+    out.flush()
+if MODE == "linger":
+    threading.Event().wait()
+'''
+
+
+def server(mode: str) -> list[str]:
+    return [sys.executable, "-c", SERVER, mode]
+
+
+def named(prefix: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(prefix)]
+
+
+class Records(logging.Handler):
+    """The ``yiemagent.mcp`` records, on a queue a test can wait on (they may come from the loop thread after the call)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.queue: queue.Queue[logging.LogRecord] = queue.Queue()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.queue.put(record)
+
+    def wait_for(self, words: str) -> logging.LogRecord:
+        while True:
+            record = self.queue.get(timeout=WAIT)
+            if words in record.getMessage():
+                return record
+
+
+@pytest.fixture
+def records():
+    logger = logging.getLogger("yiemagent.mcp")
+    handler, level = Records(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def test_an_open_client_has_one_daemon_loop_thread_named_after_it_and_close_ends_it():
+    """docs/mcp.md "Threads": the loop thread is yiemagent-mcp-<label>, a daemon thread (one that does not end is
+    abandoned, and must not keep the interpreter from exiting); close() ends it."""
+    client = MCPClient.stdio(server("plain"), name="core-thread", timeout_s=WAIT)
+    try:
+        [thread] = named("yiemagent-mcp-core-thread")
+        assert thread.name == "yiemagent-mcp-core-thread" and thread.daemon
+    finally:
+        client.close()
+    assert not thread.is_alive() and not named("yiemagent-mcp-core-thread")
+
+
+def test_a_dropped_client_is_closed_on_a_daemon_thread_named_after_it():
+    """docs/mcp.md "A dropped client": the finalizer closes the client on yiemagent-mcp-<label>-abandon, a daemon thread,
+    so a program that drops a client and exits is not held up by the closing (here: a server that stays on when its
+    stdin ends, stopped only by the SIGTERM that comes 2 s later)."""
+    client = MCPClient.stdio(server("linger"), name="core-linger", timeout_s=WAIT)
+    assert client.call_tool("ping", {}).content == [TextContent("pong")]
+    with pytest.warns(ResourceWarning, match="'core-linger' was garbage-collected without close"):
+        del client
+        gc.collect()
+    [closing] = named("yiemagent-mcp-core-linger-abandon")
+    assert closing.daemon
+    closing.join(WAIT)
+    assert not closing.is_alive() and not named("yiemagent-mcp-core-linger")
+
+
+def test_tools_that_get_no_answer_raise_naming_timeout_s_and_log_it_at_debug_only(caplog):
+    """tools() against a server that never answers tools/list: MCPConnectionError says it got no answer within
+    timeout_s; the error is logged at DEBUG only (the caller reports it), never as a warning."""
+    with caplog.at_level(logging.DEBUG, logger="yiemagent.mcp"):
+        with MCPClient.stdio(server("nolist"), name="core-nolist", timeout_s=1) as client:
+            with pytest.raises(MCPConnectionError) as raised:
+                client.tools()
+    text = "MCP server 'core-nolist' did not list its tools: no answer within 1 s (timeout_s)"
+    assert str(raised.value) == text
+    logged = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "yiemagent.mcp"]
+    assert [entry for entry in logged if "did not list" in entry[1]] == [("DEBUG", text)]
+    assert [entry for entry in logged if entry[0] != "DEBUG"] == []
+
+
+def test_a_new_tool_list_the_store_refuses_is_logged_and_the_connection_goes_on(caplog):
+    """After tools/list_changed the new list holds a tool no store takes (a NaN in its schema): the error is logged
+    with its traceback, naming the server; the store keeps its tools, and calls go on."""
+    store = ToolStore("core")
+    with caplog.at_level(logging.WARNING, logger="yiemagent.mcp"):
+        with MCPClient.stdio(server("nan"), name="core-nan", timeout_s=WAIT) as client:
+            client.tools(store)
+            assert client.call_tool("change", {}).content == [TextContent("pong")]  # returns once the new list was handled
+            logged = [(r.levelname, r.getMessage(), r.exc_info[0] if r.exc_info else None) for r in caplog.records if r.name == "yiemagent.mcp"]
+            assert logged == [("ERROR", "MCP server 'core-nan': the new tool list could not be registered", ToolSchemaError)]
+            assert list(store.tools) == ["core-nan_ping"]
+            assert client.call_tool("ping", {}).content == [TextContent("pong")]
+
+
+def test_a_connection_that_fails_while_open_is_logged_as_a_warning_naming_the_server_and_the_cause(records):
+    """The server sends a line that is not UTF-8 and exits: the call fails, and the connection's end is logged once,
+    as a WARNING naming the server and the cause."""
+    with MCPClient.stdio(server("garble"), name="core-garble", timeout_s=WAIT) as client:
+        with pytest.raises(ToolError, match="the connection to MCP server 'core-garble' is closed"):
+            client.call_tool("garble", {})
+        record = records.wait_for("the connection failed")
+        assert (record.levelname, record.getMessage()) == (
+            "WARNING",
+            "MCP server 'core-garble': the connection failed: UnicodeDecodeError('utf-8', b'\\xff', 0, 1, 'invalid start byte')",
+        )
+
+
+def test_a_connection_that_fails_while_closing_is_logged_at_debug_only(caplog):
+    """A server that writes garbage as it is stopped: while closing, a failing server is expected, so its failure
+    is logged at DEBUG, not as a warning."""
+    with caplog.at_level(logging.DEBUG, logger="yiemagent.mcp"):
+        with MCPClient.stdio(server("garble-at-exit"), name="core-exit", timeout_s=WAIT) as client:
+            assert client.call_tool("ping", {}).content == [TextContent("pong")]
+    failed = [(r.levelname, r.getMessage()) for r in caplog.records if "the connection failed" in r.getMessage()]
+    assert failed == [
+        ("DEBUG", "MCP server 'core-exit': the connection failed: UnicodeDecodeError('utf-8', b'\\xff', 0, 1, 'invalid start byte')")
+    ]
+
+
+def test_calls_and_a_close_on_a_healthy_server_log_no_failure_at_any_level(caplog):
+    """Nothing failed, so nothing in the log says so: no "connection failed" line, no error of a call's callbacks."""
+    with caplog.at_level(logging.DEBUG):
+        with MCPClient.stdio(server("plain"), name="core-healthy", timeout_s=WAIT) as client:
+            for _ in range(3):
+                assert client.call_tool("ping", {}).content == [TextContent("pong")]
+    assert [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING or "failed" in r.getMessage()] == []
+
+
+def test_a_client_does_not_keep_the_calls_it_finished():
+    """A long-lived client makes many calls: each finished call (its future, holding the server's result) is let go
+    at once, not kept until close()."""
+
+    def futures() -> int:
+        gc.collect()
+        return sum(isinstance(o, concurrent.futures.Future) for o in gc.get_objects())
+
+    with MCPClient.stdio(server("plain"), name="core-calls", timeout_s=WAIT) as client:
+        assert client.call_tool("ping", {}).content == [TextContent("pong")]
+        before = futures()
+        for _ in range(20):
+            assert client.call_tool("ping", {}).content == [TextContent("pong")]
+        assert futures() - before < 10
