@@ -208,3 +208,15 @@ def test_a_client_does_not_keep_the_calls_it_finished():
         for _ in range(20):
             assert client.call_tool("ping", {}).content == [TextContent("pong")]
         assert futures() - before < 10
+
+
+def test_an_open_clients_secrets_are_masked_in_the_sdks_log_records_until_it_closes(caplog):
+    """docs/mcp.md "Secrets": while a client is open, a value of its env in a record of the SDK's loggers is ***;
+    once it is closed, the value is no longer its secret to mask."""
+    sdk_logger = logging.getLogger("mcp.client.stdio")
+    with caplog.at_level(logging.DEBUG, logger="mcp"):
+        with MCPClient.stdio(server("plain"), env={"CORE_TOKEN": "core-secret-4711"}, name="core-env", timeout_s=WAIT):
+            sdk_logger.debug("sent: %s", "token core-secret-4711")
+        sdk_logger.debug("after close: %s", "core-secret-4711")
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith(("sent: ", "after close: "))]
+    assert logged == ["sent: token ***", "after close: core-secret-4711"]
