@@ -8,6 +8,7 @@ these tests need, and tests/support/mcp_raw_server.py.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import gc
 import logging
 import queue
@@ -23,10 +24,11 @@ from yiemagent import TextContent, ToolError, ToolStore
 from yiemagent.errors import ToolSchemaError
 from yiemagent.mcp import MCPClient, MCPConnectionError
 
-# ``python -c SERVER MODE``: answers initialize and lists ``ping`` (answering "pong"), and in MODE:
+# ``python -c SERVER MODE``: answers initialize and lists ``ping`` and ``change`` (each answering "pong"), and in MODE:
 # - ``nolist``: never answers tools/list;
 # - ``nan``: a call to ``change`` announces tools/list_changed, and from then on the list also holds ``bad``, whose
 #   schema has a NaN (valid JSON Schema, but no tool store takes it: a schema is sent to the LLM as strict JSON);
+# - ``relist-refused`` / ``relist-silent``: as ``nan``, but the tools/list after the change gets an error / no answer;
 # - ``garble``: a call to ``garble`` gets a line that is not UTF-8, and the server exits;
 # - ``garble-at-exit``: behaves, and writes a line that is not UTF-8 when its stdin ends (when the client closes);
 # - ``linger``: behaves, but stays on when its stdin ends (SIGTERM stops it).
@@ -38,6 +40,7 @@ def send(message):
     out.write((json.dumps(message) + "\n").encode())
     out.flush()
 PING = {"name": "ping", "inputSchema": {"type": "object"}}
+CHANGE = {"name": "change", "inputSchema": {"type": "object"}}
 BAD = {"name": "bad", "inputSchema": {"type": "object", "properties": {"x": {"type": "number", "maximum": float("nan")}}}}
 changed = False
 for line in sys.stdin:
@@ -49,8 +52,10 @@ for line in sys.stdin:
             "capabilities": {"tools": {"listChanged": True}},
             "serverInfo": {"name": MODE, "version": "0"},
         }})
-    elif method == "tools/list" and MODE != "nolist":
-        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [PING, BAD] if changed else [PING]}})
+    elif method == "tools/list" and changed and MODE == "relist-refused":
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "the list is being rebuilt"}})
+    elif method == "tools/list" and MODE != "nolist" and not (changed and MODE == "relist-silent"):
+        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [PING, CHANGE, BAD] if changed else [PING, CHANGE]}})
     elif method == "tools/call":
         name = request["params"]["name"]
         if name == "garble":
@@ -156,7 +161,7 @@ def test_a_new_tool_list_the_store_refuses_is_logged_and_the_connection_goes_on(
             assert client.call_tool("change", {}).content == [TextContent("pong")]  # returns once the new list was handled
             logged = [(r.levelname, r.getMessage(), r.exc_info[0] if r.exc_info else None) for r in caplog.records if r.name == "yiemagent.mcp"]
             assert logged == [("ERROR", "MCP server 'core-nan': the new tool list could not be registered", ToolSchemaError)]
-            assert list(store.tools) == ["core-nan_ping"]
+            assert list(store.tools) == ["core-nan_ping", "core-nan_change"]
             assert client.call_tool("ping", {}).content == [TextContent("pong")]
 
 
@@ -220,3 +225,35 @@ def test_an_open_clients_secrets_are_masked_in_the_sdks_log_records_until_it_clo
         sdk_logger.debug("after close: %s", "core-secret-4711")
     logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith(("sent: ", "after close: "))]
     assert logged == ["sent: token ***", "after close: core-secret-4711"]
+
+
+def test_a_relist_the_server_refuses_is_logged_naming_the_error_and_the_old_list_stays(records):
+    """After tools/list_changed the server answers tools/list with an error: a WARNING names the server and the
+    error, the store keeps the list it had, and calls go on."""
+    store = ToolStore("core")
+    with MCPClient.stdio(server("relist-refused"), name="core-refused", timeout_s=WAIT) as client:
+        client.tools(store)
+        assert client.call_tool("change", {}).content == [TextContent("pong")]
+        record = records.wait_for("relisting")
+        assert (record.levelname, record.getMessage()) == (
+            "WARNING",
+            "MCP server 'core-refused': relisting its tools after tools/list_changed failed: 'MCPError: the list is being rebuilt'",
+        )
+        assert list(store.tools) == ["core-refused_ping", "core-refused_change"]
+        assert client.call_tool("ping", {}).content == [TextContent("pong")]
+
+
+def test_a_relist_that_gets_no_answer_is_given_up_after_timeout_s(records):
+    """After tools/list_changed the server never answers tools/list: the relist gives up after timeout_s with a
+    WARNING, and the store keeps the list it had."""
+    store = ToolStore("core")
+    with MCPClient.stdio(server("relist-silent"), name="core-silent", timeout_s=1) as client:
+        client.tools(store)
+        with contextlib.suppress(ToolError):  # the call waits for the relist, within its own timeout_s: it may end first
+            client.call_tool("change", {})
+        record = records.wait_for("relisting")
+        assert (record.levelname, record.getMessage()) == (
+            "WARNING",
+            "MCP server 'core-silent': relisting its tools after tools/list_changed failed: 'TimeoutError: '",
+        )
+        assert list(store.tools) == ["core-silent_ping", "core-silent_change"]
