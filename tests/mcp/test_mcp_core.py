@@ -10,12 +10,16 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import gc
+import json
 import logging
+import os
 import queue
 import sys
 import threading
 
 import pytest
+
+import yiemagent
 
 import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
@@ -24,7 +28,9 @@ from yiemagent import TextContent, ToolError, ToolStore
 from yiemagent.errors import ToolSchemaError
 from yiemagent.mcp import MCPClient, MCPConnectionError
 
-# ``python -c SERVER MODE``: answers initialize and lists ``ping`` and ``change`` (each answering "pong"), and in MODE:
+# ``python -c SERVER MODE``: answers initialize and lists ``ping`` and ``change`` (each answering "pong"); a call to
+# ``where`` writes a line to stderr and answers its cwd, $CORE_GREETING and the client's name and version;
+# resources/list gives one resource a page and a next cursor, for ever. In MODE:
 # - ``nolist``: never answers tools/list;
 # - ``nan``: a call to ``change`` announces tools/list_changed, and from then on the list also holds ``bad``, whose
 #   schema has a NaN (valid JSON Schema, but no tool store takes it: a schema is sent to the LLM as strict JSON);
@@ -33,7 +39,7 @@ from yiemagent.mcp import MCPClient, MCPConnectionError
 # - ``garble-at-exit``: behaves, and writes a line that is not UTF-8 when its stdin ends (when the client closes);
 # - ``linger``: behaves, but stays on when its stdin ends (SIGTERM stops it).
 SERVER = r'''
-import json, sys, threading
+import json, os, sys, threading
 MODE = sys.argv[1]
 out = sys.stdout.buffer
 def send(message):
@@ -47,17 +53,27 @@ for line in sys.stdin:
     request = json.loads(line)
     method, rid = request.get("method"), request.get("id")
     if method == "initialize":
+        client = request["params"]["clientInfo"]
         send({"jsonrpc": "2.0", "id": rid, "result": {
             "protocolVersion": request["params"]["protocolVersion"],
-            "capabilities": {"tools": {"listChanged": True}},
+            "capabilities": {"tools": {"listChanged": True}, "resources": {}},
             "serverInfo": {"name": MODE, "version": "0"},
         }})
     elif method == "tools/list" and changed and MODE == "relist-refused":
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "the list is being rebuilt"}})
     elif method == "tools/list" and MODE != "nolist" and not (changed and MODE == "relist-silent"):
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [PING, CHANGE, BAD] if changed else [PING, CHANGE]}})
+    elif method == "resources/list":  # endless pages, one resource each
+        n = int((request.get("params") or {}).get("cursor") or 0) + 1
+        send({"jsonrpc": "2.0", "id": rid, "result": {"resources": [{"uri": f"notes://r{n}", "name": f"r{n}"}], "nextCursor": str(n)}})
     elif method == "tools/call":
         name = request["params"]["name"]
+        if name == "where":
+            sys.stderr.write("core server says hello on stderr\n")
+            sys.stderr.flush()
+            text = json.dumps({"cwd": os.getcwd(), "greeting": os.environ.get("CORE_GREETING"), "client": [client["name"], client["version"]]})
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
+            continue
         if name == "garble":
             out.write(b"\xff\n")
             out.flush()
@@ -176,6 +192,9 @@ def test_a_connection_that_fails_while_open_is_logged_as_a_warning_naming_the_se
             "WARNING",
             "MCP server 'core-garble': the connection failed: UnicodeDecodeError('utf-8', b'\\xff', 0, 1, 'invalid start byte')",
         )
+        with pytest.raises(ToolError) as later:  # the connection has ended: every later call fails at once
+            client.call_tool("ping", {})
+        assert str(later.value) == "MCP tool 'ping' failed: MCP server 'core-garble' is not connected"
 
 
 def test_a_connection_that_fails_while_closing_is_logged_at_debug_only(caplog):
@@ -257,3 +276,23 @@ def test_a_relist_that_gets_no_answer_is_given_up_after_timeout_s(records):
             "MCP server 'core-silent': relisting its tools after tools/list_changed failed: 'TimeoutError: '",
         )
         assert list(store.tools) == ["core-silent_ping", "core-silent_change"]
+
+
+def test_the_server_gets_the_env_and_cwd_given_its_stderr_is_ours_and_the_client_says_it_is_yiemagent(tmp_path, monkeypatch):
+    """docs/mcp.md: ``env`` is added to the server's environment, ``cwd`` is its working directory, its stderr goes to
+    ours (here a file: sys.stderr at the time the client is made), and initialize names the client yiemagent."""
+    errors = (tmp_path / "stderr.txt").open("w")
+    monkeypatch.setattr(sys, "stderr", errors)
+    with MCPClient.stdio(server("plain"), env={"CORE_GREETING": "hello"}, cwd=str(tmp_path), name="core-where", timeout_s=WAIT) as client:
+        [where] = client.call_tool("where", {}).content
+    monkeypatch.undo()
+    errors.close()
+    assert json.loads(where.text) == {"cwd": os.path.realpath(tmp_path), "greeting": "hello", "client": ["yiemagent", yiemagent.__version__]}
+    assert "core server says hello on stderr" in (tmp_path / "stderr.txt").read_text()
+
+
+def test_resources_on_pages_that_never_end_stop_at_100_pages():
+    """resources() follows next_cursor over every page, but at most 100 pages, so a cursor that never ends cannot hang it."""
+    with MCPClient.stdio(server("plain"), name="core-pages", timeout_s=WAIT) as client:
+        resources = client.resources()
+    assert [(r.uri, r.name) for r in resources] == [(f"notes://r{n}", f"r{n}") for n in range(1, 101)]
