@@ -64,7 +64,9 @@ SERVER = textwrap.dedent(
         elif method == "tools/call":
             name = params["name"]
             token = (params.get("_meta") or {}).get("progressToken")
-            if name == "hang":
+            if name == "hang":  # with a progress token, says it started first
+                if token is not None:
+                    send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": 0}})
                 continue
             if name == "coded":
                 send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "bad arguments"}})
@@ -314,6 +316,25 @@ def test_a_call_after_close_or_cut_short_by_close_names_the_tool_and_the_server(
     with pytest.raises(ToolError) as caught:
         client.call_tool("ping", {})
     assert str(caught.value).startswith("MCP tool 'ping' failed: ") and "'shut'" in str(caught.value)
+
+
+def test_a_call_in_flight_when_the_client_closes_ends_naming_the_tool_and_the_server(server_file):
+    client = MCPClient.stdio(command(server_file), name="shut", timeout_s=30)
+    outcome: list = []
+    started = threading.Event()
+
+    def call():
+        try:
+            client.call_tool("hang", {}, None, lambda update: started.set())
+        except ToolError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    assert started.wait(WAIT), "the server never said the call started"
+    client.close()
+    thread.join(WAIT)
+    assert [str(e) for e in outcome] == ["MCP tool 'hang' failed: the MCPClient for 'shut' was closed during the call"]
 
 
 def test_a_protocol_error_names_its_code_and_message(client):
