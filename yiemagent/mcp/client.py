@@ -273,7 +273,7 @@ class MCPClient:
         unregister = signal.on_abort(future.cancel) if signal is not None else (lambda: None)
         try:
             self._wait(future, updates, on_partial_result)
-            result = future.result(timeout=None)
+            result = future.result(timeout=0)
         except concurrent.futures.TimeoutError:
             raise self._call_failed(name, f"no answer within {self.timeout_s:g} s (timeout_s); the request was cancelled") from None
         except concurrent.futures.CancelledError:
