@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import pytest
 
 from helpers import WAIT
+from cli_support import anthropic_text_stream
 from localserver import LocalServer, Reply
 from mcp_support import raw_server_command
 from yiemagent import SQLiteSession, YiemAgent, shutdown
@@ -171,20 +172,6 @@ def anthropic_reply(text: str) -> dict:
         "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
         "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "usage": {"input_tokens": 5, "output_tokens": 2},
     }
-
-
-def anthropic_stream(*pieces: str) -> list:
-    def event(kind: str, **data: Any) -> bytes:
-        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
-
-    return [
-        event("message_start", message={"id": "m1", "model": "claude-test", "usage": {"input_tokens": 5, "output_tokens": 0}}),
-        event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
-        *(event("content_block_delta", index=0, delta={"type": "text_delta", "text": p}) for p in pieces),
-        event("content_block_stop", index=0),
-        event("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 3}),
-        event("message_stop"),
-    ]
 
 
 def headers_of(request) -> dict:
@@ -367,7 +354,7 @@ def test_anthropic_uses_its_key_model_and_token_limit_from_the_environment_and_f
 
 def test_anthropic_streams_by_default():
     """--anthropic without --no-stream: the request asks for a stream and the answer is printed once."""
-    with LocalServer(lambda r: Reply(chunks=anthropic_stream("Bonjour", " à tous."))) as server:
+    with LocalServer(lambda r: Reply(chunks=[event.encode() for event in anthropic_text_stream("Bonjour", " à tous.")])) as server:
         done = run("--anthropic", "--base-url", server.url, "--api-key", "k", "ask", "salut")
     assert done.status == 0, done.err
     assert server.requests[0].json()["stream"] is True and done.out == "Bonjour à tous.\n"

@@ -24,7 +24,7 @@ from localserver import LocalServer, Reply
 from yiemagent import AssistantMessage, LLMCallEndEvent, LLMCallStartEvent, LLMDeltaEvent, TextContent
 from yiemagent.cli.commands import _show
 from yiemagent.cli.console import ConsolePrinter
-from cli_support import Output, cli, start_cli  # noqa: F401  (start_cli: a fixture)
+from cli_support import Output, anthropic_text_stream, cli, start_cli  # noqa: F401  (start_cli: a fixture)
 from helpers import WAIT
 
 
@@ -133,20 +133,6 @@ def openai_script(*pieces: Union[str, Gate, UntilClosed], thinking: str = "") ->
     return items + OPENAI_END
 
 
-def anthropic_script(*pieces: str) -> list[Item]:
-    def event(kind: str, **data: Any) -> str:
-        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
-
-    return [
-        event("message_start", message={"id": "m1", "model": "claude-test", "usage": {"input_tokens": 5, "output_tokens": 0}}),
-        event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
-        *(event("content_block_delta", index=0, delta={"type": "text_delta", "text": p}) for p in pieces),
-        event("content_block_stop", index=0),
-        event("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 3}),
-        event("message_stop"),
-    ]
-
-
 @pytest.mark.spec("14")
 def test_ask_and_chat_ask_the_server_to_stream_and_print_the_answer_once():
     """By default both commands request a stream (OpenAI and Anthropic) and the answer is on stdout exactly once, streamed or not."""
@@ -157,7 +143,7 @@ def test_ask_and_chat_ask_the_server_to_stream_and_print_the_answer_once():
     assert [body.get("stream") for body in server.bodies] == [True, True]
     assert asked.stdout == "Hello, world.\n"
     assert chatted.stdout.count("Hi again.") == 1
-    with SSEServer(anthropic_script("Bonjour", " à tous.")) as server:
+    with SSEServer(anthropic_text_stream("Bonjour", " à tous.")) as server:
         claude = cli("--anthropic", "--base-url", server.url, "--api-key", "sk-ant-test", "ask", "salut")
     assert claude.returncode == 0, claude.stderr
     assert server.bodies[0]["stream"] is True and claude.stdout == "Bonjour à tous.\n"

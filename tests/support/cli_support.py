@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -76,3 +77,18 @@ def start_cli():
         process.wait(WAIT)
         for pipe in (process.stdin, process.stdout, process.stderr):
             pipe.close()
+
+
+def anthropic_text_stream(*pieces: str) -> list[str]:
+    """An Anthropic Messages stream answering ``pieces`` as text deltas, one SSE event per item."""
+    def event(kind: str, **data: Any) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+    return [
+        event("message_start", message={"id": "m1", "model": "claude-test", "usage": {"input_tokens": 5, "output_tokens": 0}}),
+        event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+        *(event("content_block_delta", index=0, delta={"type": "text_delta", "text": p}) for p in pieces),
+        event("content_block_stop", index=0),
+        event("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 3}),
+        event("message_stop"),
+    ]
