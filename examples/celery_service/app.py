@@ -37,7 +37,17 @@ app.conf.update(
     # Redis gives an unacknowledged task to another worker this many seconds after it was
     # delivered. Shorter than a turn could take, a live worker's turn is delivered twice:
     # harmless (the second waits for the hold, then finds the reply), only wasted work.
-    broker_transport_options={"visibility_timeout": float(os.environ.get("YIEMAGENT_VISIBILITY_TIMEOUT", "30")), "unacked_restore_interval": 2},
+    # A killed worker's tasks come back once their visibility timeout has passed, at the next
+    # sweep of a live worker: every 2 s (interval x throttle; kombu's default throttle of 10
+    # would make it 20 s). The sweep's mutex expires after 10 s, not kombu's 300 s, so a worker
+    # killed in the middle of a sweep does not stop the others' sweeps for five minutes; a
+    # task restored twice is not possible (each restore is a transaction on the task's entry).
+    broker_transport_options={
+        "visibility_timeout": float(os.environ.get("YIEMAGENT_VISIBILITY_TIMEOUT", "30")),
+        "unacked_restore_interval": 2,
+        "unacked_restore_throttle": 1,
+        "unacked_mutex_expire": 10,
+    },
     result_extended=True,
     broker_connection_retry_on_startup=True,
 )

@@ -19,7 +19,7 @@ import pytest
 
 from scale_cluster import Cluster
 from yiemagent import AssistantMessage, PostgresSession, TextContent, ToolResultMessage, UserMessage, extract_tool_calls
-from yiemagent.history import complete_tool_calls
+from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
 from yiemagent.history._json import message_from_json
 from yiemagent.history.postgres import LOCK_CLASS
 
@@ -53,15 +53,27 @@ def mid_turn(conn, pid: int) -> list[tuple[str, int]]:
     return found
 
 
-def frozen_mid_turn(conn, conversations: list[str]) -> list[tuple[str, int]]:
-    """After the kill and before any redelivery: which of ``conversations`` stopped in the middle of a turn."""
+def frozen_mid_turn(conn, conversations: list[str]) -> list[tuple[str, int, bool]]:
+    """After the kill and before any redelivery: which of ``conversations`` stopped in the middle of a turn.
+
+    Each as (conversation, turn, cut in the batch): the last is True when the stored reply
+    calls a tool whose result was never stored, the call the next run answers with the
+    lost-result error (docs/scale.md, "What is not guaranteed").
+    """
     found = []
     for conversation in conversations:
         rows = conn.execute("SELECT body FROM yiemagent_messages WHERE session_id = %s ORDER BY id", (conversation,)).fetchall()
         history = [message_from_json(body, conversation) for (body,) in rows]
         if history and not (isinstance(history[-1], AssistantMessage) and not extract_tool_calls(history[-1])[0]):
-            found.append((conversation, sum(isinstance(m, UserMessage) for m in history)))
+            cut_in_batch = isinstance(history[-1], AssistantMessage)
+            found.append((conversation, sum(isinstance(m, UserMessage) for m in history), cut_in_batch))
     return found
+
+
+def expected_answers(n: int, cut_in_batch: set[int]) -> list[str]:
+    """The fake model's answers to conversation ``n``: its tool's notes, or the lost-result error for a turn whose call a kill cut."""
+    questions = [f"question {t} of conversation {n}" for t in range(1, TURNS + 1)]
+    return [f"Answer to {q}: {LOST_RESULT_MESSAGE if t in cut_in_batch else f'notes on {q}'}" for t, q in enumerate(questions, 1)]
 
 
 def check_history(history: list, questions: list[str]) -> list[str]:
@@ -122,21 +134,52 @@ def test_fifty_conversations_of_three_turns_survive_a_worker_killed_mid_turn(tmp
         with psycopg.connect(cluster.dsn, autocommit=True) as conn:
             ledger = conn.execute("SELECT session_id, COUNT(*) FROM yiemagent_turns WHERE session_id LIKE %s GROUP BY session_id", (f"{prefix}-%",)).fetchall()
         assert sorted(ledger) == sorted((f"{prefix}-{n}", TURNS) for n in range(CONVERSATIONS))
+        cut = {(conversation, turn) for conversation, turn, in_batch in killed["mid_turn"] if in_batch}
         for n in range(CONVERSATIONS):
             conversation = f"{prefix}-{n}"
             with PostgresSession(cluster.dsn, conversation) as reader:
                 history = reader.messages()
             questions = [f"question {t} of conversation {n}" for t in range(1, TURNS + 1)]
             answers = check_history(history, questions)
-            assert answers == [f"Answer to {q}: notes on {q}" for q in questions]
+            assert answers == expected_answers(n, {t for c, t in cut if c == conversation})
             assert [results[f"{conversation}/turn-{t}"]["reply"] for t in range(1, TURNS + 1)] == answers  # the client got the stored answers
 
         # the turns the victim was in the middle of were finished by the other worker, from what was stored
-        for conversation, turn in killed["mid_turn"]:
+        for conversation, turn, _ in killed["mid_turn"]:
             result = results[f"{conversation}/turn-{turn}"]
             assert result["status"] == "completed" and result["worker_pid"] == survivor.pid, result
         statuses = [r["status"] for r in results.values()]
         print(f"\nkilled after {killed['done']} replies, mid-turn in {killed['mid_turn']}; statuses: "
-              f"{ {s: statuses.count(s) for s in set(statuses)} }; {summary['turns_per_second']:.1f} turns/s; {cluster.llm_requests()} LLM requests")
+              f"{ {s: statuses.count(s) for s in set(statuses)} }; sent again: {summary['resent']}; {summary['turns_per_second']:.1f} turns/s; {cluster.llm_requests()} LLM requests")
     assert all(w.process.poll() is not None for w in cluster.workers)
     assert cluster.postgres.process is None and cluster.redis.process is None
+
+
+def test_a_turn_whose_task_the_broker_lost_is_sent_again_and_answered_once(tmp_path):
+    """A task popped from Redis's queue by a worker that dies before recording it is gone from the broker: the client sends the turn again.
+
+    The fault is made for real: the test pops the task from the queue itself (BRPOP is how a
+    worker takes one) and drops it, as a worker SIGKILLed between its pop and its write to
+    kombu's ``unacked`` hash would. No worker runs until then, so nothing else can take it.
+    """
+    import redis
+
+    prefix = f"lost-{os.getpid()}"
+    with Cluster(tmp_path, visibility_timeout=8) as cluster:
+        client = cluster.client(1, 1, prefix, "--resend-after", "4")
+        broker = redis.Redis.from_url(cluster.redis.url)
+        try:
+            popped = broker.brpop(["celery"], timeout=SCALE_WAIT)  # the task, taken from the queue and never given back
+            assert popped is not None, "the client never sent its turn"
+            cluster.start_workers(1, threads=2)
+            summary = Cluster.summary(client)
+        finally:
+            broker.close()
+            if client.poll() is None:
+                client.kill()
+        assert summary["failures"] == [] and summary["resent"] == [f"{prefix}-0/turn-1"]
+        [result] = summary["results"]
+        assert result["status"] == "new" and result["reply"] == "Answer to question 1 of conversation 0: notes on question 1 of conversation 0"
+        with PostgresSession(cluster.dsn, f"{prefix}-0") as reader:
+            assert check_history(reader.messages(), ["question 1 of conversation 0"]) == [result["reply"]]
+        assert cluster.llm_requests() == 2  # the lost task never ran: one turn, two model requests

@@ -113,9 +113,10 @@ class Cluster:
                 raise RuntimeError(f"worker {worker.name} did not start:\n{worker.log_path.read_text(errors='replace')[-3000:]}")
         return started
 
-    def client(self, conversations: int, turns: int, prefix: str) -> subprocess.Popen:
+    def client(self, conversations: int, turns: int, prefix: str, *options: str) -> subprocess.Popen:
+        """examples/celery_service/client.py, with ``options`` after the counts (``"--resend-after", "3"``)."""
         return subprocess.Popen(
-            [sys.executable, str(EXAMPLE / "client.py"), "--conversations", str(conversations), "--turns", str(turns), "--prefix", prefix],
+            [sys.executable, str(EXAMPLE / "client.py"), "--conversations", str(conversations), "--turns", str(turns), "--prefix", prefix, *options],
             cwd=EXAMPLE, env=self.env, stdout=subprocess.PIPE, stderr=open(self.workdir / f"client-{prefix}.log", "wb"), text=True,
             preexec_fn=die_with_parent(signal.SIGKILL),
         )
