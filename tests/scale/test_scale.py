@@ -43,31 +43,27 @@ HELD = (
 )
 
 
-def mid_turn(conn, pid: int) -> list[tuple[str, int]]:
-    """(conversation, turn) for each conversation worker ``pid`` holds whose last stored message is not a final answer: one query."""
-    found = []
-    for conversation, last, questions in conn.execute(HELD, (LOCK_CLASS, f"% pid {pid}")):
-        message = message_from_json(last, conversation) if last is not None else None
-        if message is not None and not (isinstance(message, AssistantMessage) and not extract_tool_calls(message)[0]):
-            found.append((conversation, questions))
-    return found
-
-
-def frozen_mid_turn(conn, conversations: list[str]) -> list[tuple[str, int, bool]]:
-    """After the kill and before any redelivery: which of ``conversations`` stopped in the middle of a turn.
+def mid_turn(conn, pid: int) -> list[tuple[str, int, bool]]:
+    """The conversations worker ``pid`` holds whose last stored message is not a final answer: one query.
 
     Each as (conversation, turn, cut in the batch): the last is True when the stored reply
     calls a tool whose result was never stored, the call the next run answers with the
     lost-result error (docs/scale.md, "What is not guaranteed").
     """
     found = []
-    for conversation in conversations:
-        rows = conn.execute("SELECT body FROM yiemagent_messages WHERE session_id = %s ORDER BY id", (conversation,)).fetchall()
-        history = [message_from_json(body, conversation) for (body,) in rows]
-        if history and not (isinstance(history[-1], AssistantMessage) and not extract_tool_calls(history[-1])[0]):
-            cut_in_batch = isinstance(history[-1], AssistantMessage)
-            found.append((conversation, sum(isinstance(m, UserMessage) for m in history), cut_in_batch))
+    for conversation, last, questions in conn.execute(HELD, (LOCK_CLASS, f"% pid {pid}")):
+        message = message_from_json(last, conversation) if last is not None else None
+        if message is not None and not (isinstance(message, AssistantMessage) and not extract_tool_calls(message)[0]):
+            found.append((conversation, questions, isinstance(message, AssistantMessage)))
     return found
+
+
+def settle(conn, pid: int, deadline: float) -> None:
+    """Wait until no session connection of worker ``pid`` (stopped) has a statement running on the server."""
+    query = "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name LIKE %s AND state = 'active'"
+    while conn.execute(query, (f"% pid {pid}",)).fetchone()[0]:
+        assert time.monotonic() < deadline, "a statement of the stopped worker never ended"
+        time.sleep(0.002)
 
 
 def expected_answers(n: int, cut_in_batch: set[int]) -> list[str]:
@@ -113,19 +109,27 @@ def test_fifty_conversations_of_three_turns_survive_a_worker_killed_mid_turn(tmp
                 return
             with psycopg.connect(cluster.dsn, autocommit=True) as conn:
                 deadline = time.monotonic() + SCALE_WAIT
-                while not (held := mid_turn(conn, victim.pid)):
+                while True:
                     assert time.monotonic() < deadline, "the victim never held a conversation mid-turn"
+                    if mid_turn(conn, victim.pid):
+                        # stopped, the victim writes nothing more once its statements in flight are done, and keeps its
+                        # holds: what is stored then is what the survivor will find, so the kill lands mid-turn for certain
+                        victim.pause()
+                        settle(conn, victim.pid, deadline)
+                        frozen = mid_turn(conn, victim.pid)
+                        if frozen:
+                            victim.kill()
+                            killed.update(done=done, mid_turn=frozen)
+                            return
+                        victim.resume()  # it finished those turns before it stopped: look again
                     time.sleep(0.002)
-                victim.kill()
-                # the turns stay as the victim left them until the broker hands them to the survivor (visibility timeout)
-                killed.update(done=done, mid_turn=frozen_mid_turn(conn, [c for c, _ in held]))
 
         try:
             summary = Cluster.summary(client, kill_mid_turn)
         finally:
             if client.poll() is None:
                 client.kill()
-        assert killed["mid_turn"], "the victim finished its turns before the kill landed"
+        assert killed.get("mid_turn"), "the victim was never killed"
         assert victim.process.returncode == -9 and survivor.process.poll() is None
         assert summary["failures"] == []
         results = {r["turn_id"]: r for r in summary["results"]}

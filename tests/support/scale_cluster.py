@@ -58,6 +58,13 @@ class Worker:
                     self.ready.set()
         self.ready.set()
 
+    def pause(self) -> None:
+        """SIGSTOP: the worker stops where it is, holding what it holds, until ``resume`` or ``kill``."""
+        os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.process.pid, signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL, as a machine's crash would: no task is finished, acknowledged or given back."""
         os.killpg(self.process.pid, signal.SIGKILL)
