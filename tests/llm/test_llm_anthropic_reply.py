@@ -12,7 +12,11 @@ from typing import Any, Optional
 
 import pytest
 
+from helpers import WAIT, make_tool, text_result
+from localserver import LocalServer, Reply
 from server_tool_fixtures import load, stream_events
+from yiemagent import ToolStore, YiemAgent, register_tool, run_agent, take_response
+from yiemagent.llm import AnthropicClient
 from yiemagent.llm._wire import ReplyError
 from yiemagent.llm.anthropic import AnthropicStream, build_anthropic_request, parse_anthropic_response, parse_anthropic_stream
 
@@ -96,6 +100,30 @@ def test_a_reply_with_a_tool_call_stops_for_tool_use_whatever_its_stop_reason_sa
 def test_a_stop_reason_unknown_missing_or_not_text_reads_as_stop(reason):
     message = parse_anthropic_response({"content": [{"type": "text", "text": "Done."}], "stop_reason": reason})
     assert message.stop_reason == "stop"
+
+
+def test_a_reply_cut_by_the_context_window_stops_for_length_and_its_calls_are_not_run():
+    """``model_context_window_exceeded`` (Anthropic's stop reason when the context window, not ``max_tokens``, cut the
+    reply) is a reply cut at its limit, like ``max_tokens``: ``length``, so its whole-looking calls get an error result
+    asking for them again instead of running (decision 10). It read as ``stop``, then ``tool_use``: the calls ran."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "json", "input": {"x": 1}}
+    cut = {"type": "message", "role": "assistant", "model": "m", "content": [call], "stop_reason": "model_context_window_exceeded"}
+    assert parse_anthropic_response(cut).stop_reason == "length"
+    streamed = read(framed(*block(0, call), stop_reason="model_context_window_exceeded"))
+    assert streamed.stop_reason == "length"
+    ran: list[Any] = []
+    store = ToolStore("cut")
+    register_tool(store, make_tool("json", lambda call_id, args, *rest: ran.append(args) or text_result("done"), schema={"type": "object"}))
+    final = {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "re-issued"}], "stop_reason": "end_turn"}
+    replies = [Reply(body=cut), Reply(body=final)]
+    with LocalServer(lambda request: replies.pop(0)) as server:
+        client = AnthropicClient("m", "key-0123456789", base_url=server.url, max_retries=0)
+        with YiemAgent(llm_call=client, agent_event_sink=None, tool_store=store) as agent:
+            run_agent(agent, "go")
+            response = take_response(agent, timeout=WAIT)
+    assert ran == [] and response.content[0].text == "re-issued"
+    [result] = [m for m in agent.history() if m.role == "tool"]
+    assert result.is_error and "cut off by the token limit" in result.content[0].text
 
 
 # --- tool_use blocks -------------------------------------------------------------------------
@@ -271,6 +299,20 @@ TOOL_START = {"type": "content_block_start", "index": 0, "content_block": {"type
 def test_a_stream_event_that_is_not_the_protocol_is_refused_naming_what_is_wrong(events, message):
     with pytest.raises(ReplyError, match=message):
         read(framed(*events))
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [{"type": "input_json_delta", "partial_json": '{"city": "Tokyo"}'}, {"type": "text_delta", "text": "late"}],
+    ids=["input_json_delta", "text_delta"],
+)
+def test_a_delta_after_its_block_stopped_is_refused(delta):
+    """A ``tool_use``'s input is read at its ``content_block_stop`` (here ``{}``, from its start): a piece sent after it
+    was dropped, so the tool ran with ``{}`` instead of the arguments the model sent (decision 14). Not the protocol."""
+    started = {"type": "tool_use", "id": "toolu_1", "name": "getWeather", "input": {}} if delta["type"] == "input_json_delta" else {"type": "text", "text": ""}
+    late = {"type": "content_block_delta", "index": 0, "delta": delta}
+    with pytest.raises(ReplyError, match=rf"^a {delta['type']} for content block 0 after its content_block_stop$"):
+        read(framed(*block(0, started), late, stop_reason="tool_use"))
 
 
 def test_a_delta_whose_type_is_not_text_is_ignored_like_an_unknown_delta():
