@@ -8,10 +8,12 @@ the agent, and the next request sends them back (docs/streaming.md "Server tools
 Adjacent text blocks are one text, split by Anthropic where a citation starts or ends:
 they become one block, their text joined as it is and their ``citations`` gathered on it
 (a dict block ``{"type": "text", "text", "citations"}``; a ``TextContent`` when there are
-none). ``pause_turn`` is a stop reason of its own: the run sends the turn again. Decision 13: Anthropic's ``input_tokens`` leave cached
-tokens out; here ``input_tokens`` is their sum with ``cache_read_input_tokens`` and
-``cache_creation_input_tokens``. Deviation: Anthropic does not count thinking tokens
-apart, so ``reasoning_tokens`` stays 0 (they are inside ``output_tokens``).
+none). ``pause_turn`` is a stop reason of its own: the run sends the turn again;
+``model_context_window_exceeded`` is ``length``, as ``max_tokens`` (decision 10).
+Decision 13: Anthropic's ``input_tokens`` leave cached tokens out; here ``input_tokens``
+is their sum with ``cache_read_input_tokens`` and ``cache_creation_input_tokens``.
+Deviation: Anthropic does not count thinking tokens apart, so ``reasoning_tokens`` stays 0
+(they are inside ``output_tokens``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ _STOP_REASONS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "max_tokens": "length",
+    "model_context_window_exceeded": "length",  # cut by the context window: a reply cut at its limit (decision 10)
     "tool_use": "tool_use",
     "refusal": "content_filter",
     "pause_turn": "pause_turn",
@@ -156,10 +159,11 @@ class AnthropicStream:
     never stopped (a ``tool_use`` cut inside its input), is not whole and raises, so no
     tool runs with arguments the model did not finish; a delta whose type does not match
     its block (text into a ``tool_use`` block), or whose piece is not a string (a citation
-    not an object), a server tool's input that is not a JSON object, or a block started
-    twice, is not the protocol and raises. Between two runs of text (adjacent text blocks
-    are one run, as in ``_message``), or two thinking blocks, a ``"\n"`` delta is emitted,
-    as ``message_text`` joins them (``_append``).
+    not an object), a server tool's input that is not a JSON object, a block started
+    twice, or a delta after its block's stop (its input was read there), is not the
+    protocol and raises. Between two runs of text (adjacent text blocks are one run, as in
+    ``_message``), or two thinking blocks, a ``"\n"`` delta is emitted, as ``message_text``
+    joins them (``_append``).
 
     Thread safety: none; one accumulator belongs to one call.
     """
@@ -279,6 +283,8 @@ class AnthropicStream:
             return  # a delta type this reader does not know: ignored
         if block.get("type") not in expected[0]:
             raise ReplyError(f"a {kind} for content block {index}, which is a {block.get('type')!r} block")
+        if index not in self._open:  # its input was read at the stop: a later piece would be lost
+            raise ReplyError(f"a {kind} for content block {index} after its content_block_stop")
         piece = delta.get(expected[1])
         if kind == "citations_delta":
             if not isinstance(piece, dict):
@@ -288,7 +294,7 @@ class AnthropicStream:
         if not isinstance(piece, str):
             raise ReplyError(f"a {kind} whose {expected[1]!r} is {type(piece).__name__}, not text")
         if kind == "input_json_delta":
-            self._partial.setdefault(index, []).append(piece)
+            self._partial[index].append(piece)
         elif kind == "signature_delta":
             block["signature"] = block.get("signature", "") + piece
         else:
