@@ -120,6 +120,29 @@ def test_bearer_token_is_masked_without_its_scheme_too():
     assert secrets.redact(f"Authorization: Bearer {TOKEN}") == "Authorization: ***"
 
 
+def test_a_text_already_masked_is_not_masked_again_by_a_form_of_the_credential_itself():
+    """"Bearer ***" (a token masked, its scheme left) is no credential: the masked forms of a value never mask one of its own parts."""
+    secrets = Secrets(None, {"Authorization": f"Bearer {TOKEN}"})
+    assert secrets.redact("the header reads Authorization: Bearer ***") == "the header reads Authorization: Bearer ***"
+
+
+def test_a_short_credential_inside_a_longer_one_makes_no_masked_form_of_it():
+    """A credential shorter than MIN_SECRET_CHARS is never masked in text, so no text can read the longer one with it masked."""
+    secrets = Secrets("xyzabc123456", {"api-key": "abc"})
+    assert secrets.redact("xyz***123456 and xyzabc123456") == "xyz***123456 and ***"
+
+
+def test_a_long_credential_split_after_a_false_start_is_held_from_its_real_start():
+    """The end held back starts at the earliest place that begins the credential, not at the last one (a credential over 256 characters)."""
+    key = "aXaY" + "z" * 296  # held_suffix looks for ends of credentials this long by hand
+    shown: list[str] = []
+    masker = DeltaMasker(Secrets(key), lambda kind, text: shown.append(text))
+    masker.emit("text", "hello ab" + key[:3])  # "ab" begins with the key's first letter, "aXa" begins the key, so does the last "a"
+    masker.emit("text", key[3:] + " bye")
+    masker.flush()
+    assert "".join(shown) == "hello ab*** bye"
+
+
 CHAINED_FACTORY = """
 import logging
 previous = logging.getLogRecordFactory()
