@@ -17,7 +17,7 @@ import pytest
 
 from helpers import FIXTURES, openai_request_validator
 from localserver import LocalServer, Reply
-from yiemagent import extract_tool_calls
+from yiemagent import LLMError, extract_tool_calls
 from yiemagent.llm import OpenAIClient
 from yiemagent.llm._wire import ReplyError
 from yiemagent.llm.openai import build_openai_request, parse_openai_response
@@ -298,3 +298,16 @@ def test_a_base_urls_trailing_slashes_are_dropped_and_nothing_else(suffix, base,
         client(FORMATTED)
         assert client.base_url == f"{server.url}{base}" and f"base_url='{server.url}{base}'" in repr(client)
         assert server.requests[0].path == path
+
+
+def test_by_default_the_second_retry_waits_about_a_second_as_backoff_factor_0_5_makes_it():
+    """docs/api.md: backoff_factor=0.5, so the second retry waits 0.5 * 2 s (and up to a quarter second of jitter).
+
+    The deadline of 2.9 s leaves room for that wait and refuses a longer one ("not retried: the wait ... would
+    pass the call's deadline_s"): the call ends by giving up after its 3 attempts, not by refusing the wait.
+    """
+    with LocalServer(lambda r: Reply(status=503, body={"error": {"message": "overloaded"}})) as server:
+        with pytest.raises(LLMError) as info:
+            OpenAIClient(f"{server.url}/v1", "m", deadline_s=2.9)(FORMATTED)
+        assert len(server.requests) == 3
+    assert "gave up after 3 attempts" in str(info.value) and "not retried" not in str(info.value)
