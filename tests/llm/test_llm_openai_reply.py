@@ -351,3 +351,15 @@ def test_a_malformed_reply_is_an_error_naming_what_is_wrong(case):
     body, message = MALFORMED_REPLIES[case]
     with pytest.raises(ReplyError, match=message):
         parse_openai_response(body)
+
+
+@pytest.mark.spec("14")
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_ollama_native_tool_calls_that_are_not_a_list_are_an_error_not_dropped(stream):
+    """Decision 14: a native reply whose tool_calls is an object cannot be read whole; streamed, it is not read as a reply without calls."""
+    message = {"role": "assistant", "content": "", "tool_calls": {"function": {"name": "get_weather", "arguments": {"city": "Tokyo"}}}}
+    with pytest.raises(ReplyError, match="^the tool_calls are not a list but dict$"):
+        if stream:
+            parse_openai_stream([{"model": "llama3.2", "message": message, "done": False}, {"model": "llama3.2", "message": {"role": "assistant", "content": ""}, "done_reason": "stop", "done": True}])
+        else:
+            parse_openai_response({"model": "llama3.2", "message": message, "done_reason": "stop", "done": True})
