@@ -57,6 +57,12 @@ def read_stream(body: bytes):
         return OpenAIClient(f"{server.url}/v1", "m", stream=True, max_retries=0)(FORMATTED)
 
 
+def fed(stream: OpenAIStream, chunks) -> OpenAIStream:
+    for c in chunks:
+        stream.add(c)
+    return stream
+
+
 def calls_of(message):
     has, calls, _ = extract_tool_calls(message)
     assert has == bool(calls)
@@ -146,12 +152,6 @@ def test_a_reply_names_its_api_and_the_provider_it_was_read_for():
         assert (default().api, default().provider, given().provider) == ("openai-chat", "openai", "groq"), name
 
 
-def fed(stream: OpenAIStream, chunks) -> OpenAIStream:
-    for c in chunks:
-        stream.add(c)
-    return stream
-
-
 @pytest.mark.spec("14")
 def test_the_model_of_a_recorded_stream_is_the_replys_model():
     """OpenAI's recorded tool-call stream names its model on every chunk: the reply carries it."""
@@ -171,6 +171,7 @@ def test_a_model_named_only_on_the_text_chunks_is_kept_to_the_end():
 @pytest.mark.spec("14")
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_a_reply_without_a_model_or_with_one_that_is_not_text_has_none(stream):
+    """No model named, or a number or an object in its place: the reply's model is None, not "" or the object."""
     for model in ({}, {"model": 5}, {"model": {"id": "m"}}):
         if stream:
             reply = parse_openai_stream([{**c, **model} for c in streamed({"content": "Hi."}, "stop")])
