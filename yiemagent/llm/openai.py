@@ -287,8 +287,10 @@ class OpenAIStream:
         choices = chunk.get("choices")
         if choices is None and isinstance(chunk.get("message"), dict):  # Ollama native: NDJSON of partial messages
             message = chunk["message"]
-            native = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
-            native_calls = [{**require_object(c, "a tool_calls entry"), "index": len(self._calls) + i} for i, c in enumerate(native)]
+            native = message.get("tool_calls")
+            if native is not None and not isinstance(native, list):  # as parse_openai_response: not read as a reply without calls
+                raise ReplyError(f"the tool_calls are not a list but {type(native).__name__}")
+            native_calls = [{**require_object(c, "a tool_calls entry"), "index": len(self._calls) + i} for i, c in enumerate(native or [])]
             choices = [{"delta": {**message, "tool_calls": native_calls}, "finish_reason": chunk.get("done_reason")}]
             if chunk.get("done"):
                 self._usage, self._finished = _usage(chunk), True
