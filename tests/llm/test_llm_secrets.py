@@ -143,6 +143,27 @@ def test_a_long_credential_split_after_a_false_start_is_held_from_its_real_start
     assert "".join(shown) == "hello ab*** bye"
 
 
+def test_an_exception_chain_is_masked_in_every_exception_it_holds_and_its_args_keep_their_kind():
+    """scrub_exception masks the args of the error, of the exceptions among its args, and of its cause and context.
+
+    An exception among the args stays that exception (masked in place); a string arg becomes
+    the masked string, any other arg its masked repr; a chain that loops ends.
+    """
+    secrets = Secrets(AZURE_KEY)
+    inner = ConnectionError(f"https://h.example/v1?key={AZURE_KEY} refused")
+    cause = ValueError("no key here")
+    outer = RuntimeError(f"call with {AZURE_KEY} failed", inner, 42, {"key": AZURE_KEY})
+    outer.__cause__ = outer.__context__ = cause  # raise ... from cause, inside except cause: one exception seen twice
+    secrets.scrub_exception(outer)
+    assert outer.args == ("call with *** failed", inner, "42", "{'key': '***'}")
+    assert inner.args == ("https://h.example/v1?key=*** refused",) and cause.args == ("no key here",)
+
+    first, second = KeyError(f"first {AZURE_KEY}"), KeyError(f"second {AZURE_KEY}")
+    first.__context__, second.__context__ = second, first  # a loop: nothing blocks for ever
+    secrets.scrub_exception(first)
+    assert first.args == ("first ***",) and second.args == ("second ***",)
+
+
 CHAINED_FACTORY = """
 import logging
 previous = logging.getLogRecordFactory()
