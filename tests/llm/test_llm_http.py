@@ -840,16 +840,12 @@ def test_an_abort_as_the_status_line_arrives_ends_the_call_as_aborted():
 
 @pytest.mark.spec("14")
 def test_an_abort_while_an_error_body_is_read_ends_the_call_as_aborted():
-    """An abort while a 500's body is still coming: the call ends as aborted, with its URL; the 500 is not retried."""
-    signal, release = AbortSignal(), threading.Event()
-    error = Reply(status=500, chunks=[b'{"error": ', signal.abort, lambda: release.wait(WAIT), b'{"message": "x"}}'], headers={"Content-Type": "application/json"})
-    try:
-        with LocalServer(lambda r: error) as server:
-            with stream_to(lambda kind, text: None, signal):
-                with pytest.raises(LLMError, match="was aborted") as info:
-                    client_for(server, timeout=WAIT)(FORMATTED)
-    finally:
-        release.set()
+    """An abort once a 500's headers are in, while its body is read: the call ends as aborted, with its URL; the 500 is not retried."""
+    signal = AbortSignal()
+    with LocalServer(lambda r: Reply(status=500, body={"error": {"message": "x"}})) as server, OnLog("yiemagent.llm", "HTTP 500 from", signal.abort):
+        with stream_to(lambda kind, text: None, signal):
+            with pytest.raises(LLMError, match="was aborted") as info:
+                client_for(server, timeout=WAIT)(FORMATTED)
     assert info.value.url == f"{server.url}{CHAT}" and len(server.requests) == 1
 
 
