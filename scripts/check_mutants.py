@@ -5,7 +5,9 @@ look outside it: code that runs at import (mutmut cannot switch it on), a surviv
 should now kill, a module whose test map mutmut has not rebuilt. For each name this script
 takes the mutant's diff (``mutmut show``, from the ``mutants/`` of the last ``make mutate``),
 writes the mutated text into ``yiemagent/``, runs the tests, and writes the original text
-back, whatever happened. It prints ``killed``, ``SURVIVES`` or ``not applied`` (the code
+back, whatever happened. The diff's lines are looked for in the mutant's own function only,
+indented as it is (mutmut shows a method at the left margin; the same lines may stand in
+another function too, where applying them would test another mutant). It prints ``killed``, ``SURVIVES`` or ``not applied`` (the code
 changed since mutmut made the mutant) for each.
 
     .venv/bin/python scripts/check_mutants.py --tests "tests/spec/test_batch.py" yiemagent.batch.x_f__mutmut_3 ...
@@ -23,6 +25,7 @@ The tests must pass on the unmutated code first, or nothing is checked.
 from __future__ import annotations
 
 import argparse
+import ast
 import shlex
 import signal
 import subprocess
@@ -39,20 +42,51 @@ def mutant_diff(name: str) -> str | None:
     return shown.stdout if shown.returncode == 0 else None
 
 
-def mutated_text(diff: str | None) -> tuple[Path, str, str] | None:
-    """(file, original text, mutated text), or None when the diff's lines are not found exactly once."""
+def function_span(name: str, original: str) -> tuple[int, int, int] | None:
+    """(first offset, end offset, indent) in ``original`` of the function a mutant's name names, or None.
+
+    ``yiemagent.m.x_f__mutmut_3`` names function ``f``; ``yiemagent.m.xǁCǁf__mutmut_3`` method
+    ``f`` of class ``C``. mutmut shows a method's mutant dedented to the left margin, and the
+    same lines may stand in another function too: the diff is looked for in this span only.
+    """
+    mangled = name.rsplit(".", 1)[-1].rsplit("__mutmut_", 1)[0]
+    if mangled.startswith("xǁ"):
+        owner, function = mangled[2:].split("ǁ", 1)
+    elif mangled.startswith("x_"):
+        owner, function = None, mangled[2:]
+    else:
+        return None
+    scope: list[ast.stmt] = ast.parse(original).body
+    if owner is not None:
+        scope = next((node.body for node in scope if isinstance(node, ast.ClassDef) and node.name == owner), [])
+    node = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function), None)
+    if node is None:
+        return None
+    lines = original.splitlines(keepends=True)
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return sum(map(len, lines[: first - 1])), sum(map(len, lines[: node.end_lineno])), node.col_offset
+
+
+def mutated_text(diff: str | None, name: str = "") -> tuple[Path, str, str] | None:
+    """(file, original text, mutated text), or None when the diff's lines are not found exactly once in the mutant's function."""
     if diff is None:
         return None
     lines = diff.splitlines()
     path = ROOT / next(line[4:] for line in lines if line.startswith("--- "))
     body = [line for line in lines if line[:1] in "-+ " and not line.startswith(("--- ", "+++ "))]
     original = path.read_text(encoding="utf-8")
+    start, end, indent = function_span(name, original) or (0, len(original), 0)
+    segment = original[start:end]
+
+    def indented(line: str) -> str:
+        return " " * indent + line if line.strip() else line
+
     # the whole hunk first; then only its changed lines (a hunk's context may have moved)
     for keep in ("- ", "-"):
-        old = "\n".join(line[1:] for line in body if line[:1] in keep)
-        new = "\n".join(line[1:] for line in body if line[:1] in keep.replace("-", "+"))
-        if original.count(old) == 1:
-            return path, original, original.replace(old, new)
+        old = "\n".join(indented(line[1:]) for line in body if line[:1] in keep)
+        new = "\n".join(indented(line[1:]) for line in body if line[:1] in keep.replace("-", "+"))
+        if segment.count(old) == 1:
+            return path, original, original[:start] + segment.replace(old, new) + original[end:]
     return None
 
 
@@ -88,7 +122,7 @@ def main() -> int:
         return 2
     timeout_s = max(60.0, 10 * (time.monotonic() - started))
     survivors = 0
-    changes = [(name, lambda name=name: mutated_text(mutant_diff(name))) for name in args.names]
+    changes = [(name, lambda name=name: mutated_text(mutant_diff(name), name)) for name in args.names]
     changes += [(f"{file}: {old!r} -> {new!r}", lambda f=file, o=old, n=new: by_hand(f, o, n)) for file, old, new in args.by_hand]
     for name, make in changes:
         change = make()
