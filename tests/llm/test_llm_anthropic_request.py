@@ -188,6 +188,14 @@ def test_user_parts_keep_their_order_and_what_anthropic_cannot_take_is_left_out(
     ]
 
 
+def test_empty_user_text_is_not_sent_since_anthropic_refuses_empty_text_blocks():
+    """Anthropic answers 400 "text content blocks must be non-empty": an empty user message, or an empty text part beside an image, sends no text block."""
+    image = UserMessage([TextContent(""), ImageContent(PNG, "image/png")])
+    body = build_anthropic_request(format_msg_for_llm(AgentContext("", [UserMessage([TextContent("")]), image], {}), None), "claude-haiku-4-5", 1024)
+    assert body["messages"] == [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}]}]
+    assert user_blocks({"type": "text", "text": ""}, {"type": "text"}, {"type": "text", "text": "kept"}) == [{"type": "text", "text": "kept"}]
+
+
 def test_a_user_message_without_content_sends_nothing():
     """``content`` None (or anything neither text nor a list of parts) adds no turn; the next user message is the first."""
     body = build({"role": "user", "content": None}, {"role": "user", "content": {"type": "text", "text": "lost"}}, {"role": "user", "content": "hi"})
