@@ -58,7 +58,7 @@ def _user_blocks(content: Any) -> list[dict[str, Any]]:
         if not isinstance(part, dict):
             continue
         if part.get("type") == "text":
-            blocks.append({"type": "text", "text": part.get("text", "")})
+            blocks.extend(_text_block(part))  # not an empty one: Anthropic refuses it ("text content blocks must be non-empty")
         elif part.get("type") == "image_url":
             blocks.append(_image_block(part))
     return blocks
