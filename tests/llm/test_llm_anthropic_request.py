@@ -375,3 +375,51 @@ def test_a_body_shares_no_nested_option_with_the_defaults():
     body["metadata"]["user_id"] = "someone else"
     assert defaults == kept
     assert build_anthropic_request(FORMATTED, "claude-haiku-4-5", 4096, defaults)["thinking"]["budget_tokens"] == 2048
+
+
+def _refuses_blank_text(request) -> Reply:
+    """An Anthropic-like server: 400 for a text block of whitespace alone, as Anthropic answers; else a tool call, then an answer."""
+    body = request.json()
+    texts = [b.get("text") for m in body["messages"] if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "text"]
+    if any(not t.strip() for t in texts):
+        return Reply(status=400, body={"type": "error", "error": {"type": "invalid_request_error", "message": "messages: text content blocks must contain non-whitespace text"}})
+    if body["messages"][-1]["content"][-1].get("type") == "tool_result":
+        return Reply(body={**REPLY, "content": [{"type": "text", "text": "It is sunny."}], "stop_reason": "end_turn"})
+    # what models write: a blank line before the call
+    call = {"type": "tool_use", "id": "toolu_01", "name": "getWeather", "input": {"city": "Paris"}}
+    return Reply(body={**REPLY, "content": [{"type": "text", "text": "\n\n"}, call], "stop_reason": "tool_use"})
+
+
+def test_a_reply_whose_text_is_only_whitespace_does_not_break_the_next_request():
+    """Anthropic refuses a text block of whitespace alone; a model's "\\n\\n" before a call is not sent back, so the run goes on to its answer."""
+    from yiemagent import YiemAgent, run_agent, take_response, shutdown
+
+    with LocalServer(_refuses_blank_text) as server:
+        agent = YiemAgent(llm_call=AnthropicClient("k", base_url=server.url, stream=False), agent_event_sink=None)
+        try:
+            run_agent(agent, "weather in Paris?")
+            reply = take_response(agent, timeout=30)
+        finally:
+            shutdown(agent)
+    assert reply.stop_reason == "stop" and reply.content == [TextContent("It is sunny.")]
+    assert len(server.requests) == 2
+
+
+def test_text_of_whitespace_alone_is_left_out_of_assistant_turns_but_a_users_is_sent():
+    """In an assistant turn, whole or block by block, blank text is not sent (a turn of nothing else is left out); a user's is, for Anthropic to name."""
+    call = {"id": "toolu_01", "type": "function", "function": {"name": "getWeather", "arguments": "{}"}}
+    body = build(
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "\n\n", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "toolu_01", "content": "Sunny"},
+        {"role": "assistant", "content": " \n "},
+        {"role": "user", "content": "and tomorrow?"},
+        {"role": "assistant", "content_blocks": [{"type": "text", "text": " "}, {"type": "text", "text": "Let me see."}, {**call, "id": "toolu_02"}], "tool_calls": []},
+        {"role": "tool", "tool_call_id": "toolu_02", "content": "Rain"},
+        {"role": "user", "content": "  "},
+    )
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user", "assistant", "user"]
+    assert body["messages"][1]["content"] == [{"type": "tool_use", "id": "toolu_01", "name": "getWeather", "input": {}}]
+    assert body["messages"][2]["content"][1:] == [{"type": "text", "text": "and tomorrow?"}]  # the blank turn between is gone: one user turn
+    assert [b["type"] for b in body["messages"][3]["content"]] == ["text", "tool_use"]
+    assert body["messages"][4]["content"][-1] == {"type": "text", "text": "  "}

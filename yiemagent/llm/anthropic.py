@@ -100,7 +100,8 @@ def _ordered_blocks(content_blocks: list[Any]) -> list[dict[str, Any]]:
     for block in content_blocks:
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text":
-            blocks.extend(_text_block(block))
+            if isinstance(block.get("text"), str) and block["text"].strip():  # see _assistant_blocks
+                blocks.extend(_text_block(block))
         elif kind in ("thinking", "redacted_thinking"):
             blocks.extend(_signed_thinking([block]))
         elif kind == "function":  # a tool call, as in tool_calls
@@ -111,11 +112,20 @@ def _ordered_blocks(content_blocks: list[Any]) -> list[dict[str, Any]]:
 
 
 def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant turn's blocks; text of whitespace alone is left out.
+
+    Anthropic refuses a text block of whitespace alone ("text content blocks must contain
+    non-whitespace text"), and a model writes one ("\n\n" before a tool call): sent back, it
+    would fail every later request of the conversation. A turn of nothing else sends no
+    blocks, so ``add`` leaves it out (a user's text of whitespace alone is sent, and refused
+    with that message: left out, the request would end with the model's last turn, which
+    Anthropic continues instead of answering).
+    """
     if isinstance(message.get("content_blocks"), list):
         return _ordered_blocks(message["content_blocks"])
     blocks: list[dict[str, Any]] = _signed_thinking(message.get("thinking_blocks"))
     text = content_text(message.get("content"))
-    if text:
+    if text.strip():
         blocks.append({"type": "text", "text": text})
     blocks.extend(_tool_use(call) for call in message.get("tool_calls") or [])
     return blocks
