@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import gc
+import http.server
 import json
 import logging
 import os
@@ -20,10 +21,13 @@ import threading
 import pytest
 
 import yiemagent
+import yiemagent.mcp._core
+import yiemagent.mcp._session
 
 import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from helpers import WAIT  # noqa: E402
+from mcp_support import alive, child_pids  # noqa: E402
 from yiemagent import TextContent, ToolError, ToolStore
 from yiemagent.errors import ToolSchemaError
 from yiemagent.mcp import MCPClient, MCPConnectionError
@@ -296,3 +300,193 @@ def test_resources_on_pages_that_never_end_stop_at_100_pages():
     with MCPClient.stdio(server("plain"), name="core-pages", timeout_s=WAIT) as client:
         resources = client.resources()
     assert [(r.uri, r.name) for r in resources] == [(f"notes://r{n}", f"r{n}") for n in range(1, 101)]
+
+
+# --- close() and its bounds (docs/mcp.md "Threads": each step of close has a bound; close never hangs) ----------------
+
+
+class Stuck(logging.Handler):
+    """User code that blocks the loop thread: a handler that, given the record saying ``words`` on that thread, waits to
+    be freed (at most WAIT / 2, so that a close that waits for it fails the test instead of hitting its time limit).
+    It blocks in ``handle`` without taking the handler's lock, so other threads can still log through it."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.words = words
+        self.holding = threading.Event()  # set while the loop thread is held here
+        self.free = threading.Event()
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        if self.words in record.getMessage() and threading.current_thread().name.startswith("yiemagent-mcp-"):
+            self.holding.set()
+            self.free.wait(WAIT / 2)
+            self.holding.clear()
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        pass
+
+
+@pytest.fixture
+def stuck():
+    handlers: list[Stuck] = []
+
+    def on(words: str) -> Stuck:
+        handler = Stuck(words)
+        logging.getLogger("yiemagent.mcp").addHandler(handler)
+        handlers.append(handler)
+        return handler
+
+    yield on
+    for handler in handlers:
+        handler.free.set()
+        logging.getLogger("yiemagent.mcp").removeHandler(handler)
+
+
+def logged(records: Records) -> list[tuple[str, str]]:
+    """Every record on the queue so far, as (level, message)."""
+    out = []
+    while not records.queue.empty():
+        record = records.queue.get()
+        out.append((record.levelname, record.getMessage()))
+    return out
+
+
+def test_close_returns_while_the_loop_thread_is_stuck_in_user_code_and_abandons_that_thread(records, stuck, monkeypatch):
+    """The loop thread is blocked in a logging handler (user code: here the record of a store refusing the new tool
+    list) when close() is called: close does not wait for it for ever. Each step it needs the loop for gives up after
+    CLOSE_STEP_S with an ERROR, the call in flight ends as an error result at once, and the thread is abandoned; once the
+    handler returns, that thread still closes the connection and ends, and the server is stopped."""
+    monkeypatch.setattr(yiemagent.mcp._core, "CLOSE_STEP_S", 0.2)
+    handler = stuck("could not be registered")
+    before = child_pids()
+    client = MCPClient.stdio(server("nan"), name="core-stuck", timeout_s=WAIT)
+    (server_pid,) = child_pids() - before
+    store = ToolStore("core")
+    client.tools(store)
+    [loop] = named("yiemagent-mcp-core-stuck")
+    failures: queue.Queue[str] = queue.Queue()
+
+    def call() -> None:
+        try:
+            client.call_tool("change", {})  # the server announces a new tool list: the loop thread relists, and logs
+        except ToolError as exc:
+            failures.put(str(exc))
+
+    calling = threading.Thread(target=call, name="core-stuck-call")
+    calling.start()
+    assert handler.holding.wait(WAIT)
+    client.close()
+    assert handler.holding.is_set(), "close returned while the loop thread was still stuck"
+    assert failures.get(timeout=WAIT) == "MCP tool 'change' failed: the MCPClient for 'core-stuck' was closed during the call"
+    assert [entry for entry in logged(records) if entry[0] == "ERROR"][-2:] == [
+        ("ERROR", "MCP server 'core-stuck': the connection did not close in time; its thread is abandoned"),
+        ("ERROR", "MCP event loop thread 'yiemagent-mcp-core-stuck' did not end; abandoning it (a daemon thread)"),
+    ]
+    assert loop.is_alive() and loop.daemon
+    handler.free.set()
+    loop.join(WAIT)
+    for thread in named("yiemagent-mcp-core-stuck"):  # the hand-overs to the loop end with it
+        thread.join(WAIT)
+    calling.join(WAIT)
+    assert not loop.is_alive() and not named("yiemagent-mcp-core-stuck")
+    assert not alive(server_pid)
+
+
+def test_closing_that_outlasts_the_grace_and_a_step_is_left_to_the_loop_thread_which_ends_later(records, monkeypatch):
+    """close() waits for the connection CLOSE_GRACE_S + CLOSE_STEP_S, and for the loop thread CLOSE_STEP_S more; a
+    stdio server that takes longer to stop (2 s: it stays on until SIGTERM) outlasts both when they are lowered: close
+    returns with two ERRORs, and the abandoned thread goes on stopping the server, then ends."""
+    monkeypatch.setattr(yiemagent.mcp._session, "CLOSE_GRACE_S", 0.2)
+    monkeypatch.setattr(yiemagent.mcp._core, "CLOSE_STEP_S", 0.2)
+    before = child_pids()
+    client = MCPClient.stdio(server("linger"), name="core-late", timeout_s=WAIT)
+    (server_pid,) = child_pids() - before
+    [loop] = named("yiemagent-mcp-core-late")
+    assert client.call_tool("ping", {}).content == [TextContent("pong")]
+    client.close()
+    assert [entry for entry in logged(records) if entry[0] == "ERROR"] == [
+        ("ERROR", "MCP server 'core-late': the connection did not close in time; its thread is abandoned"),
+        ("ERROR", "MCP event loop thread 'yiemagent-mcp-core-late' did not end; abandoning it (a daemon thread)"),
+    ]
+    loop.join(WAIT)
+    assert not loop.is_alive() and not alive(server_pid)
+
+
+class SessionServer(http.server.BaseHTTPRequestHandler):
+    """Streamable HTTP in its simplest form (one JSON body per POST) with a session: initialize's answer names session
+    ``core-4711`` (the ``Mcp-Session-Id`` header). Each DELETE's session is put on the server's ``deletes`` queue; it is
+    answered once the server's ``answer`` event is set."""
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        method, rid = request.get("method"), request.get("id")
+        if method == "initialize":
+            result = {"protocolVersion": request["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "0"}}
+        elif method == "tools/list":
+            result = {"tools": [{"name": "ping", "inputSchema": {"type": "object"}}]}
+        else:
+            result = None
+        body = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode() if rid is not None and result is not None else b""
+        self.send_response(200 if body else 202)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Mcp-Session-Id", "core-4711")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # no stream the server starts
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_DELETE(self) -> None:
+        self.server.deletes.put(self.headers.get("Mcp-Session-Id"))  # type: ignore[attr-defined]
+        self.server.answer.wait(WAIT)  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def session_server():
+    """A SessionServer on 127.0.0.1 (its URL is ``.url``), on a thread of its own."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SessionServer)
+    httpd.daemon_threads = True
+    httpd.deletes = queue.Queue()  # type: ignore[attr-defined]
+    httpd.answer = threading.Event()  # type: ignore[attr-defined]
+    httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}/mcp"  # type: ignore[attr-defined]
+    serving = threading.Thread(target=httpd.serve_forever, name="core-session-server", daemon=True)
+    serving.start()
+    yield httpd
+    httpd.answer.set()  # type: ignore[attr-defined]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_close_ends_an_http_session_with_a_delete_naming_it(session_server):
+    """Over streamable HTTP, close() asks the connection to stop, so the SDK ends the session as the spec asks: one
+    DELETE carrying the session's id (a connection merely cancelled would not send it)."""
+    session_server.answer.set()
+    client = MCPClient.http(session_server.url, name="core-session", timeout_s=WAIT)
+    assert [t.name for t in client.tools()] == ["core-session_ping"]
+    client.close()
+    assert session_server.deletes.get(timeout=WAIT) == "core-4711"
+    assert session_server.deletes.empty()
+
+
+def test_closing_that_outlasts_close_grace_s_is_cut_short_with_a_warning_and_no_error(session_server, records, monkeypatch):
+    """The HTTP server never answers the session's DELETE: closing is cut short after CLOSE_GRACE_S (lowered here) with
+    one WARNING naming the server and the grace; close() waited for that (no ERROR, the thread has ended)."""
+    monkeypatch.setattr(yiemagent.mcp._session, "CLOSE_GRACE_S", 0.5)
+    client = MCPClient.http(session_server.url, name="core-grace", timeout_s=WAIT)
+    assert [t.name for t in client.tools()] == ["core-grace_ping"]
+    client.close()
+    assert session_server.deletes.get(timeout=WAIT) == "core-4711"
+    assert [entry for entry in logged(records) if entry[0] in ("WARNING", "ERROR")] == [
+        ("WARNING", "MCP server 'core-grace': closing took longer than 0.5 s and was cut short")
+    ]
+    assert not named("yiemagent-mcp-core-grace")
