@@ -17,6 +17,7 @@ from any thread. The event loop and the connection live on the thread named
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import warnings
@@ -185,37 +186,33 @@ class ClientCore:
             pass
         self._stop_loop()
 
-    def _on_loop(self, func: Callable[..., Any], *args: Any, timeout: float) -> Any:
-        """``func(*args)`` run on the loop thread, waited for at most ``timeout`` s: its result.
+    def _on_loop(self, func: Callable[..., Any], *args: Any, timeout: float) -> None:
+        """Run ``func(*args)`` on the loop thread, waiting at most ``timeout`` s for it to be done.
 
         The portal's ``start_task_soon`` itself waits, without a bound, until the loop thread
-        takes the task (anyio's ``run_sync_from_thread``), so it is called on a short-lived
-        daemon thread of its own (``yiemagent-mcp-<label>-close``): a loop thread stuck in
-        synchronous code holds that thread, not the caller of ``close``.
+        takes the task (anyio's ``run_sync_from_thread``), so the hand-over is made on a
+        short-lived daemon thread (``yiemagent-mcp-<label>-close``): a loop thread stuck in
+        synchronous code holds that thread, not the caller of ``close``. What ``func`` or the
+        portal raises (the loop already gone) is of no use to ``close`` and is dropped.
 
         Raises:
-            concurrent.futures.TimeoutError: not done within ``timeout`` (the thread is left waiting).
-            whatever ``func`` or the portal raised (``RuntimeError``: the loop is already gone).
+            concurrent.futures.TimeoutError: not done within ``timeout`` (that thread is left waiting).
         """
-        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
         def hand_over() -> None:
-            try:
-                done.set_result(self._portal.start_task_soon(func, *args).result())
-            except BaseException as exc:  # kept on the future for the caller
-                done.set_exception(exc)
+            with contextlib.suppress(BaseException):
+                self._portal.start_task_soon(func, *args).result()
 
         thread = threading.Thread(target=hand_over, name=f"{self._thread.name}-close", daemon=True)
         thread.start()
         thread.join(timeout)
         if thread.is_alive():
             raise concurrent.futures.TimeoutError
-        return done.result()
 
     def _stop_loop(self) -> None:
         try:
             self._on_loop(self._portal.stop, True, timeout=CLOSE_STEP_S)
-        except BaseException:  # the loop is already gone, or stuck (below)
+        except BaseException:  # the loop thread is stuck: joined below, then abandoned
             pass
         self._thread.join(timeout=CLOSE_STEP_S)
         if self._thread.is_alive():
