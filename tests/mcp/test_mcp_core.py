@@ -383,7 +383,10 @@ def test_close_returns_while_the_loop_thread_is_stuck_in_user_code_and_abandons_
         ("ERROR", "MCP server 'core-stuck': the connection did not close in time; its thread is abandoned"),
         ("ERROR", "MCP event loop thread 'yiemagent-mcp-core-stuck' did not end; abandoning it (a daemon thread)"),
     ]
-    assert loop.is_alive() and loop.daemon
+    # left waiting: the loop thread and the two hand-overs to it (the stop, the portal's stop), daemons named after it
+    left = named("yiemagent-mcp-core-stuck")
+    assert sorted(t.name for t in left) == ["yiemagent-mcp-core-stuck"] + ["yiemagent-mcp-core-stuck-close"] * 2
+    assert all(t.daemon for t in left) and loop in left
     handler.free.set()
     loop.join(WAIT)
     for thread in named("yiemagent-mcp-core-stuck"):  # the hand-overs to the loop end with it
