@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import queue
+import select
 import sys
 import threading
 
@@ -27,14 +28,15 @@ import yiemagent.mcp._session
 import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from helpers import WAIT  # noqa: E402
-from mcp_support import alive, child_pids  # noqa: E402
+from mcp_support import alive, child_pids, raw_server_command  # noqa: E402
 from yiemagent import TextContent, ToolError, ToolStore
 from yiemagent.errors import ToolSchemaError
 from yiemagent.mcp import MCPClient, MCPConnectionError
 
 # ``python -c SERVER MODE``: answers initialize and lists ``ping`` and ``change`` (each answering "pong"); a call to
 # ``where`` writes a line to stderr and answers its cwd, $CORE_GREETING and the client's name and version;
-# resources/list gives one resource a page and a next cursor, for ever. In MODE:
+# resources/list gives one resource a page and a next cursor, for ever; resources/read is never answered (the server
+# writes "reading <uri>" to stderr). In MODE:
 # - ``nolist``: never answers tools/list;
 # - ``nan``: a call to ``change`` announces tools/list_changed, and from then on the list also holds ``bad``, whose
 #   schema has a NaN (valid JSON Schema, but no tool store takes it: a schema is sent to the LLM as strict JSON);
@@ -67,6 +69,9 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "the list is being rebuilt"}})
     elif method == "tools/list" and MODE != "nolist" and not (changed and MODE == "relist-silent"):
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [PING, CHANGE, BAD] if changed else [PING, CHANGE]}})
+    elif method == "resources/read":  # never answered; says on stderr that it came
+        sys.stderr.write("reading " + request["params"]["uri"] + "\n")
+        sys.stderr.flush()
     elif method == "resources/list":  # endless pages, one resource each
         n = int((request.get("params") or {}).get("cursor") or 0) + 1
         send({"jsonrpc": "2.0", "id": rid, "result": {"resources": [{"uri": f"notes://r{n}", "name": f"r{n}"}], "nextCursor": str(n)}})
@@ -493,3 +498,48 @@ def test_closing_that_outlasts_close_grace_s_is_cut_short_with_a_warning_and_no_
         ("WARNING", "MCP server 'core-grace': closing took longer than 0.5 s and was cut short")
     ]
     assert not named("yiemagent-mcp-core-grace")
+
+
+# --- the client's words for two failures (client.py's _request and _explain) ------------------------------------------
+
+
+def test_a_request_in_flight_when_the_client_closes_says_the_client_was_closed(monkeypatch):
+    """read_resource waits for an answer that never comes; the server has the request (it says so on its stderr, a pipe
+    here) when close() is called: the request ends at once with MCPConnectionError naming the server, the request and
+    that the client was closed."""
+    readable, writable = os.pipe()
+    errors = os.fdopen(writable, "w")
+    monkeypatch.setattr(sys, "stderr", errors)  # the server's stderr is sys.stderr when the client is made
+    client = MCPClient.stdio(server("plain"), name="core-read", timeout_s=WAIT)
+    monkeypatch.undo()
+    errors.close()
+    outcome: queue.Queue[BaseException] = queue.Queue()
+
+    def read() -> None:
+        try:
+            client.read_resource("notes://slow")
+        except MCPConnectionError as exc:
+            outcome.put(exc)
+
+    reading = threading.Thread(target=read, name="core-read-call")
+    reading.start()
+    said = b""
+    while b"reading notes://slow\n" not in said:
+        assert select.select([readable], [], [], WAIT)[0], "the server never got the request"
+        said += os.read(readable, 4096)
+    client.close()
+    reading.join(WAIT)
+    os.close(readable)
+    assert str(outcome.get(timeout=0)) == "MCP server 'core-read' could not read resource 'notes://slow': the client was closed"
+
+
+def test_a_call_failing_in_the_sdk_names_the_server_and_the_exceptions_type():
+    """A failure that is neither an answer of the server nor a closed connection (here the SDK's check of structured
+    content against the tool's outputSchema, a RuntimeError) is an error result naming the server, the exception's type
+    and its words."""
+    with MCPClient.stdio(raw_server_command("nonsense"), name="core-shaped", timeout_s=WAIT) as client:
+        with pytest.raises(ToolError) as raised:
+            client.call_tool("shaped", {})
+    assert str(raised.value).startswith(
+        "MCP tool 'shaped' failed: MCP server 'core-shaped': RuntimeError: Invalid structured content returned by tool shaped"
+    )
