@@ -543,3 +543,53 @@ def test_a_call_failing_in_the_sdk_names_the_server_and_the_exceptions_type():
     assert str(raised.value).startswith(
         "MCP tool 'shaped' failed: MCP server 'core-shaped': RuntimeError: Invalid structured content returned by tool shaped"
     )
+
+
+class Exits(logging.Handler):
+    """User code that ends the loop thread: a handler that calls sys.exit() on the record saying ``words``, if it is
+    logged on that thread (SystemExit is not an Exception: the library's ``except Exception`` lets it through)."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.words = words
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        if self.words in record.getMessage() and threading.current_thread().name.startswith("yiemagent-mcp-"):
+            sys.exit("a handler exits")
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        pass
+
+
+def test_user_code_that_ends_the_loop_thread_is_logged_naming_the_thread_and_close_still_returns(records):
+    """A logging handler calls sys.exit() on a record logged on the loop thread (a store refusing the new tool list):
+    SystemExit ends the event loop and its thread; that is an ERROR naming the thread, with the exception, never lost
+    silently. The call in flight fails, and close() returns and stops the server."""
+    exits = Exits("could not be registered")
+    logger = logging.getLogger("yiemagent.mcp")
+    logger.addHandler(exits)
+    try:
+        before = child_pids()
+        client = MCPClient.stdio(server("nan"), name="core-exit", timeout_s=WAIT)
+        (server_pid,) = child_pids() - before
+        store = ToolStore("core")
+        client.tools(store)
+        [loop] = named("yiemagent-mcp-core-exit")
+        with pytest.raises(ToolError):
+            client.call_tool("change", {})
+        record = records.wait_for("ended with an error")
+        loop.join(WAIT)
+        client.close()
+    finally:
+        logger.removeHandler(exits)
+    assert (record.levelname, record.getMessage(), record.threadName) == (
+        "ERROR",
+        "MCP event loop thread 'yiemagent-mcp-core-exit' ended with an error",
+        "yiemagent-mcp-core-exit",
+    )
+    cause = record.exc_info[1] if record.exc_info else None
+    while isinstance(cause, BaseExceptionGroup):  # the task groups it came through
+        cause = cause.exceptions[0]
+    assert isinstance(cause, SystemExit) and cause.code == "a handler exits"
+    assert not loop.is_alive() and not alive(server_pid)
