@@ -43,7 +43,8 @@ from yiemagent.mcp import MCPClient, MCPConnectionError
 # - ``relist-refused`` / ``relist-silent``: as ``nan``, but the tools/list after the change gets an error / no answer;
 # - ``garble``: a call to ``garble`` gets a line that is not UTF-8, and the server exits;
 # - ``garble-at-exit``: behaves, and writes a line that is not UTF-8 when its stdin ends (when the client closes);
-# - ``linger``: behaves, but stays on when its stdin ends (SIGTERM stops it).
+# - ``linger``: behaves, but stays on when its stdin ends (SIGTERM stops it);
+# - ``early``: announces tools/list_changed before it answers initialize (out of the protocol's order).
 SERVER = r'''
 import json, os, sys, threading
 MODE = sys.argv[1]
@@ -60,6 +61,8 @@ for line in sys.stdin:
     method, rid = request.get("method"), request.get("id")
     if method == "initialize":
         client = request["params"]["clientInfo"]
+        if MODE == "early":
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         send({"jsonrpc": "2.0", "id": rid, "result": {
             "protocolVersion": request["params"]["protocolVersion"],
             "capabilities": {"tools": {"listChanged": True}, "resources": {}},
@@ -593,3 +596,14 @@ def test_user_code_that_ends_the_loop_thread_is_logged_naming_the_thread_and_clo
         cause = cause.exceptions[0]
     assert isinstance(cause, SystemExit) and cause.code == "a handler exits"
     assert not loop.is_alive() and not alive(server_pid)
+
+
+def test_a_tool_list_change_announced_before_initialize_is_answered_is_ignored(records):
+    """A server that sends tools/list_changed before its initialize answer (out of the protocol's order): there is no
+    session to relist with yet, so the notice is ignored: no relist, nothing logged above DEBUG; tools() and calls work."""
+    store = ToolStore("core")
+    with MCPClient.stdio(server("early"), name="core-early", timeout_s=WAIT) as client:
+        client.tools(store)
+        assert client.call_tool("ping", {}).content == [TextContent("pong")]
+        assert list(store.tools) == ["core-early_ping", "core-early_change"]
+    assert [entry for entry in logged(records) if entry[0] != "DEBUG"] == []
