@@ -565,10 +565,13 @@ class Exits(logging.Handler):
         pass
 
 
-def test_user_code_that_ends_the_loop_thread_is_logged_naming_the_thread_and_close_still_returns(records):
+def test_user_code_that_ends_the_loop_thread_is_logged_naming_the_thread_and_close_still_returns(records, monkeypatch):
     """A logging handler calls sys.exit() on a record logged on the loop thread (a store refusing the new tool list):
     SystemExit ends the event loop and its thread; that is an ERROR naming the thread, with the exception, never lost
-    silently. The call in flight fails, and close() returns and stops the server."""
+    silently. The call in flight fails, and close() returns and stops the server, with no exception left in any thread
+    (closing finds the loop gone: nothing to hand over)."""
+    escaped: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
     exits = Exits("could not be registered")
     logger = logging.getLogger("yiemagent.mcp")
     logger.addHandler(exits)
@@ -596,6 +599,7 @@ def test_user_code_that_ends_the_loop_thread_is_logged_naming_the_thread_and_clo
         cause = cause.exceptions[0]
     assert isinstance(cause, SystemExit) and cause.code == "a handler exits"
     assert not loop.is_alive() and not alive(server_pid)
+    assert [(args.thread.name, args.exc_type) for args in escaped] == []
 
 
 def test_a_tool_list_change_announced_before_initialize_is_answered_is_ignored(records):
