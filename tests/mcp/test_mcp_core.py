@@ -611,3 +611,62 @@ def test_a_tool_list_change_announced_before_initialize_is_answered_is_ignored(r
         assert client.call_tool("ping", {}).content == [TextContent("pong")]
         assert list(store.tools) == ["core-early_ping", "core-early_change"]
     assert [entry for entry in logged(records) if entry[0] != "DEBUG"] == []
+
+
+class Closes(logging.Handler):
+    """User code on the loop thread that closes the client: a handler that calls ``client.close()`` on the record saying
+    ``words``, if it is logged on that thread; what close raised there (if anything) is put on ``raised``, and the
+    threads that close left running (their names and whether they are daemons) on ``started``."""
+
+    def __init__(self, words: str, client: MCPClient) -> None:
+        super().__init__(logging.DEBUG)
+        self.words, self.client = words, client
+        self.raised: queue.Queue[object] = queue.Queue()
+        self.started: queue.Queue[set[tuple[str, bool]]] = queue.Queue()
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        if self.words in record.getMessage() and threading.current_thread().name.startswith("yiemagent-mcp-"):
+            before = set(threading.enumerate())
+            try:
+                self.client.close()
+                self.raised.put(None)
+            except BaseException as exc:  # noqa: BLE001  the test reports it
+                self.raised.put(exc)
+            self.started.put({(t.name, t.daemon) for t in set(threading.enumerate()) - before})
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        pass
+
+
+def test_close_called_on_the_loop_thread_returns_at_once_and_the_client_still_closes(records, monkeypatch):
+    """User code on the loop thread (a logging handler, on the record of a store refusing the new tool list) calls
+    close(): the loop cannot wait for itself, so close returns at once there, without an error, and the closing goes
+    on on a thread of its own: the call in flight ends, the connection closes, the loop thread ends, the server stops,
+    and nothing is logged as an error but the refused list."""
+    monkeypatch.setattr(yiemagent.mcp._core, "CLOSE_STEP_S", 0.2)  # a close that waited for the loop would give up soon
+    before = child_pids()
+    client = MCPClient.stdio(server("nan"), name="core-self", timeout_s=WAIT)
+    (server_pid,) = child_pids() - before
+    store = ToolStore("core")
+    client.tools(store)
+    [loop] = named("yiemagent-mcp-core-self")
+    closes = Closes("could not be registered", client)
+    logger = logging.getLogger("yiemagent.mcp")
+    logger.addHandler(closes)
+    try:
+        with pytest.raises(ToolError) as raised:
+            client.call_tool("change", {})
+        assert closes.raised.get(timeout=WAIT) is None
+        assert closes.started.get(timeout=WAIT) == {("yiemagent-mcp-core-self-close", True)}  # the closing, and its hand-over
+        loop.join(WAIT)
+        for thread in named("yiemagent-mcp-core-self"):
+            thread.join(WAIT)
+    finally:
+        logger.removeHandler(closes)
+    assert str(raised.value) == "MCP tool 'change' failed: the MCPClient for 'core-self' was closed during the call"
+    assert not loop.is_alive() and not named("yiemagent-mcp-core-self") and not alive(server_pid)
+    assert "closed" in repr(client)
+    assert [entry for entry in logged(records) if entry[0] in ("WARNING", "ERROR") and "'change' failed" not in entry[1]] == [
+        ("ERROR", "MCP server 'core-self': the new tool list could not be registered")
+    ]

@@ -169,7 +169,12 @@ class ClientCore:
             self._calls.discard(future)
 
     def close(self) -> None:
-        """Cancel the calls in flight, close the connection, stop the loop and join its thread (each step bounded)."""
+        """Cancel the calls in flight, close the connection, stop the loop and join its thread (each step bounded).
+
+        Called on the loop thread itself (user code there, a logging handler say), it returns
+        once the calls are cancelled and leaves the rest to a thread of its own: the loop
+        cannot wait for itself.
+        """
         with self._lock:
             if self._closed:
                 return
@@ -177,6 +182,12 @@ class ClientCore:
             calls = list(self._calls)
         for future in calls:
             future.cancel()
+        if threading.current_thread() is self._thread:  # user code on the loop thread (a log handler): it cannot wait for itself
+            threading.Thread(target=self._finish_close, name=f"{self._thread.name}-close", daemon=True).start()
+            return
+        self._finish_close()
+
+    def _finish_close(self) -> None:
         try:
             self._on_loop(self._conn.stop, timeout=CLOSE_STEP_S)
             self._run.result(timeout=_session.CLOSE_GRACE_S + CLOSE_STEP_S)
