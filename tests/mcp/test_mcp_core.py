@@ -386,7 +386,10 @@ def test_close_returns_while_the_loop_thread_is_stuck_in_user_code_and_abandons_
     assert handler.holding.wait(WAIT)
     client.close()
     assert handler.holding.is_set(), "close returned while the loop thread was still stuck"
-    assert failures.get(timeout=WAIT) == "MCP tool 'change' failed: the MCPClient for 'core-stuck' was closed during the call"
+    assert failures.get(timeout=WAIT) in {  # "is closed": the close came before the call was registered (a loaded machine)
+        "MCP tool 'change' failed: the MCPClient for 'core-stuck' was closed during the call",
+        "MCP tool 'change' failed: the MCPClient for 'core-stuck' is closed",
+    }
     assert [entry for entry in logged(records) if entry[0] == "ERROR"][-2:] == [
         ("ERROR", "MCP server 'core-stuck': the connection did not close in time; its thread is abandoned"),
         ("ERROR", "MCP event loop thread 'yiemagent-mcp-core-stuck' did not end; abandoning it (a daemon thread)"),
@@ -533,7 +536,12 @@ def test_a_request_in_flight_when_the_client_closes_says_the_client_was_closed(m
     client.close()
     reading.join(WAIT)
     os.close(readable)
-    assert str(outcome.get(timeout=0)) == "MCP server 'core-read' could not read resource 'notes://slow': the client was closed"
+    # the second when the close came before the request was registered as in flight: on a loaded machine the reading
+    # thread, woken once the loop took the request, may not have run again by the time the server has it
+    assert str(outcome.get(timeout=0)) in {
+        "MCP server 'core-read' could not read resource 'notes://slow': the client was closed",
+        "MCP server 'core-read' could not read resource 'notes://slow': the MCPClient for 'core-read' is closed",
+    }
 
 
 def test_a_call_failing_in_the_sdk_names_the_server_and_the_exceptions_type():
@@ -642,7 +650,7 @@ class Closes(logging.Handler):
 def test_close_called_on_the_loop_thread_returns_at_once_and_the_client_still_closes(records, monkeypatch):
     """User code on the loop thread (a logging handler, on the record of a store refusing the new tool list) calls
     close(): the loop cannot wait for itself, so close returns at once there, without an error, and the closing goes
-    on on a thread of its own: the call in flight ends, the connection closes, the loop thread ends, the server stops,
+    on on a thread of its own: the call ends as an error result, the connection closes, the loop thread ends, the server stops,
     and nothing is logged as an error but the refused list."""
     monkeypatch.setattr(yiemagent.mcp._core, "CLOSE_STEP_S", 0.2)  # a close that waited for the loop would give up soon
     before = child_pids()
@@ -664,7 +672,12 @@ def test_close_called_on_the_loop_thread_returns_at_once_and_the_client_still_cl
             thread.join(WAIT)
     finally:
         logger.removeHandler(closes)
-    assert str(raised.value) == "MCP tool 'change' failed: the MCPClient for 'core-self' was closed during the call"
+    # "is closed" when the close came before the call was registered: on a loaded machine the loop thread can run the
+    # call and the relist before the calling thread, woken, gets to run again
+    assert str(raised.value) in {
+        "MCP tool 'change' failed: the MCPClient for 'core-self' was closed during the call",
+        "MCP tool 'change' failed: the MCPClient for 'core-self' is closed",
+    }
     assert not loop.is_alive() and not named("yiemagent-mcp-core-self") and not alive(server_pid)
     assert "closed" in repr(client)
     assert [entry for entry in logged(records) if entry[0] in ("WARNING", "ERROR") and "'change' failed" not in entry[1]] == [
