@@ -647,12 +647,11 @@ class Closes(logging.Handler):
         pass
 
 
-def test_close_called_on_the_loop_thread_returns_at_once_and_the_client_still_closes(records, monkeypatch):
+def test_close_called_on_the_loop_thread_returns_at_once_and_the_client_still_closes(records):
     """User code on the loop thread (a logging handler, on the record of a store refusing the new tool list) calls
     close(): the loop cannot wait for itself, so close returns at once there, without an error, and the closing goes
     on on a thread of its own: the call ends as an error result, the connection closes, the loop thread ends, the server stops,
     and nothing is logged as an error but the refused list."""
-    monkeypatch.setattr(yiemagent.mcp._core, "CLOSE_STEP_S", 0.2)  # a close that waited for the loop would give up soon
     before = child_pids()
     client = MCPClient.stdio(server("nan"), name="core-self", timeout_s=WAIT)
     (server_pid,) = child_pids() - before
