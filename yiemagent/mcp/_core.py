@@ -17,6 +17,7 @@ from any thread. The event loop and the connection live on the thread named
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import warnings
@@ -26,11 +27,20 @@ from typing import Any, Optional
 from .._log_masking import install_log_filter, remove_log_filter
 from .._secrets import Secrets
 from ..errors import YiemAgentError
-from ._session import CLOSE_GRACE_S, Connection, NotConnectedError, Transport, start_loop
+from . import _session
+from ._session import Connection, NotConnectedError, Transport, start_loop
 
-__all__ = ["ClientCore", "MCPConnectionError", "MCPRequestError", "abandon", "leaf"]
+__all__ = ["CLOSE_STEP_S", "ClientCore", "MCPConnectionError", "MCPRequestError", "abandon", "leaf"]
 
 logger = logging.getLogger("yiemagent.mcp")
+
+CLOSE_STEP_S = 5.0
+"""How long ``close`` waits for each step it needs the loop thread for: the loop taking the
+connection's stop, then the connection's closing (``_session.CLOSE_GRACE_S`` more), the loop
+taking the portal's stop, the thread ending. A loop thread stuck longer, in synchronous code
+(a logging handler that blocks on a record logged there, a store registering a new tool
+list), is abandoned with an ERROR line (it is a daemon thread): ``close`` never waits for
+ever. A module constant so that tests can lower it."""
 
 
 class MCPConnectionError(YiemAgentError, ConnectionError):
@@ -159,7 +169,12 @@ class ClientCore:
             self._calls.discard(future)
 
     def close(self) -> None:
-        """Cancel the calls in flight, close the connection, stop the loop and join its thread (each step bounded)."""
+        """Cancel the calls in flight, close the connection, stop the loop and join its thread (each step bounded).
+
+        Called on the loop thread itself (user code there, a logging handler say), it returns
+        once the calls are cancelled and leaves the rest to a thread of its own: the loop
+        cannot wait for itself.
+        """
         with self._lock:
             if self._closed:
                 return
@@ -167,21 +182,50 @@ class ClientCore:
             calls = list(self._calls)
         for future in calls:
             future.cancel()
+        if threading.current_thread() is self._thread:  # user code on the loop thread (a log handler): it cannot wait for itself
+            threading.Thread(target=self._finish_close, name=f"{self._thread.name}-close", daemon=True).start()
+            return
+        self._finish_close()
+
+    def _finish_close(self) -> None:
         try:
-            self._portal.start_task_soon(self._conn.stop).result(timeout=5)
-            self._run.result(timeout=CLOSE_GRACE_S + 5)
+            self._on_loop(self._conn.stop, timeout=CLOSE_STEP_S)
+            self._run.result(timeout=_session.CLOSE_GRACE_S + CLOSE_STEP_S)
         except concurrent.futures.TimeoutError:
             logger.error("MCP server %r: the connection did not close in time; its thread is abandoned", self.label)
         except BaseException:  # the connection had already failed; _connection_ended logged why
             pass
         self._stop_loop()
 
+    def _on_loop(self, func: Callable[..., Any], *args: Any, timeout: float) -> None:
+        """Run ``func(*args)`` on the loop thread, waiting at most ``timeout`` s for it to be done.
+
+        The portal's ``start_task_soon`` itself waits, without a bound, until the loop thread
+        takes the task (anyio's ``run_sync_from_thread``), so the hand-over is made on a
+        short-lived daemon thread (``yiemagent-mcp-<label>-close``): a loop thread stuck in
+        synchronous code holds that thread, not the caller of ``close``. What ``func`` or the
+        portal raises (the loop already gone) is of no use to ``close`` and is dropped.
+
+        Raises:
+            concurrent.futures.TimeoutError: not done within ``timeout`` (that thread is left waiting).
+        """
+
+        def hand_over() -> None:
+            with contextlib.suppress(BaseException):
+                self._portal.start_task_soon(func, *args).result()
+
+        thread = threading.Thread(target=hand_over, name=f"{self._thread.name}-close", daemon=True)
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive():
+            raise concurrent.futures.TimeoutError
+
     def _stop_loop(self) -> None:
         try:
-            self._portal.start_task_soon(self._portal.stop, True).result(timeout=5)
-        except BaseException:  # the loop is already gone
+            self._on_loop(self._portal.stop, True, timeout=CLOSE_STEP_S)
+        except BaseException:  # the loop thread is stuck: joined below, then abandoned
             pass
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=CLOSE_STEP_S)
         if self._thread.is_alive():
             logger.error("MCP event loop thread %r did not end; abandoning it (a daemon thread)", self._thread.name)
         remove_log_filter(self._secrets)

@@ -35,9 +35,11 @@ __all__ = ["Connection", "NotConnectedError", "http_transport", "start_loop", "s
 
 logger = logging.getLogger("yiemagent.mcp")
 
-# How long closing may take once the server was asked to stop; the SDK's own stdio
-# shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL) fits well inside it.
 CLOSE_GRACE_S = 10.0
+"""How long closing may take once the server was asked to stop; then ``run`` cuts it short with a
+warning. The SDK's own stdio shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL) fits well inside
+it, and runs to its end anyway (shielded); what it bounds is, say, an HTTP server that never
+answers the session's DELETE. Read at each close: a module constant that tests can lower."""
 MAX_HTTP_EVENT_BYTES = 64 * 1024 * 1024
 """The largest SSE event (one message) taken over streamable HTTP: the LLM clients' max_reply_bytes; the SDK's default is 1 MiB."""
 _MAX_PAGES = 100  # tools/list pages followed: a server whose cursor never ends cannot hang tools()
