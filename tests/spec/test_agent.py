@@ -433,3 +433,13 @@ def test_the_agents_own_parts_cannot_be_replaced(agents, name):
         setattr(agent, name, object())
     assert str(raised.value) == f"YiemAgent.{name} cannot be replaced"
     assert getattr(agent, name) is before
+
+
+def test_the_agents_attributes_read_on_the_class_are_their_descriptors_so_help_lists_them():
+    """``YiemAgent.state`` (on the class, no agent) is the attribute's descriptor, not an error: ``help(YiemAgent)`` and pydoc read them so."""
+    import pydoc
+
+    from yiemagent.agent import _Forward
+
+    assert isinstance(YiemAgent.state, _Forward) and YiemAgent.llm_call.writable and not YiemAgent.tool_store.writable
+    assert "input_channel" in pydoc.render_doc(YiemAgent)
