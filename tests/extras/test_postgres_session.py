@@ -200,6 +200,21 @@ def test_a_second_holder_fails_at_once_naming_the_first(pg):
         assert isinstance(SessionInUseError("x"), YiemAgentError) and first.held and not second.held
 
 
+def test_the_holder_named_is_the_one_in_the_sessions_own_database(pg, postgres_server):
+    """Another database of the same server holds a session whose lock key is the same number: the error names this database's holder, not that one."""
+    elsewhere = PostgresBackend(postgres_server)
+    try:
+        with elsewhere.open("other") as stranger, pg.open("s") as holder, pg.open("s") as second:
+            stranger.acquire()  # the first id of its database: lock key 1, as "s" has here
+            holder.acquire()
+            assert sql(pg, "SELECT lock_key FROM yiemagent_sessions") == [(1,)]
+            with pytest.raises(SessionInUseError) as raised:
+                second.acquire()
+            assert f"server pid {holder._conn.info.backend_pid})" in str(raised.value), str(raised.value)
+    finally:
+        elsewhere.drop()
+
+
 def test_acquiring_twice_through_one_object_is_refused(pg):
     """One PostgresSession already held: acquire again raises SessionInUseError (a lock would silently stack)."""
     with pg.open("s") as s:
