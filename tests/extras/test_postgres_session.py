@@ -8,7 +8,10 @@ docs/scale.md.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,12 +83,43 @@ def test_text_utf8_cannot_carry_still_round_trips(pg):
         assert s.messages()[0].content[0].text == "half a pair \ufffd here" and s.messages()[1].content[0].text == "nul \x00 inside"
 
 
+def test_bodies_are_compact_json_with_text_as_it_is(pg):
+    """docs/sessions.md's form: a body is compact JSON, non-ASCII text as it is; one holding a lone surrogate is all ASCII, the surrogate a \\u escape, and reads back as the agent holds it."""
+    odd = ToolResultMessage("c1", "t", [TextContent("half \ud800 ✓")])  # a tool's result is stored as the agent holds it, surrogate and all
+    with pg.open("s") as s:
+        s.append(user("ünïcødé ✓"))
+        s.append(odd)
+        assert [m.content[0].text for m in s.messages()] == ["ünïcødé ✓", "half \ufffd ✓"]
+    (plain,), (escaped,) = sql(pg, "SELECT body FROM yiemagent_messages ORDER BY id")
+    assert "ünïcødé ✓" in plain and plain == json.dumps(json.loads(plain), ensure_ascii=False, separators=(",", ":"))
+    assert escaped.isascii() and "half \\ud800 \\u2713" in escaped and escaped == json.dumps(json.loads(escaped), separators=(",", ":"))
+
+
+def test_appending_what_is_not_a_message_names_its_type(pg):
+    """append({...}) raises MessageFormatError naming the type it got; nothing is stored."""
+    with pg.open("s") as s:
+        with pytest.raises(MessageFormatError, match="^a session stores AgentMessages, got dict$"):
+            s.append({"role": "user", "content": []})
+        assert s.messages() == []
+
+
 def test_a_database_of_another_schema_version_is_refused(pg):
     """Tables of another schema version: MessageFormatError naming the version."""
     pg.open("s").close()
     sql(pg, "UPDATE yiemagent_schema SET version = 7")
     with pytest.raises(MessageFormatError, match=r"schema version \[7\]"):
         pg.open("s")
+
+
+def test_a_table_dropped_is_made_again_and_the_version_row_stays_one(pg):
+    """A database missing one table (yiemagent_messages dropped): the next session makes it again, and the schema keeps its one version row, so later sessions open."""
+    pg.open("s").close()
+    sql(pg, "DROP TABLE yiemagent_messages")
+    with pg.open("s") as s:
+        s.append(user("again"))
+    with pg.open("s") as s:
+        assert [m.content[0].text for m in s.messages()] == ["again"]
+    assert sql(pg, "SELECT version FROM yiemagent_schema") == [(1,)]
 
 
 def test_processes_setting_up_one_database_at_once_all_succeed(pg):
@@ -112,19 +146,21 @@ def test_processes_setting_up_one_database_at_once_all_succeed(pg):
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"session_id": ""}, "session_id"), ({"session_id": "a\x00b"}, "NUL"), ({"session_id": "s", "timeout": -1}, "timeout"), ({"session_id": "s", "hold_timeout": float("nan")}, "hold_timeout")],
+    [({"session_id": ""}, "session_id"), ({"session_id": "a\x00b"}, "NUL"), ({"session_id": "s", "timeout": -1}, "timeout"), ({"session_id": "s", "timeout": True}, "timeout"), ({"session_id": "s", "hold_timeout": float("nan")}, "hold_timeout")],
 )
 def test_bad_arguments_are_refused(pg, kwargs, match):
-    """An empty id, an id with NUL, a negative or NaN timeout: ValueError naming it."""
+    """An empty id, an id with NUL, a negative, NaN or bool timeout: ValueError naming it."""
     with pytest.raises(ValueError, match=match):
         PostgresSession(pg.target, **kwargs)
 
 
 def test_timeout_bounds_each_statement_and_keepalives_are_set(pg):
-    """timeout= becomes the connection's statement_timeout; the server's TCP keepalives are set (a dead holder's machine loses its hold)."""
+    """timeout= (30 s by default) becomes the connection's statement_timeout; the server's TCP keepalives are set (a dead holder's machine loses its hold)."""
     with pg.open("s", timeout=2.5) as s:
         shown = [s._conn.execute(f"SHOW {name}").fetchone()[0] for name in ("statement_timeout", "tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count")]
     assert shown == ["2500ms", "10", "5", "3"]
+    with pg.open("s") as default:
+        assert default._conn.execute("SHOW statement_timeout").fetchone()[0] == "30s"  # the documented default, timeout=30.0
 
 
 def test_the_password_never_leaves_the_process(pg):
@@ -164,6 +200,21 @@ def test_a_second_holder_fails_at_once_naming_the_first(pg):
         assert isinstance(SessionInUseError("x"), YiemAgentError) and first.held and not second.held
 
 
+def test_the_holder_named_is_the_one_in_the_sessions_own_database(pg, postgres_server):
+    """Another database of the same server holds a session whose lock key is the same number: the error names this database's holder, not that one."""
+    elsewhere = PostgresBackend(postgres_server)
+    try:
+        with elsewhere.open("other") as stranger, pg.open("s") as holder, pg.open("s") as second:
+            stranger.acquire()  # the first id of its database: lock key 1, as "s" has here
+            holder.acquire()
+            assert sql(pg, "SELECT lock_key FROM yiemagent_sessions") == [(1,)]
+            with pytest.raises(SessionInUseError) as raised:
+                second.acquire()
+            assert f"server pid {holder._conn.info.backend_pid})" in str(raised.value), str(raised.value)
+    finally:
+        elsewhere.drop()
+
+
 def test_acquiring_twice_through_one_object_is_refused(pg):
     """One PostgresSession already held: acquire again raises SessionInUseError (a lock would silently stack)."""
     with pg.open("s") as s:
@@ -180,6 +231,7 @@ def test_release_and_close_end_the_hold(pg):
         first.release()
         first.acquire()
         first.release()
+        assert first.held is False
         second.acquire()
         second.close()
         third.acquire()
@@ -195,9 +247,10 @@ def test_different_ids_are_held_apart(pg):
     assert [k for _, k in keys] == sorted({k for _, k in keys}) and len(keys) == 2
 
 
-def test_hold_timeout_waits_for_the_holder_to_let_go(pg):
-    """With hold_timeout, acquire waits on the server until the holder releases, then holds."""
-    with pg.open("s") as holder, pg.open("s", hold_timeout=WAIT) as waiter:
+@pytest.mark.parametrize("hold_timeout", [WAIT, 1.0], ids=["long", "one second"])
+def test_hold_timeout_waits_for_the_holder_to_let_go(pg, hold_timeout):
+    """With hold_timeout (a second or less too), acquire waits on the server until the holder releases, then holds."""
+    with pg.open("s") as holder, pg.open("s", hold_timeout=hold_timeout) as waiter:
         holder.acquire()
         done = threading.Event()
         failed: list[BaseException] = []
@@ -258,8 +311,8 @@ def test_the_hold_ends_when_the_holders_process_is_killed(pg):
         child.stderr.close()
 
 
-def test_a_holder_whose_connection_was_cut_cannot_write_and_the_next_holder_can(pg):
-    """The server ends the holder's connection: its append fails (its hold is gone), release does not raise, another session holds and writes."""
+def test_a_holder_whose_connection_was_cut_cannot_write_and_the_next_holder_can(pg, caplog):
+    """The server ends the holder's connection: its append fails (its hold is gone), release neither raises nor warns, another session holds and writes."""
     with pg.open("s") as holder, pg.open("s", hold_timeout=WAIT) as successor:
         holder.acquire()
         holder.append(user("before the cut"))
@@ -267,7 +320,98 @@ def test_a_holder_whose_connection_was_cut_cannot_write_and_the_next_holder_can(
         assert sql(pg, "SELECT pg_terminate_backend(%s)", (backend_pid,)) == [(True,)]
         with pytest.raises(psycopg.OperationalError):
             holder.append(user("after the cut"))
-        holder.release()
+        with caplog.at_level(logging.WARNING, logger="yiemagent.sessions"):
+            holder.release()
+        assert caplog.records == [] and not holder.held  # the loss was seen already: nothing left to end
         successor.acquire()
         successor.append(user("the successor's"))
         assert [m.content[0].text for m in successor.messages()] == ["before the cut", "the successor's"]
+
+
+def test_two_sessions_making_an_ids_key_at_once_share_it(pg):
+    """Another process inserts the id's row between this session's look-up and its insert: acquire takes that row's key, and the two exclude each other."""
+    pg.open("setup").close()
+    with psycopg.connect(pg.target) as other, pg.open("s") as late, pg.open("s") as third:
+        other.execute("INSERT INTO yiemagent_sessions (session_id) VALUES ('s')")  # not committed: late's insert waits for it
+        outcome: list[object] = []
+
+        def take() -> None:
+            try:
+                late.acquire()
+                outcome.append("held")
+            except BaseException as exc:  # noqa: BLE001  reported below
+                outcome.append(exc)
+
+        taker = threading.Thread(target=take, daemon=True)
+        taker.start()
+        until(lambda: bool(sql(pg, "SELECT 1 FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted")), "late's insert waiting for the other's")
+        other.commit()
+        taker.join(WAIT)
+        assert outcome == ["held"] and late.held
+        with pytest.raises(SessionInUseError):
+            third.acquire()
+    assert sql(pg, "SELECT session_id FROM yiemagent_sessions WHERE session_id = 's'") == [("s",)]
+
+
+def test_acquiring_an_id_that_has_a_key_spends_no_new_key(pg):
+    """Keys are an INTEGER sequence: taking the hold of a known id again, from new sessions, uses its key and leaves the sequence alone."""
+    with pg.open("a") as a:
+        a.acquire()
+    for _ in range(3):
+        with pg.open("a") as again:
+            again.acquire()
+    with pg.open("b") as b:
+        b.acquire()
+    [(a_key,), (b_key,)] = sql(pg, "SELECT lock_key FROM yiemagent_sessions ORDER BY session_id")
+    assert b_key == a_key + 1
+
+
+def test_release_after_the_server_cut_the_connection_warns_and_closes_it(pg, caplog):
+    """The holder's connection ended unnoticed: release logs a warning naming the session and the error, closes the connection, and does not raise."""
+    with pg.open("s") as s:
+        s.acquire()
+        backend_pid = s._conn.info.backend_pid
+        assert sql(pg, "SELECT pg_terminate_backend(%s)", (backend_pid,)) == [(True,)]
+        until(lambda: not sql(pg, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend_pid,)), "the backend's end")
+        with caplog.at_level(logging.WARNING, logger="yiemagent.sessions"):
+            s.release()
+        assert not s.held and s._conn.closed
+        [record] = caplog.records
+        assert re.fullmatch(
+            re.escape(repr(s)) + r": releasing the hold failed \((?!None\)).*terminat.*\); closing the connection ends it", record.getMessage(), re.DOTALL
+        ), record.getMessage()
+
+
+# --- a role that may only read and write the tables -------------------------------------------
+
+
+@pytest.fixture
+def app_dsn(pg):
+    """The DSN of a login role of the test's own that may read and write the tables, made by their owner, and create nothing (a least-privilege application's role)."""
+    role = f"{pg.database}_app"
+    pg.open("setup").close()
+    sql(pg, f"CREATE ROLE {role} LOGIN")
+    sql(pg, "REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    sql(pg, f"GRANT SELECT, INSERT, DELETE ON ALL TABLES IN SCHEMA public TO {role}")
+    yield pg.target.replace("user=postgres", f"user={role}")
+    sql(pg, f"DROP OWNED BY {role}")
+    sql(pg, f"DROP ROLE {role}")
+
+
+def test_a_role_that_cannot_create_tables_uses_a_database_set_up_already(pg, app_dsn):
+    """Once the tables exist, opening a session runs no DDL (docs/scale.md): a role without CREATE appends, reads, holds and clears."""
+    with PostgresSession(app_dsn, "s") as s:
+        s.acquire()
+        s.append(user("a"))
+        assert [m.content[0].text for m in s.messages()] == ["a"]
+        s.clear()
+        assert s.messages() == [] and s.held
+
+
+def test_a_holder_the_role_cannot_see_is_not_named(pg, app_dsn):
+    """A role that may not read pg_locks: the second acquire still raises SessionInUseError, naming no holder."""
+    sql(pg, "REVOKE SELECT ON pg_catalog.pg_locks FROM PUBLIC")  # in this test's database only
+    with PostgresSession(app_dsn, "s") as first, PostgresSession(app_dsn, "s") as second:
+        first.acquire()
+        with pytest.raises(SessionInUseError, match=rf"^session 's' in {pg.where} is held by another agent: one agent holds a session at a time$"):
+            second.acquire()

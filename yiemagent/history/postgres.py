@@ -278,11 +278,16 @@ class PostgresSession(ConnectedSession):
         return True
 
     def _holder(self, conn: "psycopg.Connection[Any]", key: int) -> str:
-        """`` (<application_name>, server pid N)`` of the connection holding the lock, or "" when it cannot be seen."""
+        """`` (<application_name>, server pid N)`` of the connection holding the lock, or "" when it cannot be seen.
+
+        pg_locks shows every database's locks, and an advisory key is a lock only within its
+        database: another database's session with the same ``lock_key`` is not the holder.
+        """
         try:
             row = conn.execute(
                 "SELECT a.application_name, l.pid FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
-                " WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objid = %s AND l.objsubid = 2 AND l.granted",
+                " WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                " AND l.classid = %s AND l.objid = %s AND l.objsubid = 2 AND l.granted",
                 (LOCK_CLASS, key),
             ).fetchone()
         except _psycopg().Error:
