@@ -408,14 +408,22 @@ def test_a_custom_calls_free_text_is_its_tools_input_and_a_missing_or_null_input
 @pytest.mark.spec("7")
 @pytest.mark.parametrize(
     "value, got",
-    [(42, "a number: 42"), (False, "a boolean: False"), (["ls"], "an array: ['ls']"), ({"cmd": "ls"}, "an object: {'cmd': 'ls'}")],
-    ids=["number", "boolean", "array", "object"],
+    [(42, "a number: 42"), (False, "a boolean: False"), (["ls"], "an array: ['ls']"), ({"cmd": "ls"}, "an object: {'cmd': 'ls'}"), (b"ls", "a bytes: b'ls'")],
+    ids=["number", "boolean", "array", "object", "not JSON (an llm_call's own object)"],
 )
 def test_a_custom_call_whose_input_is_not_text_is_an_error_naming_what_it_got(value, got):
     """A custom call's input must be text: anything else is an arguments error with its kind and value, and the tool is not given it."""
     [call] = extract_tool_calls(custom_call(input=value))[1]
     assert (call.type, call.arguments) == ("custom", {})
     assert call.arguments_error == f"the input of a custom tool call must be text, got {got}"
+
+
+@pytest.mark.spec("7")
+def test_a_function_call_carrying_a_stray_custom_object_is_read_from_its_function():
+    """The call's type decides where its name and arguments are: a "function" call is read from "function", whatever else it carries."""
+    stray = {"id": "c1", "type": "function", "function": {"name": "getWeather", "arguments": '{"city": "Paris"}'}, "custom": {"name": "code_exec", "input": "ls"}}
+    [call] = extract_tool_calls(AssistantMessage([{"type": "tool_calls", "tool_calls": [stray]}]))[1]
+    assert (call.type, call.name, call.arguments, call.arguments_error) == ("function", "getWeather", {"city": "Paris"}, None)
 
 
 @pytest.mark.spec("7")
