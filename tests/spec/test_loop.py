@@ -767,3 +767,54 @@ def test_a_channel_keeps_each_items_context_only_when_made_to_carry_it():
     assert item == "a" and context[var] == "sender"
     assert plain.head_context() is None and plain.take_nowait() == ("a", None)
     assert carrying.head_context() is None
+
+
+@pytest.mark.spec("5")
+def test_a_get_with_a_timeout_on_an_empty_channel_waits_that_long_then_raises_empty():
+    """``get(timeout=t)`` on an empty channel waits ``t`` seconds for an item, then raises ``queue.Empty``."""
+    channel = Channel(1)
+    outcome = []
+
+    def get_late():
+        started = time.monotonic()
+        try:
+            channel.get(timeout=0.2)
+        except queue.Empty:
+            outcome.append(time.monotonic() >= started + 0.2)
+        except AgentClosedError:
+            outcome.append("still waiting when the test gave up")
+
+    getter = threading.Thread(target=get_late, daemon=True)
+    getter.start()
+    getter.join(WAIT)
+    channel.close("the test gave up")  # frees a get that would wait for ever
+    getter.join(WAIT)
+    assert outcome == [True]
+
+
+class _SaysWhenWaiting(threading.Condition):
+    """A condition that sets ``waiting`` as a thread starts to wait on it (the lock is released only then)."""
+
+    def __init__(self, lock):
+        super().__init__(lock)
+        self.waiting = threading.Event()
+
+    def wait(self, timeout=None):
+        self.waiting.set()
+        return super().wait(timeout)
+
+
+@pytest.mark.spec("5")
+def test_join_waiting_on_a_channel_the_agent_consumes_returns_as_the_last_item_is_taken():
+    """A ``join`` already waiting on the input channel is woken when the agent takes the last item (not only
+    one that starts after)."""
+    channel = Channel(4, done_when_taken=True)
+    channel.all_tasks_done = _SaysWhenWaiting(channel.mutex)
+    channel.put("a")
+    joiner = threading.Thread(target=channel.join, daemon=True)
+    joiner.start()
+    assert channel.all_tasks_done.waiting.wait(WAIT)
+    assert channel.get() == "a"
+    joiner.join(WAIT)
+    assert not joiner.is_alive(), "join was not woken when the last item was taken"
+
