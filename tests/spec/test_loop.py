@@ -21,6 +21,7 @@ from yiemagent import (
     TextContent,
     YiemAgent,
     abort,
+    add_message,
     continue_agent,
     follow_up,
     register_tool,
@@ -818,3 +819,76 @@ def test_join_waiting_on_a_channel_the_agent_consumes_returns_as_the_last_item_i
     joiner.join(WAIT)
     assert not joiner.is_alive(), "join was not woken when the last item was taken"
 
+
+@pytest.mark.spec("5")
+def test_shutdown_of_an_agent_whose_loop_died_waits_only_its_timeout_for_a_run_still_going(caplog):
+    """The loop thread died (a bug, injected) while a run waits on its LLM: ``shutdown(timeout)`` waits that
+    long for the run, then returns; the run goes on and still delivers its response."""
+    llm = GatedLLM()
+    agent = make_agent(llm)
+    try:
+        run_agent(agent, "go")
+        llm.wait_entered()
+
+        def broken():
+            raise RuntimeError("bug in the loop")
+
+        agent._core._next_action = broken
+        agent._core.ring()
+        agent._core._thread.join(WAIT)
+        assert not agent._core._thread.is_alive()
+        closer, returned = threading.Thread(target=lambda: returned.append(shutdown(agent, timeout=0.05)), daemon=True), []
+        closer.start()
+        closer.join(WAIT / 2)  # the LLM holds the run for WAIT: shutdown waits 0.05 s for it, then leaves it
+        assert returned == [[]]
+    finally:
+        llm.open()
+    assert take_response(agent, timeout=WAIT).content[0].text == "saw ['go']"
+
+
+class _StallingSession:
+    """A session whose first store hangs until ``go_on`` is set or ``stall_s`` passed (any object with
+    messages/append/clear is a session)."""
+
+    def __init__(self, stall_s):
+        self.stored, self.stall_s = [], stall_s
+        self.hanging, self.go_on = threading.Event(), threading.Event()
+
+    def messages(self):
+        return list(self.stored)
+
+    def append(self, message):
+        if not self.hanging.is_set():
+            self.hanging.set()
+            self.go_on.wait(self.stall_s)
+        self.stored.append(message)
+
+    def clear(self):
+        self.stored.clear()
+
+
+@pytest.mark.spec("5")
+def test_a_message_sent_while_an_idle_add_message_stores_starts_its_run_only_once_the_store_returned():
+    """An idle ``add_message`` whose session is slow: a message sent meanwhile waits in the input channel, and
+    its run starts (AgentRunStartEvent) only after the added message is stored and in the history."""
+    session = _StallingSession(stall_s=0.5)
+    seen_at_start = []
+
+    def sink(event):
+        if isinstance(event, AgentRunStartEvent):
+            seen_at_start.append([m.content[0].text for m in session.stored])
+            session.go_on.set()  # a run that started during the store: let the store finish at once
+
+    agent = make_agent(ScriptedLLM(["answered"]), sink=sink, session=session)
+    try:
+        adder = threading.Thread(target=add_message, args=(agent, UserMessage([TextContent("note")])), daemon=True)
+        adder.start()
+        assert session.hanging.wait(WAIT)
+        run_agent(agent, "question")  # the store still hangs: the run must wait for it
+        assert take_response(agent, timeout=WAIT).content[0].text == "answered"
+        adder.join(WAIT)
+        assert seen_at_start == [["note"]]
+        assert [m.content[0].text for m in agent.history()] == ["note", "question", "answered"]
+    finally:
+        session.go_on.set()
+        shutdown(agent, timeout=WAIT)
