@@ -21,6 +21,7 @@ from yiemagent import (
     TextContent,
     YiemAgent,
     abort,
+    add_message,
     continue_agent,
     follow_up,
     register_tool,
@@ -767,3 +768,127 @@ def test_a_channel_keeps_each_items_context_only_when_made_to_carry_it():
     assert item == "a" and context[var] == "sender"
     assert plain.head_context() is None and plain.take_nowait() == ("a", None)
     assert carrying.head_context() is None
+
+
+@pytest.mark.spec("5")
+def test_a_get_with_a_timeout_on_an_empty_channel_waits_that_long_then_raises_empty():
+    """``get(timeout=t)`` on an empty channel waits ``t`` seconds for an item, then raises ``queue.Empty``."""
+    channel = Channel(1)
+    outcome = []
+
+    def get_late():
+        started = time.monotonic()
+        try:
+            channel.get(timeout=0.2)
+        except queue.Empty:
+            outcome.append(time.monotonic() >= started + 0.2)
+        except AgentClosedError:
+            outcome.append("still waiting when the test gave up")
+
+    getter = threading.Thread(target=get_late, daemon=True)
+    getter.start()
+    getter.join(WAIT)
+    channel.close("the test gave up")  # frees a get that would wait for ever
+    getter.join(WAIT)
+    assert outcome == [True]
+
+
+class _SaysWhenWaiting(threading.Condition):
+    """A condition that sets ``waiting`` as a thread starts to wait on it (the lock is released only then)."""
+
+    def __init__(self, lock):
+        super().__init__(lock)
+        self.waiting = threading.Event()
+
+    def wait(self, timeout=None):
+        self.waiting.set()
+        return super().wait(timeout)
+
+
+@pytest.mark.spec("5")
+def test_join_waiting_on_a_channel_the_agent_consumes_returns_as_the_last_item_is_taken():
+    """A ``join`` already waiting on the input channel is woken when the agent takes the last item (not only
+    one that starts after)."""
+    channel = Channel(4, done_when_taken=True)
+    channel.all_tasks_done = _SaysWhenWaiting(channel.mutex)
+    channel.put("a")
+    joiner = threading.Thread(target=channel.join, daemon=True)
+    joiner.start()
+    assert channel.all_tasks_done.waiting.wait(WAIT)
+    assert channel.get() == "a"
+    joiner.join(WAIT)
+    assert not joiner.is_alive(), "join was not woken when the last item was taken"
+
+
+@pytest.mark.spec("5")
+def test_shutdown_of_an_agent_whose_loop_died_waits_only_its_timeout_for_a_run_still_going(caplog):
+    """The loop thread died (a bug, injected) while a run waits on its LLM: ``shutdown(timeout)`` waits that
+    long for the run, then returns; the run goes on and still delivers its response."""
+    llm = GatedLLM()
+    agent = make_agent(llm)
+    try:
+        run_agent(agent, "go")
+        llm.wait_entered()
+
+        def broken():
+            raise RuntimeError("bug in the loop")
+
+        agent._core._next_action = broken
+        agent._core.ring()
+        agent._core._thread.join(WAIT)
+        assert not agent._core._thread.is_alive()
+        closer, returned = threading.Thread(target=lambda: returned.append(shutdown(agent, timeout=0.05)), daemon=True), []
+        closer.start()
+        closer.join(WAIT / 2)  # the LLM holds the run for WAIT: shutdown waits 0.05 s for it, then leaves it
+        assert returned == [[]]
+    finally:
+        llm.open()
+    assert take_response(agent, timeout=WAIT).content[0].text == "saw ['go']"
+
+
+class _StallingSession:
+    """A session whose first store hangs until ``go_on`` is set or ``stall_s`` passed (any object with
+    messages/append/clear is a session)."""
+
+    def __init__(self, stall_s):
+        self.stored, self.stall_s = [], stall_s
+        self.hanging, self.go_on = threading.Event(), threading.Event()
+
+    def messages(self):
+        return list(self.stored)
+
+    def append(self, message):
+        if not self.hanging.is_set():
+            self.hanging.set()
+            self.go_on.wait(self.stall_s)
+        self.stored.append(message)
+
+    def clear(self):
+        self.stored.clear()
+
+
+@pytest.mark.spec("5")
+def test_a_message_sent_while_an_idle_add_message_stores_starts_its_run_only_once_the_store_returned():
+    """An idle ``add_message`` whose session is slow: a message sent meanwhile waits in the input channel, and
+    its run starts (AgentRunStartEvent) only after the added message is stored and in the history."""
+    session = _StallingSession(stall_s=0.5)
+    seen_at_start = []
+
+    def sink(event):
+        if isinstance(event, AgentRunStartEvent):
+            seen_at_start.append([m.content[0].text for m in session.stored])
+            session.go_on.set()  # a run that started during the store: let the store finish at once
+
+    agent = make_agent(ScriptedLLM(["answered"]), sink=sink, session=session)
+    try:
+        adder = threading.Thread(target=add_message, args=(agent, UserMessage([TextContent("note")])), daemon=True)
+        adder.start()
+        assert session.hanging.wait(WAIT)
+        run_agent(agent, "question")  # the store still hangs: the run must wait for it
+        assert take_response(agent, timeout=WAIT).content[0].text == "answered"
+        adder.join(WAIT)
+        assert seen_at_start == [["note"]]
+        assert [m.content[0].text for m in agent.history()] == ["note", "question", "answered"]
+    finally:
+        session.go_on.set()
+        shutdown(agent, timeout=WAIT)

@@ -383,3 +383,27 @@ def test_late_sub_run_usage_joins_the_run_of_the_tool_thread_and_is_refused_outs
     assert process_message(host, Run(1)).content[0].text == "done"
     assert taken == [True] and host.usage == [late]
     assert add_late_sub_run_usage(late) is False
+
+
+@pytest.mark.spec("6")
+def test_input_that_arrives_after_the_run_took_its_own_waits_until_after_the_first_round():
+    """Spec §6: step 1 reads the input once per round, the first time as the run starts; a message arriving
+    after that read (here while the start event is emitted) is not in the first round: it joins at the next
+    round (after tool calls), or the next run."""
+    seen = []
+
+    def llm(formatted):
+        seen.append([m["content"] for m in formatted["messages"] if m["role"] == "user"])
+        return AssistantMessage([TextContent("answered")])
+
+    host = BareHost(StrictLLM(llm), ["first"])
+
+    def sink(event):
+        if isinstance(event, AgentRunStartEvent):
+            host._queued.append("second")  # sent just after the run read its input
+
+    host.emit = EventEmitter(sink)
+    response = process_message(host, Run(1))
+    assert response.content == [TextContent("answered")]
+    assert seen == [["first"]]
+    assert host.take_input() == ["second"]  # still queued: the next run's
