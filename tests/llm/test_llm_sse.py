@@ -223,3 +223,14 @@ def test_a_bom_is_dropped_from_the_first_line_only():
     (so "\\ufeffdata" is an unknown field, ignored)."""
     assert parse(b"\xef\xbb\xbfdata: a\n\n") == [SSEEvent("message", "a")]
     assert parse(b"data: a\n\xef\xbb\xbfdata: b\n\n") == [SSEEvent("message", "a")]
+
+
+def test_invalid_utf8_in_a_data_line_becomes_replacement_characters_on_either_path():
+    """Bytes that are not UTF-8 become U+FFFD, in a "data: " line (read in one step) as in a "data:" line (read by the standard's steps)."""
+    assert [e.data for e in parse(b"data: ok\n\ndata: a\xff\xfeb\n\ndata:c\xffd\n\n")] == ["ok", "a\ufffd\ufffdb", "c\ufffdd"]
+
+
+def test_an_event_of_many_data_lines_without_a_space_is_capped_on_their_sum():
+    """The cap counts every "data:" line of the event, not the last one alone, also on the standard's path (no space after the colon)."""
+    with pytest.raises(SSEError, match="exceeds 100 bytes"):
+        parse(*[b"data:" + b"z" * 30 + b"\n"] * 5, max_event_bytes=100)
