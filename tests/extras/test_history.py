@@ -676,3 +676,67 @@ def test_a_symlink_shaped_like_a_temporary_is_never_followed_or_removed(tmp_path
     age(target)
     save_history([], tmp_path / "h.json")
     assert link.is_symlink() and target.read_text() == "keep me"
+
+
+def test_a_subclass_of_user_message_between_a_batch_and_its_results_is_repaired_as_a_user_message_is():
+    """The repair reads message kinds by isinstance: a user message of an application's own subclass before the results gets them moved after the call too."""
+    import dataclasses
+
+    from yiemagent import AssistantMessage as _Assistant, TextContent as _Text, ToolResultMessage as _Result, UserMessage as _User
+    from yiemagent.history import complete_tool_calls
+    from yiemagent.llm.scripted import tool_call_reply
+
+    @dataclasses.dataclass(frozen=True)
+    class Note(_User):
+        pass
+
+    question, batch = _User([_Text("weather?")]), tool_call_reply(("c1", "getWeather", {"city": "Paris"}))
+    result = _Result("c1", "getWeather", [_Text("Sunny")], {})
+    for between in (_User([_Text("and tomorrow?")]), Note([_Text("and tomorrow?")])):
+        repair = complete_tool_calls([question, batch, between, result])
+        assert repair.messages == [question, batch, result, between] and repair.moved == [(3, 2)] and repair.added == []
+    assert isinstance(batch, _Assistant)
+
+
+def test_a_batch_in_an_assistant_message_of_an_applications_subclass_is_read_as_any_batch():
+    """An assistant message of a subclass, with its calls answered right after it, is whole: nothing is changed."""
+    import dataclasses
+
+    from yiemagent import AssistantMessage as _Assistant, TextContent as _Text, ToolResultMessage as _Result, UserMessage as _User
+    from yiemagent.history import complete_tool_calls
+
+    @dataclasses.dataclass(frozen=True)
+    class Reply(_Assistant):
+        pass
+
+    block = {"type": "tool_calls", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "getWeather", "arguments": "{}"}}]}
+    history = [_User([_Text("weather?")]), Reply([block], stop_reason="tool_use"), _Result("c1", "getWeather", [_Text("Sunny")], {}), _User([_Text("thanks")])]
+    repair = complete_tool_calls(history)
+    assert repair.messages == history and (repair.added, repair.moved, repair.dropped) == ([], [], [])
+
+
+def test_a_session_of_the_applications_own_has_its_calls_read_by_extraction_even_one_without_an_id():
+    """A session whose reader is not a shipped one returns messages unchecked: their calls are extracted (a call without an id gets its synthetic one) and answered."""
+    from yiemagent import AssistantMessage as _Assistant, TextContent as _Text, ToolResultMessage as _Result, UserMessage as _User
+    from yiemagent.extraction import extract_tool_calls
+    from yiemagent.history.files import LOST_RESULT_MESSAGE, history_from_session
+
+    class ListSession:  # any object with messages/append/clear is a session
+        def __init__(self, messages):
+            self.stored = list(messages)
+
+        def messages(self):
+            return list(self.stored)
+
+        def append(self, message):
+            self.stored.append(message)
+
+        def clear(self):
+            self.stored.clear()
+
+    cut = _Assistant([{"type": "tool_calls", "tool_calls": [{"type": "function", "function": {"name": "getWeather", "arguments": "{}"}}]}], stop_reason="tool_use")
+    session = ListSession([_User([_Text("weather?")]), cut])
+    history = history_from_session(session)
+    [call] = extract_tool_calls(cut)[1]
+    assert isinstance(history[-1], _Result) and history[-1].tool_call_id == call.id and history[-1].content == [_Text(LOST_RESULT_MESSAGE)]
+    assert session.stored[-1] is history[-1]  # appended, so the session is whole again
