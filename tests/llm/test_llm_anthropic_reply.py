@@ -12,10 +12,9 @@ from typing import Any, Optional
 
 import pytest
 
-from helpers import WAIT, make_tool, text_result
+from helpers import check_a_cut_reply_is_answered_not_run
 from localserver import LocalServer, Reply
 from server_tool_fixtures import load, stream_events
-from yiemagent import ToolStore, YiemAgent, register_tool, run_agent, take_response
 from yiemagent.llm import AnthropicClient
 from yiemagent.llm._wire import ReplyError
 from yiemagent.llm.anthropic import AnthropicStream, build_anthropic_request, parse_anthropic_response, parse_anthropic_stream
@@ -111,19 +110,10 @@ def test_a_reply_cut_by_the_context_window_stops_for_length_and_its_calls_are_no
     assert parse_anthropic_response(cut).stop_reason == "length"
     streamed = read(framed(*block(0, call), stop_reason="model_context_window_exceeded"))
     assert streamed.stop_reason == "length"
-    ran: list[Any] = []
-    store = ToolStore("cut")
-    register_tool(store, make_tool("json", lambda call_id, args, *rest: ran.append(args) or text_result("done"), schema={"type": "object"}))
     final = {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "re-issued"}], "stop_reason": "end_turn"}
     replies = [Reply(body=cut), Reply(body=final)]
     with LocalServer(lambda request: replies.pop(0)) as server:
-        client = AnthropicClient("m", "key-0123456789", base_url=server.url, max_retries=0)
-        with YiemAgent(llm_call=client, agent_event_sink=None, tool_store=store) as agent:
-            run_agent(agent, "go")
-            response = take_response(agent, timeout=WAIT)
-    assert ran == [] and response.content[0].text == "re-issued"
-    [result] = [m for m in agent.history() if m.role == "tool"]
-    assert result.is_error and "cut off by the token limit" in result.content[0].text
+        check_a_cut_reply_is_answered_not_run(AnthropicClient("m", "key-0123456789", base_url=server.url, max_retries=0))
 
 
 # --- tool_use blocks -------------------------------------------------------------------------

@@ -728,28 +728,33 @@ def test_join_on_the_input_channel_returns_after_shutdown_took_what_was_queued()
     assert _joins_in_time(agent.input_channel)
 
 
+def _outcome_of_a_timed_wait(channel, call, gives_up):
+    """Run ``call`` (a channel operation with a 0.2 s timeout) in a thread: [True] when it raised ``gives_up`` after waiting the 0.2 s."""
+    outcome = []
+
+    def wait():
+        started = time.monotonic()
+        try:
+            call()
+        except gives_up:
+            outcome.append(time.monotonic() >= started + 0.2)
+        except AgentClosedError:
+            outcome.append("still waiting when the test gave up")
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    waiter.join(WAIT)
+    channel.close("the test gave up")  # frees a call that would wait for ever
+    waiter.join(WAIT)
+    return outcome
+
+
 @pytest.mark.spec("5")
 def test_a_put_with_a_timeout_on_a_full_channel_waits_that_long_then_raises_full():
     """``put(item, timeout=t)`` on a full channel waits ``t`` seconds for room, then raises ``queue.Full``."""
     channel = Channel(1)
     channel.put("a")
-    outcome = []
-
-    def put_late():
-        started = time.monotonic()
-        try:
-            channel.put("b", timeout=0.2)
-        except queue.Full:
-            outcome.append(time.monotonic() >= started + 0.2)
-        except AgentClosedError:
-            outcome.append("still waiting when the test gave up")
-
-    putter = threading.Thread(target=put_late, daemon=True)
-    putter.start()
-    putter.join(WAIT)
-    channel.close("the test gave up")  # frees a put that would wait for ever
-    putter.join(WAIT)
-    assert outcome == [True]
+    assert _outcome_of_a_timed_wait(channel, lambda: channel.put("b", timeout=0.2), queue.Full) == [True]
     assert channel.qsize() == 1
 
 
@@ -774,23 +779,7 @@ def test_a_channel_keeps_each_items_context_only_when_made_to_carry_it():
 def test_a_get_with_a_timeout_on_an_empty_channel_waits_that_long_then_raises_empty():
     """``get(timeout=t)`` on an empty channel waits ``t`` seconds for an item, then raises ``queue.Empty``."""
     channel = Channel(1)
-    outcome = []
-
-    def get_late():
-        started = time.monotonic()
-        try:
-            channel.get(timeout=0.2)
-        except queue.Empty:
-            outcome.append(time.monotonic() >= started + 0.2)
-        except AgentClosedError:
-            outcome.append("still waiting when the test gave up")
-
-    getter = threading.Thread(target=get_late, daemon=True)
-    getter.start()
-    getter.join(WAIT)
-    channel.close("the test gave up")  # frees a get that would wait for ever
-    getter.join(WAIT)
-    assert outcome == [True]
+    assert _outcome_of_a_timed_wait(channel, lambda: channel.get(timeout=0.2), queue.Empty) == [True]
 
 
 class _SaysWhenWaiting(threading.Condition):

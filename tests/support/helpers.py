@@ -23,6 +23,8 @@ from yiemagent import (
     ToolStore,
     YiemAgent,
     register_tool,
+    run_agent,
+    take_response,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -280,3 +282,17 @@ def planner(formatted):
         calls = [{"id": f"{n}-{i}", "function": {"name": "echo", "arguments": {"i": i}}} for i in range(2)]
         return AssistantMessage([{"type": "tool_calls", "tool_calls": calls}], stop_reason="tool_use")
     return AssistantMessage([TextContent(f"reply to {last['role']}")], stop_reason="stop")
+
+
+def check_a_cut_reply_is_answered_not_run(client: Any) -> None:
+    """An agent on ``client``, whose next reply is cut at its limit with a call of the tool "json" and whose reply after
+    that says "re-issued": the call is not run, and it is answered with the error result asking for it again (decision 10)."""
+    ran: list[Any] = []
+    store = ToolStore("cut")
+    register_tool(store, make_tool("json", lambda call_id, args, *rest: ran.append(args) or text_result("done"), schema={"type": "object"}))
+    with YiemAgent(llm_call=client, agent_event_sink=None, tool_store=store) as agent:
+        run_agent(agent, "go")
+        response = take_response(agent, timeout=WAIT)
+    assert ran == [] and response.content[0].text == "re-issued"
+    [result] = [m for m in agent.history() if m.role == "tool"]
+    assert result.is_error and "cut off by the token limit" in result.content[0].text
