@@ -11,51 +11,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from helpers import WAIT, EventRecorder, blocking_tool, make_agent, make_tool, text_result
+from otel_support import NamedLLM, Traced
 from strategies import json_values
 from yiemagent.events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent, ToolExecEndEvent, ToolExecStartEvent
 from yiemagent import AssistantMessage, TextContent, abort, run_agent, shutdown, take_response, tee
-from yiemagent.llm import OpenAIClient, ScriptedLLM
+from yiemagent.llm import OpenAIClient
 from yiemagent.types import text_of
 from yiemagent.streaming import emit_delta
 from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.otel import OTelSink
 from yiemagent.otel._content import tool_result
-
-
-class Traced:
-    """A tracer provider of its own whose ended spans land in memory."""
-
-    def __init__(self):
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-
-    def sink(self, **kwargs) -> OTelSink:
-        return OTelSink(self.provider, **kwargs)
-
-    def spans(self) -> list:
-        return list(self.exporter.get_finished_spans())
-
-    def named(self, name: str) -> list:
-        return [s for s in self.spans() if s.name == name]
-
-    def one(self, name: str):
-        found = self.named(name)
-        assert len(found) == 1, [s.name for s in self.spans()]
-        return found[0]
-
-
-class NamedLLM(ScriptedLLM):
-    """ScriptedLLM that says which model and provider it is, as the HTTP clients do."""
-
-    model = "test-model"
-    provider = "openai"
 
 
 @pytest.fixture
@@ -625,11 +595,12 @@ def test_a_rounds_provider_is_named_from_its_client_else_its_reply(traced, asked
     assert traced.one("invoke_agent").attributes["gen_ai.provider.name"] == expected
 
 
-def test_a_round_and_a_run_that_failed_say_why_in_their_status(traced):
-    """A round's failure is error.type (its exception's type, "_OTHER" without one, "error" for a reply that says so) with the masked error as description."""
+@pytest.mark.parametrize("capture", [True, False], ids=["capture_content", "no-content"])
+def test_a_round_and_a_run_that_failed_say_why_in_their_status(traced, capture):
+    """A failure is error.type (the exception's type, "_OTHER" without one, "error" for a reply that says so, the run's stop reason); its description is the masked error message with capture_content, else a fixed text naming the cause."""
     key = "sk-test-in-an-error-0123456789SECRET"
     client = OpenAIClient(base_url="http://127.0.0.1:9/v1", api_key=key, model="m")
-    sink = traced.sink()
+    sink = traced.sink(capture_content=capture)
     failed = AssistantMessage([], stop_reason="error", error_message="quota exceeded")
     bare = AssistantMessage([], stop_reason="error")
     replay(
@@ -637,18 +608,25 @@ def test_a_round_and_a_run_that_failed_say_why_in_their_status(traced):
         round_start(2, round=1), round_end(3, round=1, error=f"refused with {key}"),
         round_start(4, round=2), round_end(5, failed, round=2),
         round_start(6, round=3), round_end(7, bare, round=3),
-        run_end(8, "error", error_message=f"the model failed ({key})"),
+        round_start(8, round=4), round_end(9, round=4, error="LLM call failed: HTTP 400 echoing the prompt", error_type="LLMError"),
+        run_end(10, "error", error_message=f"the model failed ({key})"),
     )
-    first, second, third = sorted(traced.named("chat gpt-test"), key=lambda s: s.start_time)
-    assert (first.attributes["error.type"], first.status.description) == ("_OTHER", "refused with ***")
-    assert (second.attributes["error.type"], second.status.description) == ("error", "quota exceeded")
-    assert (third.attributes["error.type"], third.status.description) == ("error", "the reply's stop_reason is 'error'")
+    chats = sorted(traced.named("chat gpt-test"), key=lambda s: s.start_time)
     run = traced.one("invoke_agent")
-    assert (run.attributes["error.type"], run.status.description) == ("error", "the model failed (***)")
+    got = [(span.attributes["error.type"], span.status.description) for span in chats + [run]]
+    assert got == [
+        ("_OTHER", "refused with ***" if capture else "the round failed: _OTHER"),
+        ("error", "quota exceeded" if capture else "the reply's stop_reason is 'error'"),
+        ("error", "the reply's stop_reason is 'error'"),
+        ("LLMError", "LLM call failed: HTTP 400 echoing the prompt" if capture else "the round failed: LLMError"),
+        ("error", "the model failed (***)" if capture else "the run ended with stop_reason 'error'"),
+    ]
+    assert all(span.status.status_code is StatusCode.ERROR for span in chats + [run])
     assert run.attributes["gen_ai.response.finish_reasons"] == ("error",)
-    replay(sink, run_start(10, run_id=2), run_end(11, "max_rounds", run_id=2))
+    replay(sink, run_start(11, run_id=2), run_end(12, "max_rounds", run_id=2))
     stopped = max(traced.named("invoke_agent"), key=lambda s: s.start_time)
-    assert stopped.status.status_code is StatusCode.ERROR and (stopped.attributes["error.type"], stopped.status.description) == ("max_rounds", "max_rounds")
+    assert stopped.status.status_code is StatusCode.ERROR
+    assert (stopped.attributes["error.type"], stopped.status.description) == ("max_rounds", "the run ended with stop_reason 'max_rounds'")
     del client
 
 
@@ -745,7 +723,7 @@ def test_calls_made_outside_any_run_are_spans_of_their_own(traced, caplog):
         replay(sink, call_start(3), call_end(4, is_error=True, text="no such city"), call_end(5, "c9"))  # c9 never started
     call = traced.one("execute_tool echo")
     assert call.parent is None and (call.start_time, call.end_time) == (at(3), at(4))
-    assert call.attributes["error.type"] == "tool_error" and call.status.description is None  # the error text is content
+    assert (call.attributes["error.type"], call.status.description) == ("tool_error", "the call's result is an error: tool_error")  # its text is content
     assert [r for r in caplog.records if r.name.startswith("yiemagent")] == []
 
 

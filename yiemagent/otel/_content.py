@@ -37,6 +37,7 @@ from ..types import (
 __all__ = [
     "FAILED_RUN_STOP_REASONS",
     "MessageCache",
+    "failure_description",
     "finish_reason",
     "input_messages",
     "mask",
@@ -135,9 +136,21 @@ def usage_attributes(usage: Optional[LLMUsage]) -> dict[str, int]:
     return attributes
 
 
-def tool_error_type(result: AgentToolResult) -> str:
-    """``error.type`` of an error result: "aborted" for a call an abort stopped or skipped, else "tool_error"."""
-    return "aborted" if text_of(result.content) == ABORTED_MESSAGE else "tool_error"
+def failure_description(fixed: str, message: Optional[str], capture_content: bool) -> str:
+    """A failed span's status description: ``message`` masked with ``capture_content``, else ``fixed``.
+
+    An error message may quote content: the answer an ``output_type`` refused, a tool's
+    text, an abort's reason, the body of a server's error. So it is recorded only where
+    content is, and otherwise the span says its cause without it: ``fixed`` names the
+    cause from what the agent itself chose (a stop reason, an exception's type), and
+    ``error.type`` beside it names it in one word (docs/tracing.md "Status").
+    """
+    return mask(message) if capture_content and message else fixed
+
+
+def tool_error_type(text: str) -> str:
+    """``error.type`` of an error result whose text is ``text``: "aborted" for a call an abort stopped or skipped, else "tool_error"."""
+    return "aborted" if text == ABORTED_MESSAGE else "tool_error"
 
 
 # --- content (only with capture_content=True) ------------------------------------------

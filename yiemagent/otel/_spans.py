@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Optional
 
 from opentelemetry import context as otel_context
@@ -26,7 +27,7 @@ class RunSpans:
     """
 
     __slots__ = ("run_id", "span", "parent", "thread", "lock", "tokens", "chat", "chat_round", "chat_start_ns", "chat_provider",
-                 "chat_streamed", "tools", "attached_tool", "provider", "model", "counted", "ended", "converted")
+                 "chat_streamed", "tools", "offered", "attached_tool", "provider", "model", "counted", "ended", "converted")
 
     def __init__(self, run_id: Optional[int], span: Optional[Span], parent: Optional[otel_context.Context], thread: Optional[int]) -> None:
         self.run_id = run_id
@@ -41,6 +42,7 @@ class RunSpans:
         self.chat_provider: Optional[str] = None  # what the round's start event called the provider
         self.chat_streamed = False
         self.tools: dict[str, Span] = {}  # open execute_tool spans by tool_call_id
+        self.offered: Optional[Mapping[str, object]] = None  # the tools the last round offered, by name (None: no round told)
         self.attached_tool: Optional[Span] = None  # the tool span current in the run thread, if any
         self.provider: Optional[str] = None  # gen_ai.provider.name, once a round told it
         self.model: Optional[str] = None
@@ -64,3 +66,4 @@ def end_span(span: Span, end_ns: int) -> None:
         span.end(end_time=end_ns)
     except Exception:
         logger.warning("a span processor raised while a span ended", exc_info=True)
+

@@ -29,6 +29,12 @@ that never ends (an ``llm_call`` that never returns, a run ``shutdown`` gave up 
 ended, marked "abandoned", when the interpreter exits, before the SDK's own exit handler
 flushes the spans.
 
+Without ``capture_content`` nothing the model, a tool or the user wrote reaches a span: a
+failure's description names its cause, not its message (which may quote the answer
+``output_type`` refused, or a tool's text), and a call to a tool its round did not offer
+(a name the model made up) is a span without its name (docs/tracing.md "Status",
+"Message content").
+
 Thread safety: the sink may be called from any thread, by several agents at once.
 ``_lock`` guards ``_open`` and ``_loose``; each run's ``lock`` guards its spans. The sink
 never raises: a failure to record (an exporter or span processor that raises) is logged
@@ -215,7 +221,9 @@ class OTelSink:
                     attributes["gen_ai.output.messages"] = content.output_messages(response, run.converted)
                 span.set_attributes(attributes)
                 if response.stop_reason in content.FAILED_RUN_STOP_REASONS:
-                    fail_span(span, str(response.stop_reason), content.mask(response.error_message or str(response.stop_reason)))
+                    stop = str(response.stop_reason)
+                    fixed = f"the run ended with stop_reason {stop!r}"
+                    fail_span(span, stop, content.failure_description(fixed, response.error_message, self.capture_content))
             finally:
                 if threading.get_ident() == run.thread:
                     while run.tokens:
@@ -258,6 +266,7 @@ class OTelSink:
             if event.model:
                 attributes["gen_ai.request.model"] = event.model
                 run.model = run.model or event.model
+            run.offered = event.context.tools if event.context is not None else None
             if self.capture_content and event.context is not None:
                 attributes["gen_ai.input.messages"] = content.input_messages(event.context.messages, run.converted)
                 if event.context.system_prompt:
@@ -310,9 +319,12 @@ class OTelSink:
                 run.provider = run.provider or provider
                 span.set_attributes(attributes)
                 if event.error is not None:
-                    fail_span(span, event.error_type or "_OTHER", content.mask(event.error))
+                    error_type = event.error_type or "_OTHER"
+                    why = content.failure_description(f"the round failed: {error_type}", event.error, self.capture_content)
+                    fail_span(span, error_type, why)
                 elif reply is not None and reply.stop_reason == "error":  # an llm_call that reports its failure
-                    fail_span(span, "error", content.mask(reply.error_message or "the reply's stop_reason is 'error'"))
+                    why = content.failure_description("the reply's stop_reason is 'error'", reply.error_message, self.capture_content)
+                    fail_span(span, "error", why)
             finally:
                 self._detach(run, span)
                 end_span(span, event.time_ns)
@@ -324,19 +336,19 @@ class OTelSink:
         if run is None or run.ended:  # not in its run's context (a thread a tool started by hand), or no run
             run = self._find() or self._loose
         call_id = event.tool_call_id
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": event.tool_name,
-            "gen_ai.tool.call.id": call_id,
-            "gen_ai.tool.type": "function",
-        }
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function"}
         if self.capture_content:
             attributes["gen_ai.tool.call.arguments"] = content.tool_arguments(event.arguments)
         with run.lock:
+            name: Optional[str] = event.tool_name
+            if not self.capture_content and run.offered is not None and name not in run.offered:
+                name = None  # a tool the round did not offer: its name is only the model's text (content)
+            else:
+                attributes["gen_ai.tool.name"] = name
             if run.attached_tool is not None:
                 self._detach_tool(run)
             span = self._tracer.start_span(
-                f"execute_tool {event.tool_name}",
+                f"execute_tool {name}" if name is not None else "execute_tool",
                 context=run.parent,  # None for a loose call: the current context
                 attributes=attributes,
                 start_time=event.time_ns,
@@ -360,7 +372,10 @@ class OTelSink:
             try:
                 result = event.result
                 if event.is_error:
-                    fail_span(span, content.tool_error_type(result), content.mask(text_of(result.content)) if self.capture_content else None)
+                    text = text_of(result.content)
+                    error_type = content.tool_error_type(text)
+                    why = content.failure_description(f"the call's result is an error: {error_type}", text, self.capture_content)
+                    fail_span(span, error_type, why)
                 elif self.capture_content:
                     span.set_attribute("gen_ai.tool.call.result", content.tool_result(result))
             finally:
