@@ -1,11 +1,16 @@
-"""OTelSink against hostile input: no text the model, a tool or the user wrote reaches a span without capture_content (docs/tracing.md)."""
+"""OTelSink against hostile input and a hostile SDK: no content without capture_content, every span ends (docs/tracing.md)."""
 
 from __future__ import annotations
 
 import json
+import logging
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export import SpanProcessor
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Sampler
 from opentelemetry.trace import StatusCode
 
 from helpers import WAIT, make_agent, make_tool, text_result
@@ -99,3 +104,84 @@ def test_a_run_stopped_by_a_usage_limit_is_an_error_span(agents):
     assert run.status.description == "the run ended with stop_reason 'usage_limit'"
     assert run.attributes["gen_ai.response.finish_reasons"] == ("usage_limit",)
 
+
+# --- an SDK that raises: every span still ends ---------------------------------------------
+
+
+class StartRaises(SpanProcessor):
+    """A span processor whose on_start raises, on every span or on those whose name starts with ``only``."""
+
+    def __init__(self, only: str = ""):
+        self.only = only
+
+    def on_start(self, span, parent_context=None):
+        if span.name.startswith(self.only):
+            raise OSError("the processor is down")
+
+
+class Seen(SpanProcessor):
+    """A span processor that notes the spans it saw start and end."""
+
+    def __init__(self):
+        self.started, self.ended = [], []
+
+    def on_start(self, span, parent_context=None):
+        self.started.append(span.context.span_id)
+
+    def on_end(self, span):
+        self.ended.append(span.context.span_id)
+
+
+class SamplerRaises(Sampler):
+    """A sampler that raises for spans named ``name``: the SDK makes no span at all."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def should_sample(self, parent_context, trace_id, name, *args, **kwargs):
+        if name == self.name:
+            raise OSError("the sampler is down")
+        return ALWAYS_ON.should_sample(parent_context, trace_id, name, *args, **kwargs)
+
+    def get_description(self):
+        return "SamplerRaises"
+
+
+def run_with_a_call(traced: Traced, agents, caplog):
+    """One run of a call and an answer, traced by a sink of its own; the sink, and the yiemagent.otel records it logged."""
+    sink = traced.sink()
+    agent = agents(NamedLLM([tool_call_reply(("c1", "echo", {})), "done"]), [make_tool("echo")], agent_event_sink=sink)
+    with caplog.at_level(logging.WARNING, logger="yiemagent.otel"):
+        assert ask(agent, "go", timeout=WAIT).stop_reason == "stop"
+        shutdown(agent, timeout=WAIT)
+    return sink, [r for r in caplog.records if r.name == "yiemagent.otel"]
+
+
+@pytest.mark.parametrize("only", ["", "invoke_agent", "chat", "execute_tool"], ids=["every-span", "run", "rounds", "calls"])
+def test_a_processor_raising_in_on_start_leaves_no_span_open(agents, caplog, only):
+    """A span processor raising in on_start is logged; every span still starts, nests and ends, and the sink holds no run."""
+    traced = Traced()
+    seen = Seen()
+    traced.provider.add_span_processor(seen)
+    traced.provider.add_span_processor(StartRaises(only))
+    sink, logged = run_with_a_call(traced, agents, caplog)
+    spans = traced.spans()
+    assert sorted(s.name for s in spans) == ["chat test-model", "chat test-model", "execute_tool echo", "invoke_agent"]
+    run = traced.one("invoke_agent")
+    assert all(s.parent.span_id == run.context.span_id for s in spans if s is not run)
+    assert sorted(seen.started) == sorted(seen.ended) == sorted(s.context.span_id for s in spans)
+    assert [r.getMessage() for r in logged] == ["the tracing SDK raised while a span started"] * sum(s.name.startswith(only) for s in spans)
+    assert all(r.exc_info[0] is OSError for r in logged)
+    assert not sink._open
+
+
+def test_a_run_whose_span_the_sdk_could_not_make_still_traces_its_rounds_and_calls(agents, caplog):
+    """A sampler raising for invoke_agent: the run goes on, its rounds and calls are spans under the caller's span, and the sink holds no run."""
+    traced = Traced(sampler=SamplerRaises("invoke_agent"))
+    with trace.get_tracer("test", tracer_provider=traced.provider).start_as_current_span("request") as request:
+        sink, logged = run_with_a_call(traced, agents, caplog)
+    spans = traced.spans()
+    assert sorted(s.name for s in spans) == ["chat test-model", "chat test-model", "execute_tool echo", "request"]
+    assert all(s.parent.span_id == request.get_span_context().span_id for s in spans if s.name != "request")
+    assert [r.getMessage() for r in logged] == ["the tracing SDK raised while a span started"]
+    assert not sink._open

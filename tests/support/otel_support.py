@@ -11,11 +11,11 @@ from yiemagent.otel import OTelSink
 
 
 class Traced:
-    """A tracer provider of its own whose ended spans land in memory."""
+    """A tracer provider of its own (made with ``options``: a sampler...) whose ended spans land in memory."""
 
-    def __init__(self):
+    def __init__(self, **options):
         self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
+        self.provider = TracerProvider(**options)
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
 
     def sink(self, **kwargs) -> OTelSink:

@@ -8,12 +8,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from typing import Optional
+from types import TracebackType
+from typing import Any, Optional
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-__all__ = ["RunSpans", "end_span", "fail_span"]
+__all__ = ["RunSpans", "end_span", "fail_span", "start_span"]
 
 logger = logging.getLogger("yiemagent.otel")
 
@@ -67,3 +69,34 @@ def end_span(span: Span, end_ns: int) -> None:
     except Exception:
         logger.warning("a span processor raised while a span ended", exc_info=True)
 
+
+def start_span(tracer: trace.Tracer, name: str, context: Optional[otel_context.Context], **options: Any) -> Span:
+    """``tracer.start_span``, that always gives a span to end: a span processor raising in ``on_start`` is logged.
+
+    The SDK makes and starts a span before its processors' ``on_start``, so when one
+    raises the span exists, started, and only the traceback holds it: it is taken from
+    there (``_interrupted``) and returned, to be ended like any other (the processors it
+    reached see it end; the exporter gets it). Where no span was made (a sampler that
+    raised, another SDK), a non-recording span in the parent's context stands in, so the
+    run's rounds and calls still start and end as spans under that parent
+    (docs/tracing.md "Every span ends").
+    """
+    try:
+        return tracer.start_span(name, context=context, **options)
+    except Exception as exc:
+        logger.warning("the tracing SDK raised while a span started", exc_info=True)
+        span = _interrupted(exc.__traceback__)
+        if span is None:
+            return trace.NonRecordingSpan(trace.get_current_span(context).get_span_context())
+        return span
+
+
+def _interrupted(tb: Optional[TracebackType]) -> Optional[Span]:
+    """The span whose start raised: the outermost frame's ``span`` or ``self`` that is a recording span."""
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        for value in (local.get("span"), local.get("self")):
+            if isinstance(value, Span) and value.is_recording():
+                return value
+        tb = tb.tb_next
+    return None

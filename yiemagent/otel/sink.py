@@ -37,8 +37,9 @@ failure's description names its cause, not its message (which may quote the answ
 
 Thread safety: the sink may be called from any thread, by several agents at once.
 ``_lock`` guards ``_open`` and ``_loose``; each run's ``lock`` guards its spans. The sink
-never raises: a failure to record (an exporter or span processor that raises) is logged
-on the ``yiemagent.otel`` logger, and the spans still end.
+never raises: a failure to record (an exporter, a sampler or a span processor that raises,
+also in ``on_start``: ``_spans.start_span``) is logged on the ``yiemagent.otel`` logger,
+and the spans still end.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ from ..events import (
 )
 from ..types import text_of
 from . import _content as content
-from ._spans import RunSpans, end_span, fail_span
+from ._spans import RunSpans, end_span, fail_span, start_span
 
 __all__ = ["OTelSink"]
 
@@ -178,9 +179,10 @@ class OTelSink:
     def _run_start(self, event: AgentRunStartEvent) -> None:
         # the caller's context: a run started inside a span is its child; a sub-agent's run, its call's
         parent = trace.set_span_in_context(self._in_call) if self._in_call is not None else otel_context.get_current()
-        span = self._tracer.start_span(
+        span = start_span(
+            self._tracer,
             "invoke_agent",
-            context=parent,
+            parent,
             kind=SpanKind.INTERNAL,
             attributes={"gen_ai.operation.name": "invoke_agent", "yiemagent.run.id": event.run_id},
             start_time=event.time_ns,
@@ -271,9 +273,10 @@ class OTelSink:
                 attributes["gen_ai.input.messages"] = content.input_messages(event.context.messages, run.converted)
                 if event.context.system_prompt:
                     attributes["gen_ai.system_instructions"] = content.system_instructions(event.context.system_prompt)
-            run.chat = self._tracer.start_span(
+            run.chat = start_span(
+                self._tracer,
                 f"chat {event.model}" if event.model else "chat",
-                context=run.parent,
+                run.parent,
                 kind=SpanKind.CLIENT,
                 attributes=attributes,
                 start_time=event.time_ns,
@@ -347,9 +350,10 @@ class OTelSink:
                 attributes["gen_ai.tool.name"] = name
             if run.attached_tool is not None:
                 self._detach_tool(run)
-            span = self._tracer.start_span(
+            span = start_span(
+                self._tracer,
                 f"execute_tool {name}" if name is not None else "execute_tool",
-                context=run.parent,  # None for a loose call: the current context
+                run.parent,  # None for a loose call: the current context
                 attributes=attributes,
                 start_time=event.time_ns,
             )  # kind INTERNAL, the default
