@@ -128,14 +128,28 @@ def test_a_closed_session_refuses_calls(session):
     "kwargs, match",
     [
         ({"session_id": ""}, "session_id must be a non-empty string, got ''"),
-        ({"session_id": "s\ud800"}, r"session_id must be text UTF-8 can encode, got 's\\ud800' \(a lone surrogate\)"),
         ({"session_id": "s", "synchronous": "SOMETIMES"}, "synchronous must be one of OFF, NORMAL, FULL, EXTRA, got 'SOMETIMES'"),
     ],
 )
 def test_bad_arguments_are_refused(tmp_path, kwargs, match):
-    """An empty session id, one UTF-8 cannot encode, or an unknown synchronous level raises ValueError saying what is allowed."""
+    """An empty session id or an unknown synchronous level raises ValueError saying what is allowed."""
     with pytest.raises(ValueError, match=match):
         SQLiteSession(tmp_path / "s.db", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "session_id, problem",
+    [
+        ("s\ud800", r"session_id must be text UTF-8 can encode, got 's\\ud800' \(a lone surrogate at position 1\)"),
+        ("\udc00s", r"session_id must be text UTF-8 can encode, got '\\udc00s' \(a lone surrogate at position 0\)"),
+        ("a\x00b", r"session_id must not hold a NUL character, got 'a\\x00b' \(at position 1\)"),
+    ],
+    ids=["high-surrogate", "low-surrogate", "nul"],
+)
+def test_an_id_no_backend_can_hold_is_refused_when_the_session_is_made(backend, session_id, problem):
+    """A session id holding a lone surrogate or NUL is refused by the constructor of SQLite and PostgreSQL sessions alike, with ValueError naming the problem (docs/sessions.md "Session ids")."""
+    with pytest.raises(ValueError, match=f"^{problem}$"):
+        backend.open(session_id)
 
 
 def test_an_append_waits_timeout_seconds_for_another_writer_then_raises(tmp_path):

@@ -29,7 +29,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Optional
 
 from ._json import message_to_data
-from .sessions import ConnectedSession, messages_from_rows, reads_checked
+from .sessions import ConnectedSession, check_session_id, messages_from_rows, reads_checked
 from ..errors import MessageFormatError, SessionInUseError
 from ..types import AgentMessage
 
@@ -103,7 +103,7 @@ class PostgresSession(ConnectedSession):
         dsn: a libpq connection string or URI (``"postgresql://user@host/db"``). It may
             hold a password; the session never shows it (``repr``, errors: host, port and
             database only).
-        session_id: which conversation in the database this session is.
+        session_id: which conversation in the database this session is (``check_session_id``).
         timeout: seconds to wait for the server: to connect, and for any one statement
             (``statement_timeout``) before it fails.
         hold_timeout: seconds ``acquire`` waits for another holder to let go before
@@ -111,7 +111,8 @@ class PostgresSession(ConnectedSession):
 
     Raises:
         ImportError: psycopg 3 is not installed (the ``postgres`` extra).
-        ValueError: an empty session id, or a negative timeout.
+        ValueError: a session id ``check_session_id`` refuses (empty, a lone surrogate, NUL), or a
+            timeout that is not a finite number of seconds >= 0.
         psycopg.Error: the server cannot be reached or refused the connection.
         MessageFormatError: the database has tables of another schema version.
 
@@ -122,13 +123,10 @@ class PostgresSession(ConnectedSession):
     """
 
     def __init__(self, dsn: str, session_id: str, *, timeout: float = 30.0, hold_timeout: float = 0.0) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+        check_session_id(session_id)
         for name, value in (("timeout", timeout), ("hold_timeout", hold_timeout)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0 or math.isinf(value):
                 raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-        if "\x00" in session_id:
-            raise ValueError(f"session_id must not hold a NUL character, got {session_id!r}")
         psycopg = _psycopg()
         self.session_id = session_id
         self.timeout = float(timeout)
