@@ -36,7 +36,9 @@ from yiemagent import (
     UserMessage,
     YiemAgent,
     add_message,
+    ask,
     continue_agent,
+    follow_up,
     load_history,
     run_agent,
     save_history,
@@ -265,6 +267,39 @@ def test_each_message_is_stored_before_the_next_llm_round_sees_it(agents, backen
     assert seen == [(["user"], ["system", "user"]), (["user", "assistant", "tool", "tool"], ["system", "user", "assistant", "tool", "tool"])]
     assert reader.messages() == agent.history()
     reader.close()
+
+
+LONE = "high \ud800, low \udfff, reversed \udc00\ud800, fine é😀"
+LONE_MENDED = "high \ufffd, low \ufffd, reversed \ufffd\ufffd, fine é😀"
+USER_ENTRIES = {
+    "run_agent-str": lambda agent: run_agent(agent, LONE),
+    "run_agent-dict": lambda agent: run_agent(agent, {"role": "user", "content": LONE}),
+    "run_agent-dict-parts": lambda agent: run_agent(agent, {"role": "user", "content": [{"type": "text", "text": LONE}, {"type": "input_audio", "note": LONE}]}),
+    "run_agent-UserMessage": lambda agent: run_agent(agent, UserMessage([TextContent(LONE)])),
+    "follow_up-str": lambda agent: follow_up(agent, LONE),
+    "ask-str": lambda agent: ask(agent, LONE, timeout=WAIT),
+    "add_message": lambda agent: add_message(agent, UserMessage(LONE)),
+}
+
+
+@pytest.mark.parametrize("entry", list(USER_ENTRIES))
+def test_a_user_text_with_lone_surrogates_is_the_same_text_in_memory_sent_and_stored(backend, agents, entry):
+    """A lone surrogate in a user message, however it is sent, becomes U+FFFD once as it enters the history: the history, the request and what the session loads hold the same text (decision 15, docs/failures.md)."""
+    llm = ScriptedLLM(["ok"])
+    agent = agents(llm, session=backend.open("s"))
+    USER_ENTRIES[entry](agent)
+    if entry not in ("ask-str", "add_message"):  # those two return once the message is in the history
+        take_response(agent, timeout=WAIT)
+    held = agent.history()[0]
+    assert held.content[0].text == LONE_MENDED
+    with backend.open("s") as reader:
+        assert reader.messages()[0] == held
+    if entry != "add_message":
+        [sent] = [m for m in llm.requests[0]["messages"] if m["role"] == "user"]
+        text = sent["content"] if isinstance(sent["content"], str) else sent["content"][0]["text"]
+        assert text == LONE_MENDED
+    if entry == "run_agent-dict-parts":
+        assert held.content[1] == {"type": "input_audio", "note": LONE_MENDED}
 
 
 def test_an_agent_starts_from_the_session_and_goes_on_storing(agents, backend):
