@@ -508,6 +508,33 @@ def test_a_second_agent_on_a_held_session_id_is_refused_at_once(tmp_path):
             assert other.history() == []
 
 
+def test_one_database_through_a_symlink_and_its_real_path_is_one_session(tmp_path):
+    """A database opened through a symlink and through its real path is one session: while an agent holds it through one, an agent on the other gets SessionInUseError (docs/sessions.md: the lock is beside the real path)."""
+    real = tmp_path / "real" / "s.db"
+    real.parent.mkdir()
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    with held(link, "s"):
+        with pytest.raises(SessionInUseError, match=rf"session 's' in {str(real)!r} is held by another agent \(process {os.getpid()}\)"):
+            held(real, "s")
+    with held(real, "s"):
+        with pytest.raises(SessionInUseError, match=rf"session 's' in {str(link)!r} is held by another agent"):
+            held(link, "s")
+    assert not (tmp_path / "link.db-locks").exists()
+
+
+def test_closing_a_held_session_ends_its_hold_and_the_next_agent_gets_the_id(backend, agents):
+    """close() of a session that holds its id releases the hold: an agent refused while it held starts once it is closed."""
+    first = backend.open("s")
+    first.acquire()
+    with backend.open("s") as refused, pytest.raises(SessionInUseError):
+        agents(ScriptedLLM([]), session=refused)
+    first.close()
+    second = agents(ScriptedLLM(["ok"]), session=backend.open("s"))
+    run_agent(second, "hi")
+    assert take_response(second, timeout=WAIT).text == "ok"
+
+
 def test_the_hold_is_a_lock_file_named_by_the_session_ids_hash_beside_the_database(tmp_path):
     """docs/sessions.md: the hold locks <database>-locks/<32 hex digits of SHA-256(session id)>.lock, which holds the holder's process id."""
     db = tmp_path / "s.db"
