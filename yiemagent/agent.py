@@ -296,7 +296,9 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
     ``{"role": "user", "content": ...}``, a plain string, or any ``AgentMessage`` (which
     enters the history as it is — e.g. the result an external system hands back after an
     async handoff, spec §10 — once checked, decision 15: a ``UserMessage`` whose content
-    is a str gets it as one text block). Blocks while the input channel is full (16
+    is a str gets it as one text block). Whatever its form, a lone surrogate in its text
+    becomes U+FFFD as it enters the history, so the history, the request and the session
+    hold the same text (docs/failures.md). Blocks while the input channel is full (16
     messages). Once it returned, the message is processed or returned by ``shutdown``
     (decision 16). A run this message starts runs in a copy of the caller's
     ``contextvars`` context, with its tools, hooks and event sink: a run started inside an

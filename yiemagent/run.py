@@ -373,7 +373,8 @@ def _read_input(host: RunHost, *, with_input: bool = True) -> tuple[list[AgentMe
             continued = True
             continue
         try:
-            message = normalize_message(raw) if isinstance(raw, AgentMessage) else openai_to_user_message(raw)
+            # checked like any message (decision 15), converted or not: a lone surrogate becomes U+FFFD here, once
+            message = normalize_message(raw if isinstance(raw, AgentMessage) else openai_to_user_message(raw))
         except user_code_errors() as exc:  # not only ValueError: a hand-made item may raise anything as it is read
             # run_agent validates; only a message put on the channel by hand can fail here
             logger.error("dropped a message put on the input channel that is not a valid user message: %.300r", raw, exc_info=True)

@@ -57,6 +57,17 @@ def until(condition, what: str) -> None:
         time.sleep(0.01)
 
 
+def backend_exited(pid: int) -> bool:
+    """Whether the server process ``pid`` (on this machine: the test's server) has exited and been reaped, its sockets closed."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, run as another user
+        return False
+    return False
+
+
 def user(text: str) -> UserMessage:
     return UserMessage([TextContent(text)])
 
@@ -342,6 +353,29 @@ def test_a_holder_whose_connection_was_cut_cannot_write_and_the_next_holder_can(
         successor.acquire()
         successor.append(user("the successor's"))
         assert [m.content[0].text for m in successor.messages()] == ["before the cut", "the successor's"]
+
+
+def test_held_turns_false_once_the_server_ended_the_holders_connection_while_another_holds_the_id(pg):
+    """The server ends the holder's connection (pg_terminate_backend) and another session takes the id: the first's held turns False (docs/sessions.md "What `held` says"), the second's is True."""
+    with pg.open("s") as holder, pg.open("s", hold_timeout=WAIT) as successor:
+        holder.acquire()
+        assert holder.held
+        backend_pid = holder._conn.info.backend_pid
+        assert sql(pg, "SELECT pg_terminate_backend(%s)", (backend_pid,)) == [(True,)]
+        successor.acquire()  # waits on the server for the lock it drops with the connection
+        until(lambda: backend_exited(backend_pid), "the holder's server process to exit (its socket closed)")
+        assert successor.held and not holder.held
+
+
+def test_acquire_through_a_session_whose_connection_the_server_ended_names_the_lost_connection(pg):
+    """A held session whose connection the server ended is not "already held" by its object: acquire again raises the connection's own error."""
+    with pg.open("s") as s:
+        s.acquire()
+        backend_pid = s._conn.info.backend_pid
+        assert sql(pg, "SELECT pg_terminate_backend(%s)", (backend_pid,)) == [(True,)]
+        until(lambda: backend_exited(backend_pid), "the server process to exit (its socket closed)")
+        with pytest.raises(psycopg.OperationalError):
+            s.acquire()
 
 
 def test_two_sessions_making_an_ids_key_at_once_share_it(pg):

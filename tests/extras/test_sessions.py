@@ -36,7 +36,9 @@ from yiemagent import (
     UserMessage,
     YiemAgent,
     add_message,
+    ask,
     continue_agent,
+    follow_up,
     load_history,
     run_agent,
     save_history,
@@ -128,14 +130,28 @@ def test_a_closed_session_refuses_calls(session):
     "kwargs, match",
     [
         ({"session_id": ""}, "session_id must be a non-empty string, got ''"),
-        ({"session_id": "s\ud800"}, r"session_id must be text UTF-8 can encode, got 's\\ud800' \(a lone surrogate\)"),
         ({"session_id": "s", "synchronous": "SOMETIMES"}, "synchronous must be one of OFF, NORMAL, FULL, EXTRA, got 'SOMETIMES'"),
     ],
 )
 def test_bad_arguments_are_refused(tmp_path, kwargs, match):
-    """An empty session id, one UTF-8 cannot encode, or an unknown synchronous level raises ValueError saying what is allowed."""
+    """An empty session id or an unknown synchronous level raises ValueError saying what is allowed."""
     with pytest.raises(ValueError, match=match):
         SQLiteSession(tmp_path / "s.db", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "session_id, problem",
+    [
+        ("s\ud800", r"session_id must be text UTF-8 can encode, got 's\\ud800' \(a lone surrogate at position 1\)"),
+        ("\udc00s", r"session_id must be text UTF-8 can encode, got '\\udc00s' \(a lone surrogate at position 0\)"),
+        ("a\x00b", r"session_id must not hold a NUL character, got 'a\\x00b' \(at position 1\)"),
+    ],
+    ids=["high-surrogate", "low-surrogate", "nul"],
+)
+def test_an_id_no_backend_can_hold_is_refused_when_the_session_is_made(backend, session_id, problem):
+    """A session id holding a lone surrogate or NUL is refused by the constructor of SQLite and PostgreSQL sessions alike, with ValueError naming the problem (docs/sessions.md "Session ids")."""
+    with pytest.raises(ValueError, match=f"^{problem}$"):
+        backend.open(session_id)
 
 
 def test_an_append_waits_timeout_seconds_for_another_writer_then_raises(tmp_path):
@@ -251,6 +267,39 @@ def test_each_message_is_stored_before_the_next_llm_round_sees_it(agents, backen
     assert seen == [(["user"], ["system", "user"]), (["user", "assistant", "tool", "tool"], ["system", "user", "assistant", "tool", "tool"])]
     assert reader.messages() == agent.history()
     reader.close()
+
+
+LONE = "high \ud800, low \udfff, reversed \udc00\ud800, fine é😀"
+LONE_MENDED = "high \ufffd, low \ufffd, reversed \ufffd\ufffd, fine é😀"
+USER_ENTRIES = {
+    "run_agent-str": lambda agent: run_agent(agent, LONE),
+    "run_agent-dict": lambda agent: run_agent(agent, {"role": "user", "content": LONE}),
+    "run_agent-dict-parts": lambda agent: run_agent(agent, {"role": "user", "content": [{"type": "text", "text": LONE}, {"type": "input_audio", "note": LONE}]}),
+    "run_agent-UserMessage": lambda agent: run_agent(agent, UserMessage([TextContent(LONE)])),
+    "follow_up-str": lambda agent: follow_up(agent, LONE),
+    "ask-str": lambda agent: ask(agent, LONE, timeout=WAIT),
+    "add_message": lambda agent: add_message(agent, UserMessage(LONE)),
+}
+
+
+@pytest.mark.parametrize("entry", list(USER_ENTRIES))
+def test_a_user_text_with_lone_surrogates_is_the_same_text_in_memory_sent_and_stored(backend, agents, entry):
+    """A lone surrogate in a user message, however it is sent, becomes U+FFFD once as it enters the history: the history, the request and what the session loads hold the same text (decision 15, docs/failures.md)."""
+    llm = ScriptedLLM(["ok"])
+    agent = agents(llm, session=backend.open("s"))
+    USER_ENTRIES[entry](agent)
+    if entry not in ("ask-str", "add_message"):  # those two return once the message is in the history
+        take_response(agent, timeout=WAIT)
+    held = agent.history()[0]
+    assert held.content[0].text == LONE_MENDED
+    with backend.open("s") as reader:
+        assert reader.messages()[0] == held
+    if entry != "add_message":
+        [sent] = [m for m in llm.requests[0]["messages"] if m["role"] == "user"]
+        text = sent["content"] if isinstance(sent["content"], str) else sent["content"][0]["text"]
+        assert text == LONE_MENDED
+    if entry == "run_agent-dict-parts":
+        assert held.content[1] == {"type": "input_audio", "note": LONE_MENDED}
 
 
 def test_an_agent_starts_from_the_session_and_goes_on_storing(agents, backend):
@@ -457,6 +506,33 @@ def test_a_second_agent_on_a_held_session_id_is_refused_at_once(tmp_path):
             held(db, "s")
         with held(db, "other") as other:
             assert other.history() == []
+
+
+def test_one_database_through_a_symlink_and_its_real_path_is_one_session(tmp_path):
+    """A database opened through a symlink and through its real path is one session: while an agent holds it through one, an agent on the other gets SessionInUseError (docs/sessions.md: the lock is beside the real path)."""
+    real = tmp_path / "real" / "s.db"
+    real.parent.mkdir()
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    with held(link, "s"):
+        with pytest.raises(SessionInUseError, match=rf"session 's' in {str(real)!r} is held by another agent \(process {os.getpid()}\)"):
+            held(real, "s")
+    with held(real, "s"):
+        with pytest.raises(SessionInUseError, match=rf"session 's' in {str(link)!r} is held by another agent"):
+            held(link, "s")
+    assert not (tmp_path / "link.db-locks").exists()
+
+
+def test_closing_a_held_session_ends_its_hold_and_the_next_agent_gets_the_id(backend, agents):
+    """close() of a session that holds its id releases the hold: an agent refused while it held starts once it is closed."""
+    first = backend.open("s")
+    first.acquire()
+    with backend.open("s") as refused, pytest.raises(SessionInUseError):
+        agents(ScriptedLLM([]), session=refused)
+    first.close()
+    second = agents(ScriptedLLM(["ok"]), session=backend.open("s"))
+    run_agent(second, "hi")
+    assert take_response(second, timeout=WAIT).text == "ok"
 
 
 def test_the_hold_is_a_lock_file_named_by_the_session_ids_hash_beside_the_database(tmp_path):

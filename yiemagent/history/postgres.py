@@ -24,12 +24,13 @@ import json
 import logging
 import math
 import os
+import select
 import socket
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
 from ._json import message_to_data
-from .sessions import ConnectedSession, messages_from_rows, reads_checked
+from .sessions import ConnectedSession, check_session_id, messages_from_rows, reads_checked
 from ..errors import MessageFormatError, SessionInUseError
 from ..types import AgentMessage
 
@@ -57,6 +58,7 @@ _SCHEMA = (
 # The server drops a connection whose peer stopped answering (a machine that died without
 # closing its sockets) after about idle + interval * count seconds, and with it the hold.
 KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 10, 5, 3
+_READS_TO_SEE_AN_END = 4  # reads of an idle connection's socket ``held`` makes, at most, to see the server closed it
 
 
 def _psycopg() -> Any:
@@ -103,7 +105,7 @@ class PostgresSession(ConnectedSession):
         dsn: a libpq connection string or URI (``"postgresql://user@host/db"``). It may
             hold a password; the session never shows it (``repr``, errors: host, port and
             database only).
-        session_id: which conversation in the database this session is.
+        session_id: which conversation in the database this session is (``check_session_id``).
         timeout: seconds to wait for the server: to connect, and for any one statement
             (``statement_timeout``) before it fails.
         hold_timeout: seconds ``acquire`` waits for another holder to let go before
@@ -111,7 +113,8 @@ class PostgresSession(ConnectedSession):
 
     Raises:
         ImportError: psycopg 3 is not installed (the ``postgres`` extra).
-        ValueError: an empty session id, or a negative timeout.
+        ValueError: a session id ``check_session_id`` refuses (empty, a lone surrogate, NUL), or a
+            timeout that is not a finite number of seconds >= 0.
         psycopg.Error: the server cannot be reached or refused the connection.
         MessageFormatError: the database has tables of another schema version.
 
@@ -122,13 +125,10 @@ class PostgresSession(ConnectedSession):
     """
 
     def __init__(self, dsn: str, session_id: str, *, timeout: float = 30.0, hold_timeout: float = 0.0) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+        check_session_id(session_id)
         for name, value in (("timeout", timeout), ("hold_timeout", hold_timeout)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0 or math.isinf(value):
                 raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-        if "\x00" in session_id:
-            raise ValueError(f"session_id must not hold a NUL character, got {session_id!r}")
         psycopg = _psycopg()
         self.session_id = session_id
         self.timeout = float(timeout)
@@ -230,13 +230,13 @@ class PostgresSession(ConnectedSession):
         Raises:
             SessionInUseError: another agent holds the session (the message names the
                 session, the database and the holder's host and process), or this object
-                already holds it.
-            psycopg.Error: the server failed the query.
+                already holds it (``held``: a hold whose connection ended is not held).
+            psycopg.Error: the server failed the query, or ended this session's connection.
             ValueError: the session is closed.
         """
         with self._lock:
             conn = self._connection()
-            if self._held:
+            if self._still_held(conn):
                 raise SessionInUseError(f"session {self.session_id!r} in {self.where} is already held by an agent using this PostgresSession")
             key = self._key(conn)
             if self.hold_timeout <= 0:
@@ -299,9 +299,45 @@ class PostgresSession(ConnectedSession):
 
     @property
     def held(self) -> bool:
-        """Whether this object holds its session (``acquire`` succeeded and ``release`` has not been called)."""
+        """Whether this object holds its session now (docs/sessions.md "What `held` says").
+
+        True from ``acquire`` until ``release`` or ``close``, and while the hold's
+        connection has not been seen to end: the server ends the lock with the connection
+        (``pg_terminate_backend``, a server restart, a client machine whose keepalives went
+        unanswered), and another session may hold the id since. Seen without a round trip
+        (``_still_held``), so it costs no query and never waits for the server; a
+        connection whose end the client's operating system has not learned yet (a network
+        cut: up to the keepalives' 25 s) still counts as held until then, as it would for
+        any client of the server.
+        """
         with self._lock:
+            return self._still_held(self._conn)
+
+    def _still_held(self, conn: "Optional[psycopg.Connection[Any]]") -> bool:
+        """``_held``, made False when ``conn`` is seen ended; the caller holds ``_lock``.
+
+        The end is seen as the server sent it: a closed socket (and any last message
+        before it, such as the FATAL of ``pg_terminate_backend``) makes the socket readable
+        while the connection is idle, and reading it (``PQconsumeInput``, which parses
+        nothing) then fails. So one ``poll`` of the socket when nothing arrived, a read of
+        what did; a few reads at most (what an idle connection is sent is one or two messages).
+        """
+        if not self._held or conn is None:
             return self._held
+        if not conn.closed:
+            poller = select.poll()
+            poller.register(conn.fileno(), select.POLLIN)
+            for _ in range(_READS_TO_SEE_AN_END):
+                if not poller.poll(0):
+                    return True
+                try:
+                    conn.pgconn.consume_input()
+                except _psycopg().OperationalError:
+                    break
+            else:
+                return True
+        self._held = False
+        return False
 
     def release(self) -> None:
         """End the hold ``acquire`` took. Does nothing when not held; never raises for a lost connection (its hold is gone with it)."""

@@ -28,7 +28,7 @@ from ..errors import MessageFormatError, SessionInUseError
 from ..types import AgentMessage
 from .._failures import user_code_errors
 
-__all__ = ["ConnectedSession", "HeldSession", "SQLiteSession", "Session", "hold_session", "loads_checked", "reads_checked", "release_session"]
+__all__ = ["ConnectedSession", "HeldSession", "SQLiteSession", "Session", "check_session_id", "hold_session", "loads_checked", "reads_checked", "release_session"]
 
 logger = logging.getLogger("yiemagent.sessions")
 
@@ -121,6 +121,28 @@ def messages_from_rows(rows: "list[tuple[Any, str | bytes]]", where: str) -> lis
     return out
 
 
+def check_session_id(session_id: object) -> None:
+    """Refuse a session id a shipped session could not store or hold (docs/sessions.md "Session ids").
+
+    One check for ``SQLiteSession`` and ``PostgresSession``, made by their constructors,
+    so an id one of them takes the other takes too: a non-empty str that UTF-8 can
+    encode (no lone surrogate: the id is stored as UTF-8 text and hashed as UTF-8 for the
+    hold) and without NUL (PostgreSQL's text cannot hold one).
+
+    Raises:
+        ValueError: the id is not such a str; the message shows it and names its problem.
+    """
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"session_id must be text UTF-8 can encode, got {session_id!r} (a lone surrogate at position {exc.start})") from None
+    nul = session_id.find("\x00")
+    if nul >= 0:
+        raise ValueError(f"session_id must not hold a NUL character, got {session_id!r} (at position {nul})")
+
+
 def hold_session(session: Session) -> None:
     """Take ``session``'s hold if it has one (``HeldSession``); raises ``SessionInUseError``."""
     acquire = getattr(session, "acquire", None)
@@ -185,7 +207,8 @@ class SQLiteSession(ConnectedSession):
 
     Args:
         path: the database file; created with its table if absent.
-        session_id: which conversation in the file this session is.
+        session_id: which conversation in the file this session is: a non-empty str without
+            a lone surrogate or NUL (``check_session_id``; else ``ValueError``).
         synchronous: SQLite's ``PRAGMA synchronous`` for this connection.
         timeout: seconds to wait for another writer's lock before ``sqlite3.OperationalError``.
 
@@ -208,12 +231,7 @@ class SQLiteSession(ConnectedSession):
         synchronous: str = "FULL",
         timeout: float = 30.0,
     ) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
-        try:
-            session_id.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"session_id must be text UTF-8 can encode, got {session_id!r} (a lone surrogate)") from None
+        check_session_id(session_id)
         if synchronous.upper() not in _SYNCHRONOUS:
             raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}")
         self.path = os.fspath(path)
