@@ -194,9 +194,7 @@ class LLMUsage(DataClassJsonMixin):
 
     def __post_init__(self) -> None:
         if not _count(self.total_tokens):  # decision 13: the total is the input and output counts' sum
-            total = _count(self.input_tokens) + _count(self.output_tokens)
-            if total:
-                object.__setattr__(self, "total_tokens", total)
+            object.__setattr__(self, "total_tokens", _count(self.input_tokens) + _count(self.output_tokens))
 
 
 # --- usage sums (decision 13) ------------------------------------------------------
