@@ -241,17 +241,19 @@ def wait_on_daemon(
     return False, None, None
 
 
-def run_coroutine(coroutine: Any, signal: Optional["AbortSignal"]) -> Any:
+def run_coroutine(coroutine: Any, signal: Optional["AbortSignal"], name: str = "an async tool") -> Any:
     """Run ``coroutine`` to its end on an event loop of its own, in this thread (an ``async def`` tool, docs/api.md).
 
     Beyond the spec, whose tools are plain functions: each call gets a fresh loop, so no
     loop is shared between threads or calls. When ``signal`` fires (``abort``, or the
     call's ``timeout_s``) the task is cancelled: the coroutine sees ``CancelledError`` at
     its next ``await``. Whatever the coroutine left behind (tasks it started, async
-    generators, the loop's default executor) is cancelled and waited for, and the loop is
-    closed, before this returns or raises: nothing is left running. Called in a thread
-    where a loop already runs (``execute`` called by hand from async code), the coroutine
-    runs on a thread of its own, which this waits for.
+    generators, the loop's default executor) is cancelled and waited for at most
+    ``CLEANUP_GRACE_S`` (``_close_loop``): what has not ended by then is abandoned with a
+    warning naming it, so a task that swallows its cancellation cannot hold the call, and
+    the loop is closed before this returns or raises. Called in a thread where a loop
+    already runs (``execute`` called by hand from async code), the coroutine runs on a
+    thread of its own, which this waits for.
 
     Raises:
         asyncio.CancelledError: the task was cancelled (a ``BaseException``: the caller
@@ -267,7 +269,7 @@ def run_coroutine(coroutine: Any, signal: Optional["AbortSignal"]) -> Any:
 
         def run() -> None:
             try:
-                outcome["result"] = run_coroutine(coroutine, signal)
+                outcome["result"] = run_coroutine(coroutine, signal, name)
             except BaseException as exc:  # carried back to the caller
                 outcome["error"] = exc
 
@@ -293,13 +295,53 @@ def run_coroutine(coroutine: Any, signal: Optional["AbortSignal"]) -> Any:
         finally:
             unregister()
     finally:
-        try:
-            left = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task_left in left:
-                task_left.cancel()
-            if left:
-                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-        finally:
-            loop.close()
+        _close_loop(loop, name)
+
+
+CLEANUP_GRACE_S = 1.0
+"""How long an async tool's call waits, once its coroutine has ended, for what it left behind to end (docs/failures.md)."""
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop, name: str) -> None:
+    """Cancel what is left on ``loop``, wait for it at most ``CLEANUP_GRACE_S``, and close the loop.
+
+    Leftover tasks are cancelled, then async generators and the default executor are shut
+    down, all within one deadline. A task that ignores its cancellation (a loop that
+    catches ``CancelledError``), an async generator whose ``finally`` hangs, an executor
+    thread that never returns: each is abandoned, named in one warning, and the loop closes
+    anyway. An abandoned task is never resumed (its loop is closed); its coroutine is
+    closed when it is collected.
+    """
+    deadline = time.monotonic() + CLEANUP_GRACE_S
+    try:
+        left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task_left in left:
+            task_left.cancel()
+        stuck = _wait_until(loop, left, deadline)
+        stuck += _wait_until(loop, [loop.create_task(loop.shutdown_asyncgens())], deadline)
+        stuck += _wait_until(loop, [loop.create_task(loop.shutdown_default_executor())], deadline)
+        if stuck:
+            logger.warning(
+                "%s returned, but %d task(s) it left behind did not end within %g s of being cancelled; "
+                "abandoned so that they cannot hold the call: %s",
+                name, len(stuck), CLEANUP_GRACE_S, ", ".join(_task_name(t) for t in stuck),
+            )
+            for task_left in stuck:
+                # our warning names it: asyncio's own "Task was destroyed but it is pending!" would
+                # come again, later, at a garbage collection (run_until_complete sets this flag too)
+                task_left._log_destroy_pending = False  # type: ignore[attr-defined]
+    finally:
+        loop.close()
+
+
+def _wait_until(loop: asyncio.AbstractEventLoop, tasks: list["asyncio.Task[Any]"], deadline: float) -> list["asyncio.Task[Any]"]:
+    """Run ``loop`` until ``tasks`` have ended or ``deadline`` passes; the tasks still pending."""
+    if not tasks:
+        return []
+    _done, pending = loop.run_until_complete(asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic())))
+    return [t for t in tasks if t in pending]
+
+
+def _task_name(task: "asyncio.Task[Any]") -> str:
+    coroutine = task.get_coro()
+    return getattr(coroutine, "__qualname__", None) or task.get_name()

@@ -177,7 +177,10 @@ class LLMUsage(DataClassJsonMixin):
     counts every prompt token, cached ones included (``cache_read_tokens`` and
     ``cache_write_tokens`` are parts of it); ``output_tokens`` counts every generated
     token, reasoning included (``reasoning_tokens`` is part of it);
-    ``total_tokens == input_tokens + output_tokens``.
+    ``total_tokens == input_tokens + output_tokens``. A usage built without its total (0 or
+    None: a custom client that set only the input and output counts, a history stored so)
+    gets ``input_tokens + output_tokens`` as its total here, so that sums and
+    ``UsageLimits(max_total_tokens=)`` see those tokens; a total that is given stays.
 
     Thread safety: immutable; may be shared between threads.
     """
@@ -188,6 +191,10 @@ class LLMUsage(DataClassJsonMixin):
     cache_write_tokens: int = 0
     total_tokens: int = 0
     reasoning_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if not _count(self.total_tokens):  # decision 13: the total is the input and output counts' sum
+            object.__setattr__(self, "total_tokens", _count(self.input_tokens) + _count(self.output_tokens))
 
 
 # --- usage sums (decision 13) ------------------------------------------------------
@@ -203,13 +210,27 @@ _USAGE_FIELDS = tuple(f.name for f in fields(LLMUsage))
 def add_usage(total: LLMUsage, more: Optional[LLMUsage]) -> LLMUsage:
     """``total`` plus ``more``, field by field; ``more=None`` (a round that reported none) adds nothing.
 
-    A count that is not an int (a client that put None or a float there) counts as 0
+    A part without a total counts ``input + output`` for it (decision 13, ``_counts``). A
+    count that is not an int (a client that put None or a float there) counts as 0
     when it is None and is truncated to int otherwise, so a careless client cannot make
     the sum raise.
     """
     if more is None:
         return total
-    return LLMUsage(**{name: getattr(total, name) + _count(getattr(more, name, 0)) for name in _USAGE_FIELDS})
+    base, added = _counts(total), _counts(more)
+    return LLMUsage(**{name: base[name] + added[name] for name in _USAGE_FIELDS})
+
+
+def _counts(usage: object) -> dict[str, int]:
+    """Each count of ``usage`` as an int, its total ``input + output`` when it has none (decision 13).
+
+    An ``LLMUsage`` has its total already (``__post_init__``); another object with the same
+    counts (a client's own usage type) may not.
+    """
+    counts = {name: _count(getattr(usage, name, 0)) for name in _USAGE_FIELDS}
+    if not counts["total_tokens"]:
+        counts["total_tokens"] = counts["input_tokens"] + counts["output_tokens"]
+    return counts
 
 
 def _count(value: object) -> int:

@@ -24,11 +24,13 @@ from yiemagent import (
     ToolResultMessage,
     abort,
     agent_tool,
+    ask,
     run_agent,
     take_response,
 )
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.tools.agent_tool import MAX_DEPTH
 from yiemagent.streaming import current_abort_signal
 
 _ids = itertools.count()
@@ -332,3 +334,117 @@ def test_a_signal_that_fires_with_no_reason_aborts_the_sub_run_naming_the_parent
     signal.abort()
     caller.join(WAIT)
     assert raised == ["agent tool 'slow': the sub-agent's run ended with stop_reason 'aborted': the parent run was aborted"]
+
+
+def relay(formatted) -> AssistantMessage:
+    """A reply that answers with what the last tool result said."""
+    return answering(formatted["messages"][-1]["content"])
+
+
+def nesting_tool(name: str, made: list, *, hold_at: int = 0, holding=None, hold=None, **kwargs):
+    """An agent_tool whose sub-agents have that same tool: each calls it once, then answers with what it said.
+
+    The sub-agent at level ``hold_at`` sets ``holding`` and waits for ``hold`` before its call.
+    """
+
+    def make():
+        level = len(made) + 1
+        if level > 3 * MAX_DEPTH:  # a safety net: without a bound the chain would grow for ever
+            raise RuntimeError("nested without bound")
+
+        def call(formatted) -> AssistantMessage:
+            if level == hold_at:
+                holding.set()
+                assert hold.wait(WAIT)
+            return tool_call_reply((f"c{level}", name, {"task": "go deeper"}))
+
+        agent = make_agent(ScriptedLLM([call, relay]), nested, builtin_tools=False, session_id=f"sub-{next(_ids)}")
+        made.append(agent)
+        return agent
+
+    nested = agent_tool(make, name=name, description="asks itself", **kwargs)
+    return nested
+
+
+def test_an_agent_that_is_its_own_tool_nests_no_deeper_than_max_depth(agents):
+    """An agent that is its own agent_tool makes MAX_DEPTH sub-agents; the deepest call is an error naming the bound, and no thread is left."""
+    made: list = []
+    tool = nesting_tool("recurse", made)
+    parent = agents(ScriptedLLM([tool_call_reply(("c0", "recurse", {"task": "go"})), relay]), [tool])
+    reply = ask(parent, "go", timeout=WAIT)
+    assert len(made) == MAX_DEPTH == 5
+    assert "agent tool 'recurse': a sub-agent here would be nested 6 levels deep, past its max_depth of 5" in reply.text
+    assert all(agent.closing for agent in made)
+    names = {agent.session_id for agent in made}
+    assert [t.name for t in threading.enumerate() if any(name in t.name for name in names)] == []
+
+
+def test_max_depth_is_set_per_tool_and_checked(agents):
+    """agent_tool(max_depth=2) nests two levels; a max_depth below 1 is refused when the tool is made, naming it."""
+    made: list = []
+    parent = agents(ScriptedLLM([tool_call_reply(("c0", "recurse", {"task": "go"})), relay]), [nesting_tool("recurse", made, max_depth=2)])
+    assert "nested 3 levels deep, past its max_depth of 2" in ask(parent, "go", timeout=WAIT).text
+    assert len(made) == 2
+    with pytest.raises(ToolDefinitionError, match=r"^agent_tool 'x': max_depth must be an int of at least 1, got 0$"):
+        agent_tool(lambda: None, name="x", description="x", max_depth=0)
+
+
+def test_the_depth_is_counted_per_chain_so_unrelated_agents_do_not_limit_each_other(agents):
+    """While one chain waits at its deepest level, an unrelated agent still nests to its own full depth."""
+    holding, hold = threading.Event(), threading.Event()
+    held: list = []
+    first = agents(ScriptedLLM([tool_call_reply(("c0", "a", {"task": "go"})), relay]), [nesting_tool("a", held, max_depth=2, hold_at=2, holding=holding, hold=hold)])
+    try:
+        run_agent(first, "go")
+        assert holding.wait(WAIT)  # the first chain is two levels deep now
+        made: list = []
+        second = agents(ScriptedLLM([tool_call_reply(("c0", "b", {"task": "go"})), relay]), [nesting_tool("b", made, max_depth=2)])
+        assert "nested 3 levels deep, past its max_depth of 2" in ask(second, "go", timeout=WAIT).text
+        assert len(made) == 2
+    finally:
+        hold.set()
+    assert "nested 3 levels deep" in take_response(first, timeout=WAIT).text and len(held) == 2
+
+
+def test_a_sub_run_stopped_by_max_rounds_is_an_error_result_not_an_answer(agents):
+    """A sub-agent that reaches its max_rounds gives the parent's call an error result naming "max_rounds", not its last text."""
+
+    def make():
+        llm = ScriptedLLM([tool_call_reply(("s1", "missing", {}), text="still working")])
+        return make_agent(llm, builtin_tools=False, max_rounds=1)
+
+    tool = agent_tool(make, name="busy", description="busy")
+    parent = agents(ScriptedLLM([tool_call_reply(("c", "busy", {"task": "x"})), answering("gave up")]), [tool])
+    assert ask(parent, "go", timeout=WAIT).text == "gave up"
+    (result,) = results(parent)
+    assert result.is_error and "the sub-agent's run ended with stop_reason 'max_rounds'" in result.content[0].text
+
+
+def test_a_sub_agents_own_sub_agent_is_counted_once_in_the_top_run(agents):
+    """Usage of a sub-agent's sub-agent reaches the top run inside its parent's sum, and is not added again."""
+    leaf = agent_tool(lambda: make_agent(ScriptedLLM([answering("leaf", LLMUsage(1, 1, total_tokens=2))]), builtin_tools=False), name="leaf", description="leaf")
+    mid_round = LLMUsage(10, 2, total_tokens=12)
+
+    def make_mid():
+        llm = ScriptedLLM([replace(tool_call_reply(("m", "leaf", {"task": "x"})), usage=mid_round), answering("mid", mid_round)])
+        return make_agent(llm, leaf, builtin_tools=False)
+
+    mid = agent_tool(make_mid, name="mid", description="mid")
+    top_round = LLMUsage(100, 5, total_tokens=105)
+    parent = agents(ScriptedLLM([replace(tool_call_reply(("t", "mid", {"task": "x"})), usage=top_round), answering("top", top_round)]), [mid])
+    assert ask(parent, "go", timeout=WAIT).text == "top"
+    end = parent.agent_event_sink.of_type(AgentRunEndEvent)[-1]
+    assert end.usage == LLMUsage(221, 15, total_tokens=236) == parent.usage
+    nested = [e for e in parent.agent_event_sink.events if isinstance(e, SubAgentEvent) and isinstance(e.event, SubAgentEvent)]
+    assert any(isinstance(e.event.event, AgentRunEndEvent) for e in nested)  # the leaf's end did reach the top sink
+
+
+def test_an_execute_that_raises_still_shuts_its_sub_agent_down():
+    """execute failing after the sub-agent was made (here: no "task" argument, called by hand) raises, and the sub-agent is shut down with no thread left."""
+    made: list = []
+    tool = agent_tool(sub_agents(made, lambda: ScriptedLLM([answering("never")])), name="helper", description="helps")
+    with pytest.raises(KeyError, match="task"):
+        tool.execute("c1", {}, None, lambda event: None)
+    (agent,) = made
+    assert agent.closing
+    assert [t.name for t in threading.enumerate() if agent.session_id in t.name] == []

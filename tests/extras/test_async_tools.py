@@ -147,6 +147,64 @@ def test_tasks_an_async_tool_leaves_behind_are_cancelled():
     assert orphan_cancelled.is_set()
 
 
+def test_a_task_left_behind_that_swallows_its_cancellation_does_not_hold_the_call(caplog):
+    """A task the coroutine left behind that catches CancelledError for ever is abandoned after a grace, with a warning: the tool's result reaches the model."""
+    stop, refused = threading.Event(), threading.Event()
+
+    async def stubborn() -> None:
+        while not stop.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                refused.set()  # swallowed: the loop goes on
+
+    @tool
+    async def leaky() -> str:
+        """Start a helper and return at once."""
+        asyncio.get_running_loop().create_task(stubborn())
+        await asyncio.sleep(0)
+        return "done"
+
+    llm = ScriptedLLM([tool_call_reply(("c1", "leaky", "{}")), "ok"])
+    agent = make_agent(llm, leaky, builtin_tools=False)
+    before = _open_loops()
+    try:
+        with caplog.at_level("WARNING", logger="yiemagent.run"):
+            assert ask(agent, "go", timeout=WAIT).text == "ok"
+    finally:
+        stop.set()  # lets the task end should the call still be holding it (the test then failed)
+        shutdown(agent, timeout=WAIT)
+    assert llm.requests[1]["messages"][-1]["content"] == "done"
+    assert refused.is_set()
+    (warning,) = [r.getMessage() for r in caplog.records if "abandoned" in r.getMessage()]
+    assert "async tool 'leaky'" in warning and "stubborn" in warning and "1 task(s)" in warning
+    assert _open_loops() == before
+
+
+def test_a_thread_left_blocked_in_the_loops_executor_does_not_hold_the_call(caplog):
+    """A to_thread call still blocked when the coroutine returns is abandoned after a grace, with a warning: execute returns the result."""
+    release, entered = threading.Event(), threading.Event()
+
+    def blocked() -> None:
+        entered.set()
+        release.wait(WAIT)
+
+    @tool
+    async def leaky() -> str:
+        asyncio.get_running_loop().create_task(asyncio.to_thread(blocked))
+        await asyncio.to_thread(entered.wait, WAIT)
+        return "done"
+
+    try:
+        with caplog.at_level("WARNING", logger="yiemagent.run"):
+            assert leaky.execute("c1", {}, None, lambda p: None).content[0].text == "done"
+        assert not release.is_set()  # the call returned while the thread was still blocked
+    finally:
+        release.set()
+    (warning,) = [r.getMessage() for r in caplog.records if "abandoned" in r.getMessage()]
+    assert "shutdown_default_executor" in warning
+
+
 def test_an_async_tool_that_raises_is_an_error_result():
     """An exception in the coroutine is an error result naming it, as for a plain function."""
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
+import json
+import socket
+import struct
 import threading
 
 import pytest
@@ -76,12 +80,89 @@ def test_usage_counts_every_attempt():
     assert (reply.usage.input_tokens, reply.usage.output_tokens, reply.usage.total_tokens) == (12, 4, 16)
 
 
-def test_a_bug_in_a_model_is_not_hidden_by_the_next():
-    """An exception that is not an LLMError is raised as it is: the secondary is not asked."""
+def test_a_custom_clients_own_exception_falls_over_with_its_traceback_logged(caplog):
+    """A custom llm_call raising RuntimeError (not an LLMError) falls over to the next model; its warning carries the traceback."""
     second = ScriptedLLM(["fine"])
-    with pytest.raises(KeyError):
-        FallbackLLM(ScriptedLLM([KeyError("oops")]), second)(FORMATTED)
+    with caplog.at_level("WARNING", logger="yiemagent.llm.fallback"):
+        reply = FallbackLLM(Model("alpha", [RuntimeError("client bug or outage")]), second)(FORMATTED)
+    assert reply.content[0].text == "fine" and len(second.requests) == 1
+    (record,) = [r for r in caplog.records if r.name == "yiemagent.llm.fallback"]
+    assert record.getMessage() == "model alpha failed (client bug or outage); asking ScriptedLLM"
+    assert record.exc_info is not None and record.exc_info[0] is RuntimeError
+
+
+def test_a_keyboard_interrupt_in_a_model_is_not_asked_of_the_next():
+    """A BaseException that is not an Exception (KeyboardInterrupt) is raised as it is: the secondary is not asked."""
+    second = ScriptedLLM(["fine"])
+    with pytest.raises(KeyboardInterrupt):
+        FallbackLLM(ScriptedLLM([KeyboardInterrupt()]), second)(FORMATTED)
     assert second.requests == []
+
+
+class ResettingServer:
+    """A TCP server on 127.0.0.1 that reads each request and resets the connection (RST, SO_LINGER 0)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed: the test is over
+                return
+            conn.recv(65536)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept (a close alone does not, on Linux)
+        self.sock.close()
+        self.thread.join(WAIT)
+
+
+class RawClient:
+    """An application's own llm_call over http.client: what the connection raises reaches the caller unchanged."""
+
+    def __init__(self, port: int, model: str) -> None:
+        self.port, self.model = port, model
+
+    def __call__(self, formatted):
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=WAIT)
+        try:
+            connection.request("POST", "/v1/chat/completions", body=json.dumps(formatted), headers={"Content-Type": "application/json"})
+            body = json.loads(connection.getresponse().read())
+        finally:
+            connection.close()
+        return AssistantMessage([TextContent(body["choices"][0]["message"]["content"])], stop_reason="stop", model=self.model)
+
+
+@pytest.fixture
+def resetting():
+    server = ResettingServer()
+    yield server
+    server.close()
+
+
+def test_a_connection_reset_in_a_custom_client_falls_over(resetting):
+    """A custom client whose server resets the connection (a real ConnectionResetError) is answered by the next model."""
+    with LocalServer(lambda r: Reply(body=answer("beta"))) as good:
+        reply = FallbackLLM(RawClient(resetting.port, "alpha"), client(good, "beta"))(FORMATTED)
+    assert reply.model == "beta" and len(good.requests) == 1
+
+
+def test_when_every_model_fails_the_error_names_each_also_a_custom_clients_reset(resetting):
+    """The primary's 503 and then a custom client's connection reset: the LLMError names both models and both causes, the reset its cause."""
+    with LocalServer(failing(503, "alpha overloaded")) as bad:
+        with pytest.raises(LLMError) as info:
+            FallbackLLM(client(bad, "alpha", max_retries=0), RawClient(resetting.port, "beta"))(FORMATTED)
+    text = str(info.value)
+    assert text.startswith("no model answered: alpha: ") and "alpha overloaded" in text
+    assert "; beta: ConnectionResetError: " in text
+    assert isinstance(info.value.__cause__, ConnectionResetError) and info.value.status is None and not info.value.retryable
 
 
 def test_an_agent_over_fallback_gets_the_secondarys_answer_and_its_usage(agents):
@@ -179,10 +260,11 @@ def test_every_failure_is_named_by_its_models_name_in_the_error_and_the_warnings
 
 def test_the_last_models_error_reply_is_the_answer_with_every_attempts_usage():
     """When the last model too replies with stop_reason "error", that reply is returned (the run reports it),
-    named after that model and carrying the usage of every attempt."""
+    named after that model, its error_message naming every model and its failure, carrying the usage of every attempt."""
     first = Model("alpha", [error_reply("alpha overloaded", LLMUsage(5, 1, total_tokens=6))])
     reply = FallbackLLM(first, Model("beta", [error_reply("beta overloaded", LLMUsage(2, 2, total_tokens=4))]))(FORMATTED)
-    assert (reply.stop_reason, reply.error_message, reply.model) == ("error", "beta overloaded", "beta")
+    assert (reply.stop_reason, reply.model) == ("error", "beta")
+    assert reply.error_message == "no model answered: alpha: alpha overloaded; beta: beta overloaded"
     assert (reply.usage.input_tokens, reply.usage.output_tokens, reply.usage.total_tokens) == (7, 3, 10)
 
 
@@ -265,12 +347,12 @@ def test_deltas_reach_the_runs_listener_with_their_kind():
 
 def test_falls_over_on_a_provider_failure_only():
     """``falls_over``: any 5xx (retryable or not), a retryable failure with no status, and 401/403/404/408/429 fall over;
-    another 4xx (even one marked retryable), a non-retryable failure without a status or with a 3xx or 2xx, and
-    anything that is not an LLMError do not."""
+    another 4xx (even one marked retryable), a non-retryable failure without a status or with a 3xx or 2xx do not;
+    any other Exception does (a custom client's own), a BaseException that is not an Exception does not."""
     over = [LLMError("x", status=500), LLMError("x", status=501), LLMError("x", retryable=True), LLMError("x", status=401), LLMError("x", status=408)]
     not_over = [LLMError("x", status=400, retryable=True), LLMError("x", status=400), LLMError("x"), LLMError("x", status=302), LLMError("x", status=200)]
-    assert [falls_over(e) for e in over] == [True] * 5
-    assert [falls_over(e) for e in not_over + [KeyError("x")]] == [False] * 6
+    assert [falls_over(e) for e in over + [KeyError("x"), ConnectionResetError()]] == [True] * 7
+    assert [falls_over(e) for e in not_over + [KeyboardInterrupt()]] == [False] * 6
 
 
 def test_a_501_is_not_retried_but_falls_over():

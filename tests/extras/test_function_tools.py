@@ -740,6 +740,11 @@ def test_tool_results_and_content_blocks_are_kept_as_they_are():
     assert call(tool(lambda: [TextContent("a"), image], name="r"), {}).content == [TextContent("a"), image]
 
 
+def test_an_empty_list_is_the_text_of_an_empty_json_array():
+    """A function returning [] gives the text "[]" (an empty list holds no content blocks), not a result with no content."""
+    assert call(tool(lambda: [], name="r"), {}) == AgentToolResult([TextContent("[]")])
+
+
 @pytest.mark.parametrize("value, cause", [(object(), "TypeError: a value of type object has no JSON form"), (float("nan"), "ValueError")])
 def test_a_value_with_no_json_form_is_an_error_result(value, cause):
     """A return value that has no JSON text becomes an error result naming the cause."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 
@@ -24,6 +25,8 @@ from yiemagent import (
     take_response,
 )
 from yiemagent.history import complete_tool_calls
+from yiemagent.history._json import message_from_data, message_to_data
+from yiemagent.history._stored import read_stored
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.loop import UsageMeter
@@ -253,6 +256,41 @@ def test_summing_is_field_by_field_and_keeps_the_total_identity(parts):
     for part in consistent:
         summed = add_usage(summed, part)
     assert summed.total_tokens == summed.input_tokens + summed.output_tokens
+
+
+@given(counts, counts, counts, counts, counts, st.sampled_from([0, None]))
+def test_a_usage_built_without_its_total_gets_input_plus_output_and_keeps_it_through_json(inp, out, cache_read, cache_write, reasoning, unset):
+    """Property (decision 13): LLMUsage with total 0 or None has total == input + output; its JSON form, and a stored message holding it, read back equal."""
+    usage = LLMUsage(inp, out, cache_read, cache_write, unset, reasoning)  # type: ignore[arg-type]
+    assert usage.total_tokens == inp + out
+    assert LLMUsage.from_dict(json.loads(json.dumps(usage.to_dict()))) == usage
+    stored = {**usage.to_dict(), "total_tokens": 0}  # a history stored before the total was filled in
+    assert LLMUsage.from_dict(stored) == usage
+    reply = AssistantMessage([TextContent("hi")], stop_reason="stop", usage=usage)
+    data = json.loads(json.dumps(message_to_data(reply)))
+    assert message_from_data(data, "row 1").usage == usage and read_stored(data).usage == usage
+    data["usage"]["total_tokens"] = 0
+    assert message_from_data(data, "row 1").usage == usage and read_stored(data).usage == usage
+
+
+class _OwnUsage:
+    """A client's own usage type: the counts of LLMUsage, no total."""
+
+    def __init__(self, inp: int, out: int) -> None:
+        self.input_tokens, self.output_tokens = inp, out
+
+
+@given(st.lists(st.tuples(counts, counts, st.booleans()), max_size=8))
+def test_sums_of_parts_without_totals_keep_the_total_identity(parts):
+    """Property (decision 13): summing rounds that set only input and output, as LLMUsage or a client's own type, gives total == input + output."""
+    total = LLMUsage()
+    for inp, out, own in parts:
+        total = add_usage(total, _OwnUsage(inp, out) if own else LLMUsage(input_tokens=inp, output_tokens=out))  # type: ignore[arg-type]
+    assert total.total_tokens == total.input_tokens + total.output_tokens == sum(i + o for i, o, _ in parts)
+    meter = UsageMeter()
+    for inp, out, _own in parts:
+        meter.add(LLMUsage(input_tokens=inp, output_tokens=out))
+    assert meter.total == total
 
 
 def test_a_client_that_puts_none_in_a_count_cannot_break_the_sum():

@@ -98,3 +98,15 @@ def test_usage_limits_must_be_a_usage_limits(agents):
     """YiemAgent(usage_limits=) refuses anything but a UsageLimits or None."""
     with pytest.raises(TypeError, match="usage_limits"):
         agents(ScriptedLLM([]), usage_limits={"max_total_tokens": 5})
+
+
+def test_max_total_tokens_fires_for_rounds_that_report_no_total(agents):
+    """Rounds reporting LLMUsage(input_tokens=100, output_tokens=20) without a total count 120 each (decision 13), so max_total_tokens stops the run."""
+    llm = ScriptedLLM(spending(5, LLMUsage(input_tokens=100, output_tokens=20)))
+    agent = agents(llm, [make_tool("echo")], usage_limits=UsageLimits(max_total_tokens=150))
+    run_agent(agent, "spend")
+    response = take_response(agent, timeout=WAIT)
+    assert response.stop_reason == "usage_limit" and "max_total_tokens=150 (240 tokens in all used)" in response.error_message
+    assert len(llm.requests) == 2
+    end = agent.agent_event_sink.of_type(AgentRunEndEvent)[-1]
+    assert end.usage == LLMUsage(200, 40, total_tokens=240) and agent.usage.total_tokens == 240

@@ -5,20 +5,24 @@ another model may not share: a retryable ``LLMError`` (a timeout, a refused conn
 a 429 or 5xx that the client's own retries did not get past), any 5xx, or a 4xx that is
 the provider's and not the request's — 401/403 (that provider's key), 404 (that
 provider's model), 408, 429 (its rate or quota). A 4xx that is the request's fault (400,
-413, 422 and the rest) would fail the same way everywhere, so it is raised at once. So is
-any exception that is not an ``LLMError`` (a bug in a custom ``llm_call`` is not a
-provider being down), and so is a failure after part of the reply was streamed to the
-run's sink: asking another model then would show two replies' fragments (the client's
-own retries stop there too, docs/streaming.md).
+413, 422 and the rest) would fail the same way everywhere, so it is raised at once. Any
+other ``Exception`` falls over too: a custom ``llm_call`` (an application's own client)
+is as likely to raise ``ConnectionResetError`` or ``RuntimeError`` as ``LLMError``, and
+from outside a network failure cannot be told from a bug; so that a bug is not hidden,
+its warning carries its traceback and, when every model fails, the error names it. A
+failure after part of the reply was streamed to the run's sink is raised at once: asking
+another model then would show two replies' fragments (the client's own retries stop
+there too, docs/streaming.md). A ``BaseException`` that is not an ``Exception``
+(``KeyboardInterrupt``) is never caught.
 
 A reply that reports its own failure (``stop_reason == "error"``) counts as a failure
 worth falling over. The reply that answers says which model answered: its ``model`` is
 the answering model's (filled from the client's ``model`` attribute when the reply has
 none), and its ``usage`` is the sum over every attempt that reported usage (decision 13:
-the tokens of a failed attempt were spent too). When every model fails, the ``LLMError``
-raised names each model and its failure, with the last failure as its cause.
-
-Thread safety: as safe as the clients it holds; it keeps no state of its own between calls.
+the tokens of a failed attempt were spent too). When every model fails, the failure names
+each model and its failure, in order: an ``LLMError`` with the last failure as its cause,
+or, when the last model replied with ``stop_reason "error"``, that reply with an
+``error_message`` listing them all.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Optional
 
+from .._failures import describe_error
 from ..errors import LLMError
 from ..types import AssistantMessage, LLMUsage, add_usage
 from ..events import current_stream, stream_to
@@ -41,9 +46,13 @@ PROVIDER_STATUSES = frozenset({401, 403, 404, 408, 429})
 
 
 def falls_over(error: BaseException) -> bool:
-    """Whether the next model is asked after ``error``: a retryable ``LLMError``, a 5xx, or a provider's own 4xx."""
+    """Whether the next model is asked after ``error``: not a request's own 4xx, nor a ``BaseException`` such as ``KeyboardInterrupt``.
+
+    An ``LLMError`` falls over when it is retryable, a 5xx, or a provider's own 4xx; any
+    other ``Exception`` (a custom client's ``ConnectionResetError``, ``RuntimeError``) does.
+    """
     if not isinstance(error, LLMError):
-        return False
+        return isinstance(error, Exception)
     status = error.status
     if status is not None and 400 <= status < 500:
         return status in PROVIDER_STATUSES
@@ -97,7 +106,7 @@ class FallbackLLM:
     def __call__(self, formatted: dict[str, Any]) -> AssistantMessage:
         target = current_stream()
         spent: Optional[LLMUsage] = None
-        failures: list[str] = []
+        failures: list[str] = []  # "model: its failure", one per model that failed, in order
         last = len(self.llm_calls) - 1
         for index, llm_call in enumerate(self.llm_calls):
             watch = _Watch(target.on_delta) if target is not None else None
@@ -107,22 +116,28 @@ class FallbackLLM:
                         reply = llm_call(formatted)
                 else:
                     reply = llm_call(formatted)
-            except LLMError as exc:
+            except Exception as exc:
                 if isinstance(getattr(exc, "usage", None), LLMUsage):  # a client that knows what a failed call spent
                     spent = add_usage(spent or LLMUsage(), exc.usage)  # type: ignore[attr-defined]
-                failures.append(f"{_name(llm_call)}: {exc}")
+                failures.append(f"{_name(llm_call)}: {exc if isinstance(exc, LLMError) else describe_error(exc)}")
                 if index == last or not falls_over(exc) or (watch is not None and watch.emitted) or _aborted(target):
                     if len(failures) == 1:
                         raise
                     raise self._failed(failures, exc) from exc
-                logger.warning("model %s failed (%s); asking %s", _name(llm_call), exc, _name(self.llm_calls[index + 1]))
+                logger.warning(
+                    "model %s failed (%s); asking %s", _name(llm_call), exc, _name(self.llm_calls[index + 1]),
+                    exc_info=not isinstance(exc, LLMError),  # not a client's own error: perhaps a bug, shown whole
+                )
                 continue
             usage = reply.usage if isinstance(reply, AssistantMessage) and isinstance(reply.usage, LLMUsage) else None
-            if isinstance(reply, AssistantMessage) and reply.stop_reason == "error" and index < last and not (watch and watch.emitted):
-                spent = add_usage(spent or LLMUsage(), usage)
+            if isinstance(reply, AssistantMessage) and reply.stop_reason == "error":
                 failures.append(f"{_name(llm_call)}: {reply.error_message or 'stop_reason error'}")
-                logger.warning("model %s replied with an error (%s); asking %s", _name(llm_call), reply.error_message, _name(self.llm_calls[index + 1]))
-                continue
+                if index < last and not (watch and watch.emitted):
+                    spent = add_usage(spent or LLMUsage(), usage)
+                    logger.warning("model %s replied with an error (%s); asking %s", _name(llm_call), reply.error_message, _name(self.llm_calls[index + 1]))
+                    continue
+                if len(failures) > 1:  # the run reports this reply: it names every model that failed, not only this one
+                    reply = replace(reply, error_message=_no_model_answered(failures))
             if not isinstance(reply, AssistantMessage):
                 return reply  # the run refuses it (decision 15) and names what came back
             if spent is not None:
@@ -132,9 +147,11 @@ class FallbackLLM:
             return reply
         raise AssertionError("unreachable: the last model's failure is raised")  # pragma: no cover
 
-    def _failed(self, failures: list[str], error: LLMError) -> LLMError:
+    def _failed(self, failures: list[str], error: Exception) -> LLMError:
+        if not isinstance(error, LLMError):  # a custom client's own exception: nothing says a retry would help
+            return LLMError(_no_model_answered(failures))
         return LLMError(
-            f"no model answered: {'; '.join(failures)}",
+            _no_model_answered(failures),
             status=error.status,
             retryable=error.retryable,
             retry_after_ms=error.retry_after_ms,
@@ -142,6 +159,10 @@ class FallbackLLM:
 
     def __repr__(self) -> str:
         return f"FallbackLLM({', '.join(repr(c) for c in self.llm_calls)})"
+
+
+def _no_model_answered(failures: list[str]) -> str:
+    return f"no model answered: {'; '.join(failures)}"
 
 
 def _aborted(target: Any) -> bool:

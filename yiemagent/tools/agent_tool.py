@@ -19,7 +19,13 @@ terms of the spec's tool contract (§3, §8.2):
   each sub-run, run.py ``_SubRunUsage``) and so ``agent.usage``; a sub-run that ends after
   its call timed out cannot be emitted any more, and its usage joins the run's while the
   run goes on, else ``agent.usage`` (run.py ``add_late_sub_run_usage``);
-- the call's abort signal (the parent's abort, or the tool's ``timeout_s``) aborts the sub-run.
+- the call's abort signal (the parent's abort, or the tool's ``timeout_s``) aborts the sub-run;
+- sub-agents nest at most ``max_depth`` levels below the run that started the chain
+  (``MAX_DEPTH`` by default): an agent that is its own tool, or a cycle of ``agent_tool``s,
+  would otherwise nest without end, and neither ``max_rounds`` nor usage limits bound it
+  (each level is a new run). The depth travels with the chain in a ``ContextVar``: the
+  sub-run runs in the context its task was sent in (agent.py ``run_agent``), so unrelated
+  agents, and parallel calls of one, never see each other's depth.
 
 Thread safety: ``execute`` may run in several tool threads at once (the tool is
 ``parallel_tool_execute``); each call owns the agent it made.
@@ -27,6 +33,7 @@ Thread safety: ``execute`` may run in several tool threads at once (the tool is
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable
 from typing import Any, Optional
@@ -38,7 +45,7 @@ from ..run import add_late_sub_run_usage
 from ..types import AssistantMessage, TextContent, text_of
 from ..types import AbortSignal, AgentTool, AgentToolResult
 
-__all__ = ["ANSWERED", "AGENT_TOOL_SCHEMA", "agent_tool"]
+__all__ = ["ANSWERED", "AGENT_TOOL_SCHEMA", "MAX_DEPTH", "agent_tool"]
 
 logger = logging.getLogger("yiemagent.tools.agent_tool")
 
@@ -51,6 +58,12 @@ AGENT_TOOL_SCHEMA = {
 
 ANSWERED = frozenset({"stop", "length", "tool_use_terminated", None})
 """The stop reasons of a sub-run that answered; any other is a failure of the call."""
+
+MAX_DEPTH = 5
+"""How many levels of sub-agents an ``agent_tool`` nests below the run that started the chain, by default."""
+
+_depth: contextvars.ContextVar[int] = contextvars.ContextVar("yiemagent_agent_tool_depth", default=0)
+"""How many sub-agents deep the current run is: 0 in a run no ``agent_tool`` started."""
 
 SHUTDOWN_TIMEOUT_S = 30.0
 """How long a sub-agent's shutdown waits for its run (which has already ended) before it aborts it."""
@@ -73,29 +86,43 @@ def agent_tool(
     name: str,
     description: str,
     timeout_s: Optional[float] = None,
+    max_depth: int = MAX_DEPTH,
 ) -> AgentTool:
     """An ``AgentTool`` that hands the model's ``task`` to a fresh sub-agent and answers with its final text.
 
+    ``max_depth``: a call that would make a sub-agent more than this many levels below the
+    run that started the chain makes none; its result is an error naming the bound.
+
     Raises:
-        ToolDefinitionError: ``make_agent`` is not callable (the name, description and
-            timeout are checked by ``AgentTool``).
+        ToolDefinitionError: ``make_agent`` is not callable, ``max_depth`` is not an int of
+            at least 1 (the name, description and timeout are checked by ``AgentTool``).
     """
     if not callable(make_agent):
         raise ToolDefinitionError(f"agent_tool {name!r}: make_agent must be callable, got {type(make_agent).__name__}")
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
+        raise ToolDefinitionError(f"agent_tool {name!r}: max_depth must be an int of at least 1, got {max_depth!r}")
 
     def execute(tool_call_id: str, args: dict[str, Any], signal: Optional[AbortSignal], on_partial_result: Callable[[Any], Any]) -> AgentToolResult:
         if signal is not None and signal.aborted:
             raise ToolError(f"agent tool {name!r} was aborted before its sub-agent started")
+        depth = _depth.get() + 1  # the level of the sub-agent this call would make
+        if depth > max_depth:
+            raise ToolError(
+                f"agent tool {name!r}: a sub-agent here would be nested {depth} levels deep, past its max_depth of {max_depth} "
+                "(an agent that is its own tool, or a cycle of agent tools?); no sub-agent was made"
+            )
         agent = make_agent()
         if not isinstance(agent, YiemAgent):
             raise ToolError(f"agent tool {name!r}: make_agent() returned {type(agent).__name__}, expected a YiemAgent")
         try:
             agent.agent_event_sink = _forwarder(tool_call_id, on_partial_result, agent.agent_event_sink)
             forget = signal.on_abort(lambda: abort(agent, signal.reason or "the parent run was aborted")) if signal is not None else None
+            token = _depth.set(depth)  # run_agent hands this context, and so the depth, to the sub-run
             try:
                 run_agent(agent, args["task"])
                 response = take_response(agent)
             finally:
+                _depth.reset(token)
                 if forget is not None:
                     forget()
             usage = agent.usage

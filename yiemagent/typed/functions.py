@@ -85,7 +85,9 @@ def tool(
       ``current_run_context()`` and is left out of the schema too (types.py).
     - An ``async def`` function (or a callable whose ``__call__`` is one) is awaited on an
       event loop of its own in the thread that runs the call; ``abort`` and ``timeout_s``
-      cancel it (``_threads.run_coroutine``). Async generators are refused.
+      cancel it; what it leaves behind is cancelled and waited for at most
+      ``_threads.CLEANUP_GRACE_S``, then abandoned with a warning, so the tool's own result
+      is never held up by it (``_threads.run_coroutine``). Async generators are refused.
     - The function receives its arguments as the types it declared; what it returns
       becomes the result (``to_tool_result``); what it raises becomes an error result
       through the pipeline, as for any tool (spec §8.2).
@@ -227,7 +229,7 @@ class FunctionToolExecute:
     def _await(self, coroutine: Any, signal: Optional[AbortSignal]) -> Any:
         """Run the coroutine (``_threads.run_coroutine``); a cancelled one is a ``ToolError`` saying why."""
         try:
-            return run_coroutine(coroutine, signal)
+            return run_coroutine(coroutine, signal, f"async tool {self.tool_name!r}")
         except asyncio.CancelledError:
             why = signal.reason if signal is not None and signal.aborted else "its task was cancelled"
             raise ToolError(f"Tool {self.tool_name!r} was cancelled: {why}") from None
