@@ -18,6 +18,10 @@
 - ``listschema``: lists ``ping`` between tools the SDK's types refuse (an ``inputSchema``
   that is a list, a string, an object without ``"type": "object"``, a tool without a name),
   so that a client taking the page whole would refuse every tool.
+- ``pages SPEC``: SPEC is JSON ``{"count": N, "per_page": P, "loop": false}``: ``tools/list``,
+  ``resources/list`` and ``prompts/list`` each list N items (``t1``..., ``notes://r1``...,
+  ``p1``...) P a page, the cursor of a page being the offset of its first item; with
+  ``"loop": true`` the last page's cursor is the second page's again (a list that loops).
 - ``scripted PAGE [twice] [ping]``: PAGE is the JSON of the ``tools/list`` result, sent as it
   is (so a test can list what the SDK's types refuse); ``twice`` sends each ``tools/list``
   answer twice (a duplicate for an id already answered); ``ping`` makes each ``tools/call``
@@ -40,6 +44,7 @@ import threading
 MODE = sys.argv[1]
 HTTP = "--http" in sys.argv[2:]
 PAGE = json.loads(sys.argv[2]) if MODE == "scripted" else None
+SPEC = json.loads(sys.argv[2]) if MODE == "pages" else None
 FLAGS = set(sys.argv[3:]) if MODE == "scripted" else set()
 waiting = None  # scripted ping: the id of the call waiting for the client's answer to the server's ping
 
@@ -86,6 +91,22 @@ def tools_page(cursor: "str | None") -> dict:
     return {"tools": TOOLS}
 
 
+def numbered_page(field: str, cursor: "str | None") -> dict:
+    """Mode ``pages``: the page of ``field`` starting at offset ``cursor``."""
+    start, per, count = int(cursor or 0), SPEC["per_page"], SPEC["count"]
+    make = {
+        "tools": lambda n: {"name": f"t{n}", "inputSchema": {"type": "object"}},
+        "resources": lambda n: {"uri": f"notes://r{n}", "name": f"r{n}"},
+        "prompts": lambda n: {"name": f"p{n}"},
+    }[field]
+    page: dict = {field: [make(n) for n in range(start + 1, min(start + per, count) + 1)]}
+    if start + per < count:
+        page["nextCursor"] = str(start + per)
+    elif SPEC.get("loop"):
+        page["nextCursor"] = str(per)
+    return page
+
+
 def write_line(message: dict) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
@@ -102,9 +123,11 @@ def answer(request: dict, send=write_line) -> None:
             return
         send({"jsonrpc": "2.0", "id": rid, "result": {
             "protocolVersion": request["params"]["protocolVersion"],
-            "capabilities": {"tools": {}},
+            "capabilities": {"tools": {}, "resources": {}, "prompts": {}} if MODE == "pages" else {"tools": {}},
             "serverInfo": {"name": f"raw-{MODE}", "version": "0"},
         }})
+    elif MODE == "pages" and method in ("tools/list", "resources/list", "prompts/list"):
+        send({"jsonrpc": "2.0", "id": rid, "result": numbered_page(method.split("/")[0], (request.get("params") or {}).get("cursor"))})
     elif method == "tools/list":
         for _ in range(2 if "twice" in FLAGS else 1):
             send({"jsonrpc": "2.0", "id": rid, "result": tools_page((request.get("params") or {}).get("cursor"))})
