@@ -29,7 +29,11 @@
   has come, with the text ``ping answered: <its result>``.
 
 With ``--http`` it serves the same answers over streamable HTTP instead (one JSON reply
-per POST, no SSE stream) on 127.0.0.1 at a free port, printing ``PORT <n>`` on stdout.
+per POST, no SSE stream) on 127.0.0.1 at a free port, printing ``PORT <n>`` on stdout;
+with ``--sse`` the same, each reply being an SSE event written 7 bytes at a time.
+
+In every mode a call to ``lone_surrogate`` answers the text ``"a\ud800c"``, which JSON
+carries as the escape of a lone surrogate (UTF-8 cannot carry it).
 
 A cancellation it receives is reported on stderr as ``GOT notifications/cancelled``.
 """
@@ -42,7 +46,8 @@ import sys
 import threading
 
 MODE = sys.argv[1]
-HTTP = "--http" in sys.argv[2:]
+SSE = "--sse" in sys.argv[2:]
+HTTP = "--http" in sys.argv[2:] or SSE
 PAGE = json.loads(sys.argv[2]) if MODE == "scripted" else None
 SPEC = json.loads(sys.argv[2]) if MODE == "pages" else None
 FLAGS = set(sys.argv[3:]) if MODE == "scripted" else set()
@@ -75,6 +80,8 @@ SECOND_PAGE = [
     TOOLS[0],
 ]
 CALLS = {
+    # in any mode: a text holding a lone surrogate, which json.dumps writes as the escape \ud800
+    "lone_surrogate": {"content": [{"type": "text", "text": "a\ud800c"}]},
     "structured_only": {"content": [], "structuredContent": {"n": 1}},
     "quiet_error": {"content": [], "isError": True},
 }
@@ -171,11 +178,16 @@ def serve_http() -> None:
             replies: list = []
             answer(request, replies.append)
             body = json.dumps(replies[0]).encode() if replies else b""
+            if SSE and replies:
+                body = b"event: message\ndata: " + body + b"\n\n"
             self.send_response(200 if replies else 202)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/event-stream" if SSE and replies else "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            step = 7 if SSE else max(len(body), 1)  # SSE: in small writes, as a stream comes
+            for start in range(0, len(body), step):
+                self.wfile.write(body[start : start + step])
+                self.wfile.flush()
 
         def do_GET(self) -> None:  # no server-initiated stream
             self.send_response(405)

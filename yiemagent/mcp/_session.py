@@ -30,6 +30,7 @@ from mcp_types import Implementation, PaginatedRequestParams
 from .. import __version__
 from ._listing import ToolListing
 from ._stdio import stdio_client
+from ._surrogates import mend_response
 
 __all__ = ["MAX_LIST_PAGES", "Connection", "ListingLoopError", "NotConnectedError", "http_transport", "start_loop", "stdio_transport"]
 
@@ -111,7 +112,9 @@ def http_transport(url: str, headers: Optional[dict[str, str]], timeout_s: float
     async def open_http() -> AsyncIterator[Any]:
         # read stays long: the server may hold an SSE stream open; calls are bounded by the client
         timeout = httpx2.Timeout(min(timeout_s, 30.0), read=max(timeout_s, 300.0))
-        async with httpx2.AsyncClient(headers=headers or {}, timeout=timeout) as client:
+        # the hook mends lone surrogate escapes the SDK's parser refuses (_surrogates, docs/mcp.md)
+        hooks = {"response": [mend_response(MAX_HTTP_EVENT_BYTES)]}
+        async with httpx2.AsyncClient(headers=headers or {}, timeout=timeout, event_hooks=hooks) as client:
             async with streamable_http_client(url, http_client=client, max_sse_event_size=MAX_HTTP_EVENT_BYTES) as streams:
                 yield streams
 
