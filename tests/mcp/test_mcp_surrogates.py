@@ -17,7 +17,7 @@ import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): thes
 
 from helpers import WAIT, make_agent  # noqa: E402
 from mcp_support import HttpServer, raw_server_command  # noqa: E402
-from yiemagent import TextContent, ToolResultMessage, run_agent, shutdown, take_response
+from yiemagent import TextContent, ToolError, ToolResultMessage, run_agent, shutdown, take_response
 from yiemagent.llm.scripted import ScriptedLLM, tool_call_reply
 from yiemagent.mcp import MCPClient
 from yiemagent.mcp._surrogates import MendedBody, mend_lone_surrogates
@@ -61,6 +61,19 @@ def test_an_agent_keeps_the_mended_result_and_its_next_round_is_sent(client):
         json.dumps(llm.requests[1]["messages"], ensure_ascii=False).encode("utf-8")  # the next round's request can be sent
     finally:
         shutdown(agent, timeout=WAIT)
+
+
+def test_a_compressed_body_is_not_mended_and_the_call_fails_at_once_naming_the_parse_error():
+    """A body the server compressed is passed on as it came (its bytes are not JSON text): a lone surrogate escape in it
+    makes the call an error result at once, in the SDK's words naming the escape, and the connection goes on."""
+    server = HttpServer(raw_server_command("scripted", LISTED, "--gzip", http=True))
+    try:
+        with MCPClient.http(server.url, name="s", timeout_s=WAIT) as client:
+            with pytest.raises(ToolError, match=r"(?s)^MCP tool 'lone_surrogate' failed: MCP server 's' answered with error -32700: Failed to parse JSON response: .*unexpected end of hex escape"):
+                client.call_tool("lone_surrogate", {})
+            assert client.call_tool("ping", {}).content == [TextContent("pong")]
+    finally:
+        server.close()
 
 
 SURROGATES = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "\ud83d", "\ude00"])

@@ -30,7 +30,8 @@
 
 With ``--http`` it serves the same answers over streamable HTTP instead (one JSON reply
 per POST, no SSE stream) on 127.0.0.1 at a free port, printing ``PORT <n>`` on stdout;
-with ``--sse`` the same, each reply being an SSE event written 7 bytes at a time.
+with ``--sse`` the same, each reply being an SSE event written 7 bytes at a time; with
+``--gzip`` each JSON reply is compressed (``Content-Encoding: gzip``).
 
 In every mode a call to ``lone_surrogate`` answers the text ``"a\ud800c"``, which JSON
 carries as the escape of a lone surrogate (UTF-8 cannot carry it).
@@ -47,7 +48,8 @@ import threading
 
 MODE = sys.argv[1]
 SSE = "--sse" in sys.argv[2:]
-HTTP = "--http" in sys.argv[2:] or SSE
+GZIP = "--gzip" in sys.argv[2:]
+HTTP = "--http" in sys.argv[2:] or SSE or GZIP
 PAGE = json.loads(sys.argv[2]) if MODE == "scripted" else None
 SPEC = json.loads(sys.argv[2]) if MODE == "pages" else None
 FLAGS = set(sys.argv[3:]) if MODE == "scripted" else set()
@@ -182,6 +184,10 @@ def serve_http() -> None:
                 body = b"event: message\ndata: " + body + b"\n\n"
             self.send_response(200 if replies else 202)
             self.send_header("Content-Type", "text/event-stream" if SSE and replies else "application/json")
+            if GZIP and replies:
+                import gzip
+                body = gzip.compress(body)
+                self.send_header("Content-Encoding", "gzip")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             step = 7 if SSE else max(len(body), 1)  # SSE: in small writes, as a stream comes
