@@ -31,7 +31,7 @@ from helpers import WAIT  # noqa: E402
 from mcp_support import alive, child_pids, raw_server_command  # noqa: E402
 from yiemagent import TextContent, ToolError, ToolStore
 from yiemagent.errors import ToolSchemaError
-from yiemagent.mcp import MCPClient, MCPConnectionError
+from yiemagent.mcp import MCPClient, MCPConnectionError, MCPListError
 
 # ``python -c SERVER MODE``: answers initialize and lists ``ping`` and ``change`` (each answering "pong"); a call to
 # ``where`` writes a line to stderr and answers its cwd, $CORE_GREETING and the client's name and version;
@@ -303,11 +303,14 @@ def test_the_server_gets_the_env_and_cwd_given_its_stderr_is_ours_and_the_client
     assert "core server says hello on stderr" in (tmp_path / "stderr.txt").read_text()
 
 
-def test_resources_on_pages_that_never_end_stop_at_100_pages():
-    """resources() follows next_cursor over every page, but at most 100 pages, so a cursor that never ends cannot hang it."""
+def test_resources_on_pages_that_never_end_raise_after_max_list_pages():
+    """resources() follows next_cursor over every page, but at most MAX_LIST_PAGES (1000) pages: a cursor that never ends
+    neither hangs it nor cuts the list short without a word, it raises MCPListError naming the server, the list and the limit."""
+    assert yiemagent.mcp._session.MAX_LIST_PAGES == 1000  # the documented maximum (docs/mcp.md "Lists on many pages")
     with MCPClient.stdio(server("plain"), name="core-pages", timeout_s=WAIT) as client:
-        resources = client.resources()
-    assert [(r.uri, r.name) for r in resources] == [(f"notes://r{n}", f"r{n}") for n in range(1, 101)]
+        with pytest.raises(MCPListError, match=r"^MCP server 'core-pages' could not list its resources: resources/list has more than MAX_LIST_PAGES=1000 pages; the rest was not read$"):
+            client.resources()
+        assert [t.name for t in client.tools()] == ["core-pages_ping", "core-pages_change"]  # the connection goes on
 
 
 # --- close() and its bounds (docs/mcp.md "Threads": each step of close has a bound; close never hangs) ----------------

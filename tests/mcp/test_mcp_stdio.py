@@ -10,11 +10,13 @@ from datetime import datetime, timezone
 import anyio
 import pytest
 
+import yiemagent.mcp._session
+
 import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): these tests run there, never skip
 
 from mcp_support import alive, child_pids, raw_server_command, time_server_command  # noqa: E402
 from yiemagent import AbortSignal, TextContent, ToolError
-from yiemagent.mcp import MCPClient, MCPConnectionError, _stdio
+from yiemagent.mcp import MCPClient, MCPConnectionError, MCPListError, _stdio
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +61,12 @@ def test_tools_on_several_pages_are_all_listed_once_with_their_titles(caplog):
     assert any("listed tool 'ping' twice" in r.getMessage() for r in caplog.records)
 
 
-def test_a_server_whose_listing_never_ends_gives_100_pages():
-    """A next_cursor that never ends cannot hang tools(): it stops after 100 pages."""
+def test_a_server_whose_listing_never_ends_raises_after_max_list_pages(monkeypatch):
+    """A next_cursor that never ends cannot hang tools(): after MAX_LIST_PAGES pages it raises MCPListError naming the list."""
+    monkeypatch.setattr(yiemagent.mcp._session, "MAX_LIST_PAGES", 100)
     with MCPClient.stdio(raw_server_command("endless"), name="endless") as client:
-        assert len(client.tools()) == 100
+        with pytest.raises(MCPListError, match=r"^MCP server 'endless' did not list its tools: tools/list has more than MAX_LIST_PAGES=100 pages"):
+            client.tools()
 
 
 def test_structured_content_without_content_is_also_given_as_text():

@@ -18,6 +18,10 @@
 - ``listschema``: lists ``ping`` between tools the SDK's types refuse (an ``inputSchema``
   that is a list, a string, an object without ``"type": "object"``, a tool without a name),
   so that a client taking the page whole would refuse every tool.
+- ``pages SPEC``: SPEC is JSON ``{"count": N, "per_page": P, "loop": false}``: ``tools/list``,
+  ``resources/list`` and ``prompts/list`` each list N items (``t1``..., ``notes://r1``...,
+  ``p1``...) P a page, the cursor of a page being the offset of its first item; with
+  ``"loop": true`` the last page's cursor is the second page's again (a list that loops).
 - ``scripted PAGE [twice] [ping]``: PAGE is the JSON of the ``tools/list`` result, sent as it
   is (so a test can list what the SDK's types refuse); ``twice`` sends each ``tools/list``
   answer twice (a duplicate for an id already answered); ``ping`` makes each ``tools/call``
@@ -25,7 +29,12 @@
   has come, with the text ``ping answered: <its result>``.
 
 With ``--http`` it serves the same answers over streamable HTTP instead (one JSON reply
-per POST, no SSE stream) on 127.0.0.1 at a free port, printing ``PORT <n>`` on stdout.
+per POST, no SSE stream) on 127.0.0.1 at a free port, printing ``PORT <n>`` on stdout;
+with ``--sse`` the same, each reply being an SSE event written 7 bytes at a time; with
+``--gzip`` each JSON reply is compressed (``Content-Encoding: gzip``).
+
+In every mode a call to ``lone_surrogate`` answers the text ``"a\ud800c"``, which JSON
+carries as the escape of a lone surrogate (UTF-8 cannot carry it).
 
 A cancellation it receives is reported on stderr as ``GOT notifications/cancelled``.
 """
@@ -38,8 +47,11 @@ import sys
 import threading
 
 MODE = sys.argv[1]
-HTTP = "--http" in sys.argv[2:]
+SSE = "--sse" in sys.argv[2:]
+GZIP = "--gzip" in sys.argv[2:]
+HTTP = "--http" in sys.argv[2:] or SSE or GZIP
 PAGE = json.loads(sys.argv[2]) if MODE == "scripted" else None
+SPEC = json.loads(sys.argv[2]) if MODE == "pages" else None
 FLAGS = set(sys.argv[3:]) if MODE == "scripted" else set()
 waiting = None  # scripted ping: the id of the call waiting for the client's answer to the server's ping
 
@@ -70,6 +82,8 @@ SECOND_PAGE = [
     TOOLS[0],
 ]
 CALLS = {
+    # in any mode: a text holding a lone surrogate, which json.dumps writes as the escape \ud800
+    "lone_surrogate": {"content": [{"type": "text", "text": "a\ud800c"}]},
     "structured_only": {"content": [], "structuredContent": {"n": 1}},
     "quiet_error": {"content": [], "isError": True},
 }
@@ -84,6 +98,22 @@ def tools_page(cursor: "str | None") -> dict:
         n = int(cursor or 0) + 1
         return {"tools": [{"name": f"t{n}", "inputSchema": {"type": "object"}}], "nextCursor": str(n)}
     return {"tools": TOOLS}
+
+
+def numbered_page(field: str, cursor: "str | None") -> dict:
+    """Mode ``pages``: the page of ``field`` starting at offset ``cursor``."""
+    start, per, count = int(cursor or 0), SPEC["per_page"], SPEC["count"]
+    make = {
+        "tools": lambda n: {"name": f"t{n}", "inputSchema": {"type": "object"}},
+        "resources": lambda n: {"uri": f"notes://r{n}", "name": f"r{n}"},
+        "prompts": lambda n: {"name": f"p{n}"},
+    }[field]
+    page: dict = {field: [make(n) for n in range(start + 1, min(start + per, count) + 1)]}
+    if start + per < count:
+        page["nextCursor"] = str(start + per)
+    elif SPEC.get("loop"):
+        page["nextCursor"] = str(per)
+    return page
 
 
 def write_line(message: dict) -> None:
@@ -102,9 +132,11 @@ def answer(request: dict, send=write_line) -> None:
             return
         send({"jsonrpc": "2.0", "id": rid, "result": {
             "protocolVersion": request["params"]["protocolVersion"],
-            "capabilities": {"tools": {}},
+            "capabilities": {"tools": {}, "resources": {}, "prompts": {}} if MODE == "pages" else {"tools": {}},
             "serverInfo": {"name": f"raw-{MODE}", "version": "0"},
         }})
+    elif MODE == "pages" and method in ("tools/list", "resources/list", "prompts/list"):
+        send({"jsonrpc": "2.0", "id": rid, "result": numbered_page(method.split("/")[0], (request.get("params") or {}).get("cursor"))})
     elif method == "tools/list":
         for _ in range(2 if "twice" in FLAGS else 1):
             send({"jsonrpc": "2.0", "id": rid, "result": tools_page((request.get("params") or {}).get("cursor"))})
@@ -148,11 +180,20 @@ def serve_http() -> None:
             replies: list = []
             answer(request, replies.append)
             body = json.dumps(replies[0]).encode() if replies else b""
+            if SSE and replies:
+                body = b"event: message\ndata: " + body + b"\n\n"
             self.send_response(200 if replies else 202)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/event-stream" if SSE and replies else "application/json")
+            if GZIP and replies:
+                import gzip
+                body = gzip.compress(body)
+                self.send_header("Content-Encoding", "gzip")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            step = 7 if SSE else max(len(body), 1)  # SSE: in small writes, as a stream comes
+            for start in range(0, len(body), step):
+                self.wfile.write(body[start : start + step])
+                self.wfile.flush()
 
         def do_GET(self) -> None:  # no server-initiated stream
             self.send_response(405)

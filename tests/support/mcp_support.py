@@ -27,9 +27,9 @@ def time_server_command() -> list[str]:
     return [program, "--local-timezone", "UTC"]
 
 
-def raw_server_command(mode: str, *, http: bool = False) -> list[str]:
-    """The hand-written misbehaving server in ``mode``, over stdio or HTTP (see tests/support/mcp_raw_server.py)."""
-    return [sys.executable, str(HERE / "mcp_raw_server.py"), mode, *(["--http"] if http else [])]
+def raw_server_command(mode: str, *args: str, http: bool = False) -> list[str]:
+    """The hand-written misbehaving server in ``mode`` with ``args``, over stdio or HTTP (see tests/support/mcp_raw_server.py)."""
+    return [sys.executable, str(HERE / "mcp_raw_server.py"), mode, *args, *(["--http"] if http else [])]
 
 
 class HttpServer:

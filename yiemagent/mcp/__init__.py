@@ -28,6 +28,6 @@ if not _sdk_version.split(".")[0].isdigit() or int(_sdk_version.split(".")[0]) <
     raise ImportError(f"{_HINT} (found mcp {_sdk_version})")
 
 from ._convert import MCPPrompt, MCPPromptArgument, MCPResource
-from .client import MCPClient, MCPConnectionError, MCPRequestError
+from .client import MCPClient, MCPConnectionError, MCPListError, MCPRequestError
 
-__all__ = ["MCPClient", "MCPConnectionError", "MCPPrompt", "MCPPromptArgument", "MCPRequestError", "MCPResource"]
+__all__ = ["MCPClient", "MCPConnectionError", "MCPListError", "MCPPrompt", "MCPPromptArgument", "MCPRequestError", "MCPResource"]

@@ -28,9 +28,9 @@ from .._log_masking import install_log_filter, remove_log_filter
 from .._secrets import Secrets
 from ..errors import YiemAgentError
 from . import _session
-from ._session import Connection, NotConnectedError, Transport, start_loop
+from ._session import Connection, ListingLoopError, NotConnectedError, Transport, start_loop
 
-__all__ = ["CLOSE_STEP_S", "ClientCore", "MCPConnectionError", "MCPRequestError", "abandon", "leaf"]
+__all__ = ["CLOSE_STEP_S", "ClientCore", "MCPConnectionError", "MCPListError", "MCPRequestError", "abandon", "leaf"]
 
 logger = logging.getLogger("yiemagent.mcp")
 
@@ -49,6 +49,21 @@ class MCPConnectionError(YiemAgentError, ConnectionError):
     Raised by ``MCPClient.stdio``, ``MCPClient.http`` and ``tools()`` — the caller's
     set-up. A failing tool call never raises: it is an error result (spec §12).
     """
+
+
+class MCPListError(MCPConnectionError):
+    """An MCP server's list (``tools/list``, ``resources/list``, ``prompts/list``) did not end:
+    it gave a cursor a second time, or more than ``_session.MAX_LIST_PAGES`` pages
+    (docs/mcp.md "Lists on many pages").
+
+    Raised by ``tools()``, ``resources()`` and ``prompts()`` instead of a list cut short. The
+    message names the server, the list and the cause; ``method`` is the list request. A
+    ``MCPConnectionError``, as every other failure to list.
+    """
+
+    def __init__(self, message: str, method: str) -> None:
+        super().__init__(message)
+        self.method = method
 
 
 class MCPRequestError(YiemAgentError, LookupError):
@@ -120,8 +135,15 @@ class ClientCore:
         return self._conn
 
     def connection_error(self, what: str, exc: BaseException) -> MCPConnectionError:
-        """``MCPConnectionError`` saying ``what`` failed and why, masked (and logged at DEBUG only: the caller reports it)."""
+        """``MCPConnectionError`` saying ``what`` failed and why, masked (and logged at DEBUG only: the caller reports it).
+
+        A list that did not end (``ListingLoopError``) gives its subclass ``MCPListError``.
+        """
         cause = leaf(exc)
+        if isinstance(cause, ListingLoopError):  # the list itself is at fault: MCPListError, with the list's name
+            error: MCPConnectionError = MCPListError(self.redact(f"{what}: {cause}"), cause.method)
+            logger.debug("%s", error)
+            return error
         if isinstance(cause, TimeoutError) and not str(cause):
             detail = f"no answer within {self.timeout_s:g} s (timeout_s)"
         else:

@@ -30,8 +30,9 @@ from mcp_types import Implementation, PaginatedRequestParams
 from .. import __version__
 from ._listing import ToolListing
 from ._stdio import stdio_client
+from ._surrogates import mend_response
 
-__all__ = ["Connection", "NotConnectedError", "http_transport", "start_loop", "stdio_transport"]
+__all__ = ["MAX_LIST_PAGES", "Connection", "ListingLoopError", "NotConnectedError", "http_transport", "start_loop", "stdio_transport"]
 
 logger = logging.getLogger("yiemagent.mcp")
 
@@ -42,7 +43,10 @@ it, and runs to its end anyway (shielded); what it bounds is, say, an HTTP serve
 answers the session's DELETE. Read at each close: a module constant that tests can lower."""
 MAX_HTTP_EVENT_BYTES = 64 * 1024 * 1024
 """The largest SSE event (one message) taken over streamable HTTP: the LLM clients' max_reply_bytes; the SDK's default is 1 MiB."""
-_MAX_PAGES = 100  # tools/list pages followed: a server whose cursor never ends cannot hang tools()
+MAX_LIST_PAGES = 1000
+"""The most pages one listing (``tools/list``, ``resources/list``, ``prompts/list``) follows; a server
+with more, or one that gives a cursor twice, makes the listing fail with ``ListingLoopError``
+(docs/mcp.md "Lists on many pages"). Read at each listing: a module constant that tests can lower."""
 _CLIENT_INFO = Implementation(name="yiemagent", version=__version__)
 
 Transport = Callable[[], AbstractAsyncContextManager[Any]]
@@ -50,6 +54,18 @@ Transport = Callable[[], AbstractAsyncContextManager[Any]]
 
 class NotConnectedError(ConnectionError):
     """The connection is not (or no longer) open."""
+
+
+class ListingLoopError(RuntimeError):
+    """A paginated list did not end: a cursor came twice, or more than ``MAX_LIST_PAGES`` pages came.
+
+    ``method`` is the list request (``resources/list``); the message says why. The client turns
+    it into ``MCPListError`` naming the server.
+    """
+
+    def __init__(self, method: str, why: str) -> None:
+        super().__init__(f"{method} {why}")
+        self.method = method
 
 
 def start_loop(thread_name: str) -> tuple[BlockingPortal, threading.Thread]:
@@ -96,7 +112,9 @@ def http_transport(url: str, headers: Optional[dict[str, str]], timeout_s: float
     async def open_http() -> AsyncIterator[Any]:
         # read stays long: the server may hold an SSE stream open; calls are bounded by the client
         timeout = httpx2.Timeout(min(timeout_s, 30.0), read=max(timeout_s, 300.0))
-        async with httpx2.AsyncClient(headers=headers or {}, timeout=timeout) as client:
+        # the hook mends lone surrogate escapes the SDK's parser refuses (_surrogates, docs/mcp.md)
+        hooks = {"response": [mend_response(MAX_HTTP_EVENT_BYTES)]}
+        async with httpx2.AsyncClient(headers=headers or {}, timeout=timeout, event_hooks=hooks) as client:
             async with streamable_http_client(url, http_client=client, max_sse_event_size=MAX_HTTP_EVENT_BYTES) as streams:
                 yield streams
 
@@ -204,16 +222,8 @@ class Connection:
         return self.session
 
     async def list_tools(self) -> list[Any]:
-        """Every tool the server lists, following ``next_cursor`` (at most 100 pages)."""
-        session = self._session()
-        result = await session.list_tools()
-        tools = list(result.tools)
-        for _ in range(_MAX_PAGES - 1):
-            if not result.next_cursor:
-                break
-            result = await session.list_tools(params=PaginatedRequestParams(cursor=result.next_cursor))
-            tools.extend(result.tools)
-        return tools
+        """Every tool the server lists (``tools/list``), every page."""
+        return await self._pages("tools/list", "list_tools", "tools")
 
     async def call_tool(self, name: str, arguments: dict[str, Any], on_progress: Optional[Callable[..., Any]] = None) -> Any:
         """Send ``tools/call``; cancelling this task abandons the request (the SDK tells the server).
@@ -225,21 +235,33 @@ class Connection:
         await self.relisted()  # a call that changed the tool list returns once the new list is in place
         return result
 
-    async def _pages(self, method: str, field: str) -> list[Any]:
-        """Every item of a paginated list request (``list_resources``, ``list_prompts``), at most 100 pages."""
-        fetch = getattr(self._session(), method)
+    async def _pages(self, method: str, fetch_name: str, field: str) -> list[Any]:
+        """Every item of the paginated list ``method``, following each ``next_cursor`` (docs/mcp.md "Lists on many pages").
+
+        Raises:
+            ListingLoopError: a cursor came a second time (the server's list loops), or
+                more than ``MAX_LIST_PAGES`` pages came; nothing of the list is returned.
+        """
+        fetch = getattr(self._session(), fetch_name)
         result = await fetch()
         items = list(getattr(result, field))
-        for _ in range(_MAX_PAGES - 1):
-            if not result.next_cursor:
-                break
-            result = await fetch(params=PaginatedRequestParams(cursor=result.next_cursor))
+        seen: set[str] = set()
+        pages = 1
+        while result.next_cursor:  # MCP: an absent (or empty) nextCursor ends the list
+            cursor = result.next_cursor
+            if cursor in seen:
+                raise ListingLoopError(method, f"gave the cursor {cursor!r} a second time (page {pages + 1}): its list loops")
+            if pages >= MAX_LIST_PAGES:
+                raise ListingLoopError(method, f"has more than MAX_LIST_PAGES={MAX_LIST_PAGES} pages; the rest was not read")
+            seen.add(cursor)
+            result = await fetch(params=PaginatedRequestParams(cursor=cursor))
             items.extend(getattr(result, field))
+            pages += 1
         return items
 
     async def list_resources(self) -> list[Any]:
         """Every resource the server lists (``resources/list``)."""
-        return await self._pages("list_resources", "resources")
+        return await self._pages("resources/list", "list_resources", "resources")
 
     async def read_resource(self, uri: str) -> Any:
         """``resources/read`` of one URI."""
@@ -247,7 +269,7 @@ class Connection:
 
     async def list_prompts(self) -> list[Any]:
         """Every prompt the server lists (``prompts/list``)."""
-        return await self._pages("list_prompts", "prompts")
+        return await self._pages("prompts/list", "list_prompts", "prompts")
 
     async def get_prompt(self, name: str, arguments: Optional[dict[str, str]]) -> Any:
         """``prompts/get`` of one prompt with its arguments."""

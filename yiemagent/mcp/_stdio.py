@@ -9,7 +9,9 @@ them once, when the newline comes: 20 MB in ~0.2 s (bench/bench_mcp.py).
 Everything else is the SDK's own, called as the SDK's ``stdio_client`` calls it: the
 spawn (its safe default environment, the process group), ``_parse_line`` (the SDK's
 JSON-RPC validation, a bad line surfaced as an exception value), and the shutdown
-sequence (close stdin, wait 2 s, SIGTERM the group, 2 s, SIGKILL). Newline-delimited
+sequence (close stdin, wait 2 s, SIGTERM the group, 2 s, SIGKILL). Before the SDK parses a
+line, each escape of a lone surrogate in it becomes ``\\ufffd`` (``_surrogates``: the SDK
+would drop the line and its call would wait for ``timeout_s``). Newline-delimited
 UTF-8 JSON-RPC is the protocol either way; a ``\\n`` byte never occurs inside a UTF-8
 sequence, so each line is decoded whole. Those helpers are the SDK's private functions:
 if an SDK release lacks one, ``stdio_client`` here is the SDK's own (slow for large
@@ -30,6 +32,8 @@ import anyio
 import anyio.lowlevel
 from mcp import StdioServerParameters
 from mcp import stdio_client as sdk_stdio_client
+
+from ._surrogates import mend_lone_surrogates
 
 __all__ = ["MAX_MESSAGE_BYTES", "READ_CHUNK", "stdio_client"]
 
@@ -84,7 +88,7 @@ async def _read_lines(process: Any, writer: Any, encoding: str, errors: str) -> 
             line = b"".join(pieces).decode(encoding, errors)
             pieces, size = [], 0
             start = end + 1
-            await writer.send(parse(line))
+            await writer.send(parse(mend_lone_surrogates(line)))  # else the SDK drops the line (docs/mcp.md)
         if size > MAX_MESSAGE_BYTES:
             # the session sees the connection end: its pending requests fail at once, none hangs
             logger.error("the MCP server sent a message of more than MAX_MESSAGE_BYTES=%d bytes; the connection was closed", MAX_MESSAGE_BYTES)

@@ -33,11 +33,11 @@ from ._convert import (
     resource_record,
     tool_label,
 )
-from ._core import ClientCore, MCPConnectionError, MCPRequestError, abandon, leaf
+from ._core import ClientCore, MCPConnectionError, MCPListError, MCPRequestError, abandon, leaf
 from ._follow import ToolFollower
-from ._session import NotConnectedError, Transport, http_transport, stdio_transport
+from ._session import ListingLoopError, NotConnectedError, Transport, http_transport, stdio_transport
 
-__all__ = ["MCPClient", "MCPConnectionError", "MCPRequestError"]
+__all__ = ["MCPClient", "MCPConnectionError", "MCPListError", "MCPRequestError"]
 
 logger = logging.getLogger("yiemagent.mcp")
 
@@ -188,6 +188,8 @@ class MCPClient:
         Raises:
             MCPConnectionError: the client is closed, the server is gone, or it did not
                 answer within ``timeout_s``.
+            MCPListError: its list did not end (a cursor given twice, more than
+                ``MAX_LIST_PAGES`` pages; docs/mcp.md "Lists on many pages").
         """
         try:
             listing = self._core.submit(self._core.connection.list_tools).result(timeout=self.timeout_s)
@@ -332,10 +334,11 @@ class MCPClient:
     # --- resources and prompts (docs/mcp.md "Resources and prompts") ---------------------
 
     def resources(self) -> list[MCPResource]:
-        """The server's resources (``resources/list``, every page).
+        """The server's resources (``resources/list``, every page: docs/mcp.md "Lists on many pages").
 
         Raises:
             MCPConnectionError: the client is closed, the server is gone or did not answer in ``timeout_s``.
+            MCPListError: the list did not end (a cursor given twice, more than ``MAX_LIST_PAGES`` pages).
             MCPRequestError: the server answered with an error (it offers no resources, say).
         """
         return [resource_record(r) for r in self._request("list its resources", self._core.connection.list_resources)]
@@ -353,7 +356,7 @@ class MCPClient:
         """The server's prompts (``prompts/list``, every page), each with its arguments.
 
         Raises:
-            MCPConnectionError, MCPRequestError: as for ``resources()``.
+            MCPConnectionError, MCPListError, MCPRequestError: as for ``resources()``.
         """
         return [prompt_record(p) for p in self._request("list its prompts", self._core.connection.list_prompts)]
 
@@ -384,6 +387,8 @@ class MCPClient:
             raise MCPConnectionError(self._redact(f"MCP server {label!r} could not {what}: the client was closed")) from None
         except Exception as exc:
             cause = leaf(exc)
+            if isinstance(cause, ListingLoopError):
+                raise self._core.connection_error(f"MCP server {label!r} could not {what}", cause) from None
             code = getattr(cause, "code", None)
             if isinstance(code, int) and code not in (_CONNECTION_CLOSED, _REQUEST_TIMEOUT):
                 message = getattr(cause, "message", None) or str(cause)
