@@ -14,6 +14,7 @@ from .agent import (
     follow_up,
     run_agent,
     shutdown,
+    stream,
     take_response,
 )
 from .types import (
@@ -30,6 +31,7 @@ from .types import (
     ApprovalMessage,
     AssistantMessage,
     BeforeToolCallContext,
+    FAILED_RUN_STOP_REASONS,
     ExecutedOutcome,
     FinalizedOutcome,
     ImageContent,
@@ -66,6 +68,7 @@ from .errors import (
     EmptyHistoryError,
     LLMError,
     MessageFormatError,
+    RunFailedError,
     SessionInUseError,
     ToolArgumentsError,
     ToolDefinitionError,
@@ -97,6 +100,7 @@ from .llm import (
     OpenAIClient,
 )
 from .llm.fallback import FallbackLLM
+from .run_stream import RunStream
 from .formatting import (
     format_msg_for_llm,
     openai_to_user_message,
@@ -155,6 +159,7 @@ __all__ = [
     "BeforeToolCallContext",
     "EmptyHistoryError",
     "ExecutedOutcome",
+    "FAILED_RUN_STOP_REASONS",
     "FallbackLLM",
     "FinalizedOutcome",
     "ImageContent",
@@ -174,6 +179,8 @@ __all__ = [
     "PostgresSession",
     "PreparedToolCall",
     "RunContext",
+    "RunFailedError",
+    "RunStream",
     "SQLiteSession",
     "SessionInUseError",
     "SubAgentEvent",
@@ -227,6 +234,7 @@ __all__ = [
     "save_history",
     "should_terminate",
     "shutdown",
+    "stream",
     "take_response",
     "tee",
     "tool",

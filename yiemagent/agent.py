@@ -35,6 +35,7 @@ from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PR
 from .normalize import normalize_message
 from .registry import ToolStore
 from .run import CONTINUE
+from .run_stream import RunStream
 from .history.sessions import Session, hold_session, release_session
 from .typed.output import OutputSpec
 from .tools import register_builtin_tools, resolve_builtin_names
@@ -51,6 +52,7 @@ __all__ = [
     "reject",
     "run_agent",
     "shutdown",
+    "stream",
     "take_response",
 ]
 
@@ -247,7 +249,8 @@ class YiemAgent:
             if session is not None:
                 release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
             raise
-        self._ask_lock = threading.Lock()  # one ask() at a time: one request, one reply
+        self._ask_lock = threading.Lock()  # one ask() or stream() at a time: one request, one reply
+        self._name = name  # of its threads
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
 
@@ -312,7 +315,43 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
     agent.input_channel.put(_as_user_input(agent, message))
 
 
-def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None) -> AssistantMessage:
+def _send_alone(agent: YiemAgent, message: Any, timeout: Optional[float], left: Callable[[], Optional[float]], watch: Optional[Callable[[], Any]] = None) -> Any:
+    """The first half of ``ask`` and ``stream``: take the agent's ask lock, wait until it is idle, send.
+
+    ``watch()``, called just before the message is sent, starts watching the run (a
+    ``RunStream``); returned, or cancelled if the send fails. Returns with the lock held;
+    on any error it is released and nothing was sent.
+    """
+    checked = _as_user_input(agent, message)  # a closed agent or a bad message fails at once, before any wait
+    if not agent._ask_lock.acquire(timeout=-1 if timeout is None else left()):  # type: ignore[arg-type]
+        raise TimeoutError(f"another ask() or stream() on this agent did not finish within {timeout} s")
+    try:
+        if not agent.wait_until_idle(left()):
+            raise TimeoutError(f"the agent did not become idle within {timeout} s")
+        watcher = watch() if watch is not None else None
+        try:
+            agent.input_channel.put(checked)  # as run_agent: AgentClosedError if it closed meanwhile
+        except BaseException:
+            if watcher is not None:
+                watcher.cancel()
+            raise
+        return watcher
+    except BaseException:
+        agent._ask_lock.release()
+        raise
+
+
+def _deadline(timeout: Optional[float]) -> tuple[Optional[float], Callable[[], Optional[float]]]:
+    """The monotonic deadline of ``timeout`` (None: none), and the function that gives the seconds left."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left() -> Optional[float]:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    return deadline, left
+
+
+def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, check: bool = True) -> AssistantMessage:
     """One request, one reply: ``run_agent`` then ``take_response`` (beyond the spec, docs/api.md "Reading a reply").
 
     Waits until the agent is idle first, and holds the agent's ask lock throughout, so that
@@ -321,24 +360,43 @@ def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None) -> A
     both. ``timeout`` bounds the whole call. Do not mix it with ``run_agent`` calls whose
     responses are still untaken: it returns the next response of the output channel.
 
+    A run that failed (``FAILED_RUN_STOP_REASONS``: "error", "max_rounds", "usage_limit",
+    "output_invalid", "refusal", "aborted") raises ``RunFailedError``, whose ``reply`` is
+    the reply; ``check=False`` returns it as it is (docs/api.md "A run that fails says
+    so"). "awaiting_approval" is not a failure.
+
     Raises:
+        RunFailedError: with ``check``, the run failed.
         TimeoutError: the agent did not become idle, or did not answer, within ``timeout``.
         MessageFormatError, AgentClosedError: as ``run_agent``; ``take_response``'s errors.
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
-
-    def left() -> Optional[float]:
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-    if not agent._ask_lock.acquire(timeout=-1 if deadline is None else left()):  # type: ignore[arg-type]
-        raise TimeoutError(f"another ask() on this agent did not finish within {timeout} s")
+    _, left = _deadline(timeout)
+    _send_alone(agent, message, timeout, left)
     try:
-        if not agent.wait_until_idle(left()):
-            raise TimeoutError(f"the agent did not become idle within {timeout} s")
-        run_agent(agent, message)
-        return take_response(agent, left())
+        reply = take_response(agent, left())
     finally:
         agent._ask_lock.release()
+    return reply.raise_for_failure() if check else reply
+
+
+def stream(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, check: bool = True) -> RunStream:
+    """``ask`` whose run is read as it happens: its events, its text (beyond the spec, docs/streaming.md "Iterating over a run").
+
+    Sends ``message`` as ``ask`` does (alone, once the agent is idle) and returns a
+    ``RunStream``: iterate it for every event the agent's sink gets for the run, as the
+    sink gets it (deltas and sub-agent events included); ``.text()`` for the text alone;
+    ``.reply`` once iteration has ended. The agent's own sink still gets every event.
+    With ``check`` a failed run raises ``RunFailedError`` as the iteration ends.
+    ``timeout`` bounds the whole stream, from this call to the reply. Stopping early (a
+    ``break``, an exception) lets the run go on to its end, and its reply is taken then:
+    the next ``ask`` gets its own (``run_stream.py``).
+
+    Raises:
+        TimeoutError: the agent did not become idle within ``timeout`` (later: while iterating).
+        MessageFormatError, AgentClosedError: as ``run_agent``.
+    """
+    deadline, left = _deadline(timeout)
+    return _send_alone(agent, message, timeout, left, lambda: RunStream(agent._core, agent._ask_lock.release, agent._name, deadline, timeout, check))
 
 
 def follow_up(agent: YiemAgent, message: Any) -> None:

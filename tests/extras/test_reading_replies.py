@@ -96,7 +96,7 @@ def test_an_ask_that_does_not_get_its_turn_within_its_timeout_raises_saying_so()
         assert started.wait(WAIT)
         with pytest.raises(TimeoutError) as raised:
             ask(agent, "b", timeout=0.1)
-        assert str(raised.value) == "another ask() on this agent did not finish within 0.1 s"
+        assert str(raised.value) == "another ask() or stream() on this agent did not finish within 0.1 s"
     finally:
         release.set()
         first.join(WAIT)
