@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 import time
 import warnings
 import weakref
@@ -35,7 +34,7 @@ from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PR
 from .normalize import normalize_message
 from .registry import ToolStore
 from .run import CONTINUE
-from .run_stream import RunStream
+from .run_stream import AskLock, RunStream
 from .history.sessions import Session, hold_session, release_session
 from .typed.output import OutputSpec
 from .tools import register_builtin_tools, resolve_builtin_names
@@ -249,7 +248,7 @@ class YiemAgent:
             if session is not None:
                 release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
             raise
-        self._ask_lock = threading.Lock()  # one ask() or stream() at a time: one request, one reply
+        self._ask_lock = AskLock()  # one ask() or stream() at a time: one request, one reply
         self._name = name  # of its threads
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
@@ -323,7 +322,9 @@ def _send_alone(agent: YiemAgent, message: Any, timeout: Optional[float], left: 
     on any error it is released and nothing was sent.
     """
     checked = _as_user_input(agent, message)  # a closed agent or a bad message fails at once, before any wait
-    if not agent._ask_lock.acquire(timeout=-1 if timeout is None else left()):  # type: ignore[arg-type]
+    if agent._core.is_own_thread():
+        raise RuntimeError("ask() or stream() from inside the agent's own run (a tool, a hook, its event sink, llm_call) would wait for ever for that run to end; use run_agent or add_message")
+    if not agent._ask_lock.acquire(left()):
         raise TimeoutError(f"another ask() or stream() on this agent did not finish within {timeout} s")
     try:
         if not agent.wait_until_idle(left()):
@@ -368,6 +369,8 @@ def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, chec
     Raises:
         RunFailedError: with ``check``, the run failed.
         TimeoutError: the agent did not become idle, or did not answer, within ``timeout``.
+        RuntimeError: called from inside the agent's own run, or inside the loop over a
+            ``stream`` of this agent: it would wait for ever for itself.
         MessageFormatError, AgentClosedError: as ``run_agent``; ``take_response``'s errors.
     """
     _, left = _deadline(timeout)
@@ -393,10 +396,11 @@ def stream(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, c
 
     Raises:
         TimeoutError: the agent did not become idle within ``timeout`` (later: while iterating).
+        RuntimeError: as ``ask``: it would wait for ever for itself.
         MessageFormatError, AgentClosedError: as ``run_agent``.
     """
     deadline, left = _deadline(timeout)
-    return _send_alone(agent, message, timeout, left, lambda: RunStream(agent._core, agent._ask_lock.release, agent._name, deadline, timeout, check))
+    return _send_alone(agent, message, timeout, left, lambda: RunStream(agent._core, agent._ask_lock, agent._name, deadline, timeout, check))
 
 
 def follow_up(agent: YiemAgent, message: Any) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import threading
 import time
 import weakref
 from collections import deque
@@ -47,9 +48,48 @@ from .types import FAILED_RUN_STOP_REASONS, AssistantMessage
 if TYPE_CHECKING:
     from .loop import AgentCore
 
-__all__ = ["RunStream"]
+__all__ = ["AskLock", "RunStream"]
 
 logger = logging.getLogger("yiemagent.stream")
+
+
+class AskLock:
+    """One ``ask`` or ``stream`` at a time on an agent (one request, one reply), that knows the thread it waits for.
+
+    A thread that holds it (a ``stream`` it is iterating) and asks again would wait for
+    ever for itself: ``acquire`` raises ``RuntimeError`` instead. A stream whose consumer
+    stopped early hands it over: its daemon releases it when the run's reply is taken,
+    and the consumer's thread may then wait for it like any other.
+
+    Thread safety: ``_lock`` is released by the thread that took the reply (the caller, or a
+    stream's daemon); ``holder`` (the ident of the thread a stream or ask holds it for, or
+    None) is written only by that thread while it holds the lock, and by ``hand_over``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # held from the send to the reply's taking
+        self.holder: Optional[int] = None
+
+    def acquire(self, timeout: Optional[float]) -> bool:
+        """Take it within ``timeout`` seconds (None: wait as long as it takes); False if it did not come.
+
+        Raises:
+            RuntimeError: this thread holds it already (an ``ask`` inside the loop over a ``stream`` of the same agent).
+        """
+        if self.holder == threading.get_ident():
+            raise RuntimeError("ask() or stream() inside the loop over a stream() of the same agent would wait for ever for that stream's run: finish or close() the stream first")
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            return False
+        self.holder = threading.get_ident()
+        return True
+
+    def hand_over(self) -> None:
+        """A stream's daemon will release it: the consumer's thread no longer holds it."""
+        self.holder = None
+
+    def release(self) -> None:
+        self.holder = None
+        self._lock.release()
 
 
 class _Tap:
@@ -91,12 +131,13 @@ class _Tap:
         self.core.ring()  # a consumer waiting in another thread looks again
 
 
-def _let_go(tap: _Tap, output: Any, release: Callable[[], None], name: str) -> None:
+def _let_go(tap: _Tap, output: Any, lock: AskLock, name: str) -> None:
     """The consumer stopped early: the run goes on; a daemon stops the tap, takes the run's reply when it ends, releases the ask lock.
 
     All of it on the daemon: as a finalizer this may run inside any thread, even one
     holding a channel's lock, where ringing the doorbell could wait for ever.
     """
+    lock.hand_over()
 
     def take_reply() -> None:
         try:
@@ -105,7 +146,7 @@ def _let_go(tap: _Tap, output: Any, release: Callable[[], None], name: str) -> N
         except BaseException as exc:  # a daemon's failure is logged, never lost; the lock is released either way
             logger.debug("a stream let go took no reply: %s: %s", type(exc).__name__, exc)
         finally:
-            release()
+            lock.release()
 
     start_daemon(take_reply, f"{name}-stream-reply")
 
@@ -133,16 +174,16 @@ class RunStream:
     Thread safety: iterate it in one thread; the run's threads feed it (see the module).
     """
 
-    def __init__(self, core: "AgentCore", release: Callable[[], None], name: str, deadline: Optional[float], timeout: Optional[float], check: bool) -> None:
+    def __init__(self, core: "AgentCore", lock: AskLock, name: str, deadline: Optional[float], timeout: Optional[float], check: bool) -> None:
         self._core = core
         self._tap = _Tap(core)
         self._deadline = deadline
         self._timeout = timeout
         self._check = check
         self._iterated = False
-        self._release = release
+        self._lock = lock
         # stopped early or dropped unread: let the run go (the callback holds no reference to self)
-        self._let_go = weakref.finalize(self, _let_go, self._tap, core.output_channel, release, name)
+        self._let_go = weakref.finalize(self, _let_go, self._tap, core.output_channel, lock, name)
         self._let_go.atexit = False
 
     @property
@@ -227,5 +268,5 @@ class RunStream:
         self._let_go.detach()
         self._tap.stop()
         self._tap.reply = reply
-        self._release()
+        self._lock.release()
         return reply

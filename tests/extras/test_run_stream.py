@@ -16,7 +16,6 @@ from yiemagent import (
     AgentRunEndEvent,
     AgentRunStartEvent,
     AssistantMessage,
-    LLMCallEndEvent,
     LLMCallStartEvent,
     LLMDeltaEvent,
     OpenAIClient,
@@ -327,3 +326,27 @@ def test_a_stream_is_iterated_once_and_its_reply_waits_for_the_end():
         assert isinstance(list(run)[-1], AgentRunEndEvent)
         with pytest.raises(RuntimeError, match="iterated once"):
             iter(run)
+
+
+def test_an_ask_inside_the_loop_over_a_stream_of_the_same_agent_raises_instead_of_waiting_for_ever():
+    """``ask`` in the consumer's loop body would wait for the stream's own run: it raises ``RuntimeError`` naming that; the stream lets go, the agent goes on."""
+    with make_agent(ScriptedLLM(["first", "second"]), builtin_tools=False) as agent:
+        with pytest.raises(RuntimeError, match="inside the loop over a stream"):
+            for _ in stream(agent, "first"):
+                ask(agent, "nested", timeout=1)
+        assert ask(agent, "second?", timeout=WAIT).text == "second"
+
+
+def test_ask_from_inside_the_agents_own_run_raises_instead_of_waiting_for_ever():
+    """A tool that asks its own agent gets a ``RuntimeError`` (an error result naming it), not a wait for its own run to end."""
+    holder: list = []
+
+    def asks_itself(tool_call_id, args, signal, on_partial_result):
+        return ask(holder[0], "inner", timeout=1)
+
+    llm = ScriptedLLM([tool_call_reply(("c1", "selfish", {})), answer("done")])
+    with make_agent(llm, make_tool("selfish", asks_itself), builtin_tools=False) as agent:
+        holder.append(agent)
+        assert ask(agent, "go", timeout=WAIT).text == "done"
+        (result,) = [m for m in agent.history() if getattr(m, "tool_call_id", None) == "c1"]
+        assert result.is_error and "from inside the agent's own run" in result.content[0].text
