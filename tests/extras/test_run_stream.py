@@ -8,8 +8,11 @@ import threading
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers import WAIT, EventRecorder, make_agent, make_tool
+from strategies import streamed_replies
 from localserver import LocalServer, Reply
 from yiemagent import (
     AgentClosedError,
@@ -24,6 +27,7 @@ from yiemagent import (
     SubAgentEvent,
     TextContent,
     ToolExecStartEvent,
+    abort,
     agent_tool,
     ask,
     run_agent,
@@ -31,7 +35,7 @@ from yiemagent import (
     stream,
     take_response,
 )
-from yiemagent.events import emit_delta
+from yiemagent.events import current_abort_signal, emit_delta
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
 
@@ -350,3 +354,70 @@ def test_ask_from_inside_the_agents_own_run_raises_instead_of_waiting_for_ever()
         assert ask(agent, "go", timeout=WAIT).text == "done"
         (result,) = [m for m in agent.history() if getattr(m, "tool_call_id", None) == "c1"]
         assert result.is_error and "from inside the agent's own run" in result.content[0].text
+
+
+def scripted_rounds(rounds: list[tuple[bool, tuple[str, str, list[tuple[str, str]]]]]):
+    """An llm_call for ``rounds``: each (streams?, (thinking, text, deltas)); every round but the last also calls the tool "echo"."""
+    script = list(enumerate(rounds))
+
+    def llm_call(formatted: dict) -> AssistantMessage:
+        index, (streams, (thinking, text, deltas)) = script.pop(0)
+        if streams:
+            for kind, piece in deltas:
+                emit_delta(kind, piece)
+        content: list[Any] = ([{"type": "thinking", "thinking": thinking}] if thinking else []) + ([TextContent(text)] if text else [])
+        if index < len(rounds) - 1:
+            return AssistantMessage(content + tool_call_reply((f"c{index}", "echo", {})).content, stop_reason="tool_use")
+        return AssistantMessage(content, stop_reason="stop")
+
+    return llm_call
+
+
+@given(rounds=st.lists(st.tuples(st.booleans(), streamed_replies()), min_size=1, max_size=3), stop_at=st.none() | st.integers(min_value=0, max_value=40))
+def test_the_text_is_each_rounds_text_and_wherever_the_consumer_stops_the_agent_goes_on(rounds, stop_at):
+    """Property: streamed or not, ``text()`` joins to the rounds' texts in order; a consumer stopping after any piece leaves the sink
+    every event and the next ask its own reply."""
+    recorder = EventRecorder()
+    with make_agent(scripted_rounds(rounds), make_tool("echo"), sink=recorder, builtin_tools=False) as agent:
+        run = stream(agent, "go", timeout=WAIT)
+        pieces = []
+        for piece in run.text():
+            pieces.append(piece)
+            if stop_at is not None and len(pieces) > stop_at:
+                break
+        else:
+            assert "".join(pieces) == "".join(text for _, (_, text, _) in rounds)
+            assert run.reply.text == rounds[-1][1][1]
+        agent.llm_call = ScriptedLLM(["next"])
+        assert ask(agent, "next?", timeout=WAIT).text == "next"
+    ends = recorder.of_type(AgentRunEndEvent)
+    assert len(ends) == 2 and ends[0].rounds == len(rounds)
+
+
+def test_an_abort_or_a_shutdown_during_a_stream_ends_it_with_the_aborted_reply():
+    """``abort`` while a consumer reads: the stream ends with the run's "aborted" reply (``RunFailedError``, or the reply with ``check=False``);
+    ``shutdown`` from another thread while it reads: the same, and the agent is closed."""
+    started = threading.Event()
+
+    def until_aborted(formatted: dict) -> AssistantMessage:
+        started.set()
+        assert current_abort_signal().wait(WAIT), "the run was never aborted"
+        return answer("too late")
+
+    with make_agent(until_aborted, builtin_tools=False) as agent:
+        run = stream(agent, "go", timeout=WAIT, check=False)
+        for event in run:
+            if isinstance(event, LLMCallStartEvent):
+                assert started.wait(WAIT)
+                abort(agent, "the user left")
+        assert run.reply.stop_reason == "aborted" and "the user left" in run.reply.error_message
+    started.clear()
+    agent = make_agent(until_aborted, builtin_tools=False)
+    closer = threading.Thread(target=lambda: shutdown(agent, timeout=0.2))
+    with pytest.raises(RunFailedError, match="stop_reason 'aborted'"):
+        for event in stream(agent, "go", timeout=WAIT):
+            if isinstance(event, LLMCallStartEvent):
+                assert started.wait(WAIT)
+                closer.start()
+    closer.join(WAIT)
+    assert agent.closing and stream_threads() == []
