@@ -36,6 +36,7 @@ from typing import Any, Optional
 
 from ._codecs import Codec, InexpressibleType, codec_for, to_json_value, type_name
 from .._bounds import loads_json
+from .._failures import describe_error, user_code_errors
 from ..errors import ToolDefinitionError
 from ..types import (
     AgentTool,
@@ -118,15 +119,20 @@ class OutputSpec:
     # --- reading an answer -----------------------------------------------------------
 
     def decode(self, arguments: Any) -> Verdict:
-        """The final-answer tool's arguments (or a text answer's JSON, ``wrapped`` False) as the declared type."""
+        """The final-answer tool's arguments (or a text answer's JSON, ``wrapped`` False) as the declared type.
+
+        Whatever the type's own check raises (a pydantic validator, a ``__post_init__``: user
+        code) makes the answer invalid, named by the exception: one rule for a text answer
+        and one given through the tool, retried up to ``retries`` (module docstring).
+        """
         problem = validate_required_args(arguments, self.tool_schema)
         if problem is not None:
             return Verdict(why=problem)
         raw = arguments[_WRAPPED] if self.wrapped else arguments
         try:
             return Verdict(self.codec.decode(raw))
-        except (TypeError, ValueError) as exc:  # pydantic's ValidationError names the field (loc)
-            return Verdict(why=f"{type(exc).__name__}: {exc}")
+        except user_code_errors() as exc:  # pydantic's ValidationError names the field (loc); a validator may raise anything
+            return Verdict(why=describe_error(exc))
 
     def from_text(self, reply: AssistantMessage) -> Verdict:
         """A reply without tool calls, read as the answer."""
