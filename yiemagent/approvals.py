@@ -292,7 +292,9 @@ def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]
         ValueError: no call of that id is waiting for approval.
         ToolArgumentsError: ``arguments`` is not a dict, or, through the tool's
             ``prepare_arguments``, fails its validation (nothing is recorded).
-        MessageFormatError: ``arguments`` is not JSON (it could not be stored).
+        MessageFormatError: ``arguments`` is not JSON (it could not be stored), or holds
+            text UTF-8 cannot carry (a lone surrogate): the message names the argument
+            (``arguments/path``); the tool never runs with U+FFFD in its place (decision 14).
     """
     waiting = _waiting_one(agent._core.history(), tool_call_id)
     if arguments is None:
