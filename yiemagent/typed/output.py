@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -49,7 +50,7 @@ from ..types import (
 )
 from ..pipeline import validate_required_args
 
-__all__ = ["FINAL_RESULT_TOOL", "OutputSpec", "Verdict", "output_invalid_response"]
+__all__ = ["FINAL_RESULT_TOOL", "OutputSpec", "Verdict", "offered_tools", "output_invalid_response"]
 
 FINAL_RESULT_TOOL = "final_result"
 """The final-answer tool's name (pydantic-ai's too)."""
@@ -190,6 +191,19 @@ class OutputSpec:
 
     def __repr__(self) -> str:
         return f"OutputSpec({type_name(self.output_type)}, retries={self.retries})"
+
+
+def offered_tools(tools: Mapping[str, AgentTool], spec: Optional[OutputSpec]) -> Mapping[str, AgentTool]:
+    """The tools a run offers and runs: the agent's, and the final-answer tool when the answer is typed.
+
+    The one place the final-answer tool joins them: each round's context (run.py), a
+    deferred call resumed after its approval and ``approve``'s check of new arguments
+    (approvals.py), so a deferred ``final_result`` is found when it resumes. ``tools``
+    itself when there is no tool to add.
+    """
+    if spec is None or spec.tool is None:
+        return tools
+    return {**tools, spec.tool.name: spec.tool}
 
 
 def output_invalid_response(why: str, retries: int) -> AssistantMessage:
