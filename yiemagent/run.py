@@ -34,6 +34,7 @@ from .types import (
     ApprovalMessage,
     AssistantMessage,
     LLMUsage,
+    MessagesSnapshot,
     RunContext,
     TextContent,
     ToolResultMessage,
@@ -613,7 +614,8 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
             host.state.pending_tool_calls = {c.id for c in tool_calls}
             run.tool_calls += len(tool_calls)
-            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, tuple(context.messages), None)
+            snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
+            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None)
             sub_runs = _SubRunUsage(host.emit)  # an agent_tool's sub-runs: their usage joins the run's
             late = _late_usage.set(_late_usage_of(host, run))  # the tool threads copy this context
             try:
