@@ -822,7 +822,24 @@ class MessagesSnapshot:
             return self._messages
 
 
-@dataclass(frozen=True, init=False)
+class _SnapshotField:
+    """``RunContext.messages``: stored as a ``MessagesSnapshot`` (any sequence given is wrapped in one), read as its copies.
+
+    A data descriptor, so the dataclass's own ``__init__`` (and ``dataclasses.replace``) go
+    through it, and the field keeps its place in the signature and in ``fields()``; the
+    copies are made only when the field is read.
+    """
+
+    def __set__(self, context: Any, value: Any) -> None:
+        context.__dict__["_messages_snapshot"] = value if isinstance(value, MessagesSnapshot) else MessagesSnapshot(tuple(value))
+
+    def __get__(self, context: Any, owner: Any = None) -> tuple[AgentMessage, ...]:
+        if context is None:
+            raise AttributeError("messages")  # no class-level default (the dataclass takes the field as required)
+        return context.__dict__["_messages_snapshot"].messages()
+
+
+@dataclass(frozen=True)
 class RunContext:
     """What a tool call may know of its run.
 
@@ -833,36 +850,24 @@ class RunContext:
         usage: the run's ``LLMUsage`` so far, this round's reply included.
         messages: a read-only snapshot of the history the batch started from: a tuple of
             copies whose lists and dicts refuse changes (``TypeError``), made on first read.
+            Given any sequence of messages (the run gives its ``MessagesSnapshot``, shared by
+            the calls of a batch). Left out of ``repr`` and ``==``.
         tool_call_id: the id of the call being run; None outside one call.
-
-    ``RunContext(deps, run_id, round, usage, messages, tool_call_id)``: ``messages`` may be
-    any sequence of messages (the run passes its ``MessagesSnapshot``, shared by the calls
-    of a batch).
     """
 
     deps: Any
     run_id: int
     round: int
     usage: LLMUsage
+    messages: tuple[AgentMessage, ...] = field(repr=False, compare=False)
     tool_call_id: Optional[str]
-    _history: MessagesSnapshot = field(repr=False, compare=False)
-
-    def __init__(self, deps: Any, run_id: int, round: int, usage: LLMUsage, messages: Any, tool_call_id: Optional[str]) -> None:  # noqa: A002  the field's name
-        object.__setattr__(self, "deps", deps)
-        object.__setattr__(self, "run_id", run_id)
-        object.__setattr__(self, "round", round)
-        object.__setattr__(self, "usage", usage)
-        object.__setattr__(self, "tool_call_id", tool_call_id)
-        object.__setattr__(self, "_history", messages if isinstance(messages, MessagesSnapshot) else MessagesSnapshot(tuple(messages)))
-
-    @property
-    def messages(self) -> tuple[AgentMessage, ...]:
-        """The history the batch started from, as read-only copies (made on the first read of the batch)."""
-        return self._history.messages()
 
     def for_call(self, tool_call_id: str) -> RunContext:
         """This context for one call of its batch: the same snapshot (not copied again), with ``tool_call_id`` set."""
-        return RunContext(self.deps, self.run_id, self.round, self.usage, self._history, tool_call_id)
+        return RunContext(self.deps, self.run_id, self.round, self.usage, self.__dict__["_messages_snapshot"], tool_call_id)
+
+
+RunContext.messages = _SnapshotField()  # type: ignore[assignment, misc]  # after the dataclass read its fields
 
 
 _current: contextvars.ContextVar[Optional[RunContext]] = contextvars.ContextVar("yiemagent_run_context", default=None)

@@ -176,6 +176,7 @@ def test_the_snapshot_equals_the_history_and_its_copies_are_the_callers_to_chang
         shutdown(agent, timeout=WAIT)
     (ctx,) = seen
     assert list(ctx.messages) == history[:2] and ctx.messages is ctx.messages
+    assert dataclasses.replace(ctx, deps="E").messages == ctx.messages and "messages" not in repr(ctx)
     assert json.dumps(ctx.messages[1].content) == json.dumps(history[1].content)
     mine = copy.deepcopy(ctx.messages[1].content)
     mine[0]["tool_calls"].append({"id": "x"})
