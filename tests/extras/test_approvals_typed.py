@@ -15,11 +15,13 @@ from yiemagent import (
     TextContent,
     ToolArgumentsError,
     ToolResultMessage,
+    UserMessage,
     approve,
     ask,
     continue_agent,
     pending_approvals,
     reject,
+    run_agent,
     shutdown,
     take_response,
 )
@@ -157,3 +159,21 @@ def test_a_new_agent_on_the_session_approves_the_waiting_answer_and_ends_with_it
     finally:
         shutdown(agent2)
         session2.close()
+
+
+def test_an_approved_answer_followed_by_a_new_message_enters_the_history_before_it_and_the_run_answers_the_message():
+    """approve, then run_agent: the approved answer's final reply enters the history first, then the message, which the model answers."""
+    llm = StrictLLM(calls_reply(final("Paris")), AssistantMessage([TextContent('{"city": "Rome"}')], stop_reason="stop"))
+    agent = waiting_answer(llm)
+    try:
+        approve(agent, "c1")
+        run_agent(agent, "and now?")
+        response = take_response(agent, timeout=WAIT)
+        assert (response.stop_reason, response.output) == ("stop", Answer("Rome")), response.error_message
+        history = agent.history()
+        answers = finals(history)
+        assert [a.output for a in answers] == [Answer("Paris"), Answer("Rome")]
+        assert history.index(answers[0]) + 1 == [i for i, m in enumerate(history) if isinstance(m, UserMessage)][-1]
+        assert len(llm.requests) == 2 and llm.requests[1]["messages"][-2] == {"role": "assistant", "content": '{"city": "Paris"}'}
+    finally:
+        shutdown(agent)
