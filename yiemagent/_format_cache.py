@@ -121,7 +121,7 @@ def freeze(value: Any, kinds: tuple[type[FrozenDict], type[FrozenList]] = (Froze
 
     Tuples stay tuples and other objects stay as they are, so the copy equals the value
     (``==``) and serialises to the same JSON. ``kinds``: the read-only dict and list classes
-    to make (a subclass says why in its own words: ``_read_only.py``).
+    to make (a subclass says why in its own words: ``types.py`` ReadOnlyDict, ReadOnlyList for ``RunContext.messages``).
     """
     if isinstance(value, dict):
         return kinds[0]({k: freeze(v, kinds) for k, v in value.items()})
