@@ -13,7 +13,10 @@ carries it to another process; the formatter never sends them. Then:
   the normal pipeline (``before_tool_call`` is asked again, but cannot defer them again) and
   answers the rejected ones with an error result carrying the reason;
 - a new message (``run_agent``, ``follow_up``, ``add_message`` of a user or assistant message)
-  answers every call still waiting with an error result, "superseded by a new message".
+  answers every call still waiting with an error result, "superseded by a new message";
+- a typed answer's ``final_result`` may wait too: it runs with the tools a run offers, and
+  once no call of its batch waits the batch is read for the answer as any batch is
+  (docs/api.md "Typed answers").
 
 Every tool call still gets exactly one result, and a deferred call runs only after its
 approval. Pending calls always belong to the last assistant message of the history: the LLM
@@ -49,9 +52,11 @@ from .types import (
 )
 from .normalize import normalize_message, normalize_tool_result
 from .pipeline import ABORTED_MESSAGE, prepare_tool_call_arguments, validate_tool_arguments
+from .typed.output import offered_tools
 
 __all__ = [
     "AWAITING_APPROVAL",
+    "BatchAnswer",
     "SUPERSEDED_REASON",
     "Resumed",
     "Waiting",
@@ -59,6 +64,7 @@ __all__ = [
     "approve",
     "awaiting_response",
     "deferral_steps",
+    "last_batch",
     "pending_approvals",
     "reject",
     "resume_approvals",
@@ -66,6 +72,10 @@ __all__ = [
     "superseding_results",
     "waiting_calls",
 ]
+
+BatchAnswer = Callable[[AssistantMessage, list[AgentToolCall], list[ToolResultMessage]], Optional[AssistantMessage]]
+"""What a run makes of a whole batch (its reply, calls and results): its response when the batch
+gave the typed answer (or its last invalid one), else None (run.py; docs/api.md "Typed answers")."""
 
 AWAITING_APPROVAL = "awaiting_approval"
 SUPERSEDED_REASON = "superseded by a new message"
@@ -97,9 +107,7 @@ def waiting_calls(messages: Sequence[AgentMessage]) -> tuple[Optional[AssistantM
 
     Reads only the messages after the last ``AssistantMessage`` (module docstring).
     """
-    index = len(messages) - 1
-    while index >= 0 and not isinstance(messages[index], AssistantMessage):
-        index -= 1
+    index = _last_assistant(messages)
     if index < 0:
         return None, {}
     assistant = messages[index]
@@ -123,6 +131,30 @@ def waiting_calls(messages: Sequence[AgentMessage]) -> tuple[Optional[AssistantM
     order = list(calls)
     waiting = {i: found[i] for i in sorted(found, key=order.index) if i not in answered}
     return assistant, waiting  # type: ignore[return-value]
+
+
+def _last_assistant(messages: Sequence[AgentMessage]) -> int:
+    """The index of the last ``AssistantMessage`` (-1 when there is none)."""
+    index = len(messages) - 1
+    while index >= 0 and not isinstance(messages[index], AssistantMessage):
+        index -= 1
+    return index
+
+
+def last_batch(messages: Sequence[AgentMessage]) -> tuple[Optional[AssistantMessage], list[AgentToolCall], list[ToolResultMessage]]:
+    """The last assistant message, its tool calls as they ran and the results they have, read from the history's tail.
+
+    A call resumed after its approval ran with the arguments of its "resumed" step (the
+    approved ones). What a batch resumed after approvals is judged on as a whole (a typed
+    answer given through ``final_result``, deferred or beside a deferred call: ``start_of_run``).
+    """
+    index = _last_assistant(messages)
+    if index < 0:
+        return None, [], []
+    assistant, tail = messages[index], messages[index + 1:]
+    ran_with = {m.tool_call_id: m.arguments for m in tail if isinstance(m, ApprovalMessage) and m.decision == "resumed"}
+    calls = [replace(c, arguments=dict(ran_with[c.id]), arguments_error=None) if c.id in ran_with else c for c in extract_tool_calls(assistant)[1]]  # type: ignore[arg-type]
+    return assistant, calls, [m for m in tail if isinstance(m, ToolResultMessage)]  # type: ignore[return-value]
 
 
 def deferral_steps(deferred: Sequence[PendingApproval]) -> list[ApprovalMessage]:
@@ -222,15 +254,23 @@ def resume_approvals(
     return Resumed(results, pending, terminate and len(results) == len(approved) and not pending)
 
 
-def start_of_run(host: Any, signal: Optional[AbortSignal], messages: list[AgentMessage]) -> Optional[AssistantMessage]:
+def start_of_run(
+    host: Any, signal: Optional[AbortSignal], messages: list[AgentMessage], answered: Optional[BatchAnswer] = None
+) -> Optional[AssistantMessage]:
     """The start of a run after approvals (decision 18): decisions taken, approved calls run, rejected answered.
 
     ``host`` is the run's ``run.RunHost``; ``messages`` the run's input, not yet appended:
     the approval steps and tool results queued before any new message (``add_message``
-    during the last run) are appended first and taken off the list. Returns the run's
-    response when it must end here: calls still wait and no new message came (stop_reason
-    "awaiting_approval"), or the resumed calls all asked to terminate. None when the run
-    goes on to its rounds (or nothing was waiting).
+    during the last run) are appended first and taken off the list. The calls run with
+    the tools the run offers (``typed.output.offered_tools``: a deferred ``final_result``
+    is found). Once no call waits, the whole batch is handed to ``answered`` (the run's
+    reading of a typed answer, docs/api.md "Typed answers"), as a batch that deferred
+    nothing is when it ends: its response (the answer, appended by it, or
+    "output_invalid") ends the run. Returns the run's response when it must end here:
+    calls still wait and no new message came (stop_reason "awaiting_approval"), the
+    batch gave the answer, or the resumed calls all asked to terminate. None when the run
+    goes on to its rounds (or nothing was waiting); a new message always goes on, after
+    an answer the batch gave has entered the history.
     """
     lead = 0
     while lead < len(messages) and isinstance(messages[lead], (ApprovalMessage, ToolResultMessage)):
@@ -239,11 +279,18 @@ def start_of_run(host: Any, signal: Optional[AbortSignal], messages: list[AgentM
     del messages[:lead]
     if not waiting_calls(host.history())[1]:
         return None
-    resumed = resume_approvals(host.history, host.append, host.state.system_prompt, host.state.tools, host.loop_config(), signal, host.emit)
-    if any(isinstance(m, (UserMessage, AssistantMessage)) for m in messages):
+    tools = offered_tools(host.state.tools, getattr(host, "output_spec", None))  # a host may have no output_spec
+    resumed = resume_approvals(host.history, host.append, host.state.system_prompt, tools, host.loop_config(), signal, host.emit)
+    new_message = any(isinstance(m, (UserMessage, AssistantMessage)) for m in messages)
+    ended = None
+    if not resumed.pending and resumed.results and answered is not None and not (signal is not None and signal.aborted):
+        ended = answered(*last_batch(host.history()))
+    if new_message:
         return None  # the new message answers what still waits (run._append_input)
     if resumed.pending:
         return awaiting_response(resumed.pending)
+    if ended is not None:
+        return ended
     if resumed.terminate:  # spec §10, as after any batch whose calls all asked to stop (no LLM reply in this run)
         return terminated_response(resumed.results)
     return None
@@ -292,7 +339,9 @@ def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]
         ValueError: no call of that id is waiting for approval.
         ToolArgumentsError: ``arguments`` is not a dict, or, through the tool's
             ``prepare_arguments``, fails its validation (nothing is recorded).
-        MessageFormatError: ``arguments`` is not JSON (it could not be stored).
+        MessageFormatError: ``arguments`` is not JSON (it could not be stored), or holds
+            text UTF-8 cannot carry (a lone surrogate): the message names the argument
+            (``arguments/path``); the tool never runs with U+FFFD in its place (decision 14).
     """
     waiting = _waiting_one(agent._core.history(), tool_call_id)
     if arguments is None:
@@ -300,7 +349,7 @@ def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]
     elif not isinstance(arguments, dict):
         raise ToolArgumentsError(f"approve(arguments=...) expects a dict of arguments, got {type(arguments).__name__}")
     else:  # checked now, as the pipeline will check them (prepare_arguments, then the schema), so a person hears of a slip at once
-        tool = agent._core.state.tools.get(waiting.call.name)
+        tool = offered_tools(agent._core.state.tools, agent._core.output_spec).get(waiting.call.name)
         if tool is not None:
             try:
                 prepared = prepare_tool_call_arguments(tool, replace(waiting.call, arguments=arguments))

@@ -295,7 +295,12 @@ def _timestamp(message: AgentMessage) -> datetime:
 
 
 def _normalize_approval(message: ApprovalMessage) -> ApprovalMessage:
-    """An approval step checked: its ids and texts are str, its decision known, its arguments a JSON object."""
+    """An approval step checked: its ids and texts are str, its decision known, its arguments a JSON object.
+
+    Its arguments are those an approved call runs with, so they are held to tool-call
+    arguments' rule (decision 14): a lone surrogate is a ``MessageFormatError`` naming its
+    place, not U+FFFD (docs/failures.md "Arguments a model sends").
+    """
     for name in ("tool_call_id", "tool_name", "reason"):
         if not isinstance(getattr(message, name), str):
             raise MessageFormatError(f"ApprovalMessage {name} is {type(getattr(message, name)).__name__}; expected a str")
@@ -303,8 +308,8 @@ def _normalize_approval(message: ApprovalMessage) -> ApprovalMessage:
         raise MessageFormatError(f"ApprovalMessage decision is {short_repr(message.decision, 40)}; expected one of {APPROVAL_DECISIONS}")
     if not isinstance(message.arguments, dict):
         raise MessageFormatError(f"ApprovalMessage arguments are {type(message.arguments).__name__}; expected a dict")
-    try:
-        arguments = json_safe(message.arguments, _path="arguments")
+    try:  # the arguments an approved call runs with: a lone surrogate is refused, never made U+FFFD (docs/failures.md)
+        arguments = json_safe(message.arguments, strict_text=True, _path="arguments")
     except NotJSONError as exc:
         raise MessageFormatError(f"ApprovalMessage {exc}") from None
     return message if arguments is message.arguments else replace(message, arguments=arguments)

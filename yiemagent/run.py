@@ -34,6 +34,7 @@ from .types import (
     ApprovalMessage,
     AssistantMessage,
     LLMUsage,
+    MessagesSnapshot,
     RunContext,
     TextContent,
     ToolResultMessage,
@@ -46,7 +47,7 @@ from ._failures import describe_error, user_code_errors
 from .errors import AgentClosedError
 from .events import relay_deltas
 from .history.sessions import Session, release_session
-from .typed.output import OutputSpec, output_invalid_response
+from .typed.output import OutputSpec, offered_tools, output_invalid_response
 
 __all__ = [
     "CONTINUE",
@@ -149,6 +150,7 @@ class Run:
     took_first_input: bool = False  # until then, queued input is what this run is about to take
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
     tool_calls: int = 0  # tool calls run (a call cut off by the token limit is not run); for UsageLimits
+    invalid_answers: int = 0  # beyond the spec: typed answers that failed their check (typed/output.py)
     # sub-runs that ended after their agent_tool call did (a timeout): see add_late_sub_run_usage
     late_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # guards late, ended
     late: list[LLMUsage] = field(default_factory=list, repr=False, compare=False)
@@ -482,7 +484,7 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
         return None, [], None, f"prepare_context returned {type(ctx).__name__}; expected an AgentContext"
     answer = _output_spec(host)
     if answer is not None and answer.tool is not None:  # beyond the spec: the final-answer tool (typed/output.py)
-        ctx = AgentContext(ctx.system_prompt, ctx.messages, {**ctx.tools, answer.tool.name: answer.tool})
+        ctx = AgentContext(ctx.system_prompt, ctx.messages, offered_tools(ctx.tools, answer))
     try:
         formatted = host.format_msg_for_llm(ctx, emit)
     except user_code_errors() as exc:
@@ -539,10 +541,33 @@ def _output_spec(host: RunHost) -> Optional[OutputSpec]:
     return getattr(host, "output_spec", None)
 
 
+def _answer_of_batch(host: RunHost, run: Run, reply: AssistantMessage, calls: list[Any], results: list[ToolResultMessage]) -> Optional[AssistantMessage]:
+    """A whole batch read for the typed answer (docs/api.md "Typed answers"): the run's response when it ends the run, else None.
+
+    A valid ``final_result`` call: the agent's final reply, appended, is the response. An
+    invalid one (its arguments, the type's own check, a block or a rejection: its error
+    result) counts against ``output_retries``; past them, "output_invalid". None when the
+    batch has no ``final_result`` call, or an invalid one within the retries (its error
+    result is the model's feedback). Used after each batch of a round and after a batch
+    resumed from approvals (approvals.py ``start_of_run``): one rule for both.
+    """
+    answer = _output_spec(host)
+    given = answer.from_batch(calls, results) if answer is not None and not run.signal.aborted else None
+    if given is None:
+        return None
+    if given.valid:
+        final = answer.final_message(reply, given.value)  # type: ignore[union-attr]
+        host.append(final)
+        return final
+    run.invalid_answers += 1
+    if run.invalid_answers > answer.retries:  # type: ignore[union-attr]
+        return output_invalid_response(given.why or "", answer.retries)  # type: ignore[union-attr]
+    return None
+
+
 def _rounds(host: RunHost, run: Run) -> AssistantMessage:
     paused = False  # the last reply was a turn the server paused (stop_reason "pause_turn")
     answer = _output_spec(host)
-    invalid_answers = 0  # beyond the spec: typed answers that failed their check (typed/output.py)
     while True:
         if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
             return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
@@ -579,8 +604,8 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if not tool_calls:  # step 5 (the calls were extracted by normalize_reply)
             if verdict is None or verdict.valid:
                 return reply  # no tool calls: this is the final response
-            invalid_answers += 1
-            if invalid_answers > answer.retries:  # type: ignore[union-attr]
+            run.invalid_answers += 1
+            if run.invalid_answers > answer.retries:  # type: ignore[union-attr]
                 return output_invalid_response(verdict.why or "", answer.retries)  # type: ignore[union-attr]
             host.append(answer.retry_message(verdict.why or ""))  # type: ignore[union-attr]
             continue
@@ -590,7 +615,8 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
             host.state.pending_tool_calls = {c.id for c in tool_calls}
             run.tool_calls += len(tool_calls)
-            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, tuple(context.messages), None)
+            snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
+            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None)
             sub_runs = _SubRunUsage(host.emit)  # an agent_tool's sub-runs: their usage joins the run's
             late = _late_usage.set(_late_usage_of(host, run))  # the tool threads copy this context
             try:
@@ -611,15 +637,9 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             for step in deferral_steps(batch.deferred):
                 host.append(normalize_message(step))
             return awaiting_response(batch.deferred)
-        given = answer.from_batch(tool_calls, batch.messages) if answer is not None and not run.signal.aborted else None
-        if given is not None:  # the final-answer tool was called (typed/output.py)
-            if given.valid:
-                final = answer.final_message(reply, given.value)  # type: ignore[union-attr]
-                host.append(final)
-                return final
-            invalid_answers += 1
-            if invalid_answers > answer.retries:  # type: ignore[union-attr]
-                return output_invalid_response(given.why or "", answer.retries)  # type: ignore[union-attr]
+        ended = _answer_of_batch(host, run, reply, tool_calls, batch.messages)  # the final-answer tool (typed/output.py)
+        if ended is not None:
+            return ended
         if batch.terminate:
             return terminated_response(batch.messages, reply)
         if run.signal.aborted:
@@ -662,7 +682,8 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     host.emit(AgentRunStartEvent(run.id, taken))
     try:
         # approvals first: their results go before any new message (decision 18)
-        ended = start_of_run(host, run.signal, messages) if _approval_steps_in_play(host.state.messages, messages) else None
+        in_play = _approval_steps_in_play(host.state.messages, messages)
+        ended = start_of_run(host, run.signal, messages, lambda *batch: _answer_of_batch(host, run, *batch)) if in_play else None
         _append_input(host, messages)
         if ended is not None:
             response = ended

@@ -22,18 +22,20 @@ threads freely; the mutable ones (``AbortSignal``, ``AgentState``) say who owns 
 from __future__ import annotations
 
 import contextvars
+import copy
+import enum
 import logging
 import numbers
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from dataclasses import dataclass, field, fields, is_dataclass
+from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Optional
 
 from dataclasses_json import DataClassJsonMixin, config
 
-from ._format_cache import History
+from ._format_cache import FrozenDict, FrozenList, History, freeze
 from .errors import ToolDefinitionError
 
 __all__ = [
@@ -747,9 +749,115 @@ class AfterToolCallContext:
 # - as an argument of a ``tool()`` function, to a parameter annotated ``RunContext`` (it is
 #   not in the schema; the model never sends it).
 #
-# Thread safety: a ``RunContext`` is immutable (``messages`` is a tuple: a snapshot taken when
-# the batch started, which later messages do not change); each thread sees its own value of
-# the context variable (``contextvars``).
+# Thread safety: a ``RunContext`` is immutable. ``messages`` is a tuple of read-only copies of the
+# history the batch started from (below): later messages do not change it, and a tool
+# cannot change the history through it (a content list or a tool-call dict refuses any change,
+# ``TypeError``). The copies are made the first time ``messages`` is read in the batch, once for
+# all its calls, so a batch whose tools never read it costs no copy; each thread sees its own
+# value of the context variable (``contextvars``).
+
+
+# What a RunContext shows of the history: read-only copies of its messages. The messages are frozen
+# dataclasses, but their content lists, tool-call dicts, arguments and details are plain
+# containers: a tool that changed one in place would change the agent's history behind its back
+# (``agent.history()`` and a session's copy no longer what the next request sends). So a tool sees
+# a copy of each message whose lists and dicts refuse every change with a ``TypeError``
+# (``_format_cache.freeze``'s read-only containers: still a ``list`` and a ``dict`` to everything
+# that reads them, ``json.dumps`` included; any copy of one is plain and changeable); immutable
+# values are shared, any other object (a typed answer's value, a pydantic model) is a deep copy.
+# ``MessagesSnapshot`` makes the copies the first time it is read, once for a batch: a batch whose
+# tools never read ``RunContext.messages`` costs no copy (a capability not in play costs a run nothing).
+
+_SNAPSHOT_READ_ONLY = (
+    "RunContext.messages is a read-only snapshot of the history (types.py RunContext): changing it would change "
+    "the agent's history behind its back. Copy what you need to change: list(...), dict(...), copy.deepcopy(...)"
+)
+
+
+class ReadOnlyDict(FrozenDict):
+    """A dict of a ``RunContext`` snapshot: refuses every change, saying so. Immutable; may be shared between threads."""
+
+    __slots__ = ()
+    why_read_only = _SNAPSHOT_READ_ONLY
+
+
+class ReadOnlyList(FrozenList):
+    """A list of a ``RunContext`` snapshot: refuses every change, saying so. Immutable; may be shared between threads."""
+
+    __slots__ = ()
+    why_read_only = _SNAPSHOT_READ_ONLY
+
+
+_SNAPSHOT_KINDS = (ReadOnlyDict, ReadOnlyList)
+_SHARED = (str, bytes, int, float, bool, type(None), date, time, timedelta, enum.Enum)
+"""Field values that cannot change: a read-only copy shares them."""
+
+
+def _read_only_field(value: Any) -> Any:
+    if isinstance(value, _SHARED):
+        return value
+    if isinstance(value, (dict, list)) or type(value) is tuple:
+        return freeze(value, _SNAPSHOT_KINDS)  # content lists, tool-call dicts, arguments, details: JSON-like (decision 15)
+    if is_dataclass(value) and type(value).__dataclass_params__.frozen and all(isinstance(getattr(value, f.name), _SHARED) for f in fields(value)):
+        return value  # LLMUsage and the like: frozen all the way down
+    try:
+        return copy.deepcopy(value)  # a typed answer's value (docs/api.md "Typed answers")
+    except Exception:  # an object deepcopy refuses (it holds a lock, a handle): shared, the one thing left to do
+        return value
+
+
+def read_only_message(message: Any) -> Any:
+    """A copy of ``message`` (a message dataclass) whose fields cannot be changed in place; equal to it (``==``)."""
+    copied = copy.copy(message)
+    for f in fields(message):
+        object.__setattr__(copied, f.name, _read_only_field(getattr(message, f.name)))
+    return copied
+
+
+class MessagesSnapshot:
+    """The history a batch started from, as read-only copies made on first read (``RunContext.messages``).
+
+    Keeps the sequence it is given and its length then: messages appended to it later are
+    not part of the snapshot. Thread safety: ``messages`` may be called from any thread (a
+    lock makes the one copy).
+    """
+
+    __slots__ = ("_source", "_count", "_messages", "_lock")
+
+    def __init__(self, source: Sequence[Any]) -> None:
+        self._source: Optional[Sequence[Any]] = source
+        self._count = len(source)
+        self._messages: Optional[tuple[Any, ...]] = None
+        self._lock = threading.Lock()  # guards the one copy
+
+    def messages(self) -> tuple[Any, ...]:
+        """The read-only copies, made on the first call; the very same tuple for every later call."""
+        made = self._messages
+        if made is not None:
+            return made
+        with self._lock:
+            if self._messages is None:
+                source = self._source if self._source is not None else ()
+                self._messages = tuple(read_only_message(m) if is_dataclass(m) else m for m in source[: self._count])
+                self._source = None  # the batch's copy of the history is no longer held
+            return self._messages
+
+
+class _SnapshotField:
+    """``RunContext.messages``: stored as a ``MessagesSnapshot`` (any sequence given is wrapped in one), read as its copies.
+
+    A data descriptor, so the dataclass's own ``__init__`` (and ``dataclasses.replace``) go
+    through it, and the field keeps its place in the signature and in ``fields()``; the
+    copies are made only when the field is read.
+    """
+
+    def __set__(self, context: Any, value: Any) -> None:
+        context.__dict__["_messages_snapshot"] = value if isinstance(value, MessagesSnapshot) else MessagesSnapshot(tuple(value))
+
+    def __get__(self, context: Any, owner: Any = None) -> tuple[AgentMessage, ...]:
+        if context is None:
+            raise AttributeError("messages")  # no class-level default (the dataclass takes the field as required)
+        return context.__dict__["_messages_snapshot"].messages()
 
 
 @dataclass(frozen=True)
@@ -761,7 +869,10 @@ class RunContext:
         run_id: the run's number (1 for the agent's first run), as in the run's events.
         round: the LLM round whose tool calls these are (1-based).
         usage: the run's ``LLMUsage`` so far, this round's reply included.
-        messages: a read-only snapshot of the history the batch started from.
+        messages: a read-only snapshot of the history the batch started from: a tuple of
+            copies whose lists and dicts refuse changes (``TypeError``), made on first read.
+            Given any sequence of messages (the run gives its ``MessagesSnapshot``, shared by
+            the calls of a batch). Left out of ``repr`` and ``==``.
         tool_call_id: the id of the call being run; None outside one call.
     """
 
@@ -769,8 +880,15 @@ class RunContext:
     run_id: int
     round: int
     usage: LLMUsage
-    messages: tuple[AgentMessage, ...]
+    messages: tuple[AgentMessage, ...] = field(repr=False, compare=False)
     tool_call_id: Optional[str]
+
+    def for_call(self, tool_call_id: str) -> RunContext:
+        """This context for one call of its batch: the same snapshot (not copied again), with ``tool_call_id`` set."""
+        return RunContext(self.deps, self.run_id, self.round, self.usage, self.__dict__["_messages_snapshot"], tool_call_id)
+
+
+RunContext.messages = _SnapshotField()  # type: ignore[assignment, misc]  # after the dataclass read its fields
 
 
 _current: contextvars.ContextVar[Optional[RunContext]] = contextvars.ContextVar("yiemagent_run_context", default=None)
@@ -808,7 +926,7 @@ class call_context:  # noqa: N801  used as a function: ``with call_context(call_
         outer = _current.get()
         if outer is None:
             return None
-        context = RunContext(outer.deps, outer.run_id, outer.round, outer.usage, outer.messages, self._tool_call_id)
+        context = outer.for_call(self._tool_call_id)
         self._token = _current.set(context)
         return context
 
