@@ -1,14 +1,23 @@
-"""Decision 15 as a property: whatever an LLM replies, the next run succeeds (issue 9)."""
+"""Decision 15 as a property: whatever an LLM replies, the next run succeeds (docs/failures.md)."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from helpers import WAIT, StrictLLM, check_wire, make_tool
-from strategies import hostile_replies
+from strategies import Nested, hostile_replies
 from yiemagent import AssistantMessage, ToolResultMessage, ToolStore, YiemAgent, extract_tool_calls, register_tool, run_agent, shutdown, take_response
+from yiemagent._bounds import MAX_ARGUMENTS_DEPTH, MAX_DEPTH, json_safe
 from yiemagent.normalize import normalize_reply
+
+
+def _call_block(arguments, nested):
+    """A reply's block holding one call with ``arguments``: spec §7's ``tool_calls`` form (arguments four levels down) or ``tool_call`` (one)."""
+    if nested:
+        return {"type": "tool_calls", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "getWeather", "arguments": arguments}}]}
+    return {"type": "tool_call", "id": "a", "name": "getWeather", "arguments": arguments}
 
 
 
@@ -49,10 +58,14 @@ def test_the_run_after_any_reply_succeeds(reply):
 
 
 @given(reply=hostile_replies)
+@example(reply=AssistantMessage([_call_block(Nested(60), True)]))  # arguments of 61 levels, four levels down a block: 65
+@example(reply=AssistantMessage([_call_block(Nested(61), True)]))
+@example(reply=AssistantMessage([_call_block(Nested(62), True)]))
+@example(reply=AssistantMessage([_call_block(Nested(63), True)]))
+@example(reply=AssistantMessage([_call_block(Nested(63), False)]))
 def test_what_a_reply_keeps_is_plain_json(reply):
     """Every block a normalised reply keeps is a content object or strict JSON (no NaN, no set, nothing deeper than 64)."""
     from yiemagent import ImageContent, TextContent
-    from yiemagent._bounds import json_safe
 
     message = normalize_reply(reply).message
     if message is None:
@@ -64,3 +77,31 @@ def test_what_a_reply_keeps_is_plain_json(reply):
             assert isinstance(block.data, str) and isinstance(block.mime_type, str)
         else:
             json_safe(block)
+
+
+def _levels(value):
+    """How many containers deep ``value`` nests (0 for a leaf)."""
+    if isinstance(value, dict):
+        return 1 + max(map(_levels, value.values()), default=0)
+    return 0
+
+
+@given(depth=st.integers(MAX_ARGUMENTS_DEPTH - 8, MAX_DEPTH + 2), nested=st.booleans())
+@example(depth=60, nested=True)  # Nested(n) is n + 1 levels: 61 to 64 levels of arguments, 65 to 68 in the block
+@example(depth=61, nested=True)
+@example(depth=62, nested=True)
+@example(depth=63, nested=True)
+@example(depth=63, nested=False)
+@example(depth=MAX_ARGUMENTS_DEPTH - 1, nested=True)  # the deepest arguments kept: the block is exactly MAX_DEPTH deep
+def test_arguments_are_kept_only_when_their_block_stays_within_the_bound(depth, nested):
+    """docs/failures.md, "Arguments a model sends": arguments up to MAX_ARGUMENTS_DEPTH levels run in either form, deeper ones are an error naming the bound, and the kept block never passes MAX_DEPTH."""
+    arguments = Nested(depth)
+    checked = normalize_reply(AssistantMessage([_call_block(arguments, nested)]))
+    (call,) = checked.calls
+    (block,) = checked.message.content
+    json_safe(block)  # raises NotJSONError past MAX_DEPTH
+    if _levels(arguments) <= MAX_ARGUMENTS_DEPTH:
+        assert call.arguments_error is None and call.arguments == arguments
+    else:
+        assert call.arguments == {}
+        assert f"is nested deeper than {MAX_ARGUMENTS_DEPTH} levels" in call.arguments_error
