@@ -73,11 +73,31 @@ def _as_text(value: Any) -> str:
     return short_repr(value, 2000)  # an int past Python's digit limit: str() would raise
 
 
+def _citations(citations: Any, where: str) -> Optional[list[Any]]:
+    """A text's citations that can be sent again (the same list when it already can): each a JSON object, else dropped.
+
+    A list stays a list (it marks a segment of a split text, ``TextContent.is_segment``);
+    anything else is None.
+    """
+    if citations is None or not isinstance(citations, list):
+        return None
+    kept = []
+    for index, citation in enumerate(list.__iter__(citations)):
+        try:
+            # two levels down the block's JSON form ({"citations": [...]}), which is held to MAX_DEPTH as a whole
+            kept.append(json_safe(citation, _path=f"{where}/citations/{index}", _depth=2) if isinstance(citation, dict) else None)
+        except NotJSONError as exc:
+            logger.info("a citation was dropped: %s", exc)
+            kept.append(None)
+    clean = [c for c in kept if c is not None]
+    return citations if type(citations) is list and len(clean) == len(citations) and all(a is b for a, b in zip(clean, citations)) else clean
+
+
 def _block(block: Any, where: str) -> Any:
     """One content block that can be sent again (the same object when it already can), or None to drop it."""
     if isinstance(block, TextContent):
-        text = _as_text(block.text)
-        return block if text is block.text else TextContent(text)
+        text, citations = _as_text(block.text), _citations(block.citations, where)
+        return block if text is block.text and citations is block.citations else TextContent(text, citations)
     if isinstance(block, ImageContent):
         if isinstance(block.data, str) and isinstance(block.mime_type, str) and block.data.isascii():
             return block

@@ -105,13 +105,34 @@ class MessageContent(DataClassJsonMixin):
 
 @dataclass(frozen=True)
 class TextContent(MessageContent):
-    """Plain text (spec §19 ``textContent``).
+    """Plain text (spec §19 ``textContent``), with the citations the provider sent beside it.
 
-    Thread safety: immutable; may be shared between threads.
+    ``citations`` (beyond the spec, shared/spec/API.md "Today's models, turn after turn": "Text
+    with citations stays TextContent, the citations ride beside it") is None for text
+    without any; else the provider's citation objects as it sent them, one ``TextContent``
+    per text block it sent (docs/streaming.md "Server tools"): Anthropic's
+    ``web_search_result_location``, ``char_location``... with ``cited_text``, ``url``,
+    ``title`` and the ``encrypted_index`` it requires back. A list, even empty, marks the
+    block as a segment of a text the provider split where a citation starts or ends: a
+    segment directly after another is read as the same text (``text_of``), so the text
+    reads as the model wrote it. The JSON form carries the key only when it is not None.
+
+    Thread safety: immutable; may be shared between threads (``citations`` is read-only
+    by convention, as content lists are).
     """
 
     text: str
+    citations: Optional[list[Any]] = field(default=None, hash=False, metadata=config(exclude=lambda value: value is None))
     type: str = field(default="text", init=False)
+
+    def __repr__(self) -> str:
+        cited = "" if self.citations is None else f", citations={self.citations!r}"
+        return f"TextContent(text={self.text!r}{cited}, type={self.type!r})"  # the form it had before citations, for text without any
+
+    @property
+    def is_segment(self) -> bool:
+        """Whether this block is a segment of a text the provider split at its citations (``citations`` is a list)."""
+        return isinstance(self.citations, list)
 
 
 @dataclass(frozen=True)
@@ -129,15 +150,17 @@ class ImageContent(MessageContent):
 def content_from_dict(block: Any) -> Any:
     """Rebuild one content block from its JSON form.
 
-    ``{"type": "text"}`` and ``{"type": "image"}`` become content objects; any other
-    dict (a raw tool-call block of spec §7, a provider's "thinking" block, a text that
-    carries more than its text, such as Anthropic's ``citations``) stays a dict, exactly
-    as it was.
+    ``{"type": "text"}`` (with ``citations``: a list of objects, or null) and
+    ``{"type": "image"}`` become content objects; any other dict (a raw tool-call block of
+    spec §7, a provider's "thinking" block, a text that carries other keys or citations
+    that are not objects) stays a dict, exactly as it was.
     """
     if isinstance(block, dict):
         kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str) and block.keys() <= {"type", "text"}:
-            return TextContent(block["text"])
+        if kind == "text" and isinstance(block.get("text"), str) and block.keys() <= {"type", "text", "citations"}:
+            citations = block.get("citations")
+            if citations is None or (isinstance(citations, list) and all(isinstance(c, dict) for c in citations)):
+                return TextContent(block["text"], citations)
         if kind == "image" and "data" in block and "mime_type" in block:
             return ImageContent(block["data"], block["mime_type"])
     return block
@@ -160,15 +183,30 @@ def text_of(blocks: list[Any]) -> str:
     """The text of a content list: its text blocks joined by newlines.
 
     Dict blocks that carry a string ``"text"`` count too (spec §10 builds the final
-    response the same way).
+    response the same way). A segment directly after a segment (``TextContent.is_segment``:
+    one text the provider split at its citations) is joined as it is.
     """
-    parts = []
+    return join_text(blocks, lambda block: block["text"] if isinstance(block, dict) and isinstance(block.get("text"), str) else None)
+
+
+def join_text(blocks: list[Any], text: Callable[[Any], Optional[str]]) -> str:
+    """The texts of ``blocks`` joined by newlines: ``TextContent``'s, and ``text(block)`` of any other (None: not a text).
+
+    A segment directly after a segment (``TextContent.is_segment``, a text the provider
+    split where a citation starts or ends) continues it, joined as it is, so the text
+    reads as the model wrote it (docs/streaming.md "Server tools").
+    """
+    parts: list[list[str]] = []
+    previous: Any = None
     for block in blocks:
-        if isinstance(block, TextContent):
-            parts.append(block.text)
-        elif isinstance(block, dict) and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-    return "\n".join(parts)
+        piece = block.text if isinstance(block, TextContent) else text(block)
+        if piece is not None:
+            if parts and isinstance(block, TextContent) and block.is_segment and isinstance(previous, TextContent) and previous.is_segment:
+                parts[-1].append(piece)
+            else:
+                parts.append([piece])
+        previous = block
+    return "\n".join("".join(part) for part in parts)
 
 
 @dataclass(frozen=True)
@@ -353,9 +391,9 @@ class UserMessage(AgentMessage):
 class AssistantMessage(AgentMessage):
     """One reply of the LLM (spec §19 ``assistantMessage``).
 
-    ``content`` holds ``TextContent`` blocks and the raw tool-call blocks of spec §7, and
-    the provider's blocks kept as they came (thinking; Anthropic's server-tool blocks and
-    texts with citations, docs/streaming.md "Server tools").
+    ``content`` holds ``TextContent`` blocks (with the citations the provider sent beside
+    each), the raw tool-call blocks of spec §7, and the provider's blocks kept as they came
+    (thinking; Anthropic's server-tool blocks, docs/streaming.md "Server tools").
     ``stop_reason`` is one of "stop", "length", "tool_use", "content_filter", "error",
     "aborted", "pause_turn" (the server paused its own tool loop: the run sends the turn
     again) or "tool_use_terminated" (the agent's own final response, spec §10).
@@ -379,8 +417,8 @@ class AssistantMessage(AgentMessage):
         """The reply's text blocks joined (beyond the spec, docs/api.md "Reading a reply"); "" when there are none.
 
         Safe on any reply, also a failed one whose content is empty (where ``content[0].text``
-        raises ``IndexError``). Text blocks are ``TextContent`` and plain ``{"type": "text"}``
-        dicts (a text with citations); tool calls and thinking are left out.
+        raises ``IndexError``). Text blocks are ``TextContent`` (a text split at its citations
+        reads whole) and plain ``{"type": "text"}`` dicts; tool calls and thinking are left out.
         """
         parts: list[str] = []
         for block in self.content if isinstance(self.content, (list, tuple)) else []:
