@@ -17,9 +17,9 @@ import time
 import psycopg
 import pytest
 
-from scale_cluster import Cluster
-from yiemagent import AssistantMessage, PostgresSession, TextContent, ToolResultMessage, UserMessage, extract_tool_calls
-from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
+from scale_cluster import Cluster, check_history
+from yiemagent import AssistantMessage, PostgresSession, extract_tool_calls
+from yiemagent.history import LOST_RESULT_MESSAGE
 from yiemagent.history._json import message_from_json
 from yiemagent.history.postgres import LOCK_CLASS
 
@@ -28,10 +28,6 @@ pytestmark = pytest.mark.scale  # not collected by make test (setup.cfg): make t
 CONVERSATIONS, TURNS = 50, 3
 KILL_AFTER = 40  # replies in before the kill: the run is well under way, most of it still to come
 SCALE_WAIT = 30  # seconds: a worker's turn through Celery, PostgreSQL and Redis on a loaded 2-core machine
-
-
-def text_of(message) -> str:
-    return "".join(b.text for b in message.content if isinstance(b, TextContent))
 
 
 HELD = (
@@ -70,30 +66,6 @@ def expected_answers(n: int, cut_in_batch: set[int]) -> list[str]:
     """The fake model's answers to conversation ``n``: its tool's notes, or the lost-result error for a turn whose call a kill cut."""
     questions = [f"question {t} of conversation {n}" for t in range(1, TURNS + 1)]
     return [f"Answer to {q}: {LOST_RESULT_MESSAGE if t in cut_in_batch else f'notes on {q}'}" for t, q in enumerate(questions, 1)]
-
-
-def check_history(history: list, questions: list[str]) -> list[str]:
-    """The turns' final answers, after checking the history is whole: one question, then calls each answered once, then one answer, per turn."""
-    assert complete_tool_calls(history)[1] == [], "a tool call has no result"
-    users = [i for i, m in enumerate(history) if isinstance(m, UserMessage)]
-    assert [text_of(history[i]) for i in users] == questions, "each question is stored once, in order"
-    answers = []
-    for start, end in zip(users, users[1:] + [len(history)]):
-        pending: set[str] = set()
-        finals = []
-        for message in history[start + 1 : end]:
-            if isinstance(message, AssistantMessage):
-                assert not pending, "a new reply before every call of the last one had its result"
-                calls = extract_tool_calls(message)[1]
-                pending = {c.id for c in calls}
-                if not calls:
-                    finals.append(message)
-            else:
-                assert isinstance(message, ToolResultMessage) and message.tool_call_id in pending, "a result for a call not pending"
-                pending.discard(message.tool_call_id)  # exactly one result per call
-        assert not pending and len(finals) == 1 and finals[0] is history[end - 1], "one final answer per turn, last in the turn"
-        answers.append(text_of(finals[0]))
-    return answers
 
 
 def test_fifty_conversations_of_three_turns_survive_a_worker_killed_mid_turn(tmp_path):
