@@ -4,7 +4,7 @@ PostgreSQL and Redis (tests/support/servers.py), the fake OpenAI-compatible serv
 in a thread of this process, and Celery worker processes (``--pool threads``), each in a
 process group of its own so it can be SIGKILLed alone. ``stop()`` (or leaving the ``with``
 block) ends every process it started, whatever happened: workers with SIGTERM and then
-SIGKILL, then the servers. docs/scale.md.
+SIGKILL, then the servers. ``check_history`` checks a stored conversation is whole turns. docs/scale.md.
 """
 
 from __future__ import annotations
