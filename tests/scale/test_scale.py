@@ -14,6 +14,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import sys
 import time
 
 import psycopg
@@ -21,7 +23,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from scale_cluster import Cluster, check_history
+from scale_cluster import EXAMPLE, Cluster, check_history
 from yiemagent import AssistantMessage, PostgresSession, extract_tool_calls
 from yiemagent.history import LOST_RESULT_MESSAGE
 from yiemagent.history._json import message_from_json
@@ -165,6 +167,41 @@ def test_a_turn_whose_task_the_broker_lost_is_sent_again_and_answered_once(tmp_p
             assert check_history(reader.messages(), ["question 1 of conversation 0"]) == [result["reply"]]
         assert cluster.llm_requests() == 2  # the lost task never ran: one turn, two model requests
 
+
+
+
+SWAP = """
+import json, sys, time, urllib.request
+from app import run_turn
+
+conversation, stats = sys.argv[1], sys.argv[2]
+first = run_turn.apply_async((conversation, conversation + "/turn-1", "question 1"), task_id=conversation + "/turn-1")
+while json.load(urllib.request.urlopen(stats))["failed"] < 1:  # turn 1 holds the conversation, its model failing
+    time.sleep(0.02)
+second = run_turn.apply_async((conversation, conversation + "/turn-2", "question 2"), task_id=conversation + "/turn-2")
+print(json.dumps([first.get(timeout=float(sys.argv[3])), second.get(timeout=float(sys.argv[3]))]))
+"""
+
+
+def test_a_turn_retried_after_its_model_failed_gets_its_own_answer_not_the_next_turns(tmp_path):
+    """Turn 1's model fails (three 503s, a Celery retry) and turn 2 of the conversation runs meanwhile: each turn gets its own answer."""
+    conversation = f"swap-{os.getpid()}"
+    with Cluster(tmp_path) as cluster:
+        cluster.start_workers(1, threads=2)  # turn 2 waits for the hold in the second thread while turn 1 fails
+        with cluster.fake.lock:
+            cluster.fake.fail["question 1"] = 3  # OpenAIClient's first try and its two retries
+        run = subprocess.run(
+            [sys.executable, "-c", SWAP, conversation, cluster.fake.url.removesuffix("/v1") + "/stats", str(SCALE_WAIT * 2)],
+            cwd=EXAMPLE, env=cluster.env, capture_output=True, text=True, timeout=SCALE_WAIT * 5,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        first, second = json.loads(run.stdout.splitlines()[-1])
+        assert first["reply"] == "Answer to question 1: notes on question 1" and first["status"] in ("stored", "completed"), first
+        assert second["reply"] == "Answer to question 2: notes on question 2" and second["status"] == "new", second
+        with PostgresSession(cluster.dsn, conversation) as reader:
+            assert check_history(reader.messages(), ["question 1", "question 2"]) == [first["reply"], second["reply"]]
+        assert cluster.fake.failed == 3
+        print(f"\nturn 1: {first['status']}, turn 2: {second['status']}")
 
 
 def envelope(headers: dict, body: bytes = b"{}") -> bytes:
