@@ -38,7 +38,7 @@ while that run's agent holds the conversation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import psycopg
@@ -157,7 +157,7 @@ class Turns:
         self.conn.execute(
             f"UPDATE yiemagent_turns SET {names} WHERE session_id = %s AND turn_id = %s", (*values.values(), self.conversation_id, turn.turn_id)
         )
-        return Turn(**{**turn.__dict__, **values})
+        return replace(turn, **values)
 
     def settle(self, turn: Turn) -> Turn:
         """``turn`` brought up to date with what is stored: a question or an answer stored since it was written is recorded.
@@ -252,8 +252,11 @@ def run_turn(
                     waiting = turns.open()
                     if waiting is not None:
                         waiting = turns.settle(waiting)
-                        if waiting.state == "asked" and waiting.turn_id != turn_id:
-                            finish(agent, turns, waiting, reply_timeout)  # its question is in the history: it is answered first
+                        if waiting.state == "asked" and waiting.turn_id != turn_id:  # its question is in the history: answered first
+                            try:
+                                finish(agent, turns, waiting, reply_timeout)
+                            except TurnFailed as exc:
+                                raise TurnFailed(f"turn {turn_id!r} is asked after turn {waiting.turn_id!r}, which has no answer yet: {exc}") from exc
                     own = turns.get(turn_id)
                 status = "new" if own is None else STATUS_OF[own.state]
                 if status in ("new", "restarted"):
