@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import make_tool
+from strategies import messages as any_messages
 from yiemagent import AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage, count_tokens
 from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.tokens import IMAGE_TOKENS_UNKNOWN, estimate_text_tokens
@@ -53,6 +54,19 @@ def test_calibrate_takes_the_calibrated_prefix_exactly(prefix, other_prefix, res
     counted = count_tokens(prefix + [cal] + rest, system_prompt=system, tools=tools, calibrate=cal)
     assert counted == count_tokens(other_prefix + [cal] + rest, calibrate=cal)
     assert counted == used + count_tokens([cal] + rest) - count_tokens([])
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=st.lists(any_messages, max_size=6), system=texts)
+def test_count_tokens_takes_any_history_and_never_raises(history, system):
+    """Whatever a history holds (content blocks of every kind, raw tool-call blocks, images that are not images, any usage),
+    count_tokens gives an int, and one at least as large with a system prompt and a tool; calibrating on any reply with usage works."""
+    counted = count_tokens(history)
+    assert isinstance(counted, int) and counted >= 0
+    assert count_tokens(history, system_prompt=system, tools=[make_tool("echo")]) >= counted
+    for message in history:
+        if isinstance(message, AssistantMessage) and message.usage is not None:
+            assert count_tokens(history, calibrate=message) >= message.usage.input_tokens
 
 
 def test_calibrate_must_be_one_of_the_messages_and_have_usage():
