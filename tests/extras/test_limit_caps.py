@@ -250,3 +250,14 @@ def test_a_request_within_the_token_limits_is_sent(agents):
     agent = agents(llm, system_prompt="Be brief.", builtin_tools=False, usage_limits=limits)
     run_agent(agent, "hello")
     assert take_response(agent, timeout=WAIT).stop_reason == "stop" and len(llm.requests) == 1
+
+
+def test_the_typed_answer_tool_does_not_count_against_max_tool_calls(agents):
+    """With output_type, the final_result call gives the answer even once max_tool_calls is used up (it runs no user code)."""
+    paid = Counter()
+    answer = tool_call_reply(("f", "final_result", {"response": 7}))
+    llm = ScriptedLLM([calls(1), answer])
+    agent = agents(llm, [make_tool("pay", paid)], builtin_tools=False, output_type=int, usage_limits=UsageLimits(max_tool_calls=1))
+    run_agent(agent, "pay once, then answer")
+    response = take_response(agent, timeout=WAIT)
+    assert (response.stop_reason, response.output, paid.ran) == ("stop", 7, ["c0"])
