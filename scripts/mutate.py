@@ -48,7 +48,7 @@ OTHER_MODULES = [
     "llm/_sse", "llm/_http", "llm/_wire", "llm/_anthropic_reply", "llm/_client", "llm/_guard", "llm/openai", "llm/anthropic",
     "llm/fallback", "llm/offline", "llm/scripted", "llm/__init__",
     "_secrets", "_log_masking", "_bounds", "_threads", "_format_cache", "_moved",
-    "types", "events", "normalize", "approvals", "errors", "__init__", "__main__",
+    "types", "events", "normalize", "approvals", "tokens", "errors", "__init__", "__main__",
     "typed/_codecs", "typed/functions", "typed/_parameter_fill", "typed/output", "typed/__init__",
     "tools/agent_tool",
     "cli/console", "cli/commands", "cli/demo", "cli/__init__",

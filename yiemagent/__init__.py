@@ -125,6 +125,7 @@ from .history.sessions import (
 )
 from .history.postgres import PostgresSession
 from .tools.agent_tool import agent_tool
+from .tokens import count_tokens
 from .tools import (
     get_time_tool,
     get_weather_tool,
@@ -198,6 +199,7 @@ __all__ = [
     "ask",
     "clear_tools",
     "continue_agent",
+    "count_tokens",
     "create_error_tool_result",
     "create_tool_result_message",
     "current_run_context",

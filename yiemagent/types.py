@@ -307,14 +307,19 @@ class UsageMeter:
 
 @dataclass(frozen=True)
 class UsageLimits:
-    """Caps on what one run may spend (beyond the spec; docs/api.md "Agents as tools, fallback models, usage limits").
+    """Caps on what one run may spend (beyond the spec; docs/api.md "Limits that are caps", decision 20).
 
-    Each limit is None (no limit) or an int of at least 0. A run whose summed usage (or
-    whose count of tool calls run) passes a limit — goes above it — ends after that
-    round, with every tool call of the round answered: ``stop_reason == "usage_limit"``
-    and an ``error_message`` naming the limit and the count. They stand beside
-    ``max_rounds`` (decision 12), which still applies. Like ``max_rounds``, the limits
-    are per run: ``continue_agent`` starts a run with a fresh allowance.
+    Each limit is None (no limit) or an int of at least 0. A limit is a cap, not a
+    report: nothing beyond it is run or sent (``limits.py``). ``max_tool_calls``: no call
+    past it runs; such calls are answered with an error result naming the limit and the
+    run ends after that batch. ``max_requests``: no LLM request past it is sent.
+    ``max_input_tokens`` and ``max_total_tokens``: a request whose estimated input
+    (``count_tokens``) would pass them is not sent; and a run whose summed usage passes a
+    token limit (a reply's tokens are known only once it came) ends after that round.
+    Every way, every tool call is answered, ``stop_reason == "usage_limit"`` and the
+    ``error_message`` names the limit and the count. They stand beside ``max_rounds``
+    (decision 12), which still applies. Like ``max_rounds``, the limits are per run:
+    ``continue_agent`` starts a run with a fresh allowance.
 
     Raises:
         TypeError: a limit that is not an int (a bool is refused too).
@@ -327,6 +332,7 @@ class UsageLimits:
     max_output_tokens: Optional[int] = None
     max_total_tokens: Optional[int] = None
     max_tool_calls: Optional[int] = None
+    max_requests: Optional[int] = None
 
     def __post_init__(self) -> None:
         for item in fields(self):
