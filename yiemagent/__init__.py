@@ -4,7 +4,6 @@ Every public name is importable from here and listed, with its signature, in doc
 each spec name to its Python name and docs/conformance.md each spec rule to its code.
 """
 
-from . import _moved  # noqa: F401  (old import paths of moved modules: docs/architecture.md)
 from .agent import (
     YiemAgent,
     abort,
