@@ -244,3 +244,17 @@ def test_all_is_sorted_and_exact():
 def test_agent_arguments_are_all_keyword_only():
     """YiemAgent's arguments are keyword-only: a spec-ordered positional call cannot silently bind the wrong one."""
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in inspect.signature(yiemagent.YiemAgent).parameters.values())
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, each space a hyphen."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_of_the_index_leads_to_a_section_of_the_page():
+    """Each `(#anchor)` link of docs/api.md (its index by topic) is the anchor of one of its headings."""
+    text = DOC.read_text(encoding="utf-8")
+    anchors = {_anchor(h) for h in re.findall(r"^#{1,4} (.+)$", text, re.M)}
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert len(links) > 10
+    assert [link for link in links if link not in anchors] == []
