@@ -34,3 +34,20 @@ def test_a_module_path_that_was_never_published_is_not_importable(old):
     """Paths of modules from before the package's layout followed the spec are gone: each import is a ModuleNotFoundError."""
     done = _run(f"import importlib\ntry:\n    importlib.import_module({old!r})\nexcept ModuleNotFoundError as e:\n    print('missing', e.name)\n")
     assert done.stdout.split() == ["missing", old], done.stdout + done.stderr
+
+
+def test_every_folder_of_python_files_is_a_package_the_wheel_ships():
+    """setup.cfg's package list finds each folder of yiemagent/ that holds Python files (make wheel-check runs the wheel itself)."""
+    import configparser
+
+    from setuptools import find_packages
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    include = [p.strip() for p in config["options.packages.find"]["include"].split(",")]
+    found = set(find_packages(str(ROOT), include=include))
+    folders = {
+        ".".join(d.relative_to(ROOT).parts) for d in (ROOT / "yiemagent").rglob("*")
+        if d.is_dir() and d.name != "__pycache__" and any(d.glob("*.py"))
+    } | {"yiemagent"}
+    assert found == folders
