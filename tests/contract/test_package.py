@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -51,3 +52,58 @@ def test_every_folder_of_python_files_is_a_package_the_wheel_ships():
         if d.is_dir() and d.name != "__pycache__" and any(d.glob("*.py"))
     } | {"yiemagent"}
     assert found == folders
+
+
+def _docstring_paragraph(title: str) -> list[str]:
+    """The indented lines under ``title`` in yiemagent's docstring."""
+    import yiemagent
+
+    text = yiemagent.__doc__ or ""
+    start = text.index(title)
+    body = text[start:].split("\n\n", 1)[0].splitlines()[1:]
+    assert body and all(line.startswith("    ") for line in body), body
+    return [line.strip() for line in body]
+
+
+def test_the_package_docstring_fits_one_screen():
+    """`help(yiemagent)` opens with a docstring of at most 40 lines of at most 79 characters."""
+    import yiemagent
+
+    lines = (yiemagent.__doc__ or "").splitlines()
+    assert 10 <= len(lines) <= 40, len(lines)
+    assert max(len(line) for line in lines) <= 79
+
+
+def test_the_package_docstring_names_five_names_to_start_with_and_each_exists():
+    """The five names to start with are the package's own (or its clients', yiemagent.llm)."""
+    import yiemagent
+    import yiemagent.llm
+
+    names = [re.match(r"(\w+)\(", line).group(1) for line in _docstring_paragraph("Start with five names:")]
+    assert len(names) == 5
+    assert [n for n in names if n not in yiemagent.__all__ and n not in yiemagent.llm.__all__] == []
+
+
+def test_the_package_docstring_says_where_each_module_lives_and_each_exists():
+    """Every module or folder the docstring places is in the package, and every subpackage is placed."""
+    listed = [name for line in _docstring_paragraph("Where each part lives") for name in re.split(r",\s*", re.split(r"\s{2,}", line)[0])]
+    assert [n for n in listed if not (ROOT / "yiemagent" / (n if n.endswith("/") else f"{n}.py")).exists()] == []
+    subpackages = {f"{p.name}/" for p in (ROOT / "yiemagent").iterdir() if (p / "__init__.py").exists()}
+    assert subpackages - set(listed) <= {"mcp/", "otel/"}  # the extras, in their own paragraph
+
+
+def test_the_package_docstring_names_each_extra_and_the_docs_the_wheel_lacks_as_such():
+    """The extras are setup.cfg's (the test one apart); each document named exists in the source tree, which the docstring says the wheel lacks."""
+    import configparser
+
+    import yiemagent
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    extras = {name for name in config["options.extras_require"] if name != "test"}
+    assert {line.split()[0] for line in _docstring_paragraph("Extras")} == extras
+    text = yiemagent.__doc__ or ""
+    documents = re.findall(r"\b((?:docs/)?[\w-]+\.md)\b", text)
+    assert "docs/api.md" in documents and "README.md" in documents
+    assert [d for d in documents if not (ROOT / d).is_file()] == []
+    assert "in the source tree" in text and "not in the wheel" in text
