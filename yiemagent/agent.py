@@ -250,7 +250,9 @@ class YiemAgent:
                 release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
             raise
         self._ask_lock = threading.Lock()  # one ask() or resume() at a time: one request, one reply
-        self._ask_holder = "ask()"  # the call that last took _ask_lock, named when another gives up waiting for it
+        # the call that last took _ask_lock, named when another gives up waiting for it; written
+        # under the lock, read without it (one str reference: at worst the previous holder's name)
+        self._ask_holder = "ask()"
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
 
@@ -415,8 +417,8 @@ def resume(agent: YiemAgent, *, timeout: Optional[float] = None, check: bool = T
     is not a failure.
 
     Raises:
-        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``
-            (the message names ``resume()``).
+        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``,
+            or another ``ask``/``resume`` held the agent's lock past it (the message names it).
         EmptyHistoryError, AgentClosedError: as ``continue_agent``; ``take_response``'s errors.
     """
     reply = _taken(agent, lambda: continue_agent(agent), timeout, "resume()")
