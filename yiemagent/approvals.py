@@ -337,7 +337,7 @@ def _record(agent: Any, step: ApprovalMessage) -> None:
 
 
 def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]] = None) -> None:
-    """Approve a deferred call: it runs when the agent resumes (``continue_agent``), with ``arguments`` if given.
+    """Approve a deferred call: it runs when the agent resumes (``continue_agent`` or ``resume``), with ``arguments`` if given.
 
     The decision is a step in the history (stored in the session). Deciding again before
     the run resumes replaces the decision.
