@@ -2,7 +2,8 @@
 
 Spec: §1 Step 2.5 (the constructor), §5 (the agent loop), §6 (via ``run.process_message``),
 §10 "continue()"; decisions 15 and 16. Public functions: ``run_agent``, ``follow_up``,
-``take_response``, ``continue_agent``, ``abort``, ``shutdown``.
+``take_response``, ``continue_agent``, ``abort``, ``shutdown``; beyond the spec ``ask`` and
+``resume`` (one run, one reply).
 
 ``YiemAgent`` is a shell around an ``AgentCore`` (``_core.py``), which holds the state, the
 channels and the threads. The threads hold the core, never the shell: an agent dropped
@@ -49,6 +50,7 @@ __all__ = [
     "follow_up",
     "pending_approvals",
     "reject",
+    "resume",
     "run_agent",
     "shutdown",
     "take_response",
@@ -247,7 +249,10 @@ class YiemAgent:
             if session is not None:
                 release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
             raise
-        self._ask_lock = threading.Lock()  # one ask() at a time: one request, one reply
+        self._ask_lock = threading.Lock()  # one ask() or resume() at a time: one request, one reply
+        # the call that last took _ask_lock, named when another gives up waiting for it; written
+        # under the lock, read without it (one str reference: at worst the previous holder's name)
+        self._ask_holder = "ask()"
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
 
@@ -325,17 +330,28 @@ def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None) -> A
         TimeoutError: the agent did not become idle, or did not answer, within ``timeout``.
         MessageFormatError, AgentClosedError: as ``run_agent``; ``take_response``'s errors.
     """
+    return _taken(agent, lambda: run_agent(agent, message), timeout, "ask()")
+
+
+def _taken(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], verb: str) -> AssistantMessage:
+    """``send`` starts one run, and its reply is taken: under the agent's ask lock, once the agent is idle.
+
+    The guarantees of ``ask`` and ``resume`` (docs/api.md "Reading a reply"): ``timeout``
+    bounds the whole call; each ``TimeoutError`` names the timeout and what it waited for
+    (the other call holding the lock by its ``verb``).
+    """
     deadline = None if timeout is None else time.monotonic() + timeout
 
     def left() -> Optional[float]:
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     if not agent._ask_lock.acquire(timeout=-1 if deadline is None else left()):  # type: ignore[arg-type]
-        raise TimeoutError(f"another ask() on this agent did not finish within {timeout} s")
+        raise TimeoutError(f"another {agent._ask_holder} on this agent did not finish within {timeout} s")
     try:
+        agent._ask_holder = verb  # read by a call that times out waiting for the lock
         if not agent.wait_until_idle(left()):
             raise TimeoutError(f"the agent did not become idle within {timeout} s")
-        run_agent(agent, message)
+        send()
         return take_response(agent, left())
     finally:
         agent._ask_lock.release()
@@ -387,6 +403,28 @@ def continue_agent(agent: YiemAgent) -> None:
     if not core.busy() and not core.history():
         raise EmptyHistoryError("cannot continue: the conversation history is empty; send a message with run_agent first")
     core.input_channel.put(CONTINUE)
+
+
+def resume(agent: YiemAgent, *, timeout: Optional[float] = None, check: bool = True) -> AssistantMessage:
+    """``continue_agent`` then ``take_response``, with ``ask``'s guarantees (docs/api.md "Approvals in fewer lines").
+
+    After a run that ended "awaiting_approval" and the decisions (``approve``, ``reject``),
+    this runs the approved calls, answers the rejected ones and returns the reply the run
+    ends with (decision 18): the model's answer, or "awaiting_approval" again while calls
+    are undecided. Waits until the agent is idle first and holds the agent's ask lock, as
+    ``ask`` does; ``timeout`` bounds the whole call. With ``check`` a failed run raises (the
+    reply's ``raise_for_failure``, where ``AssistantMessage`` has it); "awaiting_approval"
+    is not a failure.
+
+    Raises:
+        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``,
+            or another ``ask``/``resume`` held the agent's lock past it (the message names it).
+        EmptyHistoryError, AgentClosedError: as ``continue_agent``; ``take_response``'s errors.
+    """
+    reply = _taken(agent, lambda: continue_agent(agent), timeout, "resume()")
+    if check and hasattr(reply, "raise_for_failure"):
+        reply.raise_for_failure()
+    return reply
 
 
 def add_message(agent: YiemAgent, message: AgentMessage) -> None:

@@ -3,15 +3,18 @@
 docs/api.md "Approvals that wait for a person"; decision 18. ``before_tool_call`` may
 answer ``{"defer": True, "reason": ...}``: the call is neither run nor answered, the other
 calls of the batch run as usual, and the run ends after the batch with stop_reason
-"awaiting_approval". The pending state is a list of ``ApprovalMessage`` steps in the
+"awaiting_approval"; so does a call of a tool with ``requires_approval`` that the hook
+left open (None; ``pipeline.prepare_tool_call``, docs/api.md "Approvals in fewer lines").
+The pending state is a list of ``ApprovalMessage`` steps in the
 history after the batch ("deferred", "approved", "rejected", "resumed"), so a session
 carries it to another process; the formatter never sends them. Then:
 
 - ``pending_approvals(agent)``: the calls still waiting for a decision;
 - ``approve(agent, id, arguments=None)`` / ``reject(agent, id, reason)``: record a decision;
-- the next run (``continue_agent``, or a new message) first runs the approved calls through
-  the normal pipeline (``before_tool_call`` is asked again, but cannot defer them again) and
-  answers the rejected ones with an error result carrying the reason;
+- the next run (``continue_agent``, ``resume`` in agent.py, or a new message) first runs
+  the approved calls through the normal pipeline (``before_tool_call`` is asked again, but
+  cannot defer them again, nor can the tool's ``requires_approval``) and answers the
+  rejected ones with an error result carrying the reason;
 - a new message (``run_agent``, ``follow_up``, ``add_message`` of a user or assistant message)
   answers every call still waiting with an error result, "superseded by a new message";
 - a typed answer's ``final_result`` may wait too: it runs with the tools a run offers, and
@@ -189,15 +192,19 @@ def superseding_results(messages: Sequence[AgentMessage], incoming: AgentMessage
     return results
 
 
-def _never_defers(hook: Optional[Callable[..., Any]]) -> Optional[Callable[..., Any]]:
-    """``before_tool_call`` for an approved call: asked as usual, except that a defer is ignored (a block keeps its reason)."""
-    if hook is None:
-        return None
+def _never_defers(hook: Optional[Callable[..., Any]]) -> Callable[..., Any]:
+    """``before_tool_call`` for an approved call: asked as usual, except that a defer is ignored (a block keeps its reason).
+
+    Its answer is always a decision (``{}`` where the hook left it open or only deferred), so
+    a tool with ``requires_approval`` does not send its approved call back to a person.
+    """
 
     def asked_again(ctx: Any, signal: Any) -> Any:
-        answer = hook(ctx, signal)
+        answer = hook(ctx, signal) if hook is not None else None
+        if answer is None:
+            return {}
         if isinstance(answer, Mapping) and answer.get("defer"):
-            return {k: v for k, v in answer.items() if k != "defer"} or None
+            return {k: v for k, v in answer.items() if k != "defer"}
         return answer
 
     return asked_again
@@ -330,7 +337,7 @@ def _record(agent: Any, step: ApprovalMessage) -> None:
 
 
 def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]] = None) -> None:
-    """Approve a deferred call: it runs when the agent resumes (``continue_agent``), with ``arguments`` if given.
+    """Approve a deferred call: it runs when the agent resumes (``continue_agent`` or ``resume``), with ``arguments`` if given.
 
     The decision is a step in the history (stored in the session). Deciding again before
     the run resumes replaces the decision.

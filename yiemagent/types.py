@@ -655,6 +655,11 @@ class AgentTool:
     that ignores its signal cannot be killed: its (daemon) thread is abandoned and runs
     on until ``execute`` returns; its result and any later partial results are dropped.
 
+    ``requires_approval`` is beyond the spec (decision 18): each call of the tool waits for a
+    person, as if ``before_tool_call`` had answered ``{"defer": True, "reason": ...}``, unless
+    ``before_tool_call`` decides for that call (any dict it returns, ``{}`` to allow; None
+    leaves the decision to this flag). docs/api.md "Approvals in fewer lines".
+
     The schema is checked as JSON Schema by ``register_tool``; the other fields are
     checked here, at construction.
 
@@ -675,6 +680,7 @@ class AgentTool:
     validate_required_args: Optional[Callable[[dict[str, Any]], Optional[str]]] = None
     parallel_tool_execute: bool = False
     timeout_s: Optional[float] = None
+    requires_approval: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -696,6 +702,8 @@ class AgentTool:
             isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, numbers.Real) or not self.timeout_s > 0
         ):
             raise ToolDefinitionError(f"tool {self.name!r}: timeout_s must be a positive number of seconds, got {self.timeout_s!r}")
+        if not isinstance(self.requires_approval, bool):
+            raise ToolDefinitionError(f"tool {self.name!r}: requires_approval must be True or False, got {self.requires_approval!r}")
 
 
 @dataclass
