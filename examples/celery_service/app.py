@@ -8,6 +8,7 @@ Configured from the environment, so going from one machine to many changes only 
     OPENAI_BASE_URL         the model's OpenAI-compatible server   http://127.0.0.1:8600/v1
     YIEMAGENT_MODEL         the model's name                       fake
     OPENAI_API_KEY          its key, if it needs one
+    YIEMAGENT_TURN_RETRIES  runs of a turn after its first, before it is closed as failed (5)
 
 Run a worker (two threads):  celery -A app worker --pool threads --concurrency 2
 
@@ -205,13 +206,19 @@ def _prepare(**_: object) -> None:
     bind=True,
     autoretry_for=(service.TurnFailed, SessionInUseError, psycopg.OperationalError),
     retry_backoff=1,
-    max_retries=5,
+    max_retries=int(os.environ.get("YIEMAGENT_TURN_RETRIES", "5")),
 )
 def run_turn(self, conversation_id: str, turn_id: str, text: str) -> dict:
-    """One turn of a conversation; running it again is safe (service.run_turn)."""
+    """One turn of a conversation; running it again is safe (service.run_turn).
+
+    The last retry closes a turn it cannot answer as failed (docs/scale.md "The turn
+    record"): ``service.RunFailedError``, which is not retried, and which every later run of
+    the turn raises again, so no later turn of the conversation waits for it.
+    """
     started = time.perf_counter()
     llm = OpenAIClient(os.environ["OPENAI_BASE_URL"], os.environ.get("YIEMAGENT_MODEL", "fake"), os.environ.get("OPENAI_API_KEY"), timeout=60.0)
-    result = service.run_turn(os.environ["YIEMAGENT_DSN"], conversation_id, turn_id, text, llm_call=llm, tools=[lookup])
+    last_attempt = self.request.retries >= self.max_retries  # Celery's retries are spent if this run fails
+    result = service.run_turn(os.environ["YIEMAGENT_DSN"], conversation_id, turn_id, text, llm_call=llm, tools=[lookup], last_attempt=last_attempt)
     result["worker_pid"] = os.getpid()
     result["seconds"] = time.perf_counter() - started
     return result

@@ -6,7 +6,8 @@ the final answer ``Answer to <question>: <the tool's text>``. The reply depends 
 messages, so a turn asked again gets the same reply. ``--latency-ms`` makes each reply take
 that long, like a model (without using a core). ``fail[question] = n`` makes the next ``n``
 requests for that question fail with 503 (``Retry-After: 1``), as a model that is down
-would. GET ``/stats`` gives the requests served and those failed.
+would; a question in ``refuse`` is answered with 400 every time, as a request the provider
+will never take. GET ``/stats`` gives the requests served and those failed.
 
     python examples/celery_service/fake_llm.py --port 8600 --latency-ms 50
 """
@@ -42,7 +43,7 @@ def reply_to(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class FakeLLM(ThreadingHTTPServer):
-    """The server; ``requests`` counts the completions served, ``failed`` the 503s; ``fail`` and both counts are guarded by ``lock``."""
+    """The server; ``requests`` counts the completions served, ``failed`` the 503s and 400s; ``fail``, ``refuse`` and both counts are guarded by ``lock``."""
 
     daemon_threads = True
 
@@ -53,6 +54,7 @@ class FakeLLM(ThreadingHTTPServer):
         self.requests = 0
         self.failed = 0
         self.fail: dict[str, int] = {}  # question -> how many more requests for it fail with 503
+        self.refuse: set[str] = set()  # questions every request for which fails with 400
 
     @property
     def url(self) -> str:
@@ -87,10 +89,14 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(self.server.latency_s)  # the model "thinking": a wait, not work
         question = question_of(request["messages"])
         with self.server.lock:
-            down = self.server.fail.get(question, 0) > 0
+            refused = question in self.server.refuse
+            down = not refused and self.server.fail.get(question, 0) > 0
             if down:
                 self.server.fail[question] -= 1
-                self.server.failed += 1
+            self.server.failed += down or refused
+        if refused:
+            self._send({"error": {"message": f"the model refuses {question!r}", "type": "invalid_request_error"}}, 400)
+            return
         if down:
             self._send({"error": {"message": "the model is down", "type": "server_error"}}, 503)
             return

@@ -70,8 +70,19 @@ def turn(pg, fake, turn_id="c/1", text="q1", conversation="c", **kwargs):
 
 
 def failing(formatted):
-    """A model that is down: every call fails as three 503s in a row would."""
-    raise LLMError("the model is down", status=503)
+    """A model that is down: every call fails as three 503s in a row would (OpenAIClient's retries spent: retryable)."""
+    raise LLMError("the model is down (gave up after 3 attempts)", status=503, retryable=True)
+
+
+def client(fake):
+    """The fake model over real HTTP, each failure raised at once: a 503 retryable, a 400 not (``fake.fail``, ``fake.refuse``)."""
+    return OpenAIClient(fake.url, "fake", max_retries=0)
+
+
+def records(pg, conversation="c") -> dict:
+    """Each turn's (state, error) in ``yiemagent_turns``."""
+    with psycopg.connect(pg.target) as conn:
+        return {t: (state, error) for t, state, error in conn.execute("SELECT turn_id, state, error FROM yiemagent_turns WHERE session_id = %s", (conversation,))}
 
 
 def answer(text: str) -> str:
@@ -301,37 +312,138 @@ def test_two_turns_of_one_conversation_sent_at_once_each_get_their_own_answer(pg
     assert sorted(questions) == ["q1", "q2"] and check_history(stored, questions) == [answer(q) for q in questions]
 
 
-def test_an_older_turns_table_is_refused_by_name(postgres_server):
-    """A yiemagent_turns table of the older shape (positions, not rows) makes prepare fail naming it, not a turn answer wrongly."""
+def test_a_turn_the_model_refuses_fails_at_once_with_its_cause_and_the_next_turn_is_answered(pg, fake):
+    """A 400 (not retryable) closes the turn as failed at its first run: RunFailedError names it and the cause, every run again says the same, the next turn is answered."""
+    fake.refuse.add("q1")
+    with pytest.raises(service.RunFailedError) as first:
+        turn(pg, fake, "c/1", "q1", llm_call=client(fake))
+    assert str(first.value).startswith("turn 'c/1' of 'c' failed: the model refused it, not retryable: stop_reason 'error'") and "API error 400" in str(first.value)
+    assert fake.failed == 1  # not retried, by the client or by a run
+    assert records(pg)["c/1"] == ("failed", str(first.value).split("failed: ", 1)[1])
+    fake.refuse.clear()  # the model would answer now: the turn's outcome is given all the same
+    with pytest.raises(service.RunFailedError) as again:
+        turn(pg, fake, "c/1", "q1", last_attempt=True)
+    assert str(again.value) == str(first.value) and fake.requests == 0
+    second = turn(pg, fake, "c/2", "q2")
+    assert second["status"] == "new" and second["reply"] == answer("q2")
+    assert check_history(history(pg), ["q1", "q2"], failed={"q1"}) == [None, answer("q2")]
+
+
+def test_a_turn_whose_last_attempt_fails_is_closed_as_failed_and_the_next_turn_goes_on(pg, fake):
+    """503s: the turn's runs raise TurnFailed (retried) until its last attempt, which closes it as failed; a redelivery gets the same failure, the next turn its answer."""
+    with pytest.raises(service.TurnFailed):
+        turn(pg, fake, "c/1", "q1", llm_call=failing)
+    with pytest.raises(service.RunFailedError, match="^turn 'c/1' of 'c' failed: its last attempt failed: stop_reason 'error': LLM call failed: .*the model is down") as last:
+        turn(pg, fake, "c/1", "q1", llm_call=failing, last_attempt=True)
+    with pytest.raises(service.RunFailedError) as redelivered:
+        turn(pg, fake, "c/1", "q1")
+    assert str(redelivered.value) == str(last.value) and fake.requests == 0
+    second = turn(pg, fake, "c/2", "q2")
+    assert second["status"] == "new" and second["reply"] == answer("q2")
+    assert records(pg) == {"c/1": ("failed", str(last.value).split("failed: ", 1)[1]), "c/2": ("answered", None)}
+    assert check_history(history(pg), ["q1", "q2"], failed={"q1"}) == [None, answer("q2")]
+
+
+@pytest.mark.parametrize("refuse, last_attempt", [(True, False), (False, True)], ids=["refused", "last attempt"])
+def test_a_later_turn_closes_the_turn_it_waits_for_when_that_turn_cannot_be_answered(pg, fake, refuse, last_attempt):
+    """T1's question waits for an answer the model never gives; T2's run closes T1 as failed (a 400, or T2's last attempt) and answers its own."""
+    with pytest.raises(service.TurnFailed):
+        turn(pg, fake, "c/1", "q1", llm_call=failing)
+    if refuse:
+        fake.refuse.add("q1")
+    else:
+        fake.fail["q1"] = 10**6  # 503 for ever on q1
+    second = turn(pg, fake, "c/2", "q2", llm_call=client(fake), last_attempt=last_attempt)
+    assert second["status"] == "new" and second["reply"] == answer("q2")
+    with pytest.raises(service.RunFailedError, match="^turn 'c/1' of 'c' failed: .*API error " + ("400" if refuse else "503")):
+        turn(pg, fake, "c/1", "q1")
+    assert check_history(history(pg), ["q1", "q2"], failed={"q1"}) == [None, answer("q2")]
+
+
+def test_a_turn_refused_after_its_tool_ran_keeps_its_calls_answered_and_the_history_valid(pg, fake):
+    """The model refuses the round after a tool batch: the failed turn keeps its call and its result, and the next question follows a valid history."""
+    model = client(fake)
+
+    def refuses_after_the_tool(formatted):
+        if formatted["messages"][-1]["role"] == "tool":
+            raise LLMError("HTTP 400: the request is too large", status=400)
+        return model(formatted)
+
+    with pytest.raises(service.RunFailedError, match="the request is too large"):
+        turn(pg, fake, "c/1", "q1", llm_call=refuses_after_the_tool)
+    assert [m.role for m in history(pg)] == ["user", "assistant", "tool"]
+    assert turn(pg, fake, "c/2", "q2")["reply"] == answer("q2")
+    assert check_history(history(pg), ["q1", "q2"], failed={"q1"}) == [None, answer("q2")]
+
+
+OLDER_TURNS_TABLES = {
+    "positions": "CREATE TABLE yiemagent_turns (session_id TEXT, turn_id TEXT, first_index INTEGER, PRIMARY KEY (session_id, turn_id))",
+    "no failed state": "CREATE TABLE yiemagent_turns (session_id TEXT NOT NULL, turn_id TEXT NOT NULL,"
+    " state TEXT NOT NULL CHECK (state IN ('sending', 'asked', 'answered', 'unsent')), question TEXT NOT NULL,"
+    " after_row BIGINT, question_row BIGINT, answer_row BIGINT, answer TEXT, PRIMARY KEY (session_id, turn_id))",
+}
+
+
+@pytest.mark.parametrize("older", OLDER_TURNS_TABLES.values(), ids=OLDER_TURNS_TABLES.keys())
+def test_an_older_turns_table_is_refused_by_name(postgres_server, older):
+    """A yiemagent_turns table of an older shape (positions, or no failed state) makes prepare fail naming it, not a turn answer wrongly."""
     made = PostgresBackend(postgres_server)
     try:
         with psycopg.connect(made.target, autocommit=True) as conn:
-            conn.execute("CREATE TABLE yiemagent_turns (session_id TEXT, turn_id TEXT, first_index INTEGER, PRIMARY KEY (session_id, turn_id))")
+            conn.execute(older)
         with pytest.raises(service.TurnRecordError, match="yiemagent_turns has another shape"):
             service.prepare(made.target)
     finally:
         made.drop()
 
 
-STEPS = st.lists(st.tuples(st.sampled_from([1, 2, 3]), st.booleans()), min_size=1, max_size=6)
+STEPS = st.lists(st.tuples(st.sampled_from([1, 2, 3]), st.booleans(), st.booleans()), min_size=1, max_size=6)  # (turn, model up, last attempt)
+POISON = st.one_of(st.none(), st.tuples(st.sampled_from([1, 2, 3]), st.sampled_from(["503", "400"])))  # a question the model never answers
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=STEPS)
-def test_each_turn_gets_exactly_one_answer_its_own_whatever_the_order_and_failures(pg, fake, steps):
-    """Runs of three turns in any order, the model up or down at each: every answer a run returns is its own turn's, and at the end each turn has one."""
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS, poison=POISON)
+def test_each_turn_gets_exactly_one_outcome_its_own_and_none_waits_for_ever_behind_a_failed_one(pg, fake, steps, poison):
+    """Runs of three turns in any order, the model up or down, last attempts or not, one question maybe never answerable: each turn one outcome, its own; none waits for ever."""
     conversation = f"p-{uuid.uuid4().hex[:8]}"
-    for number, model_up in steps:
+    with fake.lock:
+        fake.fail, fake.refuse = {}, set()
+        if poison is not None and poison[1] == "503":
+            fake.fail[f"q{poison[0]}"] = 10**6  # retryable, for ever: only a last attempt closes it
+        elif poison is not None:
+            fake.refuse.add(f"q{poison[0]}")  # not retryable: closed at once
+    outcomes: dict[int, str] = {}  # turn -> its answer, or the RunFailedError text
+
+    def run(number: int, model_up: bool, last: bool):
+        """One run of the turn: its answer or its failure; every outcome seen for a turn is the same one, its own."""
         text = f"q{number}"
         try:
-            result = turn(pg, fake, f"{conversation}/{number}", text, conversation, **({} if model_up else {"llm_call": failing}))
+            result = turn(pg, fake, f"{conversation}/{number}", text, conversation, llm_call=client(fake) if model_up else failing, last_attempt=last)
         except service.TurnFailed:
-            assert not model_up
-            continue
-        assert result["reply"] == answer(text) and result["status"] in ("new", "stored", "completed")
-    for number in (1, 2, 3):
-        assert turn(pg, fake, f"{conversation}/{number}", f"q{number}", conversation)["reply"] == answer(f"q{number}")
+            assert not last, "a last attempt gives the turn an outcome"
+            return None
+        except service.RunFailedError as exc:
+            outcome = str(exc)
+            assert outcome.startswith(f"turn '{conversation}/{number}' of {conversation!r} failed: ")
+        else:
+            outcome = result["reply"]
+            assert outcome == answer(text) and result["status"] in ("new", "stored", "completed", "restarted")
+        assert outcomes.setdefault(number, outcome) == outcome
+        return outcome
+
+    for number, model_up, last in steps:
+        run(number, model_up, last)
+    for number in (1, 2, 3):  # every turn's last attempt, the model up: no turn waits behind another
+        assert run(number, True, True) is not None
+    if poison is not None:
+        assert outcomes[poison[0]] != answer(f"q{poison[0]}")  # never answerable: failed
+    for number in (1, 2, 3):  # and each outcome stays
+        assert run(number, True, False) == outcomes[number]
+    failed = {f"q{n}" for n, outcome in outcomes.items() if outcome != answer(f"q{n}")}
+    assert {t: state for t, (state, _) in records(pg, conversation).items()} == {
+        f"{conversation}/{n}": "failed" if f"q{n}" in failed else "answered" for n in (1, 2, 3)
+    }
     stored = history(pg, conversation)
     asked = [text_of(m) for m in stored if isinstance(m, UserMessage)]
     assert sorted(asked) == ["q1", "q2", "q3"]
-    assert check_history(stored, asked) == [answer(q) for q in asked]
+    assert check_history(stored, asked, failed) == [None if q in failed else answer(q) for q in asked]

@@ -204,6 +204,33 @@ def test_a_turn_retried_after_its_model_failed_gets_its_own_answer_not_the_next_
         print(f"\nturn 1: {first['status']}, turn 2: {second['status']}")
 
 
+def test_a_turn_the_model_never_answers_fails_with_its_cause_and_its_conversation_goes_on(tmp_path):
+    """Through Celery: a refused question (400) fails at once, one whose model is down for ever fails at its last retry; the client names each, and turn 3 is answered."""
+    prefix = f"stall-{os.getpid()}"
+    refused, down = "question 2 of conversation 0", "question 2 of conversation 1"
+    with Cluster(tmp_path) as cluster:
+        cluster.env["YIEMAGENT_TURN_RETRIES"] = "1"  # two runs of a turn, so the retries are spent within seconds
+        cluster.start_workers(1, threads=2)
+        with cluster.fake.lock:
+            cluster.fake.refuse.add(refused)
+            cluster.fake.fail[down] = 10**6  # 503 (Retry-After: 1) for ever
+        summary = cluster.converse(2, 3, prefix)
+        failures = sorted(summary["failures"])
+        assert len(failures) == 2, failures
+        assert failures[0].startswith(f"{prefix}-0/turn-2: RunFailedError: turn '{prefix}-0/turn-2' of '{prefix}-0' failed: the model refused it, not retryable: ")
+        assert "API error 400" in failures[0]
+        assert failures[1].startswith(f"{prefix}-1/turn-2: RunFailedError: turn '{prefix}-1/turn-2' of '{prefix}-1' failed: its last attempt failed: ")
+        assert "API error 503" in failures[1]
+        replies = {r["turn_id"]: r["reply"] for r in summary["results"]}
+        for n in (0, 1):
+            questions = [f"question {t} of conversation {n}" for t in (1, 2, 3)]
+            with PostgresSession(cluster.dsn, f"{prefix}-{n}") as reader:
+                answers = check_history(reader.messages(), questions, failed={questions[1]})
+            assert answers == [f"Answer to {q}: notes on {q}" if t != 2 else None for t, q in enumerate(questions, 1)]
+            assert [replies.get(f"{prefix}-{n}/turn-{t}") for t in (1, 2, 3)] == answers  # turn 3 answered after the failed turn 2
+        assert cluster.fake.failed == 1 + 2 * 3  # the 400 once, not retried; two runs of three HTTP tries each for the 503s
+
+
 def envelope(headers: dict, body: bytes = b"{}") -> bytes:
     """A message as kombu's Redis transport writes one, with Celery's ``headers``: what Celery reads next."""
     properties = {"body_encoding": "base64", "delivery_tag": "t", "delivery_info": {"exchange": "", "routing_key": "celery"}, "delivery_mode": 2, "priority": 0}
@@ -245,12 +272,7 @@ def test_a_worker_survives_messages_on_its_queue_that_are_not_tasks(tmp_path):
         log = worker.log_path.read_text(errors="replace")
         assert worker.process.poll() is None, log[-3000:]
         assert broker_rejections(worker) == (len(NOT_FOR_KOMBU), len(NOT_FOR_CELERY)), log[-3000:]
-        client = cluster.client(1, 1, prefix)
-        try:
-            summary = Cluster.summary(client)
-        finally:
-            if client.poll() is None:
-                client.kill()
+        summary = cluster.converse(1, 1, prefix)
         assert summary["failures"] == [] and [r["reply"] for r in summary["results"]] == [
             "Answer to question 1 of conversation 0: notes on question 1 of conversation 0"
         ]
