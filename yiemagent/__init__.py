@@ -1,10 +1,39 @@
-"""yiemagent: the Python reference implementation of the YiemAgent tool lifecycle.
+"""yiemagent: an LLM agent that calls tools (the YiemAgent tool lifecycle).
 
-Every public name is importable from here and listed, with its signature, in docs/api.md; docs/naming.md maps
-each spec name to its Python name and docs/conformance.md each spec rule to its code.
+An agent sends its conversation to a model (``llm_call``), runs each tool
+call of the reply through PREPARE -> EXECUTE -> FINALIZE, hands the results
+back and asks again, until the model answers. Synchronous, thread-based.
+
+Start with five names:
+    YiemAgent(llm_call=f, agent_event_sink=None)  the agent, in a `with`
+    ask(agent, "question", timeout=30)       one request, one reply (.text)
+    tool(function)                           an AgentTool from a typed function
+    register_tool(agent.tool_store, a_tool)  give the agent that tool
+    OpenAIClient(base_url, model, api_key)   a model (or AnthropicClient)
+
+Where each part lives (the spec's sections):
+    agent, loop, run         §1, §5, §6, §10: the agent, its loop, a run
+    extraction, formatting   §7 calls in a reply; §14 the request to the model
+    pipeline, batch          §8-§12: one call's path; sequential, parallel
+    registry, types, events  §3, §4 tools and stores; §19 messages; §13 events
+    tools/                   §15, §17, §18: getWeather, getTime, writeTool, ...
+    typed/                   tool() and output_type: Python types, JSON Schema
+    approvals                calls that wait for a person: approve, reject
+    llm/                     the clients, FallbackLLM, OfflineLLM, ScriptedLLM
+    history/                 save_history, load_history, SQLite and PostgreSQL
+    cli/                     python -m yiemagent demo | ask | chat
+
+Extras (from a clone: pip install -e '.[otel]'; README.md "Install"):
+    mcp        yiemagent.mcp.MCPClient: an MCP server's tools, resources
+    otel       yiemagent.otel.OTelSink: OpenTelemetry spans of every run
+    postgres   PostgresSession: one conversation across many machines
+
+The documentation is in the source tree (a clone), not in the wheel:
+README.md (install, examples), docs/api.md (every public name and its
+signature, by topic), docs/architecture.md (a line per module),
+docs/conformance.md (each spec rule, its code and its test).
 """
 
-from . import _moved  # noqa: F401  (old import paths of moved modules: docs/architecture.md)
 from .agent import (
     YiemAgent,
     abort,
@@ -12,6 +41,7 @@ from .agent import (
     ask,
     continue_agent,
     follow_up,
+    resume,
     run_agent,
     shutdown,
     stream,
@@ -129,6 +159,7 @@ from .history.sessions import (
 )
 from .history.postgres import PostgresSession
 from .tools.agent_tool import agent_tool
+from .tokens import count_tokens
 from .tools import (
     get_time_tool,
     get_weather_tool,
@@ -205,6 +236,7 @@ __all__ = [
     "ask",
     "clear_tools",
     "continue_agent",
+    "count_tokens",
     "create_error_tool_result",
     "create_tool_result_message",
     "current_run_context",
@@ -230,6 +262,7 @@ __all__ = [
     "register_all_tools",
     "register_tool",
     "reject",
+    "resume",
     "run_agent",
     "save_history",
     "should_terminate",

@@ -41,6 +41,7 @@ from typing import Any
 
 __all__ = [
     "JSONTooDeepError",
+    "MAX_ARGUMENTS_DEPTH",
     "MAX_DEPTH",
     "MAX_ECHO_CHARS",
     "NotJSONError",
@@ -158,6 +159,13 @@ MAX_DEPTH = 64
 """Deepest nesting of a JSON value kept in the history: far beyond any real tool's
 arguments, far below Python's recursion limit (deep values made ``json.dumps`` raise
 ``RecursionError`` on every later round)."""
+
+MAX_ARGUMENTS_DEPTH = MAX_DEPTH - 4
+"""Deepest nesting of a tool call's arguments. They are kept inside a content block, at
+most four levels down (``{"type": "tool_calls", "tool_calls": [{"function": {"arguments":
+...}}]}``), and the whole block is held to ``MAX_DEPTH`` (docs/failures.md, "Arguments a
+model sends"): arguments checked against ``MAX_DEPTH`` alone made a block up to four levels
+deeper than the bound."""
 
 MAX_ECHO_CHARS = 2000
 """Longest error text that echoes model input; the rest is cut, with a note."""

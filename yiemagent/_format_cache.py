@@ -77,13 +77,14 @@ _READ_ONLY = (
 
 
 def _read_only(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
-    raise TypeError(_READ_ONLY)
+    raise TypeError(self.why_read_only)
 
 
 class FrozenDict(dict):  # type: ignore[type-arg]
-    """A ``dict`` that refuses every change; its copies are plain dicts."""
+    """A ``dict`` that refuses every change; its copies are plain dicts. ``why_read_only`` is the ``TypeError``'s text."""
 
     __slots__ = ()
+    why_read_only = _READ_ONLY
     __setitem__ = __delitem__ = __ior__ = _read_only
     clear = pop = popitem = setdefault = update = _read_only
 
@@ -98,9 +99,10 @@ class FrozenDict(dict):  # type: ignore[type-arg]
 
 
 class FrozenList(list):  # type: ignore[type-arg]
-    """A ``list`` that refuses every change; its copies are plain lists."""
+    """A ``list`` that refuses every change; its copies are plain lists. ``why_read_only`` is the ``TypeError``'s text."""
 
     __slots__ = ()
+    why_read_only = _READ_ONLY
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
     append = clear = extend = insert = pop = remove = reverse = sort = _read_only
 
@@ -114,18 +116,19 @@ class FrozenList(list):  # type: ignore[type-arg]
         return (list, (list(self),))
 
 
-def freeze(value: Any) -> Any:
+def freeze(value: Any, kinds: tuple[type[FrozenDict], type[FrozenList]] = (FrozenDict, FrozenList)) -> Any:
     """A read-only deep copy of a JSON-like value: dicts and lists inside tuples too.
 
     Tuples stay tuples and other objects stay as they are, so the copy equals the value
-    (``==``) and serialises to the same JSON.
+    (``==``) and serialises to the same JSON. ``kinds``: the read-only dict and list classes
+    to make (a subclass says why in its own words: ``types.py`` ReadOnlyDict, ReadOnlyList for ``RunContext.messages``).
     """
     if isinstance(value, dict):
-        return FrozenDict({k: freeze(v) for k, v in value.items()})
+        return kinds[0]({k: freeze(v, kinds) for k, v in value.items()})
     if isinstance(value, list):
-        return FrozenList([freeze(v) for v in value])
+        return kinds[1]([freeze(v, kinds) for v in value])
     if isinstance(value, tuple):
-        return tuple(freeze(v) for v in value)
+        return tuple(freeze(v, kinds) for v in value)
     return value
 
 

@@ -2,7 +2,8 @@
 
 Spec: §1 Step 2.5 (the constructor), §5 (the agent loop), §6 (via ``run.process_message``),
 §10 "continue()"; decisions 15 and 16. Public functions: ``run_agent``, ``follow_up``,
-``take_response``, ``continue_agent``, ``abort``, ``shutdown``.
+``take_response``, ``continue_agent``, ``abort``, ``shutdown``; beyond the spec ``ask`` and
+``resume`` (one run, one reply).
 
 ``YiemAgent`` is a shell around an ``AgentCore`` (``_core.py``), which holds the state, the
 channels and the threads. The threads hold the core, never the shell: an agent dropped
@@ -49,6 +50,7 @@ __all__ = [
     "follow_up",
     "pending_approvals",
     "reject",
+    "resume",
     "run_agent",
     "shutdown",
     "stream",
@@ -248,7 +250,7 @@ class YiemAgent:
             if session is not None:
                 release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
             raise
-        self._ask_lock = AskLock()  # one ask() or stream() at a time: one request, one reply
+        self._ask_lock = AskLock()  # one ask(), stream() or resume() at a time: one request, one reply
         self._name = name  # of its threads
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
@@ -314,24 +316,24 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
     agent.input_channel.put(_as_user_input(agent, message))
 
 
-def _send_alone(agent: YiemAgent, message: Any, timeout: Optional[float], left: Callable[[], Optional[float]], watch: Optional[Callable[[], Any]] = None) -> Any:
-    """The first half of ``ask`` and ``stream``: take the agent's ask lock, wait until it is idle, send.
+def _send_alone(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], left: Callable[[], Optional[float]], verb: str, watch: Optional[Callable[[], Any]] = None) -> Any:
+    """The first half of ``ask``, ``stream`` and ``resume``: take the agent's ask lock, wait until it is idle, ``send()``.
 
-    ``watch()``, called just before the message is sent, starts watching the run (a
-    ``RunStream``); returned, or cancelled if the send fails. Returns with the lock held;
-    on any error it is released and nothing was sent.
+    ``watch()``, called just before the send, starts watching the run (a ``RunStream``);
+    returned, or cancelled if the send fails. Returns with the lock held; on any error it
+    is released and nothing was sent. Each ``TimeoutError`` names the timeout and what it
+    waited for (the other call holding the lock by its ``verb``).
     """
-    checked = _as_user_input(agent, message)  # a closed agent or a bad message fails at once, before any wait
     if agent._core.is_own_thread():
-        raise RuntimeError("ask() or stream() from inside the agent's own run (a tool, a hook, its event sink, llm_call) would wait for ever for that run to end; use run_agent or add_message")
-    if not agent._ask_lock.acquire(left()):
-        raise TimeoutError(f"another ask() or stream() on this agent did not finish within {timeout} s")
+        raise RuntimeError(f"{verb} from inside the agent's own run (a tool, a hook, its event sink, llm_call) would wait for ever for that run to end; use run_agent or add_message")
+    if not agent._ask_lock.acquire(left(), verb):
+        raise TimeoutError(f"another {agent._ask_lock.verb} on this agent did not finish within {timeout} s")
     try:
         if not agent.wait_until_idle(left()):
             raise TimeoutError(f"the agent did not become idle within {timeout} s")
         watcher = watch() if watch is not None else None
         try:
-            agent.input_channel.put(checked)  # as run_agent: AgentClosedError if it closed meanwhile
+            send()
         except BaseException:
             if watcher is not None:
                 watcher.cancel()
@@ -352,6 +354,21 @@ def _deadline(timeout: Optional[float]) -> tuple[Optional[float], Callable[[], O
     return deadline, left
 
 
+def _taken(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], verb: str, check: bool) -> AssistantMessage:
+    """``send`` starts one run, and its reply is taken: under the agent's ask lock, once the agent is idle.
+
+    The guarantees of ``ask`` and ``resume`` (docs/api.md "Reading a reply"): ``timeout``
+    bounds the whole call; with ``check`` a failed run raises ``RunFailedError``.
+    """
+    _, left = _deadline(timeout)
+    _send_alone(agent, send, timeout, left, verb)
+    try:
+        reply = take_response(agent, left())
+    finally:
+        agent._ask_lock.release()
+    return reply.raise_for_failure() if check else reply
+
+
 def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, check: bool = True) -> AssistantMessage:
     """One request, one reply: ``run_agent`` then ``take_response`` (beyond the spec, docs/api.md "Reading a reply").
 
@@ -368,18 +385,14 @@ def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, chec
 
     Raises:
         RunFailedError: with ``check``, the run failed.
-        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``.
+        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``,
+            or another ``ask``/``stream``/``resume`` held the agent's lock past it (the message names it).
         RuntimeError: called from inside the agent's own run, or inside the loop over a
             ``stream`` of this agent: it would wait for ever for itself.
         MessageFormatError, AgentClosedError: as ``run_agent``; ``take_response``'s errors.
     """
-    _, left = _deadline(timeout)
-    _send_alone(agent, message, timeout, left)
-    try:
-        reply = take_response(agent, left())
-    finally:
-        agent._ask_lock.release()
-    return reply.raise_for_failure() if check else reply
+    checked = _as_user_input(agent, message)  # a closed agent or a bad message fails at once, before any wait
+    return _taken(agent, lambda: agent.input_channel.put(checked), timeout, "ask()", check)
 
 
 def stream(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, check: bool = True) -> RunStream:
@@ -399,8 +412,10 @@ def stream(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, c
         RuntimeError: as ``ask``: it would wait for ever for itself.
         MessageFormatError, AgentClosedError: as ``run_agent``.
     """
+    checked = _as_user_input(agent, message)
     deadline, left = _deadline(timeout)
-    return _send_alone(agent, message, timeout, left, lambda: RunStream(agent._core, agent._ask_lock, agent._name, deadline, timeout, check))
+    watch = lambda: RunStream(agent._core, agent._ask_lock, agent._name, deadline, timeout, check)  # noqa: E731
+    return _send_alone(agent, lambda: agent.input_channel.put(checked), timeout, left, "stream()", watch)
 
 
 def follow_up(agent: YiemAgent, message: Any) -> None:
@@ -449,6 +464,25 @@ def continue_agent(agent: YiemAgent) -> None:
     if not core.busy() and not core.history():
         raise EmptyHistoryError("cannot continue: the conversation history is empty; send a message with run_agent first")
     core.input_channel.put(CONTINUE)
+
+
+def resume(agent: YiemAgent, *, timeout: Optional[float] = None, check: bool = True) -> AssistantMessage:
+    """``continue_agent`` then ``take_response``, with ``ask``'s guarantees (docs/api.md "Approvals in fewer lines").
+
+    After a run that ended "awaiting_approval" and the decisions (``approve``, ``reject``),
+    this runs the approved calls, answers the rejected ones and returns the reply the run
+    ends with (decision 18): the model's answer, or "awaiting_approval" again while calls
+    are undecided. Waits until the agent is idle first and holds the agent's ask lock, as
+    ``ask`` does; ``timeout`` bounds the whole call. With ``check`` a failed run raises (the
+    reply's ``raise_for_failure``, where ``AssistantMessage`` has it); "awaiting_approval"
+    is not a failure.
+
+    Raises:
+        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``,
+            or another ``ask``/``resume`` held the agent's lock past it (the message names it).
+        EmptyHistoryError, AgentClosedError: as ``continue_agent``; ``take_response``'s errors.
+    """
+    return _taken(agent, lambda: continue_agent(agent), timeout, "resume()", check)
 
 
 def add_message(agent: YiemAgent, message: AgentMessage) -> None:

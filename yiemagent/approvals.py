@@ -3,17 +3,23 @@
 docs/api.md "Approvals that wait for a person"; decision 18. ``before_tool_call`` may
 answer ``{"defer": True, "reason": ...}``: the call is neither run nor answered, the other
 calls of the batch run as usual, and the run ends after the batch with stop_reason
-"awaiting_approval". The pending state is a list of ``ApprovalMessage`` steps in the
+"awaiting_approval"; so does a call of a tool with ``requires_approval`` that the hook
+left open (None; ``pipeline.prepare_tool_call``, docs/api.md "Approvals in fewer lines").
+The pending state is a list of ``ApprovalMessage`` steps in the
 history after the batch ("deferred", "approved", "rejected", "resumed"), so a session
 carries it to another process; the formatter never sends them. Then:
 
 - ``pending_approvals(agent)``: the calls still waiting for a decision;
 - ``approve(agent, id, arguments=None)`` / ``reject(agent, id, reason)``: record a decision;
-- the next run (``continue_agent``, or a new message) first runs the approved calls through
-  the normal pipeline (``before_tool_call`` is asked again, but cannot defer them again) and
-  answers the rejected ones with an error result carrying the reason;
+- the next run (``continue_agent``, ``resume`` in agent.py, or a new message) first runs
+  the approved calls through the normal pipeline (``before_tool_call`` is asked again, but
+  cannot defer them again, nor can the tool's ``requires_approval``) and answers the
+  rejected ones with an error result carrying the reason;
 - a new message (``run_agent``, ``follow_up``, ``add_message`` of a user or assistant message)
-  answers every call still waiting with an error result, "superseded by a new message".
+  answers every call still waiting with an error result, "superseded by a new message";
+- a typed answer's ``final_result`` may wait too: it runs with the tools a run offers, and
+  once no call of its batch waits the batch is read for the answer as any batch is
+  (docs/api.md "Typed answers").
 
 Every tool call still gets exactly one result, and a deferred call runs only after its
 approval. Pending calls always belong to the last assistant message of the history: the LLM
@@ -49,9 +55,11 @@ from .types import (
 )
 from .normalize import normalize_message, normalize_tool_result
 from .pipeline import ABORTED_MESSAGE, prepare_tool_call_arguments, validate_tool_arguments
+from .typed.output import offered_tools
 
 __all__ = [
     "AWAITING_APPROVAL",
+    "BatchAnswer",
     "SUPERSEDED_REASON",
     "Resumed",
     "Waiting",
@@ -59,6 +67,7 @@ __all__ = [
     "approve",
     "awaiting_response",
     "deferral_steps",
+    "last_batch",
     "pending_approvals",
     "reject",
     "resume_approvals",
@@ -66,6 +75,10 @@ __all__ = [
     "superseding_results",
     "waiting_calls",
 ]
+
+BatchAnswer = Callable[[AssistantMessage, list[AgentToolCall], list[ToolResultMessage]], Optional[AssistantMessage]]
+"""What a run makes of a whole batch (its reply, calls and results): its response when the batch
+gave the typed answer (or its last invalid one), else None (run.py; docs/api.md "Typed answers")."""
 
 AWAITING_APPROVAL = "awaiting_approval"
 SUPERSEDED_REASON = "superseded by a new message"
@@ -97,9 +110,7 @@ def waiting_calls(messages: Sequence[AgentMessage]) -> tuple[Optional[AssistantM
 
     Reads only the messages after the last ``AssistantMessage`` (module docstring).
     """
-    index = len(messages) - 1
-    while index >= 0 and not isinstance(messages[index], AssistantMessage):
-        index -= 1
+    index = _last_assistant(messages)
     if index < 0:
         return None, {}
     assistant = messages[index]
@@ -123,6 +134,30 @@ def waiting_calls(messages: Sequence[AgentMessage]) -> tuple[Optional[AssistantM
     order = list(calls)
     waiting = {i: found[i] for i in sorted(found, key=order.index) if i not in answered}
     return assistant, waiting  # type: ignore[return-value]
+
+
+def _last_assistant(messages: Sequence[AgentMessage]) -> int:
+    """The index of the last ``AssistantMessage`` (-1 when there is none)."""
+    index = len(messages) - 1
+    while index >= 0 and not isinstance(messages[index], AssistantMessage):
+        index -= 1
+    return index
+
+
+def last_batch(messages: Sequence[AgentMessage]) -> tuple[Optional[AssistantMessage], list[AgentToolCall], list[ToolResultMessage]]:
+    """The last assistant message, its tool calls as they ran and the results they have, read from the history's tail.
+
+    A call resumed after its approval ran with the arguments of its "resumed" step (the
+    approved ones). What a batch resumed after approvals is judged on as a whole (a typed
+    answer given through ``final_result``, deferred or beside a deferred call: ``start_of_run``).
+    """
+    index = _last_assistant(messages)
+    if index < 0:
+        return None, [], []
+    assistant, tail = messages[index], messages[index + 1:]
+    ran_with = {m.tool_call_id: m.arguments for m in tail if isinstance(m, ApprovalMessage) and m.decision == "resumed"}
+    calls = [replace(c, arguments=dict(ran_with[c.id]), arguments_error=None) if c.id in ran_with else c for c in extract_tool_calls(assistant)[1]]  # type: ignore[arg-type]
+    return assistant, calls, [m for m in tail if isinstance(m, ToolResultMessage)]  # type: ignore[return-value]
 
 
 def deferral_steps(deferred: Sequence[PendingApproval]) -> list[ApprovalMessage]:
@@ -157,15 +192,19 @@ def superseding_results(messages: Sequence[AgentMessage], incoming: AgentMessage
     return results
 
 
-def _never_defers(hook: Optional[Callable[..., Any]]) -> Optional[Callable[..., Any]]:
-    """``before_tool_call`` for an approved call: asked as usual, except that a defer is ignored (a block keeps its reason)."""
-    if hook is None:
-        return None
+def _never_defers(hook: Optional[Callable[..., Any]]) -> Callable[..., Any]:
+    """``before_tool_call`` for an approved call: asked as usual, except that a defer is ignored (a block keeps its reason).
+
+    Its answer is always a decision (``{}`` where the hook left it open or only deferred), so
+    a tool with ``requires_approval`` does not send its approved call back to a person.
+    """
 
     def asked_again(ctx: Any, signal: Any) -> Any:
-        answer = hook(ctx, signal)
+        answer = hook(ctx, signal) if hook is not None else None
+        if answer is None:
+            return {}
         if isinstance(answer, Mapping) and answer.get("defer"):
-            return {k: v for k, v in answer.items() if k != "defer"} or None
+            return {k: v for k, v in answer.items() if k != "defer"}
         return answer
 
     return asked_again
@@ -222,15 +261,23 @@ def resume_approvals(
     return Resumed(results, pending, terminate and len(results) == len(approved) and not pending)
 
 
-def start_of_run(host: Any, signal: Optional[AbortSignal], messages: list[AgentMessage]) -> Optional[AssistantMessage]:
+def start_of_run(
+    host: Any, signal: Optional[AbortSignal], messages: list[AgentMessage], answered: Optional[BatchAnswer] = None
+) -> Optional[AssistantMessage]:
     """The start of a run after approvals (decision 18): decisions taken, approved calls run, rejected answered.
 
     ``host`` is the run's ``run.RunHost``; ``messages`` the run's input, not yet appended:
     the approval steps and tool results queued before any new message (``add_message``
-    during the last run) are appended first and taken off the list. Returns the run's
-    response when it must end here: calls still wait and no new message came (stop_reason
-    "awaiting_approval"), or the resumed calls all asked to terminate. None when the run
-    goes on to its rounds (or nothing was waiting).
+    during the last run) are appended first and taken off the list. The calls run with
+    the tools the run offers (``typed.output.offered_tools``: a deferred ``final_result``
+    is found). Once no call waits, the whole batch is handed to ``answered`` (the run's
+    reading of a typed answer, docs/api.md "Typed answers"), as a batch that deferred
+    nothing is when it ends: its response (the answer, appended by it, or
+    "output_invalid") ends the run. Returns the run's response when it must end here:
+    calls still wait and no new message came (stop_reason "awaiting_approval"), the
+    batch gave the answer, or the resumed calls all asked to terminate. None when the run
+    goes on to its rounds (or nothing was waiting); a new message always goes on, after
+    an answer the batch gave has entered the history.
     """
     lead = 0
     while lead < len(messages) and isinstance(messages[lead], (ApprovalMessage, ToolResultMessage)):
@@ -239,11 +286,18 @@ def start_of_run(host: Any, signal: Optional[AbortSignal], messages: list[AgentM
     del messages[:lead]
     if not waiting_calls(host.history())[1]:
         return None
-    resumed = resume_approvals(host.history, host.append, host.state.system_prompt, host.state.tools, host.loop_config(), signal, host.emit)
-    if any(isinstance(m, (UserMessage, AssistantMessage)) for m in messages):
+    tools = offered_tools(host.state.tools, getattr(host, "output_spec", None))  # a host may have no output_spec
+    resumed = resume_approvals(host.history, host.append, host.state.system_prompt, tools, host.loop_config(), signal, host.emit)
+    new_message = any(isinstance(m, (UserMessage, AssistantMessage)) for m in messages)
+    ended = None
+    if not resumed.pending and resumed.results and answered is not None and not (signal is not None and signal.aborted):
+        ended = answered(*last_batch(host.history()))
+    if new_message:
         return None  # the new message answers what still waits (run._append_input)
     if resumed.pending:
         return awaiting_response(resumed.pending)
+    if ended is not None:
+        return ended
     if resumed.terminate:  # spec §10, as after any batch whose calls all asked to stop (no LLM reply in this run)
         return terminated_response(resumed.results)
     return None
@@ -283,7 +337,7 @@ def _record(agent: Any, step: ApprovalMessage) -> None:
 
 
 def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]] = None) -> None:
-    """Approve a deferred call: it runs when the agent resumes (``continue_agent``), with ``arguments`` if given.
+    """Approve a deferred call: it runs when the agent resumes (``continue_agent`` or ``resume``), with ``arguments`` if given.
 
     The decision is a step in the history (stored in the session). Deciding again before
     the run resumes replaces the decision.
@@ -292,7 +346,9 @@ def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]
         ValueError: no call of that id is waiting for approval.
         ToolArgumentsError: ``arguments`` is not a dict, or, through the tool's
             ``prepare_arguments``, fails its validation (nothing is recorded).
-        MessageFormatError: ``arguments`` is not JSON (it could not be stored).
+        MessageFormatError: ``arguments`` is not JSON (it could not be stored), or holds
+            text UTF-8 cannot carry (a lone surrogate): the message names the argument
+            (``arguments/path``); the tool never runs with U+FFFD in its place (decision 14).
     """
     waiting = _waiting_one(agent._core.history(), tool_call_id)
     if arguments is None:
@@ -300,7 +356,7 @@ def approve(agent: Any, tool_call_id: str, *, arguments: Optional[dict[str, Any]
     elif not isinstance(arguments, dict):
         raise ToolArgumentsError(f"approve(arguments=...) expects a dict of arguments, got {type(arguments).__name__}")
     else:  # checked now, as the pipeline will check them (prepare_arguments, then the schema), so a person hears of a slip at once
-        tool = agent._core.state.tools.get(waiting.call.name)
+        tool = offered_tools(agent._core.state.tools, agent._core.output_spec).get(waiting.call.name)
         if tool is not None:
             try:
                 prepared = prepare_tool_call_arguments(tool, replace(waiting.call, arguments=arguments))

@@ -2,14 +2,16 @@
 
 Whatever happens, a batch answers every call exactly once, in call order, and emits
 exactly one ``ToolExecStartEvent`` and one ``ToolExecEndEvent`` per call (decision 1).
-Calls not yet run when the signal fires are answered "Operation aborted".
+Calls not yet run when the signal fires are answered "Operation aborted". Calls past the
+run's ``max_tool_calls`` (a ``ToolCallAllowance``) are answered with an error result
+naming the limit and never prepared or run (decision 20; docs/api.md "Limits that are caps").
 """
 
 from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 from .types import (
@@ -42,15 +44,69 @@ from .pipeline import (
 )
 
 __all__ = [
+    "ToolCallAllowance",
     "answer_tool_calls_with_error",
     "execute_tool_calls",
     "execute_tool_calls_parallel",
     "execute_tool_calls_sequential",
+    "execute_tool_calls_within",
     "should_terminate",
     "terminated_response",
 ]
 
 logger = logging.getLogger("yiemagent.batch")
+
+
+# --- max_tool_calls: a cap, not a report (decision 20) -------------------------------
+
+
+class ToolCallAllowance:
+    """What is left of a run's ``max_tool_calls`` (docs/api.md "Limits that are caps").
+
+    A call counts when the agent lets it go ahead: it passed PREPARE (its tool exists, its
+    arguments are valid, ``before_tool_call`` did not block it), so it is executed now or,
+    deferred for approval, once a person approves it. A call that fails in PREPARE never
+    ran and does not count; nor does a call of ``exempt`` tools (the typed answer's
+    ``final_result``, which runs no user code). Once ``cap`` calls were let through, every
+    later call of the run is refused before PREPARE, in call order: in a parallel batch the
+    calls let through are the first ones that pass PREPARE, whatever order they finish in.
+
+    Thread safety: used by one thread at a time, the one preparing the batch's calls (the
+    run thread): both batch modes prepare in order in the calling thread.
+    """
+
+    __slots__ = ("cap", "used", "refused", "exempt")
+
+    def __init__(self, cap: int, used: int = 0, exempt: Iterable[str] = ()) -> None:
+        self.cap = cap
+        self.used = used  # calls let through in this run so far
+        self.refused = 0  # calls refused in this run so far
+        self.exempt = frozenset(exempt)
+
+    def admits(self, call: AgentToolCall) -> bool:
+        """Whether ``call`` may go on to PREPARE; a refusal is counted."""
+        if call.name in self.exempt or self.used < self.cap:
+            return True
+        self.refused += 1
+        return False
+
+    def take(self, call: AgentToolCall) -> None:
+        """``call`` passed PREPARE: it counts against the cap (unless its tool is exempt)."""
+        if call.name not in self.exempt:
+            self.used += 1
+
+    def refusal(self) -> str:
+        """The error result's text of a call past the cap: the limit named."""
+        return (
+            f"Not run: this run reached its usage limit max_tool_calls={self.cap} "
+            f"({self.used} tool calls run); the agent runs no more tool calls in this run."
+        )
+
+    def passed(self) -> Optional[str]:
+        """The limit named with its counts once a call was refused ("max_tool_calls=3 (3 tool calls run, 2 refused)"); else None."""
+        if not self.refused:
+            return None
+        return f"max_tool_calls={self.cap} ({self.used} tool calls run, {self.refused} refused)"
 
 
 def should_terminate(finalized: list[FinalizedOutcome]) -> bool:
@@ -121,20 +177,27 @@ def _start_and_prepare(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
     emit: EventEmitter,
+    allowance: Optional[ToolCallAllowance] = None,
 ) -> PreparedToolCall | FinalizedOutcome | PendingApproval:
-    """Emit the call's start event, then PREPARE it — unless the signal has already fired.
+    """Emit the call's start event, then PREPARE it — unless the signal has already fired, or the call is past the cap.
 
     Returns the prepared call, or the finalized outcome of a call that ended here (its
     end event already emitted), or the ``PendingApproval`` of a call ``before_tool_call``
     deferred (decision 18): its end event carries a result whose ``details`` say
     ``{"deferred": True, "reason": ...}``; that result never enters the history.
+    ``allowance`` (the run's ``max_tool_calls``, decision 20): a call past it is answered
+    with an error naming the limit before PREPARE; a call that passes PREPARE counts.
     """
     emit(ToolExecStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
     if _aborted(signal):
         prep: PreparedToolCall | ImmediateOutcome = ImmediateOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
+    elif allowance is not None and not allowance.admits(tool_call):
+        prep = ImmediateOutcome(create_error_tool_result(allowance.refusal()), True)
     else:
         with call_context(tool_call.id):  # before_tool_call sees the call's RunContext (types.py)
             prep = prepare_tool_call(context, assistant_msg, tool_call, config, signal)
+        if allowance is not None and not isinstance(prep, ImmediateOutcome):  # to be run now, or once approved
+            allowance.take(tool_call)
     if isinstance(prep, ImmediateOutcome):
         return _end_immediately(tool_call, prep, emit)
     if isinstance(prep, PendingApproval):
@@ -165,14 +228,7 @@ def execute_tool_calls_sequential(
     dropped (the spec ``break``s) but answered "Operation aborted", because LLM APIs
     reject a history in which a tool call has no result.
     """
-    emit = as_emitter(event_sink)
-    finalized: list[FinalizedOutcome | PendingApproval] = []
-    for tool_call in tool_calls:
-        step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit)
-        if isinstance(step, PreparedToolCall):
-            step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit)
-        finalized.append(step)
-    return _batch(finalized)
+    return _run_batch(context, assistant_msg, tool_calls, config, signal, as_emitter(event_sink), None, False)
 
 
 def execute_tool_calls_parallel(
@@ -194,16 +250,31 @@ def execute_tool_calls_parallel(
     with ``timeout_s`` that overruns does not hold the batch up (see
     ``execute_prepared_tool_call``).
     """
-    emit = as_emitter(event_sink)
-    slots: list[FinalizedOutcome | PendingApproval | Future[FinalizedOutcome]] = []
+    return _run_batch(context, assistant_msg, tool_calls, config, signal, as_emitter(event_sink), None, True)
+
+
+def _run_batch(
+    context: AgentContext,
+    assistant_msg: Any,
+    tool_calls: list[AgentToolCall],
+    config: AgentLoopConfig,
+    signal: Optional[AbortSignal],
+    emit: EventEmitter,
+    allowance: Optional[ToolCallAllowance],
+    parallel: bool,
+) -> AgentToolCallBatch:
+    """Both modes: the calls are prepared in call order in this thread (so a cap lets the first ones through);
+    a prepared call runs here at once (sequential) or starts on the pool (parallel) before the next is prepared."""
+    steps: list[FinalizedOutcome | PendingApproval | Future[FinalizedOutcome]] = []
     for tool_call in tool_calls:
-        step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit)
+        step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance)
         if isinstance(step, PreparedToolCall):
-            slots.append(tool_pool.submit(_execute_and_finalize, context, assistant_msg, step, config, signal, emit))
-        else:
-            slots.append(step)
-    finalized = [slot.result() if isinstance(slot, Future) else slot for slot in slots]
-    return _batch(finalized)
+            if parallel:
+                steps.append(tool_pool.submit(_execute_and_finalize, context, assistant_msg, step, config, signal, emit))
+                continue
+            step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit)
+        steps.append(step)
+    return _batch([step.result() if isinstance(step, Future) else step for step in steps])
 
 
 def execute_tool_calls(
@@ -220,15 +291,28 @@ def execute_tool_calls(
     any known tool in it has ``parallel_tool_execute=False``; unknown tools do not count,
     they fail in PREPARE either way. Sequential is the safe default.
     """
+    return execute_tool_calls_within(None, context, assistant_msg, tool_calls, config, signal, event_sink)
+
+
+def execute_tool_calls_within(
+    allowance: Optional[ToolCallAllowance], context: AgentContext, assistant_msg: Any, tool_calls: list[AgentToolCall],
+    config: AgentLoopConfig, signal: Optional[AbortSignal], event_sink: Any,
+) -> AgentToolCallBatch:
+    """``execute_tool_calls`` within a run's ``max_tool_calls`` (decision 20; ``ToolCallAllowance``).
+
+    Both modes prepare the calls in call order in this thread, so the calls let through
+    are the first ones that pass PREPARE, whichever mode runs them; the calls past the cap
+    are answered with an error result naming the limit. ``allowance`` None: no cap.
+    """
+    emit = as_emitter(event_sink)
     has_sequential = False
     for tool_call in tool_calls:
         tool = context.tools.get(tool_call.name)
         if tool is not None and not tool.parallel_tool_execute:
             has_sequential = True
             break
-    if config.tool_execution == "sequential" or has_sequential:
-        return execute_tool_calls_sequential(context, assistant_msg, tool_calls, config, signal, event_sink)
-    return execute_tool_calls_parallel(context, assistant_msg, tool_calls, config, signal, event_sink)
+    parallel = config.tool_execution != "sequential" and not has_sequential
+    return _run_batch(context, assistant_msg, tool_calls, config, signal, emit, allowance, parallel)
 
 
 def answer_tool_calls_with_error(tool_calls: list[AgentToolCall], message: str, event_sink: Any) -> AgentToolCallBatch:

@@ -15,7 +15,7 @@ always yields the same ids, so the tool results and the assistant message agree 
 history is sent back — and unique within the conversation.
 
 Decision 15: whatever the model sent, the calls extracted can be sent back. Arguments
-that are not strict JSON (NaN, nesting deeper than ``MAX_DEPTH``, a set, an integer longer
+that are not strict JSON (NaN, nesting deeper than ``MAX_ARGUMENTS_DEPTH``, a set, an integer longer
 than Python reads or writes, ``1e400``, a lone surrogate) are an ``arguments_error``, like
 invalid JSON. ``parse_tool_arguments`` is the one place where arguments become a dict and
 ``arguments_json`` the one place where they become text again (docs/failures.md,
@@ -34,7 +34,7 @@ import json
 import logging
 from typing import Any, Optional
 
-from ._bounds import JSONTooDeepError, NotJSONError, cap_text, clean_str, json_safe, loads_json, short_repr
+from ._bounds import MAX_ARGUMENTS_DEPTH, JSONTooDeepError, NotJSONError, cap_text, clean_str, json_safe, loads_json, short_repr
 from .types import AgentToolCall, AssistantMessage
 
 __all__ = ["arguments_json", "extract_tool_calls", "parse_tool_arguments"]
@@ -97,7 +97,7 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
         kind = _JSON_TYPE_NAMES.get(type(value), f"a {type(value).__name__}")
         return {}, f"the arguments must be a JSON object, got {kind}: {short_repr(raw, 300)}"
     try:
-        return json_safe(value, _path="arguments", strict_text=True), None
+        return json_safe(value, max_depth=MAX_ARGUMENTS_DEPTH, _path="arguments", strict_text=True), None
     except NotJSONError as exc:
         return {}, f"{exc}. Send the arguments as one JSON object of plain JSON values"
 

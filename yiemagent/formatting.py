@@ -90,15 +90,16 @@ _MODELLED_BLOCKS = ("thinking", "redacted_thinking", "tool_call", "tool_calls")
 def _content_blocks(content: list[Any], calls: list[dict[str, Any]]) -> list[Any]:
     """The whole content in order, for a client that sends blocks back in their place (docs/streaming.md "Server tools").
 
-    A ``TextContent`` becomes ``{"type": "text", "text"}``; each tool-call block becomes its
-    calls' entries of ``tool_calls`` (the same dicts, canonical ids); every other dict (a
-    thinking block, an Anthropic server tool's block, a text with citations) is as it is.
+    A ``TextContent`` becomes ``{"type": "text", "text"}``, with its ``citations`` when it has
+    some; each tool-call block becomes its calls' entries of ``tool_calls`` (the same dicts,
+    canonical ids); every other dict (a thinking block, an Anthropic server tool's block)
+    is as it is.
     """
     entries = iter(calls)
     blocks: list[Any] = []
     for block in content:
         if isinstance(block, TextContent):
-            blocks.append({"type": "text", "text": block.text})
+            blocks.append({"type": "text", "text": block.text, "citations": block.citations} if block.citations else {"type": "text", "text": block.text})
         elif isinstance(block, dict) and block.get("type") == "tool_call":
             blocks.extend(islice(entries, 1))
         elif isinstance(block, dict) and block.get("type") == "tool_calls":
@@ -137,7 +138,7 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
             }
             for call in calls
         ]
-    if any(isinstance(b, dict) and b.get("type") not in _MODELLED_BLOCKS for b in msg.content):
+    if any((isinstance(b, dict) and b.get("type") not in _MODELLED_BLOCKS) or (isinstance(b, TextContent) and b.citations) for b in msg.content):
         wire["content_blocks"] = _content_blocks(msg.content, wire.get("tool_calls", []))
     return wire
 

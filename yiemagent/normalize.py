@@ -73,11 +73,31 @@ def _as_text(value: Any) -> str:
     return short_repr(value, 2000)  # an int past Python's digit limit: str() would raise
 
 
+def _citations(citations: Any, where: str) -> Optional[list[Any]]:
+    """A text's citations that can be sent again (the same list when it already can): each a JSON object, else dropped.
+
+    A list stays a list (it marks a segment of a split text, ``TextContent.is_segment``);
+    anything else is None.
+    """
+    if citations is None or not isinstance(citations, list):
+        return None
+    kept = []
+    for index, citation in enumerate(list.__iter__(citations)):
+        try:
+            # two levels down the block's JSON form ({"citations": [...]}), which is held to MAX_DEPTH as a whole
+            kept.append(json_safe(citation, _path=f"{where}/citations/{index}", _depth=2) if isinstance(citation, dict) else None)
+        except NotJSONError as exc:
+            logger.info("a citation was dropped: %s", exc)
+            kept.append(None)
+    clean = [c for c in kept if c is not None]
+    return citations if type(citations) is list and len(clean) == len(citations) and all(a is b for a, b in zip(clean, citations)) else clean
+
+
 def _block(block: Any, where: str) -> Any:
     """One content block that can be sent again (the same object when it already can), or None to drop it."""
     if isinstance(block, TextContent):
-        text = _as_text(block.text)
-        return block if text is block.text else TextContent(text)
+        text, citations = _as_text(block.text), _citations(block.citations, where)
+        return block if text is block.text and citations is block.citations else TextContent(text, citations)
     if isinstance(block, ImageContent):
         if isinstance(block.data, str) and isinstance(block.mime_type, str) and block.data.isascii():
             return block
@@ -295,7 +315,12 @@ def _timestamp(message: AgentMessage) -> datetime:
 
 
 def _normalize_approval(message: ApprovalMessage) -> ApprovalMessage:
-    """An approval step checked: its ids and texts are str, its decision known, its arguments a JSON object."""
+    """An approval step checked: its ids and texts are str, its decision known, its arguments a JSON object.
+
+    Its arguments are those an approved call runs with, so they are held to tool-call
+    arguments' rule (decision 14): a lone surrogate is a ``MessageFormatError`` naming its
+    place, not U+FFFD (docs/failures.md "Arguments a model sends").
+    """
     for name in ("tool_call_id", "tool_name", "reason"):
         if not isinstance(getattr(message, name), str):
             raise MessageFormatError(f"ApprovalMessage {name} is {type(getattr(message, name)).__name__}; expected a str")
@@ -303,8 +328,8 @@ def _normalize_approval(message: ApprovalMessage) -> ApprovalMessage:
         raise MessageFormatError(f"ApprovalMessage decision is {short_repr(message.decision, 40)}; expected one of {APPROVAL_DECISIONS}")
     if not isinstance(message.arguments, dict):
         raise MessageFormatError(f"ApprovalMessage arguments are {type(message.arguments).__name__}; expected a dict")
-    try:
-        arguments = json_safe(message.arguments, _path="arguments")
+    try:  # the arguments an approved call runs with: a lone surrogate is refused, never made U+FFFD (docs/failures.md)
+        arguments = json_safe(message.arguments, strict_text=True, _path="arguments")
     except NotJSONError as exc:
         raise MessageFormatError(f"ApprovalMessage {exc}") from None
     return message if arguments is message.arguments else replace(message, arguments=arguments)

@@ -220,7 +220,10 @@ def prepare_tool_call(
 
     Beyond the spec (decision 18): a hook that answers ``{"defer": True, "reason": ...}``
     gets a ``PendingApproval``: the call is neither run nor answered until a person
-    approves or rejects it (``yiemagent.approvals``).
+    approves or rejects it (``yiemagent.approvals``). So does a call of a tool with
+    ``requires_approval`` when there is no hook or it answers None; any dict the hook
+    returns (``{}``: allow) is its decision for that call and stands (docs/api.md
+    "Approvals in fewer lines").
     """
     tool = context.tools.get(tool_call.name)
     if tool is None:
@@ -247,6 +250,7 @@ def prepare_tool_call(
     args = json_copy(args)
 
     hook = config.before_tool_call
+    before = None
     if hook is not None:
         try:
             before = hook(BeforeToolCallContext(assistant_msg, tool_call, args, context), signal)
@@ -272,6 +276,8 @@ def prepare_tool_call(
             if before.get("defer"):  # decision 18: waits for a person (docs/api.md "Approvals that wait for a person")
                 reason = before.get("reason")
                 return PendingApproval(tool_call.id, tool.name, dict(tool_call.arguments), str(reason) if reason else "awaiting approval")
+    if before is None and tool.requires_approval:  # the hook left it to the tool (decision 18)
+        return PendingApproval(tool_call.id, tool.name, dict(tool_call.arguments), f"tool {tool.name!r} requires approval")
     return PreparedToolCall(tool, tool_call, args)
 
 

@@ -16,12 +16,12 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Protocol
 
 from .approvals import answer_deferred_aborted, awaiting_response, deferral_steps, start_of_run, superseding_results
-from .batch import answer_tool_calls_with_error, execute_tool_calls, terminated_response
+from .batch import ToolCallAllowance, answer_tool_calls_with_error, execute_tool_calls_within, terminated_response
 from .events import AgentRunEndEvent, AgentRunStartEvent, EventEmitter, LLMCallEndEvent, LLMCallStartEvent, SubAgentEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
@@ -34,6 +34,7 @@ from .types import (
     ApprovalMessage,
     AssistantMessage,
     LLMUsage,
+    MessagesSnapshot,
     RunContext,
     TextContent,
     ToolResultMessage,
@@ -46,7 +47,8 @@ from ._failures import describe_error, user_code_errors
 from .errors import AgentClosedError
 from .events import relay_deltas
 from .history.sessions import Session, release_session
-from .typed.output import OutputSpec, output_invalid_response
+from .tokens import count_tokens
+from .typed.output import OutputSpec, offered_tools, output_invalid_response
 
 __all__ = [
     "CONTINUE",
@@ -148,7 +150,8 @@ class Run:
     rounds: int = 0
     took_first_input: bool = False  # until then, queued input is what this run is about to take
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
-    tool_calls: int = 0  # tool calls run (a call cut off by the token limit is not run); for UsageLimits
+    tool_calls: int = 0  # tool calls let through max_tool_calls (batch.ToolCallAllowance: run, or deferred for approval)
+    invalid_answers: int = 0  # beyond the spec: typed answers that failed their check (typed/output.py)
     # sub-runs that ended after their agent_tool call did (a timeout): see add_late_sub_run_usage
     late_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # guards late, ended
     late: list[LLMUsage] = field(default_factory=list, repr=False, compare=False)
@@ -345,14 +348,67 @@ def max_rounds_response(max_rounds: int) -> AssistantMessage:
     return AssistantMessage([TextContent(f"Stopped after {max_rounds} LLM rounds (max_rounds).")], stop_reason="max_rounds", error_message=why)
 
 
-def usage_limit_response(passed: str) -> AssistantMessage:
+def usage_limit_response(passed: str, verb: str = "passed") -> AssistantMessage:
     """The response of a run stopped by its ``UsageLimits``: stop_reason "usage_limit", the limit and the count named.
 
+    ``verb``: "passed" (the usage of a round went above a token limit) or "reached" (a cap
+    stopped what would have gone beyond it: a call not run, a request not sent; decision 20).
     Made by the agent, so (like "max_rounds") it is not added to the history.
     """
-    why = f"the run passed its usage limit {passed} and was stopped; every tool call has its result; call continue_agent to go on"
+    why = f"the run {verb} its usage limit {passed} and was stopped; every tool call has its result; call continue_agent to go on"
     logger.warning("run stopped: %s", why)
     return AssistantMessage([TextContent(f"Stopped: usage limit {passed}.")], stop_reason="usage_limit", error_message=why)
+
+
+# --- limits that are caps, before each request (decision 20; docs/api.md "Limits that are caps") ----
+# A run checks its summed usage after each round (``UsageLimits.passed``), and, before sending a
+# request, what the request would add: ``max_requests``, and the input tokens it would send
+# (``count_tokens``, calibrated on the last reply's usage). No estimate is made when no token
+# limit needs it (a capability not in play costs a run nothing).
+
+
+def _requests_passed(limits: Optional[UsageLimits], sent: int) -> Optional[str]:
+    """``max_requests`` named with its count when a run that sent ``sent`` LLM requests may send no more; else None."""
+    cap = None if limits is None else limits.max_requests
+    if cap is None or sent < cap:
+        return None
+    return f"max_requests={cap} ({sent} LLM requests sent)"
+
+
+def _request_passes_tokens(
+    limits: Optional[UsageLimits], spent: LLMUsage, system_prompt: str, messages: Sequence[AgentMessage], tools: Mapping[str, Any]
+) -> Optional[str]:
+    """The token limit a request would pass, by its estimate (``count_tokens``), named with the counts; else None.
+
+    ``spent`` is what the run's earlier rounds used; the request's input is estimated,
+    calibrated on the last reply in ``messages`` that reports its usage (its
+    ``input_tokens`` counted the request that produced it). Only ``max_input_tokens`` and
+    ``max_total_tokens`` are checked: a request's input counts in both. Nothing is
+    estimated when neither is set.
+    """
+    if limits is None or (limits.max_input_tokens is None and limits.max_total_tokens is None):
+        return None
+    calibrate = _last_reply_with_usage(messages)
+    estimate = count_tokens(messages, system_prompt=system_prompt, tools=list(tools.values()), calibrate=calibrate)
+    for name, used, what in (
+        ("max_input_tokens", spent.input_tokens, "input tokens"),
+        ("max_total_tokens", spent.total_tokens, "tokens in all"),
+    ):
+        cap = getattr(limits, name)
+        if cap is not None and used + estimate > cap:
+            return f"{name}={cap} ({used} {what} used; the next request's input is about {estimate} tokens)"
+    return None
+
+
+def _last_reply_with_usage(messages: Sequence[AgentMessage]) -> Optional[AssistantMessage]:
+    """The last ``AssistantMessage`` whose usage reports input tokens (the exact count of the messages before it)."""
+    for message in reversed(messages):
+        if not isinstance(message, AssistantMessage) or message.usage is None:
+            continue
+        counted = message.usage.input_tokens  # a careless client may have put None or a float there (types.add_usage)
+        if isinstance(counted, int) and not isinstance(counted, bool) and counted > 0:
+            return message
+    return None
 
 
 def _read_input(host: RunHost, *, with_input: bool = True) -> tuple[list[AgentMessage], int, Optional[str], bool]:
@@ -462,8 +518,22 @@ def _reported_usage(raw: Any) -> Optional[LLMUsage]:
     return usage if isinstance(usage, LLMUsage) else None
 
 
-def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any, Optional[AgentContext], Optional[str]]:
-    """Steps 2-4: prepare the context, format it, call the LLM. Returns (reply, calls, context, error).
+def _request_context(host: RunHost) -> tuple[Optional[AgentContext], Optional[str]]:
+    """Step 2: prepare the context (with the typed answer's tool); returns (context, None) or (None, why it failed)."""
+    try:
+        ctx = host.prepare_context(host.state, host.emit)
+    except user_code_errors() as exc:
+        return None, f"prepare_context raised {describe_error(exc)}"
+    if not isinstance(ctx, AgentContext):
+        return None, f"prepare_context returned {type(ctx).__name__}; expected an AgentContext"
+    answer = _output_spec(host)
+    if answer is not None and answer.tool is not None:  # beyond the spec: the final-answer tool (typed/output.py)
+        ctx = AgentContext(ctx.system_prompt, ctx.messages, offered_tools(ctx.tools, answer))
+    return ctx, None
+
+
+def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[AssistantMessage], Any, Optional[str]]:
+    """Steps 3-4: format the prepared context, call the LLM. Returns (reply, calls, error).
 
     The reply is checked by ``normalize_reply`` before anything else sees it (decision 15).
     The call runs inside ``relay_deltas`` (docs/streaming.md), so a streaming client's deltas reach
@@ -475,18 +545,9 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
     """
     emit = host.emit
     try:
-        ctx = host.prepare_context(host.state, emit)
-    except user_code_errors() as exc:
-        return None, [], None, f"prepare_context raised {describe_error(exc)}"
-    if not isinstance(ctx, AgentContext):
-        return None, [], None, f"prepare_context returned {type(ctx).__name__}; expected an AgentContext"
-    answer = _output_spec(host)
-    if answer is not None and answer.tool is not None:  # beyond the spec: the final-answer tool (typed/output.py)
-        ctx = AgentContext(ctx.system_prompt, ctx.messages, {**ctx.tools, answer.tool.name: answer.tool})
-    try:
         formatted = host.format_msg_for_llm(ctx, emit)
     except user_code_errors() as exc:
-        return None, [], None, f"format_msg_for_llm raised {describe_error(exc)}"
+        return None, [], f"format_msg_for_llm raised {describe_error(exc)}"
     model, provider = _requested_model(host)
     emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
     started = time.perf_counter()
@@ -507,7 +568,7 @@ def _call_llm(host: RunHost, run: Run) -> tuple[Optional[AssistantMessage], Any,
     duration = time.perf_counter() - started
     logger.debug("run %d round %d: llm_call took %.3f s%s", run.id, run.rounds, duration, f"; {error}" if error else "")
     emit(LLMCallEndEvent(run.id, run.rounds, duration, reply, usage, error, error_type))
-    return reply, calls, ctx, error
+    return reply, calls, error
 
 
 class _SubRunUsage:
@@ -539,17 +600,44 @@ def _output_spec(host: RunHost) -> Optional[OutputSpec]:
     return getattr(host, "output_spec", None)
 
 
+def _answer_of_batch(host: RunHost, run: Run, reply: AssistantMessage, calls: list[Any], results: list[ToolResultMessage]) -> Optional[AssistantMessage]:
+    """A whole batch read for the typed answer (docs/api.md "Typed answers"): the run's response when it ends the run, else None.
+
+    A valid ``final_result`` call: the agent's final reply, appended, is the response. An
+    invalid one (its arguments, the type's own check, a block or a rejection: its error
+    result) counts against ``output_retries``; past them, "output_invalid". None when the
+    batch has no ``final_result`` call, or an invalid one within the retries (its error
+    result is the model's feedback). Used after each batch of a round and after a batch
+    resumed from approvals (approvals.py ``start_of_run``): one rule for both.
+    """
+    answer = _output_spec(host)
+    given = answer.from_batch(calls, results) if answer is not None and not run.signal.aborted else None
+    if given is None:
+        return None
+    if given.valid:
+        final = answer.final_message(reply, given.value)  # type: ignore[union-attr]
+        host.append(final)
+        return final
+    run.invalid_answers += 1
+    if run.invalid_answers > answer.retries:  # type: ignore[union-attr]
+        return output_invalid_response(given.why or "", answer.retries)  # type: ignore[union-attr]
+    return None
+
+
 def _rounds(host: RunHost, run: Run) -> AssistantMessage:
     paused = False  # the last reply was a turn the server paused (stop_reason "pause_turn")
     answer = _output_spec(host)
-    invalid_answers = 0  # beyond the spec: typed answers that failed their check (typed/output.py)
+    limits: Optional[UsageLimits] = getattr(host, "usage_limits", None)  # the run's; a host may have none
+    allowance = _tool_call_allowance(limits, answer)
     while True:
         if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
             return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
-        limits = getattr(host, "usage_limits", None)  # UsageLimits or None; a host may have none
         passed = limits.passed(run.usage, run.tool_calls) if run.rounds and limits is not None else None
         if passed is not None:  # checked where max_rounds is: after the round's results are in the history
             return usage_limit_response(passed)
+        passed = _requests_passed(limits, run.rounds)
+        if passed is not None:  # decision 20: a request beyond max_requests is not sent
+            return usage_limit_response(passed, "reached")
         if run.rounds and not paused:  # a paused turn goes back as the last message: input joins after it is done
             _take_input(host, with_input=not host.closing)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
@@ -557,11 +645,17 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         failure = host.take_session_failure()  # a message the session could not store (docs/failures.md)
         if failure is not None:
             return _error_response(failure)
+        ctx, error = _request_context(host)
+        passed = _request_passes_tokens(limits, run.usage, ctx.system_prompt, ctx.messages, ctx.tools) if ctx is not None else None
+        if passed is not None:  # decision 20: a request whose estimated input passes a token limit is not sent
+            return usage_limit_response(passed, "reached")
         run.rounds += 1
-        reply, tool_calls, ctx, error = _call_llm(host, run)
+        if ctx is None:
+            return _error_response(error or "no context")
+        reply, tool_calls, error = _call_llm(host, run, ctx)
         if reply is None and run.signal.aborted:  # _call_llm dropped the reply of an aborted call
             return _aborted_response(run)
-        if error is not None or reply is None or ctx is None:
+        if error is not None or reply is None:
             return _error_response(error or "no reply")
         if reply.stop_reason == "error":  # an llm_call that reports its failure instead of raising
             return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
@@ -579,8 +673,8 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if not tool_calls:  # step 5 (the calls were extracted by normalize_reply)
             if verdict is None or verdict.valid:
                 return reply  # no tool calls: this is the final response
-            invalid_answers += 1
-            if invalid_answers > answer.retries:  # type: ignore[union-attr]
+            run.invalid_answers += 1
+            if run.invalid_answers > answer.retries:  # type: ignore[union-attr]
                 return output_invalid_response(verdict.why or "", answer.retries)  # type: ignore[union-attr]
             host.append(answer.retry_message(verdict.why or ""))  # type: ignore[union-attr]
             continue
@@ -589,16 +683,17 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         else:  # step 6
             context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
             host.state.pending_tool_calls = {c.id for c in tool_calls}
-            run.tool_calls += len(tool_calls)
-            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, tuple(context.messages), None)
+            snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
+            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None)
             sub_runs = _SubRunUsage(host.emit)  # an agent_tool's sub-runs: their usage joins the run's
             late = _late_usage.set(_late_usage_of(host, run))  # the tool threads copy this context
             try:
                 with run_context(run_ctx):  # beyond the spec: what tools and hooks see of the run (types.py)
-                    batch = execute_tool_calls(context, reply, tool_calls, host.loop_config(), run.signal, EventEmitter(sub_runs))
+                    batch = execute_tool_calls_within(allowance, context, reply, tool_calls, host.loop_config(), run.signal, EventEmitter(sub_runs))
             finally:
                 _late_usage.reset(late)
                 host.state.pending_tool_calls = set()
+                run.tool_calls = allowance.used if allowance is not None else run.tool_calls
             run.usage = add_usage(run.usage, sub_runs.usage)  # an agent_tool's sub-runs spent for this run
             _fold_late_usage(run)  # and those whose call ended before they did
         for tool_result in batch.messages:
@@ -611,19 +706,23 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             for step in deferral_steps(batch.deferred):
                 host.append(normalize_message(step))
             return awaiting_response(batch.deferred)
-        given = answer.from_batch(tool_calls, batch.messages) if answer is not None and not run.signal.aborted else None
-        if given is not None:  # the final-answer tool was called (typed/output.py)
-            if given.valid:
-                final = answer.final_message(reply, given.value)  # type: ignore[union-attr]
-                host.append(final)
-                return final
-            invalid_answers += 1
-            if invalid_answers > answer.retries:  # type: ignore[union-attr]
-                return output_invalid_response(given.why or "", answer.retries)  # type: ignore[union-attr]
+        ended = _answer_of_batch(host, run, reply, tool_calls, batch.messages)  # the final-answer tool (typed/output.py)
+        if ended is not None:
+            return ended
         if batch.terminate:
             return terminated_response(batch.messages, reply)
         if run.signal.aborted:
             return _aborted_response(run)
+        passed = allowance.passed() if allowance is not None else None
+        if passed is not None:  # decision 20: calls past max_tool_calls were answered, not run; the run ends here
+            return usage_limit_response(passed, "reached")
+
+
+def _tool_call_allowance(limits: Optional[UsageLimits], answer: Optional[OutputSpec]) -> Optional[ToolCallAllowance]:
+    """The run's ``max_tool_calls`` (limits.py), or None when it has none; the typed answer's tool does not count."""
+    if limits is None or limits.max_tool_calls is None:
+        return None
+    return ToolCallAllowance(limits.max_tool_calls, exempt=() if answer is None or answer.tool is None else (answer.tool.name,))
 
 
 def _answer_unanswered_calls(host: RunHost, why: str) -> None:
@@ -662,7 +761,8 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     host.emit(AgentRunStartEvent(run.id, taken))
     try:
         # approvals first: their results go before any new message (decision 18)
-        ended = start_of_run(host, run.signal, messages) if _approval_steps_in_play(host.state.messages, messages) else None
+        in_play = _approval_steps_in_play(host.state.messages, messages)
+        ended = start_of_run(host, run.signal, messages, lambda *batch: _answer_of_batch(host, run, *batch)) if in_play else None
         _append_input(host, messages)
         if ended is not None:
             response = ended

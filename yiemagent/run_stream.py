@@ -69,18 +69,21 @@ class AskLock:
     def __init__(self) -> None:
         self._lock = threading.Lock()  # held from the send to the reply's taking
         self.holder: Optional[int] = None
+        # the call that last took it, named when another gives up waiting for it; written
+        # under the lock, read without it (one str reference: at worst the previous holder's name)
+        self.verb = "ask()"
 
-    def acquire(self, timeout: Optional[float]) -> bool:
-        """Take it within ``timeout`` seconds (None: wait as long as it takes); False if it did not come.
+    def acquire(self, timeout: Optional[float], verb: str) -> bool:
+        """Take it within ``timeout`` seconds (None: wait as long as it takes) for the call ``verb``; False if it did not come.
 
         Raises:
             RuntimeError: this thread holds it already (an ``ask`` inside the loop over a ``stream`` of the same agent).
         """
         if self.holder == threading.get_ident():
-            raise RuntimeError("ask() or stream() inside the loop over a stream() of the same agent would wait for ever for that stream's run: finish or close() the stream first")
+            raise RuntimeError(f"{verb} inside the loop over a stream() of the same agent would wait for ever for that stream's run: finish or close() the stream first")
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
             return False
-        self.holder = threading.get_ident()
+        self.holder, self.verb = threading.get_ident(), verb
         return True
 
     def hand_over(self) -> None:

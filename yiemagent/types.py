@@ -22,18 +22,20 @@ threads freely; the mutable ones (``AbortSignal``, ``AgentState``) say who owns 
 from __future__ import annotations
 
 import contextvars
+import copy
+import enum
 import logging
 import numbers
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from dataclasses import dataclass, field, fields, is_dataclass
+from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Optional
 
 from dataclasses_json import DataClassJsonMixin, config
 
-from ._format_cache import History
+from ._format_cache import FrozenDict, FrozenList, History, freeze
 from .errors import RunFailedError, ToolDefinitionError
 
 __all__ = [
@@ -104,13 +106,34 @@ class MessageContent(DataClassJsonMixin):
 
 @dataclass(frozen=True)
 class TextContent(MessageContent):
-    """Plain text (spec §19 ``textContent``).
+    """Plain text (spec §19 ``textContent``), with the citations the provider sent beside it.
 
-    Thread safety: immutable; may be shared between threads.
+    ``citations`` (beyond the spec, shared/spec/API.md "Today's models, turn after turn": "Text
+    with citations stays TextContent, the citations ride beside it") is None for text
+    without any; else the provider's citation objects as it sent them, one ``TextContent``
+    per text block it sent (docs/streaming.md "Server tools"): Anthropic's
+    ``web_search_result_location``, ``char_location``... with ``cited_text``, ``url``,
+    ``title`` and the ``encrypted_index`` it requires back. A list, even empty, marks the
+    block as a segment of a text the provider split where a citation starts or ends: a
+    segment directly after another is read as the same text (``text_of``), so the text
+    reads as the model wrote it. The JSON form carries the key only when it is not None.
+
+    Thread safety: immutable; may be shared between threads (``citations`` is read-only
+    by convention, as content lists are).
     """
 
     text: str
+    citations: Optional[list[Any]] = field(default=None, hash=False, metadata=config(exclude=lambda value: value is None))
     type: str = field(default="text", init=False)
+
+    def __repr__(self) -> str:
+        cited = "" if self.citations is None else f", citations={self.citations!r}"
+        return f"TextContent(text={self.text!r}{cited}, type={self.type!r})"  # the form it had before citations, for text without any
+
+    @property
+    def is_segment(self) -> bool:
+        """Whether this block is a segment of a text the provider split at its citations (``citations`` is a list)."""
+        return isinstance(self.citations, list)
 
 
 @dataclass(frozen=True)
@@ -128,15 +151,17 @@ class ImageContent(MessageContent):
 def content_from_dict(block: Any) -> Any:
     """Rebuild one content block from its JSON form.
 
-    ``{"type": "text"}`` and ``{"type": "image"}`` become content objects; any other
-    dict (a raw tool-call block of spec §7, a provider's "thinking" block, a text that
-    carries more than its text, such as Anthropic's ``citations``) stays a dict, exactly
-    as it was.
+    ``{"type": "text"}`` (with ``citations``: a list of objects, or null) and
+    ``{"type": "image"}`` become content objects; any other dict (a raw tool-call block of
+    spec §7, a provider's "thinking" block, a text that carries other keys or citations
+    that are not objects) stays a dict, exactly as it was.
     """
     if isinstance(block, dict):
         kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str) and block.keys() <= {"type", "text"}:
-            return TextContent(block["text"])
+        if kind == "text" and isinstance(block.get("text"), str) and block.keys() <= {"type", "text", "citations"}:
+            citations = block.get("citations")
+            if citations is None or (isinstance(citations, list) and all(isinstance(c, dict) for c in citations)):
+                return TextContent(block["text"], citations)
         if kind == "image" and "data" in block and "mime_type" in block:
             return ImageContent(block["data"], block["mime_type"])
     return block
@@ -159,15 +184,30 @@ def text_of(blocks: list[Any]) -> str:
     """The text of a content list: its text blocks joined by newlines.
 
     Dict blocks that carry a string ``"text"`` count too (spec §10 builds the final
-    response the same way).
+    response the same way). A segment directly after a segment (``TextContent.is_segment``:
+    one text the provider split at its citations) is joined as it is.
     """
-    parts = []
+    return join_text(blocks, lambda block: block["text"] if isinstance(block, dict) and isinstance(block.get("text"), str) else None)
+
+
+def join_text(blocks: list[Any], text: Callable[[Any], Optional[str]]) -> str:
+    """The texts of ``blocks`` joined by newlines: ``TextContent``'s, and ``text(block)`` of any other (None: not a text).
+
+    A segment directly after a segment (``TextContent.is_segment``, a text the provider
+    split where a citation starts or ends) continues it, joined as it is, so the text
+    reads as the model wrote it (docs/streaming.md "Server tools").
+    """
+    parts: list[list[str]] = []
+    previous: Any = None
     for block in blocks:
-        if isinstance(block, TextContent):
-            parts.append(block.text)
-        elif isinstance(block, dict) and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-    return "\n".join(parts)
+        piece = block.text if isinstance(block, TextContent) else text(block)
+        if piece is not None:
+            if parts and isinstance(block, TextContent) and block.is_segment and isinstance(previous, TextContent) and previous.is_segment:
+                parts[-1].append(piece)
+            else:
+                parts.append([piece])
+        previous = block
+    return "\n".join("".join(part) for part in parts)
 
 
 @dataclass(frozen=True)
@@ -268,14 +308,19 @@ class UsageMeter:
 
 @dataclass(frozen=True)
 class UsageLimits:
-    """Caps on what one run may spend (beyond the spec; docs/api.md "Agents as tools, fallback models, usage limits").
+    """Caps on what one run may spend (beyond the spec; docs/api.md "Limits that are caps", decision 20).
 
-    Each limit is None (no limit) or an int of at least 0. A run whose summed usage (or
-    whose count of tool calls run) passes a limit — goes above it — ends after that
-    round, with every tool call of the round answered: ``stop_reason == "usage_limit"``
-    and an ``error_message`` naming the limit and the count. They stand beside
-    ``max_rounds`` (decision 12), which still applies. Like ``max_rounds``, the limits
-    are per run: ``continue_agent`` starts a run with a fresh allowance.
+    Each limit is None (no limit) or an int of at least 0. A limit is a cap, not a
+    report: nothing beyond it is run or sent (``limits.py``). ``max_tool_calls``: no call
+    past it runs; such calls are answered with an error result naming the limit and the
+    run ends after that batch. ``max_requests``: no LLM request past it is sent.
+    ``max_input_tokens`` and ``max_total_tokens``: a request whose estimated input
+    (``count_tokens``) would pass them is not sent; and a run whose summed usage passes a
+    token limit (a reply's tokens are known only once it came) ends after that round.
+    Every way, every tool call is answered, ``stop_reason == "usage_limit"`` and the
+    ``error_message`` names the limit and the count. They stand beside ``max_rounds``
+    (decision 12), which still applies. Like ``max_rounds``, the limits are per run:
+    ``continue_agent`` starts a run with a fresh allowance.
 
     Raises:
         TypeError: a limit that is not an int (a bool is refused too).
@@ -288,6 +333,7 @@ class UsageLimits:
     max_output_tokens: Optional[int] = None
     max_total_tokens: Optional[int] = None
     max_tool_calls: Optional[int] = None
+    max_requests: Optional[int] = None
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -359,9 +405,9 @@ FAILED_RUN_STOP_REASONS = frozenset({"error", "max_rounds", "usage_limit", "outp
 class AssistantMessage(AgentMessage):
     """One reply of the LLM (spec §19 ``assistantMessage``).
 
-    ``content`` holds ``TextContent`` blocks and the raw tool-call blocks of spec §7, and
-    the provider's blocks kept as they came (thinking; Anthropic's server-tool blocks and
-    texts with citations, docs/streaming.md "Server tools").
+    ``content`` holds ``TextContent`` blocks (with the citations the provider sent beside
+    each), the raw tool-call blocks of spec §7, and the provider's blocks kept as they came
+    (thinking; Anthropic's server-tool blocks, docs/streaming.md "Server tools").
     ``stop_reason`` is one of "stop", "length", "tool_use", "content_filter", "error",
     "aborted", "pause_turn" (the server paused its own tool loop: the run sends the turn
     again) or "tool_use_terminated" (the agent's own final response, spec §10).
@@ -385,8 +431,8 @@ class AssistantMessage(AgentMessage):
         """The reply's text blocks joined (beyond the spec, docs/api.md "Reading a reply"); "" when there are none.
 
         Safe on any reply, also a failed one whose content is empty (where ``content[0].text``
-        raises ``IndexError``). Text blocks are ``TextContent`` and plain ``{"type": "text"}``
-        dicts (a text with citations); tool calls and thinking are left out.
+        raises ``IndexError``). Text blocks are ``TextContent`` (a text split at its citations
+        reads whole) and plain ``{"type": "text"}`` dicts; tool calls and thinking are left out.
         """
         parts: list[str] = []
         for block in self.content if isinstance(self.content, (list, tuple)) else []:
@@ -631,6 +677,11 @@ class AgentTool:
     that ignores its signal cannot be killed: its (daemon) thread is abandoned and runs
     on until ``execute`` returns; its result and any later partial results are dropped.
 
+    ``requires_approval`` is beyond the spec (decision 18): each call of the tool waits for a
+    person, as if ``before_tool_call`` had answered ``{"defer": True, "reason": ...}``, unless
+    ``before_tool_call`` decides for that call (any dict it returns, ``{}`` to allow; None
+    leaves the decision to this flag). docs/api.md "Approvals in fewer lines".
+
     The schema is checked as JSON Schema by ``register_tool``; the other fields are
     checked here, at construction.
 
@@ -651,6 +702,7 @@ class AgentTool:
     validate_required_args: Optional[Callable[[dict[str, Any]], Optional[str]]] = None
     parallel_tool_execute: bool = False
     timeout_s: Optional[float] = None
+    requires_approval: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -672,6 +724,8 @@ class AgentTool:
             isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, numbers.Real) or not self.timeout_s > 0
         ):
             raise ToolDefinitionError(f"tool {self.name!r}: timeout_s must be a positive number of seconds, got {self.timeout_s!r}")
+        if not isinstance(self.requires_approval, bool):
+            raise ToolDefinitionError(f"tool {self.name!r}: requires_approval must be True or False, got {self.requires_approval!r}")
 
 
 @dataclass
@@ -769,9 +823,115 @@ class AfterToolCallContext:
 # - as an argument of a ``tool()`` function, to a parameter annotated ``RunContext`` (it is
 #   not in the schema; the model never sends it).
 #
-# Thread safety: a ``RunContext`` is immutable (``messages`` is a tuple: a snapshot taken when
-# the batch started, which later messages do not change); each thread sees its own value of
-# the context variable (``contextvars``).
+# Thread safety: a ``RunContext`` is immutable. ``messages`` is a tuple of read-only copies of the
+# history the batch started from (below): later messages do not change it, and a tool
+# cannot change the history through it (a content list or a tool-call dict refuses any change,
+# ``TypeError``). The copies are made the first time ``messages`` is read in the batch, once for
+# all its calls, so a batch whose tools never read it costs no copy; each thread sees its own
+# value of the context variable (``contextvars``).
+
+
+# What a RunContext shows of the history: read-only copies of its messages. The messages are frozen
+# dataclasses, but their content lists, tool-call dicts, arguments and details are plain
+# containers: a tool that changed one in place would change the agent's history behind its back
+# (``agent.history()`` and a session's copy no longer what the next request sends). So a tool sees
+# a copy of each message whose lists and dicts refuse every change with a ``TypeError``
+# (``_format_cache.freeze``'s read-only containers: still a ``list`` and a ``dict`` to everything
+# that reads them, ``json.dumps`` included; any copy of one is plain and changeable); immutable
+# values are shared, any other object (a typed answer's value, a pydantic model) is a deep copy.
+# ``MessagesSnapshot`` makes the copies the first time it is read, once for a batch: a batch whose
+# tools never read ``RunContext.messages`` costs no copy (a capability not in play costs a run nothing).
+
+_SNAPSHOT_READ_ONLY = (
+    "RunContext.messages is a read-only snapshot of the history (types.py RunContext): changing it would change "
+    "the agent's history behind its back. Copy what you need to change: list(...), dict(...), copy.deepcopy(...)"
+)
+
+
+class ReadOnlyDict(FrozenDict):
+    """A dict of a ``RunContext`` snapshot: refuses every change, saying so. Immutable; may be shared between threads."""
+
+    __slots__ = ()
+    why_read_only = _SNAPSHOT_READ_ONLY
+
+
+class ReadOnlyList(FrozenList):
+    """A list of a ``RunContext`` snapshot: refuses every change, saying so. Immutable; may be shared between threads."""
+
+    __slots__ = ()
+    why_read_only = _SNAPSHOT_READ_ONLY
+
+
+_SNAPSHOT_KINDS = (ReadOnlyDict, ReadOnlyList)
+_SHARED = (str, bytes, int, float, bool, type(None), date, time, timedelta, enum.Enum)
+"""Field values that cannot change: a read-only copy shares them."""
+
+
+def _read_only_field(value: Any) -> Any:
+    if isinstance(value, _SHARED):
+        return value
+    if isinstance(value, (dict, list)) or type(value) is tuple:
+        return freeze(value, _SNAPSHOT_KINDS)  # content lists, tool-call dicts, arguments, details: JSON-like (decision 15)
+    if is_dataclass(value) and type(value).__dataclass_params__.frozen and all(isinstance(getattr(value, f.name), _SHARED) for f in fields(value)):
+        return value  # LLMUsage and the like: frozen all the way down
+    try:
+        return copy.deepcopy(value)  # a typed answer's value (docs/api.md "Typed answers")
+    except Exception:  # an object deepcopy refuses (it holds a lock, a handle): shared, the one thing left to do
+        return value
+
+
+def read_only_message(message: Any) -> Any:
+    """A copy of ``message`` (a message dataclass) whose fields cannot be changed in place; equal to it (``==``)."""
+    copied = copy.copy(message)
+    for f in fields(message):
+        object.__setattr__(copied, f.name, _read_only_field(getattr(message, f.name)))
+    return copied
+
+
+class MessagesSnapshot:
+    """The history a batch started from, as read-only copies made on first read (``RunContext.messages``).
+
+    Keeps the sequence it is given and its length then: messages appended to it later are
+    not part of the snapshot. Thread safety: ``messages`` may be called from any thread (a
+    lock makes the one copy).
+    """
+
+    __slots__ = ("_source", "_count", "_messages", "_lock")
+
+    def __init__(self, source: Sequence[Any]) -> None:
+        self._source: Optional[Sequence[Any]] = source
+        self._count = len(source)
+        self._messages: Optional[tuple[Any, ...]] = None
+        self._lock = threading.Lock()  # guards the one copy
+
+    def messages(self) -> tuple[Any, ...]:
+        """The read-only copies, made on the first call; the very same tuple for every later call."""
+        made = self._messages
+        if made is not None:
+            return made
+        with self._lock:
+            if self._messages is None:
+                source = self._source if self._source is not None else ()
+                self._messages = tuple(read_only_message(m) if is_dataclass(m) else m for m in source[: self._count])
+                self._source = None  # the batch's copy of the history is no longer held
+            return self._messages
+
+
+class _SnapshotField:
+    """``RunContext.messages``: stored as a ``MessagesSnapshot`` (any sequence given is wrapped in one), read as its copies.
+
+    A data descriptor, so the dataclass's own ``__init__`` (and ``dataclasses.replace``) go
+    through it, and the field keeps its place in the signature and in ``fields()``; the
+    copies are made only when the field is read.
+    """
+
+    def __set__(self, context: Any, value: Any) -> None:
+        context.__dict__["_messages_snapshot"] = value if isinstance(value, MessagesSnapshot) else MessagesSnapshot(tuple(value))
+
+    def __get__(self, context: Any, owner: Any = None) -> tuple[AgentMessage, ...]:
+        if context is None:
+            raise AttributeError("messages")  # no class-level default (the dataclass takes the field as required)
+        return context.__dict__["_messages_snapshot"].messages()
 
 
 @dataclass(frozen=True)
@@ -783,7 +943,10 @@ class RunContext:
         run_id: the run's number (1 for the agent's first run), as in the run's events.
         round: the LLM round whose tool calls these are (1-based).
         usage: the run's ``LLMUsage`` so far, this round's reply included.
-        messages: a read-only snapshot of the history the batch started from.
+        messages: a read-only snapshot of the history the batch started from: a tuple of
+            copies whose lists and dicts refuse changes (``TypeError``), made on first read.
+            Given any sequence of messages (the run gives its ``MessagesSnapshot``, shared by
+            the calls of a batch). Left out of ``repr`` and ``==``.
         tool_call_id: the id of the call being run; None outside one call.
     """
 
@@ -791,8 +954,15 @@ class RunContext:
     run_id: int
     round: int
     usage: LLMUsage
-    messages: tuple[AgentMessage, ...]
+    messages: tuple[AgentMessage, ...] = field(repr=False, compare=False)
     tool_call_id: Optional[str]
+
+    def for_call(self, tool_call_id: str) -> RunContext:
+        """This context for one call of its batch: the same snapshot (not copied again), with ``tool_call_id`` set."""
+        return RunContext(self.deps, self.run_id, self.round, self.usage, self.__dict__["_messages_snapshot"], tool_call_id)
+
+
+RunContext.messages = _SnapshotField()  # type: ignore[assignment, misc]  # after the dataclass read its fields
 
 
 _current: contextvars.ContextVar[Optional[RunContext]] = contextvars.ContextVar("yiemagent_run_context", default=None)
@@ -830,7 +1000,7 @@ class call_context:  # noqa: N801  used as a function: ``with call_context(call_
         outer = _current.get()
         if outer is None:
             return None
-        context = RunContext(outer.deps, outer.run_id, outer.round, outer.usage, outer.messages, self._tool_call_id)
+        context = outer.for_call(self._tool_call_id)
         self._token = _current.set(context)
         return context
 

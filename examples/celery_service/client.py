@@ -11,6 +11,11 @@ with it, where no visibility timeout brings it back. The turn is safe to run twi
 (service.run_turn), so the client, which owns the question until it has the answer,
 sends it again (docs/scale.md, "A task the broker lost").
 
+A turn closed as failed (the model refused its question, or its retries were spent)
+raises ``service.RunFailedError`` naming the turn and the cause: it is listed in the
+summary's ``failures`` and the conversation goes on with its next turn, which no longer
+waits for it. Any other error (no reply within ``--timeout``) ends its conversation.
+
     python client.py --conversations 50 --turns 3
 """
 
@@ -26,6 +31,7 @@ import uuid
 import celery.exceptions
 
 from app import app, run_turn
+from service import RunFailedError
 
 
 def question(conversation: int, turn: int) -> str:
@@ -70,6 +76,8 @@ def main() -> int:
             except Exception as exc:  # noqa: BLE001  reported in the summary
                 with lock:
                     failures.append(f"{turn_id}: {type(exc).__name__}: {exc}")
+                if isinstance(exc, RunFailedError):  # the turn's outcome: the next turn goes on after it
+                    continue
                 return
             with lock:
                 results.append(result)

@@ -1,8 +1,8 @@
 """docs/api.md is the package's API reference: the package has exactly what it says, and it says everything.
 
 The reference lives in the repository, so a fresh clone checks it without anything beside
-it. Its "Second push" subsections marked "being built" are checked only for what already
-exists; marking one "built" makes it required (docs/api.md says how).
+it. Its subsections marked "being built" are checked only for what already exists, wherever
+they stand; marking one "built" makes it required (docs/api.md says how).
 """
 
 from __future__ import annotations
@@ -93,12 +93,17 @@ def _entries_in(text: str, required: bool) -> list[Entry]:
 
 
 def read_reference(text: str) -> list[Entry]:
-    """Every entry of docs/api.md's code blocks; those of "being built" subsections are not required."""
-    main, _, second = text.partition("\n## Second push\n")
-    entries = _entries_in(main, True)
-    for heading, body in re.findall(r"^### (.+?)\n(.*?)(?=^### |\Z)", second, re.M | re.S):
-        assert heading.endswith(("— built", "— being built")), f"docs/api.md: say whether {heading!r} is built"
-        entries += _entries_in(body, heading.endswith("— built"))
+    """Every entry of docs/api.md's code blocks; those of "being built" subsections are not required.
+
+    A section runs from its heading (``##`` or ``###``) to the next one, wherever it stands in
+    the page, so sections can be ordered by topic; one whose heading says it is built or being
+    built says which exactly.
+    """
+    entries: list[Entry] = []
+    for heading, body in re.findall(r"^#{2,3} (.+?)\n(.*?)(?=^#{2,3} |\Z)", text, re.M | re.S):
+        if "built" in heading:
+            assert heading.endswith(("— built", "— being built")), f"docs/api.md: say whether {heading!r} is built"
+        entries += _entries_in(body, not heading.endswith("— being built"))
     return entries
 
 
@@ -213,6 +218,9 @@ def test_the_package_is_exactly_what_the_api_reference_says():
         # a subsection marked "being built" asks only that what exists matches: an absent parameter passes
         ("— built\n\n```python\nOpenAIClient(..., *, stream=False)", "— being built\n\n```python\nOpenAIClient(..., *, stream=False, chunked=True)", None),
         ("OpenAIClient(..., *, stream=False)", "OpenAIClient(..., *, headers=1)", "parameter 'headers' is"),
+        # wherever a "being built" subsection stands in the page, an absent parameter passes; "built" requires it
+        ("— built\n\n```python\nYiemAgent(..., *, output_type=None, output_retries=1)", "— being built\n\n```python\nYiemAgent(..., *, output_type=None, output_retries=1, output_mode=1)", None),
+        ("YiemAgent(..., *, output_type=None, output_retries=1)", "YiemAgent(..., *, output_type=None, output_retries=1, output_mode=1)", "no parameter 'output_mode'"),
     ],
 )
 def test_the_check_notices_each_kind_of_difference(old, new, complaint):
@@ -236,3 +244,17 @@ def test_all_is_sorted_and_exact():
 def test_agent_arguments_are_all_keyword_only():
     """YiemAgent's arguments are keyword-only: a spec-ordered positional call cannot silently bind the wrong one."""
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in inspect.signature(yiemagent.YiemAgent).parameters.values())
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, each space a hyphen."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_of_the_index_leads_to_a_section_of_the_page():
+    """Each `(#anchor)` link of docs/api.md (its index by topic) is the anchor of one of its headings."""
+    text = DOC.read_text(encoding="utf-8")
+    anchors = {_anchor(h) for h in re.findall(r"^#{1,4} (.+)$", text, re.M)}
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert len(links) > 10
+    assert [link for link in links if link not in anchors] == []

@@ -12,6 +12,7 @@ from yiemagent import (
     ApprovalMessage,
     AssistantMessage,
     EmptyHistoryError,
+    MessageFormatError,
     PendingApproval,
     SQLiteSession,
     TextContent,
@@ -667,5 +668,28 @@ def test_a_deferred_call_whose_id_an_earlier_batch_used_still_waits():
         run_agent(agent, "go")
         assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
         assert pending_approvals(agent) == [PendingApproval("call_0", "delete", {"path": "/a"}, "deleting /a needs approval")]
+    finally:
+        shutdown(agent)
+
+
+def test_approve_refuses_arguments_holding_a_lone_surrogate_naming_where_and_the_tool_never_runs_with_u_fffd():
+    """Text UTF-8 cannot carry in approved arguments is a MessageFormatError naming its place; nothing is recorded, nothing runs."""
+    ran = Ran()
+    llm = StrictLLM(calls_reply(call("x", "delete", '{"path": "/p"}')), AssistantMessage([TextContent("ok")], stop_reason="stop"))
+    agent = make_agent(llm, ran.tool("delete"), builtin_tools=False, before_tool_call=defer_deletes)
+    try:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+        with pytest.raises(MessageFormatError) as refused:
+            approve(agent, "x", arguments={"path": "x\ud800y"})
+        assert isinstance(refused.value, ValueError)
+        assert "arguments/path holds a lone surrogate (U+D800) at position 1" in str(refused.value)
+        with pytest.raises(MessageFormatError, match="arguments holds a key '.' with a lone surrogate"):  # a step made by hand
+            add_message(agent, ApprovalMessage("x", "delete", "approved", {"path": "/q", "\udfff": 1}))
+        assert [m.decision for m in agent.history() if isinstance(m, ApprovalMessage)] == ["deferred"]
+        approve(agent, "x")
+        continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        assert ran.calls == [("delete", {"path": "/p"})]
     finally:
         shutdown(agent)

@@ -1,4 +1,5 @@
-"""The invariant of approvals (decision 18): any interleaving of approve, reject, new message and restart answers every call exactly once."""
+"""The invariant of approvals (decision 18): any interleaving of approve, reject, new message and restart answers every call exactly once,
+whether a call waits because ``before_tool_call`` deferred it or because its tool has ``requires_approval`` (docs/api.md "Approvals in fewer lines")."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import WAIT, StrictLLM, make_agent, make_tool, text_result
-from yiemagent import AssistantMessage, TextContent, ToolResultMessage, approve, continue_agent, pending_approvals, reject, run_agent, shutdown, take_response
+from yiemagent import (
+    AssistantMessage, TextContent, ToolResultMessage, approve, continue_agent, pending_approvals, reject, resume, run_agent, shutdown, take_response,
+)
 from yiemagent.approvals import waiting_calls
 from yiemagent.extraction import extract_tool_calls
 from yiemagent.history import complete_tool_calls
@@ -21,6 +24,7 @@ actions = st.lists(
         st.tuples(st.just("reject"), st.integers(0, 3)),
         st.tuples(st.just("message"), st.booleans()),
         st.tuples(st.just("continue")),
+        st.tuples(st.just("resume")),
         st.tuples(st.just("restart")),
     ),
     max_size=8,
@@ -30,12 +34,13 @@ actions = st.lists(
 class World:
     """One agent whose model makes a batch of calls on request; the tools record every run."""
 
-    def __init__(self, sizes, deferred_names) -> None:
+    def __init__(self, sizes, deferred_names, by_flag: bool = False) -> None:
         self.lock = threading.Lock()  # guards ran
         self.ran: list[tuple[str, dict]] = []
         self.ids = itertools.count()
         self.sizes = iter(sizes)
         self.deferred_names = deferred_names
+        self.by_flag = by_flag  # the deferred tools have requires_approval, and the hook answers None
         self.approved: dict[str, dict] = {}
         self.rejected: set[str] = set()
         self.agent = self.new_agent([])
@@ -57,10 +62,10 @@ class World:
                 self.ran.append((tool_call_id, dict(args)))
             return text_result("ok")
 
-        return make_tool(name, execute)
+        return make_tool(name, execute, requires_approval=self.by_flag and name in self.deferred_names)
 
     def hook(self, ctx, signal):
-        return {"defer": True, "reason": "ask"} if ctx.tool_call.name in self.deferred_names else None
+        return {"defer": True, "reason": "ask"} if ctx.tool_call.name in self.deferred_names and not self.by_flag else None
 
     def new_agent(self, messages):
         llm = StrictLLM(*[self.reply] * 100)  # checks each request as a strict server would
@@ -85,13 +90,15 @@ class World:
             if call_id in self.approved:
                 assert args == self.approved[call_id]  # with the arguments it was approved with
         assert all(c in results or c in waiting for c in ran)
+        assert all(i in self.approved for i in ran if f"t{int(i[1:]) % 3}" in self.deferred_names)  # none ran unapproved
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sizes=st.lists(st.integers(1, 4), max_size=4), deferred=st.sets(st.sampled_from(["t0", "t1", "t2"])), steps=actions)
-def test_any_interleaving_of_approve_reject_and_new_messages_answers_every_call_once(sizes, deferred, steps):
-    """Whatever is decided in whatever order, with restarts between, each call has at most one result while it waits and exactly one at the end."""
-    world = World(sizes, deferred)
+@given(sizes=st.lists(st.integers(1, 4), max_size=4), deferred=st.sets(st.sampled_from(["t0", "t1", "t2"])), steps=actions, by_flag=st.booleans())
+def test_any_interleaving_of_approve_reject_and_new_messages_answers_every_call_once(sizes, deferred, steps, by_flag):
+    """Whatever is decided in whatever order, with restarts between, each call has at most one result while it waits and exactly one at the end;
+    a call waits by its hook or by its tool's requires_approval, and runs only once approved."""
+    world = World(sizes, deferred, by_flag)
     try:
         run_agent(world.agent, "batch 0")
         world.respond()
@@ -113,6 +120,8 @@ def test_any_interleaving_of_approve_reject_and_new_messages_answers_every_call_
             elif step[0] == "continue":
                 continue_agent(world.agent)
                 world.respond()
+            elif step[0] == "resume":
+                assert resume(world.agent, timeout=WAIT).stop_reason in ("stop", "awaiting_approval")
             elif step[0] == "restart":
                 history = world.agent.history()
                 shutdown(world.agent)

@@ -1,4 +1,4 @@
-"""Reading a reply: ``AssistantMessage.text`` and ``ask`` (beyond the spec, docs/api.md "Reading a reply")."""
+"""Reading a reply: ``AssistantMessage.text``, ``ask`` and ``resume`` (beyond the spec, docs/api.md "Reading a reply", "Approvals in fewer lines")."""
 
 from __future__ import annotations
 
@@ -7,21 +7,9 @@ import time
 
 import pytest
 
-from helpers import WAIT, make_agent
-from yiemagent import AssistantMessage, TextContent, ask, run_agent, shutdown, take_response
+from helpers import WAIT, gated_llm, make_agent
+from yiemagent import AssistantMessage, TextContent, UserMessage, ask, resume, run_agent, shutdown, take_response
 from yiemagent.llm import ScriptedLLM
-
-
-def gated_llm(*script):
-    """A ScriptedLLM whose first reply waits for ``release``; ``started`` is set when that call begins."""
-    started, release = threading.Event(), threading.Event()
-
-    def slow(formatted):
-        started.set()
-        release.wait(WAIT)
-        return AssistantMessage([TextContent("slow")], stop_reason="stop")
-
-    return ScriptedLLM([slow, *script]), started, release
 
 
 def test_text_joins_the_text_blocks_and_skips_tool_calls():
@@ -51,8 +39,9 @@ def test_two_asks_in_a_row_give_two_replies():
     assert len(llm.requests) == 2
 
 
-def test_concurrent_asks_give_a_reply_each():
-    """Two threads asking at once get two runs and two replies, not one run for both."""
+@pytest.mark.parametrize("second_call", [lambda agent: ask(agent, "b", timeout=WAIT), lambda agent: resume(agent)], ids=["ask", "resume"])
+def test_concurrent_asks_give_a_reply_each(second_call):
+    """Two threads asking at once (or one asking, one resuming without a timeout) get two runs and two replies, not one run for both."""
     llm, started, release = gated_llm("fast")
     agent = make_agent(llm, builtin_tools=False)
     answers: dict[str, str] = {}
@@ -60,7 +49,7 @@ def test_concurrent_asks_give_a_reply_each():
         first = threading.Thread(target=lambda: answers.__setitem__("a", ask(agent, "a", timeout=WAIT).text))
         first.start()
         assert started.wait(WAIT)
-        second = threading.Thread(target=lambda: answers.__setitem__("b", ask(agent, "b", timeout=WAIT).text))
+        second = threading.Thread(target=lambda: answers.__setitem__("b", second_call(agent).text))
         second.start()
         release.set()
         first.join(WAIT)
@@ -85,18 +74,25 @@ def test_ask_times_out_when_no_reply_comes():
         shutdown(agent, timeout=WAIT)
 
 
-def test_an_ask_that_does_not_get_its_turn_within_its_timeout_raises_saying_so():
-    """While another ask waits for its reply, an ask with a timeout gives up after it, naming the other ask, and sends nothing."""
+ASK = lambda agent, timeout: ask(agent, "b", timeout=timeout)  # noqa: E731
+RESUME = lambda agent, timeout: resume(agent, timeout=timeout)  # noqa: E731
+
+
+@pytest.mark.parametrize(
+    ("holder", "waiter", "holder_name"), [(ASK, ASK, "ask()"), (ASK, RESUME, "ask()"), (RESUME, ASK, "resume()")], ids=["ask-ask", "ask-resume", "resume-ask"]
+)
+def test_an_ask_that_does_not_get_its_turn_within_its_timeout_raises_saying_so(holder, waiter, holder_name):
+    """ask and resume share the agent's lock: while one waits for its reply, another with a timeout gives up after it, naming the one holding it, and sends nothing."""
     llm, started, release = gated_llm("never sent")
-    agent = make_agent(llm, builtin_tools=False)
+    agent = make_agent(llm, builtin_tools=False, messages=[UserMessage([TextContent("earlier")])])
     answers = []
-    first = threading.Thread(target=lambda: answers.append(ask(agent, "a", timeout=WAIT).text))
+    first = threading.Thread(target=lambda: answers.append(holder(agent, WAIT).text))
     first.start()
     try:
         assert started.wait(WAIT)
         with pytest.raises(TimeoutError) as raised:
-            ask(agent, "b", timeout=0.1)
-        assert str(raised.value) == "another ask() or stream() on this agent did not finish within 0.1 s"
+            waiter(agent, 0.1)
+        assert str(raised.value) == f"another {holder_name} on this agent did not finish within 0.1 s"
     finally:
         release.set()
         first.join(WAIT)
@@ -104,18 +100,20 @@ def test_an_ask_that_does_not_get_its_turn_within_its_timeout_raises_saying_so()
     assert answers == ["slow"] and len(llm.requests) == 1
 
 
-def test_an_ask_while_a_run_goes_on_raises_when_the_agent_does_not_become_idle_in_time():
-    """ask waits for the run run_agent started; past its timeout it raises saying so, and its message is not sent."""
+@pytest.mark.parametrize("waiter", [ASK, RESUME], ids=["ask", "resume"])
+def test_an_ask_while_a_run_goes_on_raises_when_the_agent_does_not_become_idle_in_time(waiter):
+    """ask (or resume) waits for the run run_agent started; past its timeout it raises saying so, and its message (or continue) is not sent."""
     llm, started, release = gated_llm("never sent")
     agent = make_agent(llm, builtin_tools=False)
     try:
         run_agent(agent, "a")
         assert started.wait(WAIT)
         with pytest.raises(TimeoutError) as raised:
-            ask(agent, "b", timeout=0.1)
+            waiter(agent, 0.1)
         assert str(raised.value) == "the agent did not become idle within 0.1 s"
         release.set()
         assert take_response(agent, timeout=WAIT).text == "slow"
+        assert agent.wait_until_idle(WAIT)
     finally:
         release.set()
         shutdown(agent, timeout=WAIT)

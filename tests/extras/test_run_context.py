@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import json
 import threading
 from typing import Optional
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import strategies
 
 from helpers import WAIT, make_agent
-from yiemagent import AssistantMessage, RunContext, ToolDefinitionError, ask, current_run_context, shutdown, tool
+from yiemagent import AssistantMessage, RunContext, TextContent, ToolDefinitionError, UserMessage, ask, current_run_context, shutdown, tool
 from yiemagent.llm.scripted import ScriptedLLM, tool_call_reply
 from yiemagent.types import LLMUsage
 
@@ -102,3 +109,132 @@ def test_a_run_context_parameter_with_another_annotation_kind_is_model_input():
         @tool
         def g(ctxs: list[RunContext]) -> str:
             return ""
+
+
+class CountedCopies:
+    """A typed answer's value kept in the history, which counts its deep copies (a RunContext snapshot copies such an object)."""
+
+    copies = 0
+
+    def __deepcopy__(self, memo):
+        CountedCopies.copies += 1
+        return CountedCopies()
+
+
+def _history_with_a_counted_answer() -> list:
+    return [UserMessage([TextContent("q")]), AssistantMessage([TextContent("{}")], stop_reason="stop", output=CountedCopies())]
+
+
+def test_a_tool_cannot_change_the_history_through_the_run_contexts_messages():
+    """Appending to a snapshot message's content, or changing a tool call's dict, raises TypeError naming the snapshot; the history is unchanged."""
+    refused: list[str] = []
+
+    @tool
+    def tamper(ctx: RunContext) -> str:
+        """Try to change what the run showed."""
+        for change in (
+            lambda: ctx.messages[0].content.append(TextContent("injected")),
+            lambda: ctx.messages[1].content[0]["tool_calls"][0].update(id="forged"),
+            lambda: ctx.messages[1].content[0]["tool_calls"].clear(),
+        ):
+            try:
+                change()
+            except TypeError as exc:
+                refused.append(str(exc))
+        return "tried"
+
+    llm = ScriptedLLM([tool_call_reply(("t1", "tamper", "{}")), "ok", "again"])
+    agent = make_agent(llm, tamper, builtin_tools=False)
+    try:
+        ask(agent, "hello", timeout=WAIT)
+        history = agent.history()
+        ask(agent, "more", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert len(refused) == 3 and all("RunContext.messages is a read-only snapshot" in r for r in refused)
+    assert history[0].content == [TextContent("hello")]
+    assert history[1].content[0]["tool_calls"][0]["id"] == "t1"
+    assert llm.requests[2]["messages"][1] == {"role": "user", "content": "hello"}
+
+
+def test_the_snapshot_equals_the_history_and_its_copies_are_the_callers_to_change():
+    """The snapshot's messages equal the history's (==, json); list(), dict() and copy.deepcopy of its parts are plain and changeable."""
+    seen: list[RunContext] = []
+
+    @tool
+    def look(ctx: RunContext) -> str:
+        """Look at the run."""
+        seen.append(ctx)
+        return "seen"
+
+    llm = ScriptedLLM([tool_call_reply(("t1", "look", '{}')), "ok"])
+    agent = make_agent(llm, look, builtin_tools=False)
+    try:
+        ask(agent, "hello", timeout=WAIT)
+        history = agent.history()
+    finally:
+        shutdown(agent, timeout=WAIT)
+    (ctx,) = seen
+    assert list(ctx.messages) == history[:2] and ctx.messages is ctx.messages
+    assert dataclasses.replace(ctx, deps="E").messages == ctx.messages and "messages" not in repr(ctx)
+    assert json.dumps(ctx.messages[1].content) == json.dumps(history[1].content)
+    mine = copy.deepcopy(ctx.messages[1].content)
+    mine[0]["tool_calls"].append({"id": "x"})
+    content = list(ctx.messages[0].content)
+    content.append(TextContent("mine"))
+    assert history[1].content[0]["tool_calls"][-1]["id"] == "t1" and len(history[0].content) == 1
+
+
+def test_the_snapshot_is_copied_only_when_read_and_once_per_batch():
+    """A batch whose tools never read RunContext.messages copies nothing; two calls reading it share one copy."""
+    readers: list[tuple] = []
+
+    @tool
+    def quiet(ctx: RunContext) -> str:
+        """Use only the deps."""
+        return str(ctx.deps)
+
+    @tool(parallel=True)
+    def reader(ctx: RunContext) -> str:
+        """Read the history."""
+        readers.append(ctx.messages)
+        return str(len(ctx.messages))
+
+    CountedCopies.copies = 0
+    script = [tool_call_reply(("q1", "quiet", "{}")), '"a"', tool_call_reply(("r1", "reader", "{}"), ("r2", "reader", "{}")), '"b"']
+    llm = ScriptedLLM(script)
+    agent = make_agent(llm, quiet, reader, builtin_tools=False, deps="D", messages=_history_with_a_counted_answer(), parallel_tool_execute=True)
+    try:
+        ask(agent, "one", timeout=WAIT)
+        assert CountedCopies.copies == 0
+        ask(agent, "two", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert CountedCopies.copies == 1
+    assert len(readers) == 2 and readers[0] is readers[1]
+
+
+def _containers(value, found):
+    """Every list and dict inside ``value`` (a message's fields, the values of its dicts and lists)."""
+    if isinstance(value, (list, dict)):
+        found.append(value)
+        for item in value.values() if isinstance(value, dict) else value:
+            _containers(item, found)
+    elif isinstance(value, tuple):
+        for item in value:
+            _containers(item, found)
+    return found
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(strategies.messages, min_size=1, max_size=4))
+def test_any_snapshot_equals_its_messages_and_refuses_every_change_inside_them(messages):
+    """Property: a RunContext over any messages shows equal messages, to_dict alike, and each list and dict in them refuses a change."""
+    ctx = RunContext(None, 1, 1, LLMUsage(), messages, None)
+    assert list(ctx.messages) == messages
+    assert [m.to_dict() for m in ctx.messages] == [m.to_dict() for m in messages]
+    for message in ctx.messages:
+        for container in _containers([getattr(message, f.name) for f in dataclasses.fields(message)], [])[1:]:
+            with pytest.raises(TypeError, match="read-only snapshot"):
+                container.clear()
+    assert [m.to_dict() for m in messages] == [m.to_dict() for m in ctx.messages]

@@ -421,3 +421,26 @@ def test_an_abort_or_a_shutdown_during_a_stream_ends_it_with_the_aborted_reply()
                 closer.start()
     closer.join(WAIT)
     assert agent.closing and stream_threads() == []
+
+
+def test_an_ask_that_waits_for_a_stream_past_its_timeout_names_the_stream():
+    """``stream`` holds the agent's ask lock until its reply is taken: an ``ask`` from another thread that gives up names ``stream()``."""
+    llm, started, release = gated(answer("after"))
+    with make_agent(llm, builtin_tools=False) as agent:
+        run = stream(agent, "go", timeout=WAIT)
+        assert started.wait(WAIT)
+        failures: list[BaseException] = []
+
+        def impatient() -> None:
+            try:
+                ask(agent, "me?", timeout=0.1)
+            except BaseException as exc:
+                failures.append(exc)
+
+        other = threading.Thread(target=impatient)
+        other.start()
+        other.join(WAIT)
+        assert [str(f) for f in failures] == ["another stream() on this agent did not finish within 0.1 s"]
+        release.set()
+        assert list(run.text()) == ["slow"]
+        assert ask(agent, "me?", timeout=WAIT).text == "after"

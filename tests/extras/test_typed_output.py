@@ -696,3 +696,62 @@ def test_a_final_result_call_without_a_result_is_an_answer_not_accepted():
     call = AgentToolCall("c1", "final_result", {"name": "Oslo", "population": 1})
     assert spec.from_batch([call], []) == Verdict(why="the final answer was not accepted")
     assert spec.from_batch([AgentToolCall("l1", "look", {})], []) is None
+
+
+class Picky(pydantic.BaseModel):
+    name: str
+
+    @pydantic.field_validator("name")
+    @classmethod
+    def _not_boom(cls, value: str) -> str:
+        if value == "boom":
+            raise RuntimeError(f"the validator cannot check {value!r}")
+        return value
+
+
+def _picky_answer(path: str, name: str, call_id: str) -> object:
+    return json.dumps({"name": name}) if path == "text" else answer({"name": name}, call_id)
+
+
+@pytest.mark.parametrize("path", ["text", "tool"])
+def test_a_validator_raising_anything_is_an_invalid_answer_retried_on_both_paths(path):
+    """A pydantic validator raising RuntimeError makes the answer invalid, named by its cause, and the model is asked again."""
+    llm, agent = typed_agent([_picky_answer(path, "boom", "c1"), _picky_answer(path, "Ann", "c2")], Picky)
+    try:
+        reply = ask(agent, "who?", timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert (reply.stop_reason, reply.output) == ("stop", Picky(name="Ann"))
+    assert "RuntimeError: the validator cannot check 'boom'" in llm.requests[1]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("path", ["text", "tool"])
+def test_a_validator_raising_anything_ends_the_run_output_invalid_after_the_retries(path):
+    """With output_retries=0 a validator raising RuntimeError ends the run "output_invalid" naming the exception, not "error"."""
+    llm, agent = typed_agent([_picky_answer(path, "boom", "c1")], Picky, output_retries=0)
+    try:
+        reply = ask(agent, "who?", timeout=WAIT, check=False)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert reply.stop_reason == "output_invalid", reply.error_message
+    assert "RuntimeError: the validator cannot check 'boom'" in reply.error_message
+
+
+@dataclass
+class Stamped:
+    name: str
+    seen: int = field(default=0, init=False)
+
+
+def test_a_dataclass_field_with_init_false_is_in_neither_the_answers_schema_nor_a_tools():
+    """A field the dataclass's __init__ does not take (init=False) is no property of the answer's schema nor of a tool parameter's."""
+
+    @tool
+    def keep(item: Stamped) -> str:
+        """Keep an item."""
+        return item.name
+
+    for schema in (OutputSpec(Stamped).tool_schema, keep.input_schema["properties"]["item"]):
+        assert set(schema["properties"]) == {"name"}
+        assert "seen" not in schema.get("required", [])
+    assert keep.execute("k1", {"item": {"name": "a"}}, None, lambda p: None).content[0].text == "a"

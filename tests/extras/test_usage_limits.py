@@ -23,21 +23,21 @@ def spending(n: int, usage: LLMUsage, calls_per_round: int = 2) -> list:
     return replies
 
 
-ROUND = LLMUsage(input_tokens=40, output_tokens=10, total_tokens=50)
+# the first request of these agents (the default system prompt, "spend", the echo tool) is
+# estimated at about 500 tokens (count_tokens), so each round reports a plausible 1000
+ROUND = LLMUsage(input_tokens=1000, output_tokens=100)
 
 
 @pytest.mark.parametrize(
     ("limits", "named", "rounds"),
     [
-        (UsageLimits(max_total_tokens=120), "max_total_tokens=120 (150 tokens in all used)", 3),
-        (UsageLimits(max_input_tokens=40), "max_input_tokens=40 (80 input tokens used)", 2),
-        (UsageLimits(max_output_tokens=25), "max_output_tokens=25 (30 output tokens used)", 3),
-        (UsageLimits(max_tool_calls=3), "max_tool_calls=3 (4 tool calls used)", 2),
+        (UsageLimits(max_total_tokens=1050), "max_total_tokens=1050 (1100 tokens in all used)", 1),
+        (UsageLimits(max_output_tokens=250), "max_output_tokens=250 (300 output tokens used)", 3),
     ],
 )
 def test_a_passed_limit_ends_the_run_after_that_round_naming_limit_and_count(agents, caplog, limits, named, rounds):
-    """The run ends after the round that goes above a limit: stop_reason "usage_limit", a text and an error_message
-    naming the limit and its count (logged as a WARNING), every call answered."""
+    """A reply whose tokens go above a limit (known only once it came) ends the run after that round: stop_reason
+    "usage_limit", a text and an error_message naming the limit and its count (logged as a WARNING), every call answered."""
     llm = ScriptedLLM(spending(5, ROUND))
     agent = agents(llm, [make_tool("echo")], usage_limits=limits)
     with caplog.at_level(logging.WARNING, logger="yiemagent.run"):
@@ -56,7 +56,7 @@ def test_a_passed_limit_ends_the_run_after_that_round_naming_limit_and_count(age
 def test_a_run_within_its_limits_ends_as_usual(agents):
     """Reaching a limit exactly is not passing it: the run goes on to the model's final answer."""
     llm = ScriptedLLM(spending(2, ROUND) + [replace(ScriptedLLM(["done"])({}), usage=ROUND)])
-    agent = agents(llm, [make_tool("echo")], usage_limits=UsageLimits(max_total_tokens=150, max_tool_calls=4))
+    agent = agents(llm, [make_tool("echo")], usage_limits=UsageLimits(max_output_tokens=300, max_tool_calls=4))
     run_agent(agent, "spend")
     response = take_response(agent, timeout=WAIT)
     assert response.stop_reason == "stop" and response.error_message is None
@@ -73,20 +73,20 @@ def test_usage_limits_stand_beside_max_rounds(agents):
 def test_usage_limits_are_per_run_and_continue_agent_goes_on(agents):
     """continue_agent after a stopped run starts with a fresh allowance; the run-end usage is the run's own."""
     llm = ScriptedLLM(spending(4, ROUND))
-    agent = agents(llm, [make_tool("echo")], usage_limits=UsageLimits(max_total_tokens=60))
+    agent = agents(llm, [make_tool("echo")], usage_limits=UsageLimits(max_output_tokens=150))
     run_agent(agent, "spend")
     assert take_response(agent, timeout=WAIT).stop_reason == "usage_limit"
     continue_agent(agent)
     assert take_response(agent, timeout=WAIT).stop_reason == "usage_limit"
     assert len(llm.requests) == 4
     ends = [e for e in agent.agent_event_sink.events if isinstance(e, AgentRunEndEvent)]
-    assert [e.usage.total_tokens for e in ends] == [100, 100]
-    assert agent.usage.total_tokens == 200
+    assert [e.usage.total_tokens for e in ends] == [2200, 2200]
+    assert agent.usage.total_tokens == 4400
 
 
 @pytest.mark.parametrize(
     ("kwargs", "error"),
-    [({"max_total_tokens": -1}, ValueError), ({"max_tool_calls": True}, TypeError), ({"max_input_tokens": 1.5}, TypeError)],
+    [({"max_total_tokens": -1}, ValueError), ({"max_tool_calls": True}, TypeError), ({"max_input_tokens": 1.5}, TypeError), ({"max_requests": -1}, ValueError)],
 )
 def test_bad_limits_are_refused_naming_the_field(kwargs, error):
     """A negative or non-int limit is refused at construction, the field named."""
@@ -101,12 +101,12 @@ def test_usage_limits_must_be_a_usage_limits(agents):
 
 
 def test_max_total_tokens_fires_for_rounds_that_report_no_total(agents):
-    """Rounds reporting LLMUsage(input_tokens=100, output_tokens=20) without a total count 120 each (decision 13), so max_total_tokens stops the run."""
-    llm = ScriptedLLM(spending(5, LLMUsage(input_tokens=100, output_tokens=20)))
-    agent = agents(llm, [make_tool("echo")], usage_limits=UsageLimits(max_total_tokens=150))
+    """A round reporting LLMUsage(input_tokens=1000, output_tokens=200) without a total counts 1200 (decision 13), so max_total_tokens stops the run."""
+    llm = ScriptedLLM(spending(5, LLMUsage(input_tokens=1000, output_tokens=200)))
+    agent = agents(llm, [make_tool("echo")], usage_limits=UsageLimits(max_total_tokens=1100))
     run_agent(agent, "spend")
     response = take_response(agent, timeout=WAIT)
-    assert response.stop_reason == "usage_limit" and "max_total_tokens=150 (240 tokens in all used)" in response.error_message
-    assert len(llm.requests) == 2
+    assert response.stop_reason == "usage_limit" and "max_total_tokens=1100 (1200 tokens in all used)" in response.error_message
+    assert len(llm.requests) == 1
     end = agent.agent_event_sink.of_type(AgentRunEndEvent)[-1]
-    assert end.usage == LLMUsage(200, 40, total_tokens=240) and agent.usage.total_tokens == 240
+    assert end.usage == LLMUsage(1000, 200, total_tokens=1200) and agent.usage.total_tokens == 1200

@@ -8,6 +8,7 @@ an ``LLMError`` with that text), so no partial or guessed reply reaches the run.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
 import pytest
@@ -15,8 +16,9 @@ import pytest
 from helpers import check_a_cut_reply_is_answered_not_run
 from localserver import LocalServer, Reply
 from server_tool_fixtures import load, stream_events
+from yiemagent import AssistantMessage, TextContent
 from yiemagent.llm import AnthropicClient
-from yiemagent.llm._wire import ReplyError
+from yiemagent.llm._wire import ReplyError, message_text
 from yiemagent.llm.anthropic import AnthropicStream, build_anthropic_request, parse_anthropic_response, parse_anthropic_stream
 
 CITATION = {"type": "web_search_result_location", "url": "https://example.com", "title": "Example", "cited_text": "hello"}
@@ -174,7 +176,7 @@ def test_a_text_block_started_with_text_and_citations_keeps_both_and_emits_the_t
     start = {"type": "text", "text": "Hello", "citations": [CITATION, "not a citation"]}
     events = block(0, start, {"type": "citations_delta", "citation": SECOND_CITATION}, {"type": "text_delta", "text": " world"})
     message = read(framed(*events), deltas)
-    assert message.content == [{"type": "text", "text": "Hello world", "citations": [CITATION, SECOND_CITATION]}]
+    assert message.content == [TextContent("Hello world", [CITATION, SECOND_CITATION])]
     assert deltas == [("text", "Hello"), ("text", " world")]
 
 
@@ -182,7 +184,74 @@ def test_a_text_block_started_with_text_and_citations_keeps_both_and_emits_the_t
 def test_a_citations_delta_adds_to_a_text_block_started_without_a_citation_list(start):
     events = block(0, start, {"type": "citations_delta", "citation": CITATION}, {"type": "text_delta", "text": "hello"})
     message = read(framed(*events))
-    assert message.content == [{"type": "text", "text": "hello", "citations": [CITATION]}]
+    assert message.content == [TextContent("hello", [CITATION])]
+
+
+def _cited_reply(*texts: tuple[str, list[dict[str, Any]]], between: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+    """A text split into blocks, each started empty with its citations sent as citations_delta before its text (as Anthropic streams them)."""
+    events: list[dict[str, Any]] = []
+    for index, (text, citations) in enumerate(texts):
+        if between is not None and index == 1:
+            events += block(len(texts), between)
+        events += block(index, {"type": "text", "text": "", **({"citations": []} if citations else {})}, *({"type": "citations_delta", "citation": c} for c in citations), {"type": "text_delta", "text": text})
+    return framed(*events)
+
+
+def _whole(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The non-streamed body of the same reply: each block with its deltas applied."""
+    blocks: dict[int, dict[str, Any]] = {}
+    for event in events:
+        if event["type"] == "content_block_start":
+            blocks[event["index"]] = dict(event["content_block"])
+        elif event["type"] == "content_block_delta" and event["delta"]["type"] == "text_delta":
+            blocks[event["index"]]["text"] += event["delta"]["text"]
+        elif event["type"] == "content_block_delta":
+            blocks[event["index"]]["citations"] = [*blocks[event["index"]].get("citations", []), event["delta"]["citation"]]
+    order = [e["index"] for e in events if e["type"] == "content_block_start"]
+    return {"content": [blocks[i] for i in order], "stop_reason": "end_turn"}
+
+
+def test_each_text_block_keeps_its_own_citations_streamed_or_whole():
+    """docs/streaming.md "Server tools": a text split at its citations is one TextContent per block, each with its own citations, joined as written."""
+    events = _cited_reply(("Tokyo is ", []), ("sunny", [CITATION]), (" and ", []), ("warm", [SECOND_CITATION]), (".", []))
+    deltas: list[tuple[str, str]] = []
+    streamed, whole = read(events, deltas), parse_anthropic_response(_whole(events))
+    expected = [TextContent("Tokyo is ", []), TextContent("sunny", [CITATION]), TextContent(" and ", []), TextContent("warm", [SECOND_CITATION]), TextContent(".", [])]
+    assert streamed.content == whole.content == expected
+    assert streamed.text == message_text(streamed, "text") == "".join(t for _, t in deltas) == "Tokyo is sunny and warm."
+    assert AssistantMessage.from_json(streamed.to_json()).content == expected
+
+
+def test_a_lone_text_block_carries_its_citations_or_none():
+    """A text block with no text block beside it is not a segment: its citations, or None when it has none."""
+    assert parse_anthropic_response({"content": [{"type": "text", "text": "hi", "citations": None}]}).content == [TextContent("hi")]
+    assert parse_anthropic_response({"content": [{"type": "text", "text": "hi", "citations": [CITATION, 5]}]}).content == [TextContent("hi", [CITATION])]
+
+
+def test_a_block_the_reply_drops_does_not_split_a_cited_text():
+    """A block of a type the reader does not keep, between two cited blocks, leaves them one text: the deltas and the reply's text agree."""
+    events = _cited_reply(("sunny", [CITATION]), ("warm", [SECOND_CITATION]), between={"type": "a_block_added_later"})
+    deltas: list[tuple[str, str]] = []
+    streamed = read(events, deltas)
+    assert streamed.content == parse_anthropic_response(_whole(events)).content == [TextContent("sunny", [CITATION]), TextContent("warm", [SECOND_CITATION])]
+    assert "".join(t for _, t in deltas) == message_text(streamed, "text") == "sunnywarm"
+
+
+@pytest.mark.parametrize(
+    "texts, expected",
+    [
+        ((("your key: sk-LIVE", [CITATION]), ("SECRET99 ok", [SECOND_CITATION])), [TextContent("your key: *** ok", [CITATION, SECOND_CITATION])]),
+        ((("your key: sk-LIVESECRET99", [CITATION]), (" ok", [SECOND_CITATION])), [TextContent("your key: ***", [CITATION]), TextContent(" ok", [SECOND_CITATION])]),
+    ],
+    ids=["across two blocks", "inside one block"],
+)
+def test_a_key_in_cited_text_is_masked_even_across_two_blocks(texts, expected):
+    """No secret leaves the process: a key echoed in a cited text is masked; split across two blocks, they become one block holding both citations."""
+    body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in _cited_reply(*texts)).encode()
+    with LocalServer(lambda r: Reply(chunks=[body], headers={"Content-Type": "text/event-stream"})) as server:
+        message = AnthropicClient("m", "sk-LIVESECRET99", base_url=server.url, stream=True)({"messages": [{"role": "user", "content": "hi"}]})
+    assert "LIVESECRET" not in message.to_json() and "sk-LIVE" not in message.to_json()
+    assert message.content == expected
 
 
 # --- message_delta and message_stop ------------------------------------------------------

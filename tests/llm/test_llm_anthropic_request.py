@@ -311,6 +311,23 @@ def test_content_blocks_go_back_in_order_without_empty_text_and_with_citations_o
     ]
 
 
+def test_a_cited_text_without_server_blocks_goes_back_block_for_block_with_its_citations():
+    """A reply citing a document (no server tool): each text block goes back with its own citations, a whitespace segment joined to the block before it."""
+    first = {"type": "char_location", "cited_text": "The grass is green.", "document_index": 0, "document_title": "Notes", "start_char_index": 0, "end_char_index": 20}
+    second = {"type": "char_location", "cited_text": "The sky is blue.", "document_index": 0, "document_title": "Notes", "start_char_index": 20, "end_char_index": 36}
+    reply = AssistantMessage([TextContent("The grass is green", [first]), TextContent(" ", []), TextContent("and the sky is blue", [second]), TextContent(".", [])])
+    body = build_anthropic_request(format_msg_for_llm(AgentContext("", [UserMessage([TextContent("colours?")]), reply, UserMessage([TextContent("thanks")])], {}), None), "m", 1024)
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "The grass is green ", "citations": [first]},
+            {"type": "text", "text": "and the sky is blue", "citations": [second]},
+            {"type": "text", "text": "."},
+        ],
+    }
+    assert body["messages"][2] == {"role": "user", "content": [{"type": "text", "text": "thanks"}]}
+
+
 # --- tools, tool_choice and the other keys ---------------------------------------------
 
 

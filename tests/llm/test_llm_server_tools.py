@@ -97,19 +97,48 @@ def test_server_tool_calls_are_not_tool_calls_of_the_agent(name):
     assert [c.id for c in calls] == [b["id"] for b in blocks if b["type"] == "tool_use"]
 
 
-@pytest.mark.parametrize("name", ["anthropic-stream-web-search-citations.sse", "anthropic-web-search-citations.json"])
-def test_cited_text_segments_become_one_text_holding_their_citations(name):
-    """Adjacent text blocks (split where a citation starts) are one text, joined as they are, carrying every citation in order."""
+CITED = ["anthropic-stream-web-search-citations.sse", "anthropic-web-search-citations.json"]
+
+
+def provider_blocks(name: str) -> list[dict]:
+    """The content blocks Anthropic sent in the recording, streamed or whole."""
+    return streamed_blocks(name) if name in STREAMS else load(name)["content"]
+
+
+def as_sent_back(block: dict) -> dict:
+    """A text block as Anthropic takes it back: its citations only when it has some."""
+    if block["type"] != "text":
+        return block
+    return {"type": "text", "text": block["text"], **({"citations": block["citations"]} if block.get("citations") else {})}
+
+
+@pytest.mark.parametrize("name", CITED)
+def test_each_text_block_anthropic_sent_is_a_text_content_with_its_own_citations(name):
+    """docs/streaming.md "Server tools": one TextContent per text block Anthropic sent, each with its own citations; the text reads as the model wrote it."""
     message = streamed(name)[0] if name in STREAMS else whole(name)
-    blocks = streamed_blocks(name) if name in STREAMS else load(name)["content"]
-    runs = text_runs(blocks)
-    texts = [b for b in message.content if isinstance(b, TextContent) or (isinstance(b, dict) and b.get("type") == "text")]
-    assert len(texts) == len(runs)
-    last = texts[-1]
-    assert isinstance(last, dict), "the cited run is a dict block, to keep its citations"
-    assert last["text"] == "".join(b["text"] for b in runs[-1])
-    assert last["citations"] == [c for b in runs[-1] for c in b.get("citations") or []] and last["citations"]
-    assert "\n- \n" not in message_text(message, "text"), "segments are not joined with newlines"
+    sent = [b for b in provider_blocks(name) if b["type"] == "text" and b["text"]]
+    texts = [b for b in message.content if isinstance(b, TextContent)]
+    assert not [b for b in message.content if isinstance(b, dict) and b.get("type") == "text"]
+    assert [(b.text, b.citations or []) for b in texts] == [(b["text"], b.get("citations") or []) for b in sent]
+    assert sum(1 for b in texts if b.citations) == sum(1 for b in sent if b.get("citations")) > 1, "each citation stays on its own block"
+    assert message.text == "".join(b["text"] for b in sent)
+    cited_run = "".join(b["text"] for b in text_runs(provider_blocks(name))[-1])
+    assert cited_run in message_text(message, "text"), "segments are joined as they are, not with newlines"
+
+
+@pytest.mark.parametrize("name", CITED)
+def test_a_cited_reply_goes_back_block_for_block_on_the_next_request(name):
+    """The second turn's request sends each text block as Anthropic sent it, with its own citations, between the server blocks in their place."""
+    reply = streamed(name)[0] if name in STREAMS else whole(name)
+    request = anthropic_request_for([UserMessage([TextContent("news?")]), reply, UserMessage([TextContent("thanks")])])
+    turn = request["messages"][1]["content"]
+    assert [m["role"] for m in request["messages"]] == ["user", "assistant", "user"]
+    assert turn == [as_sent_back(b) for b in provider_blocks(name) if b["type"] != "text" or b["text"]]
+    for block in (b for b in turn if b["type"] == "text"):  # what Anthropic accepts: text not empty nor whitespace, citations a non-empty list of objects
+        assert block["text"].strip() and block.keys() <= {"type", "text", "citations"}
+        assert "citations" not in block or (block["citations"] and all(isinstance(c, dict) and c.get("type") for c in block["citations"]))
+    again = AssistantMessage.from_json(reply.to_json())
+    assert anthropic_request_for([UserMessage([TextContent("news?")]), again, UserMessage([TextContent("thanks")])]) == request
 
 
 def test_a_citation_that_is_not_an_object_is_an_llm_error():
@@ -145,7 +174,7 @@ def test_a_whole_server_tool_input_that_is_not_an_object_is_an_llm_error():
             AnthropicClient("m", "k", base_url=server.url, max_retries=0)(FORMATTED)
 
 
-@pytest.mark.parametrize("name", ["anthropic-web-search-citations.json", "anthropic-tool-search.json", "anthropic-stream-pause-turn.sse"])
+@pytest.mark.parametrize("name", ["anthropic-web-search-citations.json", "anthropic-stream-web-search-citations.sse", "anthropic-tool-search.json", "anthropic-stream-pause-turn.sse"])
 def test_a_server_tool_reply_survives_normalisation_and_the_json_round_trip(name):
     """Decision 15 keeps a server-tool reply as it is, and its JSON form gives back an equal message."""
     message = streamed(name)[0] if name in STREAMS else whole(name)
@@ -176,13 +205,23 @@ def test_the_request_sends_every_block_back_in_its_place():
 
 
 def test_cited_text_goes_back_with_its_citations():
-    """A text carrying citations goes back with them, beside the thinking and server blocks, in order."""
+    """A text carrying citations goes back with them, beside the thinking and server blocks, in order, block for block."""
     body = load("anthropic-web-search-citations.json")
     reply = whole("anthropic-web-search-citations.json")
     sent = anthropic_request_for([UserMessage([TextContent("weather?")]), reply])["messages"][1]["content"]
-    assert [b["type"] for b in sent] == ["thinking", "server_tool_use", "web_search_tool_result", "text"]
-    assert sent[0] == body["content"][0] and sent[1:3] == body["content"][1:3]
-    assert sent[3]["citations"] == [c for b in body["content"][3:] for c in b.get("citations") or []]
+    assert [b["type"] for b in sent] == ["thinking", "server_tool_use", "web_search_tool_result", *["text"] * 19]
+    assert sent == body["content"]
+
+
+def test_a_segment_of_whitespace_alone_joins_the_text_before_it():
+    """A cited answer's segment of whitespace alone (which Anthropic refuses as a block) goes back at the end of the text block before it."""
+    reply = streamed("anthropic-stream-pause-turn-continued.sse")[0]
+    assert any(isinstance(b, TextContent) and b.is_segment and not b.text.strip() for b in reply.content), "the recording holds one"
+    sent = anthropic_request_for([UserMessage([TextContent("news?")]), reply, UserMessage([TextContent("thanks")])])["messages"][1]["content"]
+    texts = [b for b in sent if b["type"] == "text"]
+    assert all(b["text"].strip() for b in texts)
+    assert "".join(b["text"] for b in texts) == reply.text
+    assert [c for b in texts for c in b.get("citations", [])] == [c for b in reply.content if isinstance(b, TextContent) for c in b.citations or []]
 
 
 def test_tool_calls_keep_their_place_between_server_blocks():

@@ -17,6 +17,7 @@ from server_tool_fixtures import SSE, chunked, load, server_blocks, sse_bytes, s
 from yiemagent import (
     AgentRunEndEvent,
     SQLiteSession,
+    TextContent,
     YiemAgent,
     continue_agent,
     follow_up,
@@ -111,7 +112,8 @@ def test_a_later_run_sends_a_whole_replys_server_blocks_and_citations_again():
             ask(agent, "Thanks!")
     turn = assistant_turns(server.requests[1])[0]
     assert server_blocks(turn) == server_blocks(body["content"])
-    assert turn[-1] == first.content[-1] and turn[-1]["citations"]
+    assert [b for b in turn if b["type"] == "text"] == [b for b in body["content"] if b["type"] == "text"], "each text block with its own citations"
+    assert [b.citations or [] for b in first.content if isinstance(b, TextContent)] == [b.get("citations", []) for b in body["content"] if b["type"] == "text"]
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -204,6 +206,7 @@ def test_a_saved_and_reloaded_history_still_sends_the_server_blocks(tmp_path):
         with agent_on(server, stream=False, session=SQLiteSession(tmp_path / "s.db", "web")) as restarted:
             ask(restarted, "Thanks!")
     sent = assistant_turns(server.requests[1])[0]
-    assert server_blocks(sent) == server_blocks(body["content"]) and sent[-1]["citations"]
+    assert server_blocks(sent) == server_blocks(body["content"])
+    assert [b for b in sent if b["type"] == "text"] == [b for b in body["content"] if b["type"] == "text"], "each text block with its own citations"
     assert assistant_turns(server.requests[2])[0] == sent, "a saved history sends what the agent that saved it sent"
     assert assistant_turns(server.requests[4])[0] == sent, "a session gives back what was sent"

@@ -11,15 +11,21 @@ turn have been answered twice. Everything started is stopped after, whatever hap
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import subprocess
+import sys
 import time
 
 import psycopg
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from scale_cluster import Cluster
-from yiemagent import AssistantMessage, PostgresSession, TextContent, ToolResultMessage, UserMessage, extract_tool_calls
-from yiemagent.history import LOST_RESULT_MESSAGE, complete_tool_calls
+from scale_cluster import EXAMPLE, Cluster, check_history
+from yiemagent import AssistantMessage, PostgresSession, extract_tool_calls
+from yiemagent.history import LOST_RESULT_MESSAGE
 from yiemagent.history._json import message_from_json
 from yiemagent.history.postgres import LOCK_CLASS
 
@@ -28,10 +34,6 @@ pytestmark = pytest.mark.scale  # not collected by make test (setup.cfg): make t
 CONVERSATIONS, TURNS = 50, 3
 KILL_AFTER = 40  # replies in before the kill: the run is well under way, most of it still to come
 SCALE_WAIT = 30  # seconds: a worker's turn through Celery, PostgreSQL and Redis on a loaded 2-core machine
-
-
-def text_of(message) -> str:
-    return "".join(b.text for b in message.content if isinstance(b, TextContent))
 
 
 HELD = (
@@ -70,30 +72,6 @@ def expected_answers(n: int, cut_in_batch: set[int]) -> list[str]:
     """The fake model's answers to conversation ``n``: its tool's notes, or the lost-result error for a turn whose call a kill cut."""
     questions = [f"question {t} of conversation {n}" for t in range(1, TURNS + 1)]
     return [f"Answer to {q}: {LOST_RESULT_MESSAGE if t in cut_in_batch else f'notes on {q}'}" for t, q in enumerate(questions, 1)]
-
-
-def check_history(history: list, questions: list[str]) -> list[str]:
-    """The turns' final answers, after checking the history is whole: one question, then calls each answered once, then one answer, per turn."""
-    assert complete_tool_calls(history)[1] == [], "a tool call has no result"
-    users = [i for i, m in enumerate(history) if isinstance(m, UserMessage)]
-    assert [text_of(history[i]) for i in users] == questions, "each question is stored once, in order"
-    answers = []
-    for start, end in zip(users, users[1:] + [len(history)]):
-        pending: set[str] = set()
-        finals = []
-        for message in history[start + 1 : end]:
-            if isinstance(message, AssistantMessage):
-                assert not pending, "a new reply before every call of the last one had its result"
-                calls = extract_tool_calls(message)[1]
-                pending = {c.id for c in calls}
-                if not calls:
-                    finals.append(message)
-            else:
-                assert isinstance(message, ToolResultMessage) and message.tool_call_id in pending, "a result for a call not pending"
-                pending.discard(message.tool_call_id)  # exactly one result per call
-        assert not pending and len(finals) == 1 and finals[0] is history[end - 1], "one final answer per turn, last in the turn"
-        answers.append(text_of(finals[0]))
-    return answers
 
 
 def test_fifty_conversations_of_three_turns_survive_a_worker_killed_mid_turn(tmp_path):
@@ -188,3 +166,177 @@ def test_a_turn_whose_task_the_broker_lost_is_sent_again_and_answered_once(tmp_p
         with PostgresSession(cluster.dsn, f"{prefix}-0") as reader:
             assert check_history(reader.messages(), ["question 1 of conversation 0"]) == [result["reply"]]
         assert cluster.llm_requests() == 2  # the lost task never ran: one turn, two model requests
+
+
+
+
+SWAP = """
+import json, sys, time, urllib.request
+from app import run_turn
+
+conversation, stats = sys.argv[1], sys.argv[2]
+first = run_turn.apply_async((conversation, conversation + "/turn-1", "question 1"), task_id=conversation + "/turn-1")
+while json.load(urllib.request.urlopen(stats))["failed"] < 1:  # turn 1 holds the conversation, its model failing
+    time.sleep(0.02)
+second = run_turn.apply_async((conversation, conversation + "/turn-2", "question 2"), task_id=conversation + "/turn-2")
+print(json.dumps([first.get(timeout=float(sys.argv[3])), second.get(timeout=float(sys.argv[3]))]))
+"""
+
+
+def test_a_turn_retried_after_its_model_failed_gets_its_own_answer_not_the_next_turns(tmp_path):
+    """Turn 1's model fails (three 503s, a Celery retry) and turn 2 of the conversation runs meanwhile: each turn gets its own answer."""
+    conversation = f"swap-{os.getpid()}"
+    with Cluster(tmp_path) as cluster:
+        cluster.start_workers(1, threads=2)  # turn 2 waits for the hold in the second thread while turn 1 fails
+        with cluster.fake.lock:
+            cluster.fake.fail["question 1"] = 3  # OpenAIClient's first try and its two retries
+        run = subprocess.run(
+            [sys.executable, "-c", SWAP, conversation, cluster.fake.url.removesuffix("/v1") + "/stats", str(SCALE_WAIT * 2)],
+            cwd=EXAMPLE, env=cluster.env, capture_output=True, text=True, timeout=SCALE_WAIT * 5,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        first, second = json.loads(run.stdout.splitlines()[-1])
+        assert first["reply"] == "Answer to question 1: notes on question 1" and first["status"] in ("stored", "completed"), first
+        assert second["reply"] == "Answer to question 2: notes on question 2" and second["status"] == "new", second
+        with PostgresSession(cluster.dsn, conversation) as reader:
+            assert check_history(reader.messages(), ["question 1", "question 2"]) == [first["reply"], second["reply"]]
+        assert cluster.fake.failed == 3
+        print(f"\nturn 1: {first['status']}, turn 2: {second['status']}")
+
+
+def test_a_turn_the_model_never_answers_fails_with_its_cause_and_its_conversation_goes_on(tmp_path):
+    """Through Celery: a refused question (400) fails at once, one whose model is down for ever fails at its last retry; the client names each, and turn 3 is answered."""
+    prefix = f"stall-{os.getpid()}"
+    refused, down = "question 2 of conversation 0", "question 2 of conversation 1"
+    with Cluster(tmp_path) as cluster:
+        cluster.env["YIEMAGENT_TURN_RETRIES"] = "1"  # two runs of a turn, so the retries are spent within seconds
+        cluster.start_workers(1, threads=2)
+        with cluster.fake.lock:
+            cluster.fake.refuse.add(refused)
+            cluster.fake.fail[down] = 10**6  # 503 (Retry-After: 1) for ever
+        summary = cluster.converse(2, 3, prefix)
+        failures = sorted(summary["failures"])
+        assert len(failures) == 2, failures
+        assert failures[0].startswith(f"{prefix}-0/turn-2: RunFailedError: turn '{prefix}-0/turn-2' of '{prefix}-0' failed: the model refused it, not retryable: ")
+        assert "API error 400" in failures[0]
+        assert failures[1].startswith(f"{prefix}-1/turn-2: RunFailedError: turn '{prefix}-1/turn-2' of '{prefix}-1' failed: its last attempt failed: ")
+        assert "API error 503" in failures[1]
+        replies = {r["turn_id"]: r["reply"] for r in summary["results"]}
+        for n in (0, 1):
+            questions = [f"question {t} of conversation {n}" for t in (1, 2, 3)]
+            with PostgresSession(cluster.dsn, f"{prefix}-{n}") as reader:
+                answers = check_history(reader.messages(), questions, failed={questions[1]})
+            assert answers == [f"Answer to {q}: notes on {q}" if t != 2 else None for t, q in enumerate(questions, 1)]
+            assert [replies.get(f"{prefix}-{n}/turn-{t}") for t in (1, 2, 3)] == answers  # turn 3 answered after the failed turn 2
+        assert cluster.fake.failed == 1 + 2 * 3  # the 400 once, not retried; two runs of three HTTP tries each for the 503s
+
+
+def envelope(headers: dict, body: bytes = b"{}") -> bytes:
+    """A message as kombu's Redis transport writes one, with Celery's ``headers``: what Celery reads next."""
+    properties = {"body_encoding": "base64", "delivery_tag": "t", "delivery_info": {"exchange": "", "routing_key": "celery"}, "delivery_mode": 2, "priority": 0}
+    return json.dumps({"body": base64.b64encode(body).decode(), "content-type": "application/json", "content-encoding": "utf-8", "headers": headers, "properties": properties}).encode()
+
+
+NOT_FOR_KOMBU = [
+    b"not json {",  # kombu's own Redis transport stopped the worker here: Unrecoverable error: JSONDecodeError
+    b"\xff\xfe\x00",  # not UTF-8
+    b"[1, 2]",
+    b'{"body": "e30=", "properties": {}}',
+    b'{"body": "e30=", "properties": {"delivery_tag": {"a": 1}, "delivery_info": {"exchange": "", "routing_key": "celery"}}}',
+    b'{"body": "a", "properties": {"body_encoding": "base64", "delivery_tag": "t", "delivery_info": {"exchange": "", "routing_key": "celery"}}}',
+    b'{"body": "e30=", "properties": {"body_encoding": "rot13", "delivery_tag": "t", "delivery_info": {"exchange": "", "routing_key": "celery"}}}',
+]
+NOT_FOR_CELERY = [
+    envelope({"task": "yiemagent.run_turn"}),  # no id: Celery's own consumer restarted on it for ever
+    envelope({"task": ["yiemagent.run_turn"]}),
+    envelope({"task": "yiemagent.run_turn", "id": "x"}),  # a body that is not [args, kwargs, embed]
+]
+
+
+def test_a_worker_survives_messages_on_its_queue_that_are_not_tasks(tmp_path):
+    """Entries on Redis's queue that kombu cannot deliver, or Celery cannot read as a task, are rejected and logged; the worker lives and answers the next turn."""
+    import redis
+
+    prefix = f"poison-{os.getpid()}"
+    with Cluster(tmp_path) as cluster:
+        [worker] = cluster.start_workers(1, threads=2)
+        broker = redis.Redis.from_url(cluster.redis.url)
+        try:
+            for entry in NOT_FOR_KOMBU + NOT_FOR_CELERY:
+                broker.lpush("celery", entry)  # as a producer sends a task
+        finally:
+            broker.close()
+        deadline = time.monotonic() + SCALE_WAIT
+        while worker.process.poll() is None and time.monotonic() < deadline and broker_rejections(worker) != (len(NOT_FOR_KOMBU), len(NOT_FOR_CELERY)):
+            time.sleep(0.05)
+        log = worker.log_path.read_text(errors="replace")
+        assert worker.process.poll() is None, log[-3000:]
+        assert broker_rejections(worker) == (len(NOT_FOR_KOMBU), len(NOT_FOR_CELERY)), log[-3000:]
+        summary = cluster.converse(1, 1, prefix)
+        assert summary["failures"] == [] and [r["reply"] for r in summary["results"]] == [
+            "Answer to question 1 of conversation 0: notes on question 1 of conversation 0"
+        ]
+        log = worker.log_path.read_text(errors="replace")
+        assert worker.process.poll() is None and "Unrecoverable error" not in log and "Connection to broker lost" not in log, log[-3000:]
+
+
+def broker_rejections(worker) -> tuple[int, int]:
+    """How many entries the worker rejected as not for kombu, and as not for Celery, by its log."""
+    log = worker.log_path.read_text(errors="replace")
+    return log.count("rejected an entry of the Redis queue b'celery' that is not a task message"), log.count("rejected a task message Celery could not read")
+
+
+ODD = st.one_of(st.none(), st.text(max_size=4), st.integers(), st.lists(st.integers(), max_size=1), st.dictionaries(st.text(max_size=2), st.integers(), max_size=1))
+KOMBU_WRITES = {  # the shape of what kombu's Redis transport puts on a queue
+    "body": "e30=",
+    "content-type": "application/json",
+    "content-encoding": "utf-8",
+    "headers": {},
+    "properties": {"body_encoding": "base64", "delivery_tag": "tag", "delivery_info": {"exchange": "", "routing_key": "celery"}},
+}
+FIELDS = [("body",), ("content-type",), ("content-encoding",), ("headers",), ("headers", "compression"), ("properties",), ("properties", "body_encoding"),
+          ("properties", "delivery_tag"), ("properties", "delivery_info"), ("properties", "delivery_info", "exchange"), ("properties", "delivery_info", "routing_key")]
+DROP = object()
+
+
+@st.composite
+def envelopes(draw) -> object:
+    """What kombu writes, with up to three of its fields given another value (of any kind) or dropped."""
+    payload = json.loads(json.dumps(KOMBU_WRITES))
+    for path in draw(st.lists(st.sampled_from(FIELDS), max_size=3)):
+        value = draw(st.one_of(ODD, st.sampled_from(["e30=", "a", "\ud800", "base64", "BASE64", "utf-8", "UTF-8", "rot13", "zlib"]), st.just(DROP)))
+        parent = payload
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict):
+            if value is DROP:
+                parent.pop(path[-1], None)
+            else:
+                parent[path[-1]] = value
+    return payload
+
+
+def kombu_writes(**properties) -> dict:
+    return {**KOMBU_WRITES, "properties": {**KOMBU_WRITES["properties"], **properties}}
+
+
+@settings(max_examples=300, deadline=None)
+@given(payload=st.one_of(ODD, envelopes()))
+@example(payload=kombu_writes(body_encoding="BASE64"))  # kombu's codecs are looked up by their exact name
+@example(payload={**kombu_writes(body_encoding="utf-8"), "body": "\ud800"})
+@example(payload={**KOMBU_WRITES, "headers": [1]})
+@example(payload=kombu_writes(delivery_tag={"a": 1}))
+def test_an_entry_the_screen_lets_through_is_one_kombu_can_deliver(payload):
+    """Whatever the entry, the screen names what is wrong with it, or kombu's Redis channel can build its message and record it unacknowledged."""
+    import app as service_app
+    import kombu
+
+    entry = json.dumps(payload).encode()
+    if service_app.envelope_problem(entry) is not None:
+        return
+    with kombu.Connection("memory://") as conn:
+        channel = conn.default_channel  # a virtual channel, as the Redis one: the same Message and codecs
+        message = channel.Message(json.loads(entry), channel=channel)
+        assert isinstance(message.delivery_tag, str)  # a field of kombu's unacked hash in Redis
+        assert isinstance(message.delivery_info["exchange"], str) and isinstance(message.delivery_info["routing_key"], str)
+

@@ -81,22 +81,24 @@ def test_message_from_dict_rejects_unknown_role():
 
 @pytest.mark.spec("19")
 def test_dict_blocks_that_are_not_a_plain_text_or_image_come_back_as_the_same_dicts():
-    """Rebuilding a message turns only a plain text block ({"type", "text": str}) and an image block with both "data" and
-    "mime_type" into content objects; a text with citations, a text whose text is not a string, a block without a type,
-    an image in another shape (Anthropic's "source") or without "mime_type", and a block of another type that has
-    "mime_type" stay the dicts they were (types.content_from_dict)."""
+    """Rebuilding a message turns only a text block ({"type", "text": str}, with "citations" a list of objects or null) and
+    an image block with both "data" and "mime_type" into content objects; a text whose citations are not objects, a text
+    whose text is not a string, a block without a type, an image in another shape (Anthropic's "source") or without
+    "mime_type", and a block of another type that has "mime_type" stay the dicts they were (types.content_from_dict)."""
+    cited = {"type": "text", "text": "Tokyo is sunny.", "citations": [{"url": "https://example.com/w", "cited_text": "sunny"}]}
     kept = [
-        {"type": "text", "text": "Tokyo is sunny.", "citations": [{"url": "https://example.com/w", "cited_text": "sunny"}]},
+        {"type": "text", "text": "a", "citations": [1]},
         {"type": "text", "text": None},
         {"text": "a text without a type"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
         {"type": "image", "data": "AAAA"},
         {"type": "document", "mime_type": "application/pdf", "url": "https://example.com/a.pdf"},
     ]
-    data = {"role": "assistant", "content": [{"type": "text", "text": "hi"}, *kept, {"type": "image", "data": "AAAA", "mime_type": "image/png"}]}
+    data = {"role": "assistant", "content": [{"type": "text", "text": "hi"}, cited, *kept, {"type": "image", "data": "AAAA", "mime_type": "image/png"}]}
     back = message_from_dict(data)
-    assert back.content == [TextContent("hi"), *kept, ImageContent("AAAA", "image/png")]
-    assert [type(block) for block in back.content] == [TextContent, *[dict] * len(kept), ImageContent]
+    assert back.content == [TextContent("hi"), TextContent(cited["text"], cited["citations"]), *kept, ImageContent("AAAA", "image/png")]
+    assert [type(block) for block in back.content] == [TextContent, TextContent, *[dict] * len(kept), ImageContent]
+    assert back.to_dict()["content"][:2] == [{"type": "text", "text": "hi"}, cited]
 
 
 @pytest.mark.spec("10")

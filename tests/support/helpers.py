@@ -209,6 +209,20 @@ class StrictLLM:
         return reply
 
 
+def gated_llm(*script: Any) -> tuple[Any, threading.Event, threading.Event]:
+    """A ScriptedLLM whose first reply ("slow") waits for ``release``; ``started`` is set when that call begins."""
+    from yiemagent.llm import ScriptedLLM
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow(formatted):
+        started.set()
+        release.wait(WAIT)
+        return AssistantMessage([TextContent("slow")], stop_reason="stop")
+
+    return ScriptedLLM([slow, *script]), started, release
+
+
 def calls_reply(*calls: Any) -> AssistantMessage:
     """A reply whose one ``tool_calls`` block holds ``calls`` as given (raw dicts, any shape)."""
     return AssistantMessage([{"type": "tool_calls", "tool_calls": list(calls)}], stop_reason="tool_use")

@@ -4,7 +4,7 @@ PostgreSQL and Redis (tests/support/servers.py), the fake OpenAI-compatible serv
 in a thread of this process, and Celery worker processes (``--pool threads``), each in a
 process group of its own so it can be SIGKILLed alone. ``stop()`` (or leaving the ``with``
 block) ends every process it started, whatever happened: workers with SIGTERM and then
-SIGKILL, then the servers. docs/scale.md.
+SIGKILL, then the servers. ``check_history`` checks a stored conversation is whole turns. docs/scale.md.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Collection, Optional
 
 from helpers import ROOT
 from servers import PostgresServer, RedisServer, die_with_parent
+from yiemagent import AssistantMessage, TextContent, ToolResultMessage, UserMessage, extract_tool_calls
+from yiemagent.history import complete_tool_calls
 
 EXAMPLE = ROOT / "examples" / "celery_service"
 sys.path.insert(0, str(EXAMPLE))
@@ -27,6 +29,42 @@ sys.path.insert(0, str(EXAMPLE))
 from fake_llm import FakeLLM  # noqa: E402
 
 READY_TIMEOUT = 90
+
+
+def text_of(message) -> str:
+    return "".join(b.text for b in message.content if isinstance(b, TextContent))
+
+
+def check_history(history: list, questions: list[str], failed: Collection[str] = ()) -> list[Optional[str]]:
+    """The turns' final answers, after checking the history is whole: one question, then calls each answered once, then one answer, per turn.
+
+    A turn whose question is in ``failed`` (closed as failed, docs/scale.md "The turn
+    record") has no answer: its calls each answered once, and nothing after; None for it.
+    """
+    assert complete_tool_calls(history)[1] == [], "a tool call has no result"
+    users = [i for i, m in enumerate(history) if isinstance(m, UserMessage)]
+    assert [text_of(history[i]) for i in users] == questions, "each question is stored once, in order"
+    answers = []
+    for start, end in zip(users, users[1:] + [len(history)]):
+        pending: set[str] = set()
+        finals = []
+        for message in history[start + 1 : end]:
+            if isinstance(message, AssistantMessage):
+                assert not pending, "a new reply before every call of the last one had its result"
+                calls = extract_tool_calls(message)[1]
+                pending = {c.id for c in calls}
+                if not calls:
+                    finals.append(message)
+            else:
+                assert isinstance(message, ToolResultMessage) and message.tool_call_id in pending, "a result for a call not pending"
+                pending.discard(message.tool_call_id)  # exactly one result per call
+        if text_of(history[start]) in failed:
+            assert not pending and not finals, "a failed turn: its calls answered, and no answer"
+            answers.append(None)
+            continue
+        assert not pending and len(finals) == 1 and finals[0] is history[end - 1], "one final answer per turn, last in the turn"
+        answers.append(text_of(finals[0]))
+    return answers
 
 
 class Worker:
@@ -127,6 +165,15 @@ class Cluster:
             cwd=EXAMPLE, env=self.env, stdout=subprocess.PIPE, stderr=open(self.workdir / f"client-{prefix}.log", "wb"), text=True,
             preexec_fn=die_with_parent(signal.SIGKILL),
         )
+
+    def converse(self, conversations: int, turns: int, prefix: str, *options: str) -> dict:
+        """Run the client to its end and return its summary (``client``, ``summary``); killed if reading it fails."""
+        client = self.client(conversations, turns, prefix, *options)
+        try:
+            return Cluster.summary(client)
+        finally:
+            if client.poll() is None:
+                client.kill()
 
     @staticmethod
     def summary(client: subprocess.Popen, on_done=None) -> dict:

@@ -404,6 +404,7 @@ wild_calls = st.fixed_dictionaries(
 ) | st.fixed_dictionaries({"type": st.just("tool_call"), "id": wild_ids, "name": wild_names, "arguments": wild_arguments}) | wild_values
 wild_blocks = st.one_of(
     st.builds(TextContent, wild_values),
+    st.builds(TextContent, wild_values, st.lists(wild_values, max_size=3) | wild_values),  # a text with citations: anything a client could put there
     st.builds(ImageContent, wild_values, wild_values),
     st.fixed_dictionaries({"type": st.just("tool_calls"), "tool_calls": st.lists(wild_calls, max_size=4) | wild_values}),
     wild_calls,

@@ -271,7 +271,7 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
         if f.name == "timestamp":
             data[f.name] = value.isoformat() if isinstance(value, datetime) else encode_value(value)
         elif f.name == "content":
-            data[f.name] = [b.to_dict() if isinstance(b, MessageContent) else encode_value(b) for b in value]
+            data[f.name] = [_block_data(b) for b in value]
         elif f.name == "usage" and isinstance(value, LLMUsage):
             data[f.name] = _usage_counts(value)
             if data[f.name] is None:  # counts that are not ints (a tool's LLMUsage(1.5)) would not load again
@@ -284,6 +284,17 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
         else:
             data[f.name] = encode_value(value)
     return data
+
+
+def _block_data(block: Any) -> Any:
+    """One content block's stored form: a content object's ``to_dict()``, a dict block encoded.
+
+    A text's citations are a provider's JSON: encoded as a dict block is, so that a
+    ``"$type"`` key in one comes back as it was rather than being read as a tag.
+    """
+    if isinstance(block, TextContent) and block.citations:
+        return encode_value(block.to_dict())
+    return block.to_dict() if isinstance(block, MessageContent) else encode_value(block)
 
 
 def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
@@ -324,7 +335,7 @@ def _stored_as_it_is(block: Any) -> bool:
     agent would take is never written in a form that cannot be loaded.
     """
     if isinstance(block, TextContent):
-        return isinstance(block.text, str)
+        return isinstance(block.text, str) and block.citations is None  # citations are vetted by the check
     if isinstance(block, ImageContent):
         return isinstance(block.data, str) and isinstance(block.mime_type, str)
     return isinstance(block, dict)

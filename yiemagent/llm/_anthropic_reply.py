@@ -5,11 +5,14 @@ sends as ``signature_delta``. Blocks of the tools Anthropic runs itself (``serve
 ``mcp_tool_use`` and every ``*_tool_result``: web search, web fetch, code execution, tool
 search, MCP) are kept whole too, as they came, in their place: they are not tool calls of
 the agent, and the next request sends them back (docs/streaming.md "Server tools").
-Adjacent text blocks are one text, split by Anthropic where a citation starts or ends:
-they become one block, their text joined as it is and their ``citations`` gathered on it
-(a dict block ``{"type": "text", "text", "citations"}``; a ``TextContent`` when there are
-none). ``pause_turn`` is a stop reason of its own: the run sends the turn again;
-``model_context_window_exceeded`` is ``length``, as ``max_tokens`` (decision 10).
+Text: one ``TextContent`` per text block Anthropic sent, each with its own ``citations``
+(shared/spec/API.md "Today's models, turn after turn"). Adjacent text blocks are one text
+that Anthropic split where a citation starts or ends: each of them is a segment
+(``citations`` a list, empty for a segment that cites nothing), which ``text_of`` and
+``message_text`` join as they are; a lone text block carries its citations, or None. A
+block of a type this reader does not keep does not split a text. ``pause_turn`` is a stop
+reason of its own: the run sends the turn again; ``model_context_window_exceeded`` is
+``length``, as ``max_tokens`` (decision 10).
 Decision 13: Anthropic's ``input_tokens`` leave cached tokens out; here ``input_tokens``
 is their sum with ``cache_read_input_tokens`` and ``cache_creation_input_tokens``.
 Deviation: Anthropic does not count thinking tokens apart, so ``reasoning_tokens`` stays 0
@@ -75,13 +78,27 @@ def _usage(raw: Any) -> Optional[LLMUsage]:
     )
 
 
-def _text_run(run: list[dict[str, Any]]) -> Any:
-    """One block for adjacent text blocks: their text joined as it is, their citations gathered; None when there is no text."""
-    text = "".join(b["text"] for b in run if isinstance(b.get("text"), str))
-    if not text:
-        return None
-    citations = [c for b in run if isinstance(b.get("citations"), list) for c in b["citations"] if isinstance(c, dict)]
-    return {"type": "text", "text": text, "citations": citations} if citations else TextContent(text)
+def _citations(block: dict[str, Any]) -> list[Any]:
+    """A text block's citation objects as Anthropic sent them (``[]`` for none; an entry that is not an object is dropped)."""
+    citations = block.get("citations")
+    return [c for c in citations if isinstance(c, dict)] if isinstance(citations, list) else []
+
+
+def _text_run(run: list[dict[str, Any]]) -> list[TextContent]:
+    """One ``TextContent`` per block of adjacent text blocks (an empty one dropped), each with its own citations.
+
+    Two or more are segments of one text (``TextContent.is_segment``: ``citations`` a list,
+    maybe empty); a lone one carries its citations, or None when it has none.
+    """
+    kept = [b for b in run if isinstance(b.get("text"), str) and b["text"]]
+    if len(kept) == 1:
+        return [TextContent(kept[0]["text"], _citations(kept[0]) or None)]
+    return [TextContent(b["text"], _citations(b)) for b in kept]
+
+
+def _kept(kind: Any) -> bool:
+    """Whether a reply keeps a block of type ``kind`` (any other is dropped, and does not split a text)."""
+    return kind in ("text", "tool_use", "thinking", "redacted_thinking") or is_server_block({"type": kind})
 
 
 def _server_block(block: dict[str, Any]) -> dict[str, Any]:
@@ -96,16 +113,16 @@ def _message(blocks: list[Any], stop_reason: Any, usage: Optional[LLMUsage], mod
     content: list[Any] = []
     run: list[dict[str, Any]] = []  # adjacent text blocks so far
     for block in [*blocks, None]:  # None: the end, which closes the last run of text
-        block = require_object(block, "a content block") if block is not None else {"type": None}
+        end = block is None
+        block = require_object(block, "a content block") if not end else {}
         kind = block.get("type")
         if kind == "text":
             run.append(block)
             continue
-        if run:
-            text = _text_run(run)
-            if text is not None:
-                content.append(text)
-            run = []
+        if not end and not _kept(kind):
+            continue  # dropped: the text around it stays one run, as the stream emits it
+        content.extend(_text_run(run))
+        run = []
         if kind == "tool_use":
             content.append({"type": "tool_call", "id": block.get("id", ""), "name": block.get("name", ""), "arguments": block.get("input")})
         elif kind in ("thinking", "redacted_thinking"):
@@ -162,8 +179,8 @@ class AnthropicStream:
     not an object), a server tool's input that is not a JSON object, a block started
     twice, or a delta after its block's stop (its input was read there), is not the
     protocol and raises. Between two runs of text (adjacent text blocks are one run, as in
-    ``_message``), or two thinking blocks, a ``"\n"`` delta is emitted, as ``message_text``
-    joins them (``_append``).
+    ``_message``: each block a segment of it), or two thinking blocks, a ``"\n"`` delta is
+    emitted, as ``message_text`` joins them (``_append``).
 
     Thread safety: none; one accumulator belongs to one call.
     """
@@ -245,7 +262,8 @@ class AnthropicStream:
         previous = self._blocks.get(self._last) if self._last is not None else None
         self._unit[index] = self._unit[self._last] if kind == "text" and previous is not None and previous.get("type") == "text" else index  # type: ignore[index]
         self._blocks[index] = block
-        self._last = index
+        if _kept(kind):  # a block the reply drops does not split a text (``_message``)
+            self._last = index
         self._open.add(index)
         if kind in _INPUT_BLOCKS:
             self._partial[index] = []

@@ -278,8 +278,33 @@ def _media_type(response: requests.Response) -> str:
 
 
 def _masked(message: AssistantMessage, secrets: Secrets) -> AssistantMessage:
-    """``message`` with credentials masked in its joined text (a key split across stream events is whole only here)."""
+    """``message`` with credentials masked in its joined text (a key split across stream events is whole only here).
+
+    Segments of one text (``TextContent.is_segment``) are masked as that text: a key split
+    across two of them makes them one block, holding the citations of both.
+    """
     if not secrets:
         return message
-    content = [TextContent(secrets.redact(b.text)) if isinstance(b, TextContent) else secrets.redact_json(b) for b in message.content]
+    content: list[Any] = []
+    run: list[TextContent] = []  # adjacent segments so far
+    end = object()  # closes the last run
+    for block in [*message.content, end]:
+        if isinstance(block, TextContent) and block.is_segment:
+            run.append(block)
+            continue
+        content.extend(_masked_segments(run, secrets))
+        run = []
+        if isinstance(block, TextContent):
+            content.append(TextContent(secrets.redact(block.text), secrets.redact_json(block.citations)))
+        elif block is not end:
+            content.append(secrets.redact_json(block))
     return dataclasses.replace(message, content=content)
+
+
+def _masked_segments(run: list[TextContent], secrets: Secrets) -> list[TextContent]:
+    """Segments of one text masked one by one, or joined into one block when a credential spans two of them."""
+    masked = [TextContent(secrets.redact(b.text), secrets.redact_json(b.citations)) for b in run]
+    joined = secrets.redact("".join(b.text for b in run))
+    if joined == "".join(b.text for b in masked):
+        return masked
+    return [TextContent(joined, [c for b in masked for c in b.citations or []])]

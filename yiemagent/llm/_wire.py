@@ -13,7 +13,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 from .._bounds import loads_json
-from ..types import AssistantMessage, TextContent
+from ..types import AssistantMessage, join_text
 
 __all__ = [
     "RETRYABLE_STATUSES",
@@ -171,16 +171,13 @@ def content_text(content: Any, separator: str = "") -> str:
 def message_text(message: AssistantMessage, kind: str) -> str:
     """A reply's text of one kind: its ``"text"`` blocks, or its ``"thinking"`` blocks, joined by newlines.
 
-    Text blocks are ``TextContent`` and the dict form a block takes when it carries more
-    than text (an Anthropic text with its ``citations``). A streaming client's deltas of
-    that kind, joined, equal this (docs/streaming.md).
+    Text blocks are ``TextContent`` and ``{"type": "text"}`` dicts; segments of one text
+    (an Anthropic text split at its citations, ``TextContent.is_segment``) are joined as
+    they are (``types.join_text``). A streaming client's deltas of that kind, joined,
+    equal this (docs/streaming.md).
     """
     if kind == "text":
-        return "\n".join(
-            b.text if isinstance(b, TextContent) else b["text"]
-            for b in message.content
-            if isinstance(b, TextContent) or (isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
-        )
+        return join_text(message.content, lambda b: b["text"] if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) else None)
     return "\n".join(
         b["thinking"] for b in message.content if isinstance(b, dict) and b.get("type") == "thinking" and isinstance(b.get("thinking"), str)
     )

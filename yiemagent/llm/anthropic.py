@@ -86,22 +86,43 @@ def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": _arguments(function.get("arguments"))}
 
 
+def _sent_citations(block: dict[str, Any]) -> list[Any]:
+    citations = block.get("citations")
+    return citations if isinstance(citations, list) else []
+
+
 def _text_block(block: dict[str, Any]) -> list[dict[str, Any]]:
     text = block.get("text")
     if not isinstance(text, str) or not text:
         return []
-    citations = block.get("citations")
-    return [{"type": "text", "text": text, "citations": citations} if isinstance(citations, list) and citations else {"type": "text", "text": text}]
+    citations = _sent_citations(block)
+    return [{"type": "text", "text": text, "citations": citations} if citations else {"type": "text", "text": text}]
+
+
+def _joined_text_blocks(previous: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
+    """``previous`` with the text (and citations) of ``block``, a text of whitespace alone, added to its own."""
+    joined = {**previous, "text": previous["text"] + block["text"]}
+    citations = [*_sent_citations(previous), *_sent_citations(block)]
+    if citations:
+        joined["citations"] = citations
+    return joined
 
 
 def _ordered_blocks(content_blocks: list[Any]) -> list[dict[str, Any]]:
-    """The blocks of ``content_blocks`` that Anthropic takes, in their order (see the module docstring)."""
+    """The blocks of ``content_blocks`` that Anthropic takes, in their order (see the module docstring).
+
+    A text is sent block for block as it came, each with its own citations. A text of
+    whitespace alone (see ``_assistant_blocks``) is added to the text block sent just before
+    it (a segment between two cited ones, docs/streaming.md "Server tools"), else left out.
+    """
     blocks: list[dict[str, Any]] = []
     for block in content_blocks:
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text":
-            if isinstance(block.get("text"), str) and block["text"].strip():  # see _assistant_blocks
+            if isinstance(block.get("text"), str) and block["text"].strip():
                 blocks.extend(_text_block(block))
+            elif isinstance(block.get("text"), str) and blocks and blocks[-1]["type"] == "text":
+                blocks[-1] = _joined_text_blocks(blocks[-1], block)
         elif kind in ("thinking", "redacted_thinking"):
             blocks.extend(_signed_thinking([block]))
         elif kind == "function":  # a tool call, as in tool_calls

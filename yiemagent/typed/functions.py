@@ -53,6 +53,7 @@ def tool(
     description: Optional[str] = None,
     parallel: bool = False,
     timeout_s: Optional[float] = None,
+    requires_approval: bool = False,
 ) -> Any:
     """Make an ``AgentTool`` from a typed function: ``@tool``, ``@tool(name=...)`` or ``tool(fn)``.
 
@@ -92,7 +93,9 @@ def tool(
       becomes the result (``to_tool_result``); what it raises becomes an error result
       through the pipeline, as for any tool (spec §8.2).
     - ``parallel`` becomes ``parallel_tool_execute`` (spec §9), ``timeout_s`` the tool's
-      ``timeout_s``.
+      ``timeout_s``, ``requires_approval`` the tool's ``requires_approval``: each call
+      waits for a person unless ``before_tool_call`` decides for it (decision 18;
+      docs/api.md "Approvals in fewer lines").
 
     Works on functions, bound methods, ``functools.partial`` objects, callable
     instances (which need ``name=``) and classes (the tool builds one: typed by the
@@ -105,7 +108,9 @@ def tool(
             default that cannot be copied (a generator, a lock), naming the parameter.
     """
     if fn is None:
-        return functools.partial(tool, name=name, label=label, description=description, parallel=parallel, timeout_s=timeout_s)
+        return functools.partial(
+            tool, name=name, label=label, description=description, parallel=parallel, timeout_s=timeout_s, requires_approval=requires_approval
+        )
     if isinstance(fn, str):
         raise ToolDefinitionError(f"tool() was given the string {fn!r} as the function; to name a tool write @tool(name={fn!r})")
     if not callable(fn):
@@ -131,6 +136,7 @@ def tool(
         execute=execute,
         parallel_tool_execute=parallel,
         timeout_s=timeout_s,
+        requires_approval=requires_approval,
     )
 
 

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from ._codecs import Codec, InexpressibleType, codec_for, to_json_value, type_name
 from .._bounds import loads_json
+from .._failures import describe_error, user_code_errors
 from ..errors import ToolDefinitionError
 from ..types import (
     AgentTool,
@@ -48,7 +50,7 @@ from ..types import (
 )
 from ..pipeline import validate_required_args
 
-__all__ = ["FINAL_RESULT_TOOL", "OutputSpec", "Verdict", "output_invalid_response"]
+__all__ = ["FINAL_RESULT_TOOL", "OutputSpec", "Verdict", "offered_tools", "output_invalid_response"]
 
 FINAL_RESULT_TOOL = "final_result"
 """The final-answer tool's name (pydantic-ai's too)."""
@@ -118,15 +120,20 @@ class OutputSpec:
     # --- reading an answer -----------------------------------------------------------
 
     def decode(self, arguments: Any) -> Verdict:
-        """The final-answer tool's arguments (or a text answer's JSON, ``wrapped`` False) as the declared type."""
+        """The final-answer tool's arguments (or a text answer's JSON, ``wrapped`` False) as the declared type.
+
+        Whatever the type's own check raises (a pydantic validator, a ``__post_init__``: user
+        code) makes the answer invalid, named by the exception: one rule for a text answer
+        and one given through the tool, retried up to ``retries`` (module docstring).
+        """
         problem = validate_required_args(arguments, self.tool_schema)
         if problem is not None:
             return Verdict(why=problem)
         raw = arguments[_WRAPPED] if self.wrapped else arguments
         try:
             return Verdict(self.codec.decode(raw))
-        except (TypeError, ValueError) as exc:  # pydantic's ValidationError names the field (loc)
-            return Verdict(why=f"{type(exc).__name__}: {exc}")
+        except user_code_errors() as exc:  # pydantic's ValidationError names the field (loc); a validator may raise anything
+            return Verdict(why=describe_error(exc))
 
     def from_text(self, reply: AssistantMessage) -> Verdict:
         """A reply without tool calls, read as the answer."""
@@ -184,6 +191,19 @@ class OutputSpec:
 
     def __repr__(self) -> str:
         return f"OutputSpec({type_name(self.output_type)}, retries={self.retries})"
+
+
+def offered_tools(tools: Mapping[str, AgentTool], spec: Optional[OutputSpec]) -> Mapping[str, AgentTool]:
+    """The tools a run offers and runs: the agent's, and the final-answer tool when the answer is typed.
+
+    The one place the final-answer tool joins them: each round's context (run.py), a
+    deferred call resumed after its approval and ``approve``'s check of new arguments
+    (approvals.py), so a deferred ``final_result`` is found when it resumes. ``tools``
+    itself when there is no tool to add.
+    """
+    if spec is None or spec.tool is None:
+        return tools
+    return {**tools, spec.tool.name: spec.tool}
 
 
 def output_invalid_response(why: str, retries: int) -> AssistantMessage:
