@@ -175,6 +175,8 @@ class RunStream:
         RuntimeError: the stream was iterated a second time.
 
     Thread safety: iterate it in one thread; the run's threads feed it (see the module).
+    ``close()`` may be called from any thread: a consumer waiting for the next event wakes
+    and its iteration ends.
     """
 
     def __init__(self, core: "AgentCore", lock: AskLock, name: str, deadline: Optional[float], timeout: Optional[float], check: bool) -> None:

@@ -444,3 +444,33 @@ def test_an_ask_that_waits_for_a_stream_past_its_timeout_names_the_stream():
         release.set()
         assert list(run.text()) == ["slow"]
         assert ask(agent, "me?", timeout=WAIT).text == "after"
+
+
+def test_close_from_another_thread_ends_an_iteration_that_waits():
+    """A consumer blocked waiting for the next event wakes when another thread calls ``close()``: its loop ends, the run goes on."""
+    started, release = threading.Event(), threading.Event()
+
+    def slow(formatted: dict) -> AssistantMessage:
+        started.set()
+        release.wait(3 * WAIT)  # longer than the consumer is given to end: only close() can end its wait
+        return answer("slow")
+
+    with make_agent(ScriptedLLM([slow, answer("next")]), builtin_tools=False) as agent:
+        run = stream(agent, "go", timeout=3 * WAIT)
+        seen: list[Any] = []
+        waiting = threading.Event()
+
+        def consume() -> None:
+            for event in run:
+                seen.append(event)
+                if isinstance(event, LLMCallStartEvent):
+                    waiting.set()  # its next step waits for the round's end
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        assert started.wait(WAIT) and waiting.wait(WAIT)
+        run.close()
+        consumer.join(WAIT)
+        assert not consumer.is_alive() and [type(e).__name__ for e in seen][:2] == ["AgentRunStartEvent", "LLMCallStartEvent"]
+        release.set()
+        assert ask(agent, "next?", timeout=WAIT).text == "next"
