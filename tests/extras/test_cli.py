@@ -105,7 +105,7 @@ def test_offline_planner_is_honest_and_only_calls_offered_tools():
 
 def test_offline_planner_answers_from_tool_results_in_an_agent():
     """In an agent, it answers from the tools' results after they ran."""
-    with YiemAgent(llm_call=OfflineLLM(), agent_event_sink=None) as agent:
+    with YiemAgent(llm_call=OfflineLLM(), agent_event_sink=None, builtin_tools=True) as agent:
         run_agent(agent, "what tools do you have?")
         response = take_response(agent, timeout=WAIT)
     assert isinstance(response, AssistantMessage) and "Available tools:" in response.content[0].text

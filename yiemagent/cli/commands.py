@@ -85,7 +85,12 @@ def _make_agent(args: argparse.Namespace, llm: Any, out: TextIO, err: TextIO) ->
     session = _open_session(args, err)
     try:
         agent = YiemAgent(
-            llm_call=llm, agent_event_sink=tee(printer, getattr(args, "otel_sink", None)), system_prompt=args.system, parallel_tool_execute=args.parallel, session=session
+            llm_call=llm,
+            agent_event_sink=tee(printer, getattr(args, "otel_sink", None)),
+            system_prompt=args.system,
+            parallel_tool_execute=args.parallel,
+            session=session,
+            builtin_tools=True,  # the CLI shows the spec's built-ins; a library user asks for them (decision 19)
         )
     except SessionInUseError as exc:  # decision 17: another yiemagent is in this conversation (docs/sessions.md)
         assert session is not None

@@ -59,6 +59,7 @@ def run_demo(out: TextIO, err: TextIO, *, quiet: bool = False) -> int:
         agent_event_sink=None if quiet else ConsolePrinter(err),
         system_prompt="You are the yiemagent demo.",
         parallel_tool_execute=True,
+        builtin_tools=True,  # the demo shows the spec's built-ins; an agent has none unless asked (decision 19)
     )
     register_tool(agent.tool_store, save_note_tool(notes))
     try:
