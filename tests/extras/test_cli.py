@@ -121,3 +121,17 @@ def test_console_script_is_installed():
     assert script.exists()
     result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "ask" in result.stdout and "chat" in result.stdout and "demo" in result.stdout
+
+
+# --- the demo stays on the machine -------------------------------------------------------
+
+
+def test_demo_shows_the_weather_without_leaving_the_machine():
+    """python -m yiemagent demo: getWeather's real HTTP requests go to the demo's local stand-in for Open-Meteo; both cities get their weather, no call fails."""
+    result = cli("demo", env={"YIEMAGENT_FORECAST_URL": "http://127.0.0.1:9"})
+    assert result.returncode == 0, result.stderr
+    assert "- Weather in Tokyo: Clear sky, 22°C\n- Weather in Paris: Partly cloudy, 18°C\n" in result.stdout
+    assert "getWeather asks a local stand-in for Open-Meteo at http://127.0.0.1:" in result.stderr
+    assert result.stderr.count("✓ getWeather") == 2 and "✗ getWeather" not in result.stderr
+    assert "unreachable" not in result.stdout + result.stderr and "ConnectionError" not in result.stdout + result.stderr
+    assert "- getWeather: Weather Lookup" in result.stdout and "- writeTool: Write Tool" in result.stdout
