@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -123,7 +124,49 @@ def test_console_script_is_installed():
     assert result.returncode == 0 and "ask" in result.stdout and "chat" in result.stdout and "demo" in result.stdout
 
 
-# --- the demo stays on the machine -------------------------------------------------------
+# --- the command line's own options --------------------------------------------------------
+
+
+def test_version_prints_the_installed_package_version():
+    """yiemagent --version: "yiemagent <version>" on stdout (the distribution's, from importlib.metadata), exit 0, no command needed."""
+    import importlib.metadata
+
+    result = cli("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"yiemagent {importlib.metadata.version('yiemagent')}\n", "")
+
+
+OK_REPLY = {"choices": [{"message": {"role": "assistant", "content": "It is noon."}, "finish_reason": "stop"}], "model": "m"}
+
+
+@pytest.mark.parametrize(
+    "argv, model",
+    [
+        (["ask", "time?", "--model", "after", "--no-stream", "-q", "--base-url", "URL"], "after"),
+        (["--model", "before", "--no-stream", "ask", "time?", "--base-url", "URL", "--timeout", "30"], "before"),
+        (["--model", "before", "ask", "time?", "--model", "after", "--no-stream", "--base-url", "URL"], "after"),
+    ],
+)
+def test_options_are_taken_after_the_command_as_before_it(argv, model):
+    """yiemagent ask "q" --model m ...: an option after the command counts as before it; one given before is kept; after wins over before."""
+    with LocalServer(lambda r: Reply(body=OK_REPLY)) as server:
+        result = cli(*[f"{server.url}/v1" if arg == "URL" else arg for arg in argv])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "It is noon.\n"
+    assert [request.json()["model"] for request in server.requests] == [model]
+    assert "stream" not in server.requests[0].json() or server.requests[0].json()["stream"] is False
+
+
+def test_mcp_servers_given_before_and_after_the_command_are_all_started():
+    """--mcp before the command and --mcp after it: both servers' tools are offered."""
+    from mcp_support import raw_server_command
+
+    def server(name: str) -> str:
+        tool = {"name": name, "description": f"answers {name}", "inputSchema": {"type": "object"}}
+        return shlex.join(raw_server_command("scripted") + [json.dumps({"tools": [tool]})])
+
+    result = cli("-q", "--mcp", server("ping"), "chat", "--mcp", server("pong"), stdin="/tools\n/quit\n")
+    assert result.returncode == 0, result.stderr
+    assert "  ping: ping — answers ping" in result.stdout and "  pong: pong — answers pong" in result.stdout
 
 
 def test_demo_shows_the_weather_without_leaving_the_machine():
