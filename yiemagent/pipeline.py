@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Optional
 
@@ -23,6 +23,7 @@ from jsonschema.protocols import Validator
 from ._threads import wait_on_daemon
 from ._failures import ABORTED_MESSAGE, USER_CODE_ERRORS, create_error_tool_result, describe_error, user_code_errors
 from ._bounds import cap_text, json_copy, preview, short_repr
+from ._fast_schema import compile_fast_check
 from .errors import ToolArgumentsError
 from .events import EventEmitter, SubAgentEvent, ToolExecUpdateEvent, as_emitter
 from .types import (
@@ -70,28 +71,36 @@ _AFTER_HOOK_KEYS = ("content", "details", "usage", "terminate", "is_error")
 # is compiled once, not on every call.
 
 _CACHE_SIZE = 1024
-# id(schema) -> (schema, validator). The schema itself is kept so that its id cannot be
-# reused by another object while the entry lives; the identity check below makes a
+# id(schema) -> (schema, validator, fast check or None). The schema itself is kept so that its id
+# cannot be reused by another object while the entry lives; the identity check below makes a
 # stale id harmless anyway.
-_cache: OrderedDict[int, tuple[Any, Validator]] = OrderedDict()
+_cache: OrderedDict[int, tuple[Any, Validator, Optional[Callable[[Any], bool]]]] = OrderedDict()
 _cache_lock = threading.Lock()  # guards _cache
 
 
-def compiled_validator(schema: dict[str, Any]) -> Validator:
-    """The cached jsonschema validator for this schema object."""
+def _compiled(schema: dict[str, Any]) -> tuple[Any, Validator, Optional[Callable[[Any], bool]]]:
+    """The cache entry of this schema object: compiled once, the jsonschema validator beside its fast check."""
     key = id(schema)
     with _cache_lock:
         entry = _cache.get(key)
         if entry is not None and entry[0] is schema:
             _cache.move_to_end(key)
-            return entry[1]
+            return entry
     validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     validator = validator_class(schema)
+    # _fast_schema.py: jsonschema's verdict for the common shapes of schema, in a few checks (draft 2020-12 only)
+    fast = compile_fast_check(schema) if validator_class is jsonschema.Draft202012Validator else None
+    entry = (schema, validator, fast)
     with _cache_lock:
-        _cache[key] = (schema, validator)
+        _cache[key] = entry
         if len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
-    return validator
+    return entry
+
+
+def compiled_validator(schema: dict[str, Any]) -> Validator:
+    """The cached jsonschema validator for this schema object."""
+    return _compiled(schema)[1]
 
 
 def _field_of(error: jsonschema.ValidationError) -> str:
@@ -116,7 +125,10 @@ def validate_required_args(args: Any, input_schema: dict[str, Any]) -> Optional[
     were received, e.g. ``city: 'city' is a required property. Received arguments:
     {}``.
     """
-    validator = compiled_validator(input_schema)
+    _, validator, fast = _compiled(input_schema)
+    # valid arguments (the common case) cost one check; jsonschema lists the errors only when there are some
+    if fast(args) if fast is not None else validator.is_valid(args):
+        return None
     problems = sorted((_field_of(e), e.message) for e in validator.iter_errors(args))
     if not problems:
         return None
