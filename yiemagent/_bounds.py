@@ -283,6 +283,33 @@ def _check_text(text: str, path: str, what: str) -> None:
         raise NotJSONError(f"{_where(path)} holds {what}a lone surrogate ({code}) at position {match.start()}, which UTF-8 cannot encode")
 
 
+def _plainly_json(value: Any, room: int) -> bool:
+    """True when ``json_safe`` would return ``value`` itself: plain dicts and lists within ``room`` levels, str keys,
+    and only clean strings, short ints, finite floats, bools and None. False says nothing: ``json_safe`` looks again."""
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or _SURROGATE.search(value) is None
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return value.bit_length() <= _SHORT_INT_BITS
+    if kind is float:
+        return math.isfinite(value)
+    if room <= 0:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or _SURROGATE.search(key) is None) or not _plainly_json(item, room - 1):
+                return False
+        return True
+    if kind is list:
+        for item in value:
+            if not _plainly_json(item, room - 1):
+                return False
+        return True
+    return False
+
+
 def json_safe(value: Any, *, max_depth: int = MAX_DEPTH, strict_text: bool = False, _path: str = "", _depth: int = 0) -> Any:
     """``value`` as strict JSON: tuples become lists, strings lose lone surrogates.
 
@@ -314,6 +341,8 @@ def json_safe(value: Any, *, max_depth: int = MAX_DEPTH, strict_text: bool = Fal
         return clean_str(value)
     if isinstance(value, UnreadableNumber):
         raise NotJSONError(f"{_where(_path)} is {value.reason}")
+    if _depth == 0 and _plainly_json(value, max_depth):  # the common case: one walk, no path built
+        return value
     if _depth >= max_depth:
         raise NotJSONError(f"{_where(_path)} is nested deeper than {max_depth} levels")
     if isinstance(value, dict):

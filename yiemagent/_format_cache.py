@@ -263,14 +263,19 @@ class _MessageCache:
     ``pickle``) starts with an empty cache; ``copy.copy`` shares it, which is right since
     the copy holds the very same field objects.
 
-    Thread safety: any thread may read or set ``wire`` (one attribute store, atomic); two
-    threads that fill it at once compute equal values.
+    ``calls`` is what ``extract_tool_calls`` read from an assistant message (its arguments
+    parsed once: ``normalize_reply`` reads them, the formatter, approvals and tracing reuse
+    them; docs/performance.md "W1"), None until first read.
+
+    Thread safety: any thread may read or set ``wire`` or ``calls`` (one attribute store,
+    atomic); two threads that fill one at once compute equal values.
     """
 
-    __slots__ = ("wire",)
+    __slots__ = ("wire", "calls")
 
     def __init__(self) -> None:
         self.wire: Any = None
+        self.calls: Optional[tuple[Any, ...]] = None  # extraction.extract_tool_calls's calls of the message, once read
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "_MessageCache":
         return _MessageCache()
@@ -302,6 +307,19 @@ def _cache_of(msg: Message) -> Optional[_MessageCache]:
         except AttributeError:  # an entry with no __dict__ (no AgentMessage: those all have one): not cached
             return None
     return cache
+
+
+def cached_calls(msg: Any) -> Optional[tuple[Any, ...]]:
+    """The tool calls ``extract_tool_calls`` read from ``msg`` before, or None (docs/performance.md "W1")."""
+    cache = getattr(msg, _CACHE_ATTR, None)
+    return cache.calls if cache is not None else None
+
+
+def remember_calls(msg: Any, calls: tuple[Any, ...]) -> None:
+    """Keep ``extract_tool_calls``'s calls of ``msg`` with it (a message is a frozen value: they cannot go stale)."""
+    cache = _cache_of(msg)
+    if cache is not None:
+        cache.calls = calls
 
 
 def _wire_of(msg: Message, convert: Callable[[Message], Optional[dict[str, Any]]]) -> dict[str, Any]:

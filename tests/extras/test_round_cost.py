@@ -1,0 +1,88 @@
+"""What one LLM round does, and nothing more (docs/performance.md "W1"; spec §6).
+
+Each argument a model sends is parsed once; a capability that is not configured puts no
+step into a run; the argument a tool receives is still the one the model sent, checked.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import yiemagent.extraction as extraction
+from yiemagent._bounds import NotJSONError, json_safe
+from yiemagent import AgentTool, AgentToolResult, TextContent, YiemAgent, run_agent, take_response
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False}
+
+
+def _weather_tool(received: list) -> AgentTool:
+    def execute(tool_call_id, args, signal, on_partial_result):
+        received.append(args)
+        return AgentToolResult([TextContent(f"sunny in {args['city']}")])
+
+    return AgentTool("get_weather", "Weather", "The weather in a city.", SCHEMA, execute)
+
+
+def test_each_argument_a_model_sends_is_parsed_once(monkeypatch):
+    """Over a run of several rounds, each call's JSON arguments are parsed once: not again when the history is formatted."""
+    parsed: list[str] = []
+    real = extraction.loads_json
+
+    def counting(text, *args, **kwargs):
+        parsed.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(extraction, "loads_json", counting)
+    rounds = 4
+    script = [tool_call_reply((f"c{i}", "get_weather", json.dumps({"city": f"city {i}"}))) for i in range(rounds)] + ["done"]
+    llm = ScriptedLLM(script)
+    received: list = []
+    with YiemAgent(llm_call=llm, tools=[_weather_tool(received)], agent_event_sink=None) as agent:
+        run_agent(agent, "weather?")
+        response = take_response(agent, timeout=10)
+    assert response.stop_reason != "error", response.error_message
+    assert received == [{"city": f"city {i}"} for i in range(rounds)]
+    assert sorted(parsed) == sorted(json.dumps({"city": f"city {i}"}) for i in range(rounds))
+    # the history went back on every request after the first, each call's arguments as JSON text
+    last = llm.requests[-1]["messages"]
+    sent = [c["function"]["arguments"] for m in last if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    assert [json.loads(a) for a in sent] == [{"city": f"city {i}"} for i in range(rounds)]
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4) | st.sampled_from(["\ud800", "a\udfff", 10**700, float("nan")]),
+    lambda children: st.lists(children, max_size=3) | st.tuples(children) | st.dictionaries(st.text(max_size=3) | st.sampled_from(["\ud801", 1]), children, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=500)
+@given(JSONISH, st.integers(1, 4), st.booleans())
+def test_json_safes_one_walk_gives_what_the_full_walk_gives(value, max_depth, strict_text):
+    """json_safe's check of a plain value returns what its full walk returns, and raises where it raises."""
+
+    def outcome(**where):
+        try:
+            return ("value", json_safe(value, max_depth=max_depth, strict_text=strict_text, **where))
+        except NotJSONError as exc:
+            return ("error", type(exc))
+
+    fast = outcome()
+    full = _full_walk(value, max_depth, strict_text)
+    assert fast[0] == full[0]
+    if fast[0] == "value":
+        assert (fast[1] is value) == (full[1] is value)
+        assert repr(fast[1]) == repr(full[1])
+
+
+def _full_walk(value, max_depth, strict_text):
+    """json_safe without its one-walk check: the same walk one level down, with one more level of room."""
+    try:
+        return ("value", json_safe(value, max_depth=max_depth + 1, strict_text=strict_text, _depth=1))
+    except NotJSONError as exc:
+        return ("error", type(exc))
