@@ -25,7 +25,8 @@ from ._failures import ABORTED_MESSAGE, USER_CODE_ERRORS, create_error_tool_resu
 from ._bounds import cap_text, json_copy, preview, short_repr
 from ._fast_schema import compile_fast_check
 from .errors import ToolArgumentsError
-from .events import EventEmitter, SubAgentEvent, ToolExecUpdateEvent, as_emitter
+from ._sub_runs import collector as sub_run_collector
+from .events import AgentRunEndEvent, EventEmitter, SubAgentEvent, ToolExecUpdateEvent, as_emitter
 from .types import (
     AbortSignal,
     AfterToolCallContext,
@@ -297,7 +298,9 @@ class _PartialResultReporter:
     """The ``on_partial_result`` callback given to one ``execute`` (spec §13 toolExecUpdateEvent).
 
     A ``SubAgentEvent`` of this call (an ``agent_tool``'s sub-run) is emitted as it is, not
-    wrapped in an update event. After ``close()`` — called as soon as ``execute`` has returned, raised or timed out —
+    wrapped in an update event; the usage in its ``AgentRunEndEvent`` goes to the run's
+    collector (``_sub_runs.py``). Only this call's own sub-run counts: a sub-agent's
+    sub-agent is already in its parent's sum, and reaches here wrapped once more. After ``close()`` — called as soon as ``execute`` has returned, raised or timed out —
     partial results are dropped (decision 8), so no update can follow the call's end event.
 
     It returns whether the report was emitted: an ``agent_tool`` whose sub-run ends after its
@@ -309,13 +312,14 @@ class _PartialResultReporter:
     dropped.
     """
 
-    __slots__ = ("_emit", "_prep", "_lock", "_open")
+    __slots__ = ("_emit", "_prep", "_lock", "_open", "_sub_runs")
 
     def __init__(self, emit: EventEmitter, prep: PreparedToolCall) -> None:
         self._emit = emit
         self._prep = prep
         self._lock = threading.Lock()  # guards _open
         self._open = True
+        self._sub_runs = sub_run_collector()  # the run this call belongs to (made in its batch, in the run's context)
 
     def __call__(self, partial_result: Any = None) -> bool:
         """Emit ``partial_result``; True when it was emitted, False when dropped (the call has ended)."""
@@ -326,6 +330,8 @@ class _PartialResultReporter:
             call = self._prep.tool_call
             if isinstance(partial_result, SubAgentEvent) and partial_result.tool_call_id == call.id:
                 self._emit(partial_result)  # a sub-agent's event reaches the sink as it is (tools/agent_tool.py)
+                if isinstance(partial_result.event, AgentRunEndEvent) and self._sub_runs is not None:
+                    self._sub_runs(partial_result.event.usage)  # the sub-run's usage joins its parent run's (_sub_runs.py)
                 return True
             self._emit(ToolExecUpdateEvent(call.id, call.name, self._prep.args, partial_result))
             return True

@@ -86,3 +86,31 @@ def _full_walk(value, max_depth, strict_text):
         return ("value", json_safe(value, max_depth=max_depth + 1, strict_text=strict_text, _depth=1))
     except NotJSONError as exc:
         return ("error", type(exc))
+
+
+def _steps_of(**options):
+    from yiemagent.run import Run, run_steps
+
+    with YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, **options) as agent:
+        return run_steps(agent._core, Run(1))
+
+
+def test_a_run_without_capabilities_has_only_the_seeds_steps():
+    """An agent configuring no limit, no typed answer and no max_rounds gives its runs no step beyond spec §6's six."""
+    steps = _steps_of(max_rounds=None)
+    assert steps.before_round == () and steps.before_request is None and steps.answer is None and steps.allowance is None
+
+
+def test_each_capability_adds_its_own_step_and_no_other():
+    """max_rounds, each kind of usage limit and a typed answer each put their step in a run, and only theirs."""
+    from yiemagent import UsageLimits
+
+    assert len(_steps_of().before_round) == 1  # the default max_rounds (decision 12)
+    requests = _steps_of(max_rounds=None, usage_limits=UsageLimits(max_requests=3))
+    assert len(requests.before_round) == 1 and requests.before_request is None and requests.allowance is None
+    tokens = _steps_of(max_rounds=None, usage_limits=UsageLimits(max_total_tokens=100))
+    assert len(tokens.before_round) == 1 and tokens.before_request is not None and tokens.allowance is None
+    calls = _steps_of(max_rounds=None, usage_limits=UsageLimits(max_tool_calls=2))
+    assert calls.allowance is not None and calls.before_request is None and calls.answer is None
+    typed = _steps_of(max_rounds=None, output_type=int)
+    assert typed.answer is not None and typed.before_round == () and typed.before_request is None
