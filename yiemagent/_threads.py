@@ -18,9 +18,11 @@ import contextvars
 import heapq
 import itertools
 import logging
+import os
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
@@ -66,7 +68,9 @@ class ToolPool:
     (the idle workers, the last one to go idle at the end) and ``_started`` (a count, for
     thread names). A worker's ``wake`` lock is released by the one ``submit`` that took
     the worker off ``_idle`` (under ``_lock``), after setting its ``job``; the worker reads
-    ``job`` only after acquiring ``wake``, so the two never touch ``job`` at once.
+    ``job`` only after acquiring ``wake``, so the two never touch ``job`` at once. In a
+    child process just forked, every pool forgets the parent's idle workers (threads do not
+    survive a fork) and starts its own.
     """
 
     def __init__(self, keep: int = TOOL_THREADS_KEPT, idle_s: float = TOOL_THREAD_IDLE_S) -> None:
@@ -74,6 +78,12 @@ class ToolPool:
         self._lock = threading.Lock()  # guards _idle, _started
         self._idle: list[_Worker] = []
         self._started = 0
+        _pools.add(self)
+
+    def _forget_workers(self) -> None:
+        """In a child process just forked: the parent's workers are not there, so none is idle (a call handed to one would never run)."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._idle = []
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Run ``fn(*args)`` on an idle worker, or on one started for it; the future has its result or exception."""
@@ -110,6 +120,16 @@ class ToolPool:
 
 
 _Job = tuple[Future, contextvars.Context, Callable[..., Any], tuple]
+_pools: "weakref.WeakSet[ToolPool]" = weakref.WeakSet()  # every pool, for the fork hook below
+
+
+def _after_fork_in_child() -> None:
+    for pool in list(_pools):
+        pool._forget_workers()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Worker:

@@ -378,6 +378,27 @@ def test_hooks_and_tools_get_the_batchs_assistant_message_context_and_signal(mod
 
 
 @pytest.mark.spec("9")
+def test_a_forked_child_runs_its_calls_on_threads_of_its_own():
+    """A process forked while the pool has idle threads runs its own calls: it does not hand them to the parent's threads."""
+    import os
+
+    from yiemagent._threads import ToolPool
+
+    pool = ToolPool(idle_s=10 * WAIT)
+    pool.submit(lambda: None).result(WAIT)
+    assert len(pool._idle) == 1
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if the call ran
+        try:
+            ran = pool.submit(lambda: 42).result(WAIT) == 42
+        except BaseException:
+            ran = False
+        os._exit(0 if ran else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.spec("9")
 def test_a_light_load_is_served_by_the_thread_that_went_idle_last():
     """Calls one after another on a pool holding 8 idle threads all run on the same one: the other 7 are left to retire."""
     from yiemagent._threads import ToolPool
