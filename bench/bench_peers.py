@@ -479,7 +479,7 @@ def main() -> int:
                 continue
             started = Worker(name, python, db)
             if started.error:
-                down[name] = f"cannot be driven offline: {started.error}"
+                down[name] = f"its worker did not start (not installed, or not drivable offline): {started.error}"
                 started.close()
             else:
                 workers.append(started)
