@@ -67,7 +67,8 @@ class ToolPool:
     Thread safety: ``submit`` may be called from any thread. ``_lock`` guards ``_idle``
     (the idle workers, the last one to go idle at the end) and ``_started`` (a count, for
     thread names). A worker's ``wake`` lock is released by the one ``submit`` that took
-    the worker off ``_idle`` (under ``_lock``), after setting its ``job``; the worker reads
+    the worker off ``_idle`` (under ``_lock``), after setting its ``job`` (None from
+    ``retire_idle``: exit); the worker reads
     ``job`` only after acquiring ``wake``, so the two never touch ``job`` at once. In a
     child process just forked, every pool forgets the parent's idle workers (threads do not
     survive a fork) and starts its own.
@@ -101,6 +102,14 @@ class ToolPool:
             name = f"yiemagent-tool_{self._started}"
         start_daemon(_Worker(self, job).run, name)
         return future
+
+    def retire_idle(self) -> None:
+        """End the idle workers now instead of after ``idle_s`` (the calls running go on; their workers stay)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            for worker in idle:  # under the lock, as submit hands over: job None tells the worker to exit
+                worker.job = None
+                worker.wake.release()
 
     def _idle_after(self, worker: "_Worker") -> bool:
         """Put ``worker`` on the idle stack if fewer than ``keep`` are there; False: it must exit."""
@@ -147,7 +156,8 @@ class _Worker:
         pool = self.pool
         while True:
             job, self.job = self.job, None
-            assert job is not None
+            if job is None:  # retire_idle
+                return
             settle, outcome = _run_job(*job)
             del job  # an idle worker holds nothing of the call it ran (its agent can be collected)
             stays = pool._idle_after(self)

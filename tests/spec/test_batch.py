@@ -69,6 +69,22 @@ def test_dispatch_is_parallel_when_config_and_all_tools_allow_it():
     assert all(thread.startswith("yiemagent-tool") for _, thread in log) and len(log) == 2
 
 
+@pytest.fixture
+def pools():
+    """Tool pools of a test's own (``pools(keep=..., idle_s=...)``); their idle threads end with the test."""
+    from yiemagent._threads import ToolPool
+
+    made = []
+
+    def make(**kwargs):
+        made.append(ToolPool(**kwargs))
+        return made[-1]
+
+    yield make
+    for pool in made:
+        pool.retire_idle()
+
+
 def _alive_at_most(threads, bound):
     """Wait (at most WAIT s) until no more than ``bound`` of ``threads`` are alive; the ones still alive."""
     deadline = time.monotonic() + WAIT
@@ -77,9 +93,9 @@ def _alive_at_most(threads, bound):
     return [t for t in threads if t.is_alive()]
 
 
-def _burst(n, *, parties=None):
+def _burst(n):
     """A tool whose n calls all run at once (a barrier of n parties), recording the threads they ran on."""
-    at_once, threads = threading.Barrier(parties or n, timeout=WAIT), set()
+    at_once, threads = threading.Barrier(n, timeout=WAIT), set()
 
     def execute(tool_call_id, args, signal, on_partial_result):
         threads.add(threading.current_thread())
@@ -91,22 +107,23 @@ def _burst(n, *, parties=None):
 
 @pytest.mark.spec("9")
 def test_a_burst_larger_than_the_bound_runs_at_once_and_only_the_bound_outlives_it(monkeypatch):
-    """40 calls at once on a pool that keeps 8 run on 40 threads; once the batch is done 32 exit and 8 stay, idle."""
+    """40 calls at once on a pool that keeps 8 run on 40 threads; once the batch is done 32 exit and 8 stay, idle, until retire_idle."""
     from yiemagent._threads import ToolPool
 
-    monkeypatch.setattr(batch_module, "tool_pool", ToolPool(keep=8, idle_s=10 * WAIT))
+    pool = ToolPool(keep=8, idle_s=10 * WAIT)
+    monkeypatch.setattr(batch_module, "tool_pool", pool)
     tool, threads = _burst(40)
     batch = execute_tool_calls(context_with(tool), ASSISTANT, calls(*["burst"] * 40), PARALLEL, None, None)
     assert texts(batch) == ["ok"] * 40 and len(threads) == 40
     assert len(_alive_at_most(threads, 8)) == 8
+    pool.retire_idle()
+    assert _alive_at_most(threads, 0) == []
 
 
 @pytest.mark.spec("9")
-def test_a_second_batch_runs_on_the_threads_of_the_first(monkeypatch):
+def test_a_second_batch_runs_on_the_threads_of_the_first(monkeypatch, pools):
     """Two batches of 32 calls at once: the second runs on the very threads of the first, none is started again."""
-    from yiemagent._threads import ToolPool
-
-    monkeypatch.setattr(batch_module, "tool_pool", ToolPool())
+    monkeypatch.setattr(batch_module, "tool_pool", pools())
     runs = []
     for _ in range(2):
         tool, threads = _burst(32)
@@ -117,11 +134,9 @@ def test_a_second_batch_runs_on_the_threads_of_the_first(monkeypatch):
 
 
 @pytest.mark.spec("9")
-def test_idle_tool_threads_exit_after_idle_s():
+def test_idle_tool_threads_exit_after_idle_s(pools):
     """The threads a pool keeps after a batch exit once they have had no call for idle_s."""
-    from yiemagent._threads import ToolPool
-
-    pool, threads, at_once = ToolPool(keep=4, idle_s=0.2), set(), threading.Barrier(4, timeout=WAIT)
+    pool, threads, at_once = pools(keep=4, idle_s=0.2), set(), threading.Barrier(4, timeout=WAIT)
 
     def call():
         threads.add(threading.current_thread())
@@ -134,17 +149,15 @@ def test_idle_tool_threads_exit_after_idle_s():
 
 
 @pytest.mark.spec("9")
-def test_an_idle_tool_thread_holds_nothing_of_the_call_it_ran():
+def test_an_idle_tool_thread_holds_nothing_of_the_call_it_ran(pools):
     """Once a call has ended, the worker kept for the next one holds no reference to its arguments or result."""
     import gc
     import weakref
 
-    from yiemagent._threads import ToolPool
-
     class Owner:  # stands for the agent whose context and call a worker ran
         pass
 
-    pool, owner = ToolPool(idle_s=10 * WAIT), Owner()
+    pool, owner = pools(idle_s=10 * WAIT), Owner()
     refs = [weakref.ref(owner)]
     result = pool.submit(lambda o: Owner(), owner).result(WAIT)
     refs.append(weakref.ref(result))
@@ -378,13 +391,11 @@ def test_hooks_and_tools_get_the_batchs_assistant_message_context_and_signal(mod
 
 
 @pytest.mark.spec("9")
-def test_a_forked_child_runs_its_calls_on_threads_of_its_own():
+def test_a_forked_child_runs_its_calls_on_threads_of_its_own(pools):
     """A process forked while the pool has idle threads runs its own calls: it does not hand them to the parent's threads."""
     import os
 
-    from yiemagent._threads import ToolPool
-
-    pool = ToolPool(idle_s=10 * WAIT)
+    pool = pools(idle_s=10 * WAIT)
     pool.submit(lambda: None).result(WAIT)
     assert len(pool._idle) == 1
     pid = os.fork()
@@ -399,11 +410,9 @@ def test_a_forked_child_runs_its_calls_on_threads_of_its_own():
 
 
 @pytest.mark.spec("9")
-def test_a_light_load_is_served_by_the_thread_that_went_idle_last():
+def test_a_light_load_is_served_by_the_thread_that_went_idle_last(pools):
     """Calls one after another on a pool holding 8 idle threads all run on the same one: the other 7 are left to retire."""
-    from yiemagent._threads import ToolPool
-
-    pool, threads, at_once = ToolPool(keep=8, idle_s=10 * WAIT), set(), threading.Barrier(8, timeout=WAIT)
+    pool, threads, at_once = pools(keep=8, idle_s=10 * WAIT), set(), threading.Barrier(8, timeout=WAIT)
 
     def meet():
         at_once.wait()
@@ -416,11 +425,9 @@ def test_a_light_load_is_served_by_the_thread_that_went_idle_last():
 
 
 @pytest.mark.spec("9")
-def test_calls_submitted_from_many_threads_all_run_and_the_bound_holds():
+def test_calls_submitted_from_many_threads_all_run_and_the_bound_holds(pools):
     """64 threads submit at once, 20 times over, to a pool that keeps 8: every call runs, and at most 8 threads stay."""
-    from yiemagent._threads import ToolPool
-
-    pool = ToolPool(keep=8, idle_s=10 * WAIT)
+    pool = pools(keep=8, idle_s=10 * WAIT)
     for _ in range(20):
         start, release, threads = threading.Barrier(64, timeout=WAIT), threading.Event(), set()
         futures, failures = [], []
