@@ -231,6 +231,8 @@ def plain(value: Any, depth: int = 4) -> Any:
     """
     if depth < 0 or not isinstance(value, (dict, list)):
         return value
+    if _only_plain(value, depth):  # the common case: nothing to copy, one walk
+        return value
     if isinstance(value, dict):
         pairs = list(dict.items(value))
         out = {k: plain(v, depth - 1) for k, v in pairs}
@@ -238,6 +240,16 @@ def plain(value: Any, depth: int = 4) -> Any:
     items = list(list.__iter__(value))
     copied = [plain(v, depth - 1) for v in items]
     return value if type(value) is list and all(a is b for a, b in zip(copied, items)) else copied
+
+
+def _only_plain(value: Any, depth: int) -> bool:
+    """True when ``value`` holds no dict or list subclass ``depth`` levels deep (``plain`` would return it as it is)."""
+    kind = type(value)
+    if kind is dict:
+        return depth <= 0 or all(_only_plain(v, depth - 1) for v in value.values())
+    if kind is list:
+        return depth <= 0 or all(_only_plain(v, depth - 1) for v in value)
+    return not isinstance(value, (dict, list))
 
 
 def preview(value: Any, depth: int = 6, width: int = 200) -> Any:

@@ -116,6 +116,10 @@ class FrozenList(list):  # type: ignore[type-arg]
         return (list, (list(self),))
 
 
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+"""Values ``freeze`` keeps as they are (exact types: a subclass of dict or list is looked at)."""
+
+
 def freeze(value: Any, kinds: tuple[type[FrozenDict], type[FrozenList]] = (FrozenDict, FrozenList)) -> Any:
     """A read-only deep copy of a JSON-like value: dicts and lists inside tuples too.
 
@@ -123,10 +127,10 @@ def freeze(value: Any, kinds: tuple[type[FrozenDict], type[FrozenList]] = (Froze
     (``==``) and serialises to the same JSON. ``kinds``: the read-only dict and list classes
     to make (a subclass says why in its own words: ``types.py`` ReadOnlyDict, ReadOnlyList for ``RunContext.messages``).
     """
-    if isinstance(value, dict):
-        return kinds[0]({k: freeze(v, kinds) for k, v in value.items()})
+    if isinstance(value, dict):  # a str, number, bool or None (most values) is kept without a call
+        return kinds[0]({k: v if type(v) in _LEAVES else freeze(v, kinds) for k, v in value.items()})
     if isinstance(value, list):
-        return kinds[1]([freeze(v, kinds) for v in value])
+        return kinds[1]([v if type(v) in _LEAVES else freeze(v, kinds) for v in value])
     if isinstance(value, tuple):
         return tuple(freeze(v, kinds) for v in value)
     return value

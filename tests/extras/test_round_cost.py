@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import yiemagent.extraction as extraction
@@ -114,3 +114,73 @@ def test_each_capability_adds_its_own_step_and_no_other():
     assert calls.allowance is not None and calls.before_request is None and calls.answer is None
     typed = _steps_of(max_rounds=None, output_type=int)
     assert typed.answer is not None and typed.before_round == () and typed.before_request is None
+
+
+def _mostly(usual: st.SearchStrategy, odd: st.SearchStrategy) -> st.SearchStrategy:
+    """``usual`` nine times in ten, else ``odd`` (one_of would weigh each of their branches alike)."""
+    return st.integers(0, 9).flatmap(lambda i: odd if i == 0 else usual)
+
+
+def _entries() -> st.SearchStrategy:
+    # mostly what servers send, so that the one pass is taken often; now and then each thing it must refuse
+    ids = _mostly(st.sampled_from(["c1", "c2", "c3"]), st.sampled_from(["", "x" * 129, "c\ud800", 7, None]))
+    names = _mostly(st.just("get_weather"), st.sampled_from(["n\udfff", "y" * 129, 3, None]))
+    arguments = _mostly(
+        st.sampled_from(['{"city": "Tokyo"}', "", "null", '"{\\"a\\": 1}"']),
+        st.sampled_from(["{bad", "[1]", '{"a": NaN}', {"city": "Tokyo"}, None, 5, '{"a": "\\ud800"}']),
+    )
+    canonical = st.builds(lambda i, n, a: {"id": i, "type": "function", "function": {"name": n, "arguments": a}}, ids, names, arguments)
+    odd = st.one_of(
+        st.builds(lambda e: {**e, "extra": 1}, canonical),
+        st.builds(lambda e: {**e, "type": "custom"}, canonical),
+        st.builds(lambda e: {"id": e["id"], "function": e["function"]}, canonical),
+        st.builds(lambda e: {**e, "function": {**e["function"], "more": True}}, canonical),
+        st.just("not a call"),
+    )
+    return _mostly(canonical, odd)
+
+
+def _replies() -> st.SearchStrategy:
+    from yiemagent import AssistantMessage, ImageContent, LLMUsage
+
+    usual = st.one_of(
+        st.builds(TextContent, st.sampled_from(["hi", "", "caf\u00e9"])),
+        st.builds(lambda e: {"type": "tool_calls", "tool_calls": e}, st.lists(_entries(), max_size=3)),
+    )
+    odd = st.one_of(
+        st.builds(TextContent, st.just("bad \ud800")),
+        st.builds(lambda e: {"type": "tool_call", **e} if isinstance(e, dict) else e, _entries()),
+        st.sampled_from([TextContent("cited", [{"url": "u"}]), TextContent("cited", [{"bad": float("nan")}])]),
+        st.just(ImageContent("aGk=", "image/png")),
+        st.just({"type": "thinking", "thinking": "hmm"}),
+    )
+    contents = _mostly(st.lists(_mostly(usual, odd), max_size=4), st.sampled_from([None, "text", ()]))
+    return st.builds(
+        lambda content, usage, model, stop: AssistantMessage(content, usage=usage, model=model, stop_reason=stop),
+        contents,
+        st.sampled_from([None, LLMUsage(1, 2)]),
+        _mostly(st.sampled_from([None, "m"]), st.sampled_from(["m\ud800", 5])),
+        st.sampled_from(["tool_calls", "stop", None]),
+    )
+
+
+@settings(max_examples=500)
+@given(_replies())
+def test_the_one_pass_check_of_a_reply_gives_what_the_full_check_gives(reply):
+    """normalize_reply's one pass over a reply of the servers' form gives the full check's message and calls, and leaves any other reply to it."""
+    import copy
+
+    from yiemagent.normalize import _checked_reply, _plain_reply
+
+    fast = _plain_reply(copy.deepcopy(reply))
+    full = _checked_reply(copy.deepcopy(reply))
+    event("one pass" if fast is not None else "block by block")
+    if fast is None:
+        return
+    assert full.error is None and fast.error is None
+    assert fast.message == full.message and fast.calls == full.calls
+    assert fast.message is not None and full.message is not None
+    assert [type(b) for b in fast.message.content] == [type(b) for b in full.message.content]
+    # the full check keeps such a reply as it is: nothing was fixed that the one pass left
+    original = copy.deepcopy(reply)
+    assert _checked_reply(original).message is original
