@@ -304,6 +304,15 @@ class EventEmitter:
             for tap in taps:
                 tap(event)
 
+    @property
+    def listened(self) -> bool:
+        """Whether an event emitted now would reach anyone (a sink or a tap): else the caller need not build it.
+
+        A caller that skips an event when this is False changes nothing anyone sees: the
+        emitter would have dropped it (docs/performance.md "W1": tracing not in play costs nothing).
+        """
+        return self.sink is not None or bool(self._taps)
+
     def tap(self, fn: Callable[[Any], None]) -> Callable[[], None]:
         """Call ``fn(event)`` for every event from now on, after the sink; returns the function that stops it."""
         with self._taps_lock:

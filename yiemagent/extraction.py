@@ -103,6 +103,9 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
         return {}, f"{exc}. Send the arguments as one JSON object of plain JSON values"
 
 
+_ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
 def arguments_json(arguments: Any) -> str:
     """Arguments as the JSON text that goes back to a server (decision 9); ``"{}"`` for what cannot.
 
@@ -110,7 +113,7 @@ def arguments_json(arguments: Any) -> str:
     cannot (a caller's own dict holding NaN) goes back as ``"{}"`` rather than raise.
     """
     try:
-        return json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+        return _ARGUMENTS_ENCODER.encode(arguments)  # json.dumps(arguments, ensure_ascii=False, allow_nan=False), built once
     except (TypeError, ValueError, RecursionError):
         logger.warning("tool-call arguments that are not strict JSON were sent back as {}: %s", short_repr(arguments))
         return "{}"

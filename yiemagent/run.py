@@ -40,7 +40,8 @@ from .types import (
     ToolResultMessage,
     UsageLimits,
     add_usage,
-    run_context,
+    enter_run_context,
+    leave_run_context,
 )
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
 from ._failures import describe_error, user_code_errors
@@ -542,8 +543,9 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[Assi
         formatted = host.format_msg_for_llm(ctx, emit)
     except user_code_errors() as exc:
         return None, [], f"format_msg_for_llm raised {describe_error(exc)}"
-    model, provider = _requested_model(host)
-    emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
+    if getattr(emit, "listened", True):  # nothing is built for a sink nobody set (events.py EventEmitter.listened)
+        model, provider = _requested_model(host)
+        emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
     started = time.perf_counter()
     reply, calls, error, error_type, usage = None, [], None, None, None
     try:
@@ -561,7 +563,8 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[Assi
         error = f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
     duration = time.perf_counter() - started
     logger.debug("run %d round %d: llm_call took %.3f s%s", run.id, run.rounds, duration, f"; {error}" if error else "")
-    emit(LLMCallEndEvent(run.id, run.rounds, duration, reply, usage, error, error_type))
+    if getattr(emit, "listened", True):
+        emit(LLMCallEndEvent(run.id, run.rounds, duration, reply, usage, error, error_type))
     return reply, calls, error
 
 
@@ -783,11 +786,12 @@ def _execute_batch(
     context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
     host.state.pending_tool_calls = {c.id for c in tool_calls}
     snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
-    run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None)
+    # beyond the spec: what tools and hooks see of the run (types.py current_run_context)
+    entered = enter_run_context(RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None))
     try:
-        with run_context(run_ctx):  # beyond the spec: what tools and hooks see of the run (types.py)
-            return execute_tool_calls_within(allowance, context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
+        return execute_tool_calls_within(allowance, context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
     finally:
+        leave_run_context(entered)
         host.state.pending_tool_calls = set()
         run.tool_calls = allowance.used if allowance is not None else run.tool_calls
         if run.late:  # an agent_tool's sub-runs spent for this run (_sub_runs.py)

@@ -74,6 +74,8 @@ __all__ = [
     "current_run_context",
     "message_from_dict",
     "run_context",
+    "enter_run_context",
+    "leave_run_context",
     "text_of",
     "utc_now",
 ]
@@ -981,6 +983,15 @@ def run_context(context: Optional[RunContext]) -> Iterator[Optional[RunContext]]
         yield context
     finally:
         _current.reset(token)
+
+
+def enter_run_context(context: Optional[RunContext]) -> contextvars.Token[Optional[RunContext]]:
+    """``run_context`` without the ``with`` block, for the run's hot path: returns what ``leave_run_context`` takes."""
+    return _current.set(context)
+
+
+def leave_run_context(token: contextvars.Token[Optional[RunContext]]) -> None:
+    _current.reset(token)
 
 
 class call_context:  # noqa: N801  used as a function: ``with call_context(call_id):``
