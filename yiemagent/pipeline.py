@@ -21,7 +21,7 @@ import jsonschema
 from jsonschema.protocols import Validator
 
 from ._threads import wait_on_daemon
-from ._failures import ABORTED_MESSAGE, USER_CODE_ERRORS, create_error_tool_result, describe_error, user_code_errors
+from ._failures import ABORTED_MESSAGE, create_error_tool_result, describe_error, user_code_errors
 from ._bounds import cap_text, json_copy, preview, short_repr
 from .errors import ToolArgumentsError
 from .events import EventEmitter, SubAgentEvent, ToolExecUpdateEvent, as_emitter
@@ -41,7 +41,6 @@ from .types import (
     MessageContent,
     PendingApproval,
     PreparedToolCall,
-    TextContent,
     ToolResultMessage,
 )
 

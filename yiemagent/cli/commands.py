@@ -20,7 +20,8 @@ import os
 import shlex
 import sqlite3
 import sys
-from typing import Any, Callable, Optional, TextIO
+from collections.abc import Callable
+from typing import Any, Optional, TextIO
 
 from ..agent import YiemAgent, abort, run_agent, shutdown, take_response
 from ..events import tee

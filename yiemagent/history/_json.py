@@ -39,12 +39,12 @@ caller says which: ``messages[3]``, a session's row) and the field.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import logging
 from dataclasses import MISSING, fields
+from collections.abc import Callable
 from datetime import date, datetime, time
-from typing import Any, Callable
+from typing import Any
 
 from .._bounds import short_repr
 from ..errors import MessageFormatError

@@ -28,9 +28,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS, parse_tool_arguments
 from ..normalize import _raw_calls

@@ -19,7 +19,8 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import IO, Any, Callable, Optional, Protocol, Self, Union
+from collections.abc import Callable
+from typing import IO, Any, Optional, Protocol, Self, Union
 
 from ._json import message_from_json, message_to_json
 from ._stored import loads_row, read_stored

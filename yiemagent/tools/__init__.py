@@ -13,8 +13,8 @@ options") live here, so ``registry.py`` imports no tool and the tool modules can
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
-from typing import Callable, Union
+from collections.abc import Callable, Iterable
+from typing import Union
 
 from ..registry import ToolStore, register_tool
 from ..types import AgentTool

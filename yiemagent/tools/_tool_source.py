@@ -23,7 +23,8 @@ import json
 import pprint
 import re
 import tokenize
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 __all__ = ["MARKER", "ToolSourceError", "indent_body", "is_written_tool", "parse_body", "render_tool_source", "verify_tool_source"]
 
@@ -225,7 +226,7 @@ def _structure(tree: ast.Module, name: str) -> tuple[dict[str, ast.FunctionDef],
         raise ToolSourceError(f"{name}_tool must be a single return of AgentTool(...)")
     if call.args or tuple(kw.arg for kw in call.keywords) != FACTORY_KEYWORDS:
         raise ToolSourceError(f"{name}_tool must call AgentTool with exactly the keywords {', '.join(FACTORY_KEYWORDS)}, in that order")
-    fields = dict(zip(FACTORY_KEYWORDS, (kw.value for kw in call.keywords)))
+    fields = dict(zip(FACTORY_KEYWORDS, (kw.value for kw in call.keywords), strict=True))
     for hook, (suffix, _params) in HOOKS.items():
         value = fields[suffix]
         wanted = f"{name}_{suffix}" if hook in functions else None

@@ -122,7 +122,7 @@ def _to_float(value: Any) -> float:
 
 def _match_choice(value: Any, choices: list[Any], raw: list[Any]) -> Any:
     """The choice whose JSON value equals ``value`` (booleans never equal numbers, as in JSON Schema)."""
-    for choice, json_value in zip(choices, raw):
+    for choice, json_value in zip(choices, raw, strict=True):
         if json_value == value and isinstance(json_value, bool) == isinstance(value, bool):
             return choice
     raise ValueError(f"{value!r} is not one of {raw!r}")
@@ -250,7 +250,7 @@ def _tuple_codec(tp: Any, args: tuple[Any, ...], stack: tuple[Any, ...]) -> Code
         return Codec({"type": "array", "maxItems": 0}, lambda v: ())
     items = [_compile(a, stack) for a in args]
     schema = {"type": "array", "prefixItems": [c.schema for c in items], "items": False, "minItems": len(items)}
-    return Codec(schema, lambda v: tuple(c.decode(x) for c, x in zip(items, v)), all(c.hashable for c in items))
+    return Codec(schema, lambda v: tuple(c.decode(x) for c, x in zip(items, v, strict=True)), all(c.hashable for c in items))
 
 
 def _mapping_codec(tp: Any, args: tuple[Any, ...], stack: tuple[Any, ...]) -> Codec:
