@@ -78,6 +78,8 @@ class UnreadableNumber:
     """
 
     __slots__ = ("reason", "text")
+    text: str
+    reason: str
 
     def __init__(self, text: str, reason: str) -> None:
         object.__setattr__(self, "text", text[:80])
@@ -124,7 +126,7 @@ _READERS = {
     (constants, long_ints): json.JSONDecoder(
         parse_constant=_constant if constants else _refuse_constant,
         parse_float=_read_float,
-        **({"parse_int": _read_int} if long_ints else {}),
+        parse_int=_read_int if long_ints else None,  # None: int, the decoder's default
     )
     for constants in (False, True)
     for long_ints in (False, True)

@@ -161,7 +161,8 @@ def _canonical_tool_blocks(content: list[Any], calls: list[AgentToolCall]) -> li
 
 def _same_call(entry: dict[str, Any], call: AgentToolCall) -> bool:
     """Whether a raw call already says exactly what ``call`` says (then it is kept as it is)."""
-    source = entry.get("function") if isinstance(entry.get("function"), dict) else entry
+    function = entry.get("function")
+    source = function if isinstance(function, dict) else entry
     raw_arguments = source.get("arguments", entry.get("arguments"))
     return (
         call.arguments_error is None

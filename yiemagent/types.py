@@ -379,6 +379,9 @@ class AgentMessage(DataClassJsonMixin):
     """Abstract base of conversation messages (spec §19 ``agentMessage``)."""
 
     __slots__ = ()
+    # what every message has (each subclass's dataclass fields; declared here for type checkers only)
+    role: str
+    timestamp: datetime
 
 
 @dataclass(frozen=True)
