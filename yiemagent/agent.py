@@ -221,7 +221,7 @@ class YiemAgent:
             self.session_id = session_id
             self.max_retry_delay_ms = max_retry_delay_ms
             if max_retry_delay_ms is not None and hasattr(llm_call, "max_retry_delay_ms"):
-                llm_call.max_retry_delay_ms = max_retry_delay_ms  # type: ignore[attr-defined]
+                llm_call.max_retry_delay_ms = max_retry_delay_ms
 
             store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
             register_builtin_tools(store, builtin_names, keep_existing=tool_store is not None)
@@ -380,7 +380,8 @@ def take_response(agent: YiemAgent, timeout: Optional[float] = None) -> Assistan
         AgentClosedError: the agent has been shut down and no response is left.
     """
     try:
-        return agent.output_channel.get(timeout=timeout)
+        response: AssistantMessage = agent.output_channel.get(timeout=timeout)  # the channel holds the responses
+        return response
     except queue.Empty:
         raise TimeoutError(f"no response from the agent within {timeout} s") from None
 

@@ -96,7 +96,7 @@ def compiled_validator(schema: dict[str, Any]) -> Validator:
 def _field_of(error: jsonschema.ValidationError) -> str:
     """The argument a validation error is about, as a path like ``units`` or ``items/0``."""
     path = "/".join(str(p) for p in error.absolute_path)
-    if error.validator == "required" and isinstance(error.instance, dict):
+    if error.validator == "required" and isinstance(error.instance, dict) and isinstance(error.validator_value, list):
         # "required" errors sit on the parent object; name the missing field itself.
         missing = [name for name in error.validator_value if name not in error.instance]
         if missing:

@@ -126,7 +126,7 @@ def parse_body(field: str, code: Any) -> list[ast.stmt]:
             body: list[ast.stmt] = ast.parse(code).body
         except IndentationError:
             wrapped = 1
-            body = ast.parse("if 1:\n" + code).body[0].body  # type: ignore[attr-defined]  # an indented body
+            body = ast.parse("if 1:\n" + code).body[0].body  # an indented body
     except SyntaxError as exc:  # a null byte too (without a line number)
         where = f"line {exc.lineno - wrapped}: " if exc.lineno else ""
         raise ToolSourceError(f"{field} does not parse: {where}{exc.msg}") from None

@@ -417,7 +417,7 @@ def to_json_value(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_json_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return {k: to_json_value(v) for k, v in value._asdict().items()}
+        return {k: to_json_value(v) for k, v in typing.cast(typing.NamedTuple, value)._asdict().items()}  # a tuple with _fields: a namedtuple
     if isinstance(value, abc.Mapping):
         return {_json_key(k): to_json_value(v) for k, v in value.items()}
     if isinstance(value, (set, frozenset)):
