@@ -426,7 +426,8 @@ def stream(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, c
     checked = _as_user_input(agent, message)
     deadline, left = _deadline(timeout)
     watch = lambda: RunStream(agent._core, agent._ask_lock, agent._name, deadline, timeout, check)  # noqa: E731
-    return _send_alone(agent, lambda: agent.input_channel.put(checked), timeout, left, "stream()", watch)
+    started: RunStream = _send_alone(agent, lambda: agent.input_channel.put(checked), timeout, left, "stream()", watch)  # what watch made
+    return started
 
 
 def follow_up(agent: YiemAgent, message: Any) -> None:
