@@ -80,7 +80,7 @@ def _read_only(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
     raise TypeError(self.why_read_only)
 
 
-class FrozenDict(dict):  # type: ignore[type-arg]
+class FrozenDict(dict[Any, Any]):
     """A ``dict`` that refuses every change; its copies are plain dicts. ``why_read_only`` is the ``TypeError``'s text."""
 
     __slots__ = ()
@@ -98,7 +98,7 @@ class FrozenDict(dict):  # type: ignore[type-arg]
         return (dict, (dict(self),))
 
 
-class FrozenList(list):  # type: ignore[type-arg]
+class FrozenList(list[Any]):
     """A ``list`` that refuses every change; its copies are plain lists. ``why_read_only`` is the ``TypeError``'s text."""
 
     __slots__ = ()
@@ -155,7 +155,7 @@ def _counted(name: str) -> Callable[..., Any]:
     return edit
 
 
-class History(list):  # type: ignore[type-arg]
+class History(list[Any]):
     """``state.messages``: a list that counts every change other than adding at the end.
 
     ``edits`` is even, and grows by 2 with each call of a method that may change,
@@ -214,7 +214,7 @@ def _dropping(name: str) -> Callable[..., Any]:
     return change
 
 
-class HistorySnapshot(list):  # type: ignore[type-arg]
+class HistorySnapshot(list[Any]):
     """A copy of a history for one LLM round (``ctx.messages``), recording its ``lineage``.
 
     ``lineage`` is None when the source is not a ``History`` (a plain list), when an edit
