@@ -406,6 +406,26 @@ def test_continue_counts_a_follow_up_the_loop_has_taken_but_not_yet_placed():
 
 
 @pytest.mark.spec("5")
+def test_the_agent_is_not_idle_while_a_response_waits_for_room_in_a_full_output_channel():
+    """A run is over and nothing is queued, but its response waits for room in the full output channel:
+    wait_until_idle answers False until the caller takes one and the response is delivered."""
+    llm = ScriptedLLM(["answer"])
+    with make_agent(llm) as agent:
+        filler = AssistantMessage([TextContent("filler")])
+        while not agent.output_channel.full():
+            agent.output_channel.put(filler)
+        run_agent(agent, "go")
+        core = agent._core
+        with core._wake:  # the run is collected, its response kept by the loop for want of room
+            assert core._wake.wait_for(lambda: core._run is None and bool(core._pending_output), WAIT)
+        assert agent.wait_until_idle(0.05) is False
+        assert take_response(agent, timeout=WAIT) is filler
+        assert agent.wait_until_idle(WAIT) is True
+        taken = [take_response(agent, timeout=WAIT) for _ in range(agent.output_channel.qsize())]
+        assert [r.content for r in taken[-1:]] == [[TextContent("answer")]]
+
+
+@pytest.mark.spec("5")
 def test_wait_until_idle_honours_its_timeout():
     """wait_until_idle(timeout) returns False when a run is still active after the timeout, True once idle."""
     llm = GatedLLM()

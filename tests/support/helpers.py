@@ -136,6 +136,38 @@ class EventRecorder:
         return [e for e in self.events if getattr(e, "tool_call_id", None) == call_id]
 
 
+class LingeringSink(EventRecorder):
+    """An event sink that stays inside its first call of a ``kind`` event until a second call enters, or ``linger`` s pass.
+
+    A quick sink lets two threads through one after the other by luck; this one holds the
+    door open, so two threads that emit at once meet in it unless something serialises them
+    (decision 8). ``met`` is set when a call entered while another was inside.
+    """
+
+    def __init__(self, kind: type, linger: float = 2.0) -> None:
+        super().__init__()
+        self.kind = kind
+        self.linger = linger
+        self.met = threading.Event()  # a second call entered while one was inside
+        self._lingered = False  # guarded by _guard: only the first call of ``kind`` lingers
+
+    def __call__(self, event: Any) -> None:
+        with self._guard:
+            self._inside += 1
+            if self._inside > 1:
+                self.overlaps += 1
+                self.met.set()
+            linger = isinstance(event, self.kind) and not self._lingered
+            self._lingered = self._lingered or linger
+        try:
+            if linger:
+                self.met.wait(self.linger)
+            self.events.append(event)
+        finally:
+            with self._guard:
+                self._inside -= 1
+
+
 def run_tool(tool: AgentTool, args: dict, partials: Optional[list] = None):
     """Run one tool as the agent does (EXECUTE phase) and return the ExecutedOutcome."""
     from yiemagent import AgentToolCall, PreparedToolCall, execute_prepared_tool_call
