@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from helpers import WAIT, StrictLLM, make_agent, make_tool, text_result
+from helpers import WAIT, StrictLLM, check_wire, make_agent, make_tool, text_result
 from yiemagent import (
     AgentClosedError,
     AssistantMessage,
@@ -24,6 +24,9 @@ from yiemagent import (
     add_message,
     continue_agent,
     follow_up,
+    format_msg_for_llm,
+    pending_approvals,
+    prepare_context,
     register_tool,
     run_agent,
     shutdown,
@@ -901,3 +904,33 @@ def test_a_message_sent_while_an_idle_add_message_stores_starts_its_run_only_onc
     finally:
         session.go_on.set()
         shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("5")
+def test_a_message_added_during_a_runs_last_round_first_answers_the_calls_that_round_deferred(agents):
+    """Decision 18 for add_message during a run's last batch: the run ends "awaiting_approval", then the message
+    joins the history after "superseded by a new message" results, so the history stays valid to send (decision 15)."""
+    working, go = threading.Event(), threading.Event()
+
+    def slow(*args):
+        working.set()
+        assert go.wait(WAIT)
+        return text_result("slow done")
+
+    llm = ScriptedLLM([tool_call_reply(("c1", "gated", {}), ("c2", "slow", {})), "answered"])
+    defer = lambda ctx, signal: {"defer": True, "reason": "a person decides"} if ctx.tool_call.name == "gated" else None  # noqa: E731
+    agent = agents(llm, [make_tool("gated"), make_tool("slow", slow)], before_tool_call=defer)
+    run_agent(agent, "go")
+    assert working.wait(WAIT)
+    add_message(agent, UserMessage([TextContent("a note")]))  # the run is in its batch: the message waits for it
+    go.set()
+    assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+    assert agent.wait_until_idle(WAIT)
+    history = agent.history()
+    assert [(m.role, getattr(m, "tool_call_id", None)) for m in history if m.role in ("tool", "user")][-3:] == [
+        ("tool", "c2"), ("tool", "c1"), ("user", None)
+    ]
+    assert history[-2].content == [TextContent("superseded by a new message")] and pending_approvals(agent) == []
+    check_wire(format_msg_for_llm(prepare_context(agent.state)))
+    continue_agent(agent)
+    assert take_response(agent, timeout=WAIT).content == [TextContent("answered")]
