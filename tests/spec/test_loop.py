@@ -370,7 +370,8 @@ def test_abort_without_a_reason_names_abort_in_the_response():
 @pytest.mark.spec("10")
 def test_continue_during_a_run_is_queued_even_while_the_history_is_still_empty():
     """continue_agent while a run is active is queued: the history may be empty at that moment (here the run's only
-    input was dropped), the check for an empty history is for an idle agent only."""
+    input was dropped), the check for an empty history is for an idle agent only; the run it starts finds nothing to
+    continue and says so, without an LLM request."""
     outcome = []
     holder = {}
 
@@ -389,7 +390,9 @@ def test_continue_during_a_run_is_queued_even_while_the_history_is_still_empty()
         first = take_response(agent, timeout=WAIT)
         assert first.stop_reason == "error" and "dropped" in first.error_message
         assert outcome == [("queued", [])]
-        assert take_response(agent, timeout=WAIT).content == [TextContent("continued")]
+        second = take_response(agent, timeout=WAIT)
+        assert (second.stop_reason, second.error_message) == ("error", "cannot continue: the conversation history is empty; send a message with run_agent first")
+        assert llm.requests == []
 
 
 @pytest.mark.spec("10")
@@ -934,3 +937,21 @@ def test_a_message_added_during_a_runs_last_round_first_answers_the_calls_that_r
     check_wire(format_msg_for_llm(prepare_context(agent.state)))
     continue_agent(agent)
     assert take_response(agent, timeout=WAIT).content == [TextContent("answered")]
+
+
+@pytest.mark.spec("10")
+def test_a_run_of_continues_alone_on_an_empty_history_sends_nothing_and_says_why(agents):
+    """continue_agent is accepted while a follow-up waits; when the continues fill the input channel before the loop
+    moves the follow-up, the run they start has no conversation: it ends "error" naming that, without an LLM request
+    (none of a user message's), and the follow-up gets its own run."""
+    llm = StrictLLM()
+    agent = agents(llm)
+    core = agent._core
+    with core._wake:  # the loop cannot move the follow-up until the test lets go
+        follow_up(agent, "first")
+        while not agent.input_channel.full():
+            continue_agent(agent)  # accepted: the agent is busy with the follow-up
+    first = take_response(agent, timeout=WAIT)
+    assert (first.stop_reason, first.error_message) == ("error", "cannot continue: the conversation history is empty; send a message with run_agent first")
+    assert take_response(agent, timeout=WAIT).content == [TextContent("done")]
+    assert [[m["content"] for m in r["messages"] if m["role"] == "user"] for r in llm.requests] == [["first"]]
