@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -49,6 +50,26 @@ def make_agent(llm: Any, *tools: AgentTool, sink: Any = None, **kwargs: Any) -> 
     for tool in tools:
         register_tool(store, tool)
     return YiemAgent(llm_call=llm, agent_event_sink=sink, tool_store=store, **kwargs)
+
+def take_waiting(agent: YiemAgent, responses: list) -> bool:
+    """Take a response already on the output channel into ``responses``, without waiting; False when there is none."""
+    try:
+        responses.append(take_response(agent, timeout=0))
+    except TimeoutError:
+        return False
+    return True
+
+
+def drain_until_idle(agent: YiemAgent, responses: list) -> bool:
+    """Take responses into ``responses`` until the agent is idle with nothing queued; False if that never happens within WAIT."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if take_waiting(agent, responses):
+            continue
+        if agent.wait_until_idle(0.05) and agent.output_channel.empty():
+            return True
+    return False
+
 
 SCHEMA_CITY = {
     "type": "object",
