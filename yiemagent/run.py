@@ -21,7 +21,7 @@ from typing import Any, Optional, Protocol
 
 from .approvals import answer_deferred_aborted, awaiting_response, deferral_steps, start_of_run, superseding_results
 from .batch import ToolCallAllowance, answer_tool_calls_with_error, execute_tool_calls_within, terminated_response
-from .events import AgentRunEndEvent, AgentRunStartEvent, LLMCallEndEvent, LLMCallStartEvent
+from .events import AgentRunEndEvent, AgentRunStartEvent, EventEmitter, LLMCallEndEvent, LLMCallStartEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
 from .types import (
@@ -30,6 +30,7 @@ from .types import (
     AgentLoopConfig,
     AgentMessage,
     AgentState,
+    AgentToolCall,
     AgentToolCallBatch,
     ApprovalMessage,
     AssistantMessage,
@@ -115,7 +116,7 @@ class RunHost(Protocol):
     llm_call: Callable[[dict[str, Any]], Any]
     prepare_context: Callable[..., Any]
     format_msg_for_llm: Callable[..., Any]
-    emit: Callable[[Any], None]
+    emit: EventEmitter
     max_rounds: Optional[int]
     usage_limits: Optional[UsageLimits]
 
@@ -475,6 +476,10 @@ def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optiona
     return taken, dropped, continued
 
 
+NOTHING_TO_CONTINUE = "cannot continue: the conversation history is empty; send a message with run_agent first"
+"""Why ``continue_agent`` refuses an idle agent with no history, and why a run of continues alone on one ends "error"."""
+
+
 def _error_response(why: str) -> AssistantMessage:
     """Decision 11: a failed run ends with stop_reason "error" and says why."""
     logger.warning("run ended with an error: %s", why)
@@ -547,7 +552,8 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[Assi
         model, provider = _requested_model(host)
         emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
     started = time.perf_counter()
-    reply, calls, error, error_type, usage = None, [], None, None, None
+    calls: list[AgentToolCall] = []
+    reply, error, error_type, usage = None, None, None, None
     try:
         with relay_deltas(emit, run.id, run.rounds, run.signal):  # its deltas reach the sink until it returns
             raw = host.llm_call(formatted)
@@ -787,7 +793,7 @@ def _execute_batch(
     host.state.pending_tool_calls = {c.id for c in tool_calls}
     snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
     # beyond the spec: what tools and hooks see of the run (types.py current_run_context)
-    entered = enter_run_context(RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None))
+    entered = enter_run_context(RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None))  # type: ignore[arg-type]  # the field's descriptor takes it
     try:
         return execute_tool_calls_within(allowance, context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
     finally:
@@ -851,6 +857,8 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
             response = AssistantMessage([], stop_reason="aborted", error_message="the agent was shut down before the run took its input")
         elif taken == 0 and dropped and not continued:  # nothing to answer: a round would send the LLM no new message
             response = _error_response(dropped)
+        elif not host.state.messages:  # no conversation to send: continues alone (accepted while a follow-up waited)
+            response = _error_response(NOTHING_TO_CONTINUE)
         else:
             response = _rounds(host, run)
     except BaseException as exc:  # a bug here or in a hook must not strand the run: the loop waits for its response
