@@ -306,7 +306,7 @@ def _plainly_json(value: Any, room: int) -> bool:
     if value is None or kind is bool:
         return True
     if kind is int:
-        return value.bit_length() <= _SHORT_INT_BITS
+        return bool(value.bit_length() <= _SHORT_INT_BITS)
     if kind is float:
         return math.isfinite(value)
     if room <= 0:

@@ -95,10 +95,18 @@ def compile_fast_check(schema: Any, *, top: bool = True) -> Optional[Check]:
         if item is None:
             return None
         checks.append(lambda v: not isinstance(v, list) or all(item(x) for x in v))
+    return _all_of(checks)
+
+
+def _all_of(checks: list[Check]) -> Check:
+    """One check passing when each of ``checks`` does (the common one or two without a loop)."""
     if not checks:
         return lambda value: True
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+        return lambda value: first(value) and second(value)
     return lambda value: all(check(value) for check in checks)
 
 
@@ -115,10 +123,10 @@ def _object_check(schema: dict[str, Any]) -> Optional[Check]:
         return None
     compiled: dict[str, Check] = {}
     for name, sub in properties.items():
-        check = compile_fast_check(sub, top=False)
-        if check is None:
+        sub_check = compile_fast_check(sub, top=False)
+        if sub_check is None:
             return None
-        compiled[name] = check
+        compiled[name] = sub_check
     extra_check = compile_fast_check(extra, top=False)
     if extra_check is None:
         return None

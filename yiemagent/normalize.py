@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, TypeGuard
 
 from ._bounds import NotJSONError, clean_str, json_safe, plain, short_repr
 from .errors import MessageFormatError
@@ -209,7 +209,7 @@ def normalize_reply(reply: Any) -> CheckedReply:
     return checked if checked is not None else _checked_reply(reply)
 
 
-def _clean_text(value: Any) -> bool:
+def _clean_text(value: Any) -> TypeGuard[str]:
     return type(value) is str and (value.isascii() or clean_str(value) is value)
 
 
@@ -251,16 +251,16 @@ def _plain_reply(reply: Any) -> Optional[CheckedReply]:
             function = entry.get("function") if type(entry) is dict and len(entry) == 3 and entry.get("type") == "function" else None
             if type(function) is not dict or len(function) != 2:
                 return None
-            call_id, name, raw = entry.get("id"), function.get("name"), function.get("arguments")
+            call_id, call_name, raw = entry.get("id"), function.get("name"), function.get("arguments")
             if not (_clean_text(call_id) and 0 < len(call_id) <= MAX_ID_CHARS and call_id not in ids):
                 return None
-            if not (_clean_text(name) and len(name) <= MAX_NAME_CHARS) or type(raw) is not str:
+            if not (_clean_text(call_name) and len(call_name) <= MAX_NAME_CHARS) or type(raw) is not str:
                 return None
             arguments, problem = parse_tool_arguments(raw)
             if problem is not None:
                 return None
             ids.add(call_id)
-            calls.append(AgentToolCall(call_id, name, arguments, "function", None))
+            calls.append(AgentToolCall(call_id, call_name, arguments, "function", None))
     remember_calls(reply, tuple(calls))  # formatting, approvals and tracing read them from here (extraction.py)
     return CheckedReply(reply, calls, None)
 
