@@ -184,3 +184,32 @@ def test_the_one_pass_check_of_a_reply_gives_what_the_full_check_gives(reply):
     # the full check keeps such a reply as it is: nothing was fixed that the one pass left
     original = copy.deepcopy(reply)
     assert _checked_reply(original).message is original
+
+
+def test_a_calls_run_context_is_made_only_for_a_tool_that_asks_for_it(monkeypatch):
+    """A tool that never reads current_run_context costs its call no RunContext; one that reads it gets the same one all call long."""
+    from yiemagent import RunContext, current_run_context
+
+    made: list[str] = []
+    real = RunContext.for_call
+
+    def counting(self, tool_call_id):
+        made.append(tool_call_id)
+        return real(self, tool_call_id)
+
+    monkeypatch.setattr(RunContext, "for_call", counting)
+    seen: list = []
+
+    def reading(tool_call_id, args, signal, on_partial_result):
+        seen.append((current_run_context(), current_run_context()))
+        return AgentToolResult([TextContent("ok")])
+
+    quiet = AgentTool("quiet", "Quiet", "reads nothing", {"type": "object"}, lambda *a: AgentToolResult([TextContent("ok")]))
+    asking = AgentTool("asking", "Asking", "reads its context", {"type": "object"}, reading)
+    script = [tool_call_reply(("q1", "quiet", "{}")), tool_call_reply(("a1", "asking", "{}")), "done"]
+    with YiemAgent(llm_call=ScriptedLLM(script), tools=[quiet, asking], agent_event_sink=None) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert made == ["a1"]
+    (first, second), = seen
+    assert first is second and first.tool_call_id == "a1"
