@@ -496,12 +496,27 @@ class DeltaRelay:
             self._open = False
 
 
-@contextmanager
-def relay_deltas(emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> Iterator[DeltaRelay]:
-    """Around one ``llm_call``: its deltas reach ``emit`` until the block ends; the client sees ``signal``."""
-    relay = DeltaRelay(emit, run_id, round, signal)
-    try:
-        with stream_to(relay, signal):
-            yield relay
-    finally:
-        relay.close()
+class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit, run_id, round, signal):``
+    """Around one ``llm_call``: its deltas reach ``emit`` until the block ends; the client sees ``signal``.
+
+    ``stream_to(relay, signal)`` and closing the relay after, as a class rather than a
+    generator: it is entered once per LLM round (docs/performance.md "W1").
+    """
+
+    __slots__ = ("_relay", "_token")
+
+    def __init__(self, emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> None:
+        self._relay = DeltaRelay(emit, run_id, round, signal)
+        self._token: Optional[contextvars.Token[Optional[StreamTarget]]] = None
+
+    def __enter__(self) -> DeltaRelay:
+        relay = self._relay
+        self._token = _target.set(StreamTarget(relay, relay._signal))
+        return relay
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            if self._token is not None:
+                _target.reset(self._token)
+        finally:
+            self._relay.close()
