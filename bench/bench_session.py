@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -76,28 +77,57 @@ def tool_use_session(count: int) -> list[object]:
     return messages
 
 
+def openai_agents_items(count: int) -> list[dict[str, object]]:
+    """The same conversation as openai-agents 0.24 stores it (Responses API input items, one row each)."""
+    items: list[dict[str, object]] = []
+    for turn in range(count // 4):
+        call_id = f"call_{turn:04d}"
+        items += [
+            {"content": f"What is the weather in city {turn}?", "role": "user"},
+            {"arguments": json.dumps({"city": f"city {turn}"}), "call_id": call_id, "name": "get_weather", "type": "function_call", "id": f"fc_{turn:024d}", "status": "completed"},
+            {"call_id": call_id, "output": f"Sunny in city {turn}, 22 C", "type": "function_call_output"},
+            {"id": f"msg_{turn:024d}", "content": [{"annotations": [], "text": f"It is sunny in city {turn}, 22 C.", "type": "output_text", "logprobs": []}],
+             "role": "assistant", "status": "completed", "type": "message"},
+        ]
+    return items
+
+
 def bench_read(directory: Path, count: int = 400, runs: int = 201) -> None:
-    """``messages()`` of a ``count``-message session against SELECT + json.loads of its rows, turn about."""
+    """``messages()`` of a ``count``-message session against SELECT + json.loads of its rows, turn about.
+
+    Beside them, what openai-agents' ``SQLiteSession.get_items`` does with the same
+    conversation in its own rows (``SELECT message_data`` + ``json.loads`` of each, dicts
+    returned, nothing built or checked), without its ``asyncio.to_thread`` around it.
+    """
     path = directory / "read.db"
-    with SQLiteSession(path, "bench", synchronous="OFF") as session, sqlite3.connect(path) as conn:
+    with SQLiteSession(path, "bench", synchronous="OFF") as session, closing(sqlite3.connect(path)) as conn:
         for message in tool_use_session(count):
             session.append(message)
+        with conn:
+            conn.execute("CREATE TABLE agent_messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, message_data TEXT NOT NULL)")
+            conn.executemany("INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)", [("bench", json.dumps(item)) for item in openai_agents_items(count)])
         query = "SELECT body FROM yiemagent_messages WHERE session_id = ? ORDER BY id"
+        theirs = "SELECT message_data FROM agent_messages WHERE session_id = ? ORDER BY id ASC"
         size = sum(len(body.encode("utf-8")) for (body,) in conn.execute(query, ("bench",)))
+        their_size = sum(len(body.encode("utf-8")) for (body,) in conn.execute(theirs, ("bench",)))
 
         def floor() -> None:
             [json.loads(body) for (body,) in conn.execute(query, ("bench",))]
 
-        timings: tuple[list[float], list[float]] = ([], [])
+        def openai_agents() -> None:
+            [json.loads(body) for (body,) in conn.execute(theirs, ("bench",))]
+
+        timings: tuple[list[float], list[float], list[float]] = ([], [], [])
         for _ in range(runs):
-            for read, spent in zip((session.messages, floor), timings):
+            for read, spent in zip((session.messages, floor, openai_agents), timings):
                 start = time.perf_counter()
                 read()
                 spent.append(time.perf_counter() - start)
-    ours, bare = (statistics.median(spent) / count * 1e6 for spent in timings)
-    print(f"reading back a {count}-message tool-use session, median of {runs} (the two timed turn about):")
-    print(f"  SQLiteSession.messages() {ours:.2f} us per message, SELECT + json.loads of its rows {bare:.2f} us: {ours / bare:.2f}x   goal <= 1x")
-    print(f"  rows {size / count:.0f} bytes per message")
+    ours, bare, other = (statistics.median(spent) / count * 1e6 for spent in timings)
+    print(f"reading back a {count}-message tool-use session, median of {runs} (the three timed turn about):")
+    print(f"  SQLiteSession.messages() {ours:.2f} us per message, SELECT + json.loads of its rows {bare:.2f} us: {ours / bare:.2f}x")
+    print(f"  openai-agents' reader of the same conversation (its rows, SELECT + json.loads) {other:.2f} us: ours {ours / other:.2f}x   goal <= 1x")
+    print(f"  rows {size / count:.0f} bytes per message (openai-agents' {their_size / count:.0f})")
 
 
 def bench_agent_round_trip(directory: Path, count: int = 300) -> None:
