@@ -41,7 +41,7 @@ EQUIVALENTS_DOC = ROOT / "docs" / "mutation.md"
 # holds this list and setup.cfg's only_mutate to every module under yiemagent/.
 SPEC_MODULES = [
     "tools/__init__", "tools/list_tools", "tools/get_time", "tools/get_weather", "tools/_tool_source", "tools/write_tool",
-    "pipeline", "batch", "extraction", "registry", "run", "agent", "loop", "_failures", "formatting",
+    "pipeline", "batch", "extraction", "registry", "run", "agent", "run_stream", "loop", "_failures", "formatting",
 ]
 OTHER_MODULES = [
     "history/_json", "history/_stored", "history/files", "history/sessions", "history/_locked_files", "history/postgres", "history/__init__",
@@ -51,7 +51,7 @@ OTHER_MODULES = [
     "types", "events", "streaming", "normalize", "approvals", "tokens", "errors", "__init__", "__main__",
     "typed/_codecs", "typed/functions", "typed/_parameter_fill", "typed/output", "typed/__init__",
     "tools/agent_tool",
-    "cli/console", "cli/commands", "cli/demo", "cli/__init__",
+    "cli/console", "cli/commands", "cli/demo", "cli/_weather_service", "cli/__init__",
     "mcp/_convert", "mcp/_core", "mcp/_follow", "mcp/_listing", "mcp/_session", "mcp/_stdio", "mcp/_surrogates", "mcp/client", "mcp/__init__",
     "otel/_content", "otel/_spans", "otel/export", "otel/sink", "otel/__init__",
 ]

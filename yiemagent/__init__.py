@@ -34,6 +34,8 @@ signature, by topic), docs/architecture.md (a line per module),
 docs/conformance.md (each spec rule, its code and its test).
 """
 
+import logging
+
 from .agent import (
     YiemAgent,
     abort,
@@ -44,6 +46,7 @@ from .agent import (
     resume,
     run_agent,
     shutdown,
+    stream,
     take_response,
 )
 from .types import (
@@ -60,6 +63,7 @@ from .types import (
     ApprovalMessage,
     AssistantMessage,
     BeforeToolCallContext,
+    FAILED_RUN_STOP_REASONS,
     ExecutedOutcome,
     FinalizedOutcome,
     ImageContent,
@@ -96,6 +100,7 @@ from .errors import (
     EmptyHistoryError,
     LLMError,
     MessageFormatError,
+    RunFailedError,
     SessionInUseError,
     ToolArgumentsError,
     ToolDefinitionError,
@@ -127,6 +132,7 @@ from .llm import (
     OpenAIClient,
 )
 from .llm.fallback import FallbackLLM
+from .run_stream import RunStream
 from .formatting import (
     format_msg_for_llm,
     openai_to_user_message,
@@ -166,6 +172,12 @@ from .tools import (
 
 __version__ = "0.1.0"
 
+# A library is quiet unless its user configures logging (Python's logging HOWTO, "Configuring
+# Logging for a Library"): without a handler anywhere, logging.lastResort would print each
+# WARNING of a failed run to stderr. Records still propagate to the user's handlers
+# (docs/tracing.md "Logging").
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
 __all__ = [
     "AbortSignal",
     "AfterToolCallContext",
@@ -186,6 +198,7 @@ __all__ = [
     "BeforeToolCallContext",
     "EmptyHistoryError",
     "ExecutedOutcome",
+    "FAILED_RUN_STOP_REASONS",
     "FallbackLLM",
     "FinalizedOutcome",
     "ImageContent",
@@ -205,6 +218,8 @@ __all__ = [
     "PostgresSession",
     "PreparedToolCall",
     "RunContext",
+    "RunFailedError",
+    "RunStream",
     "SQLiteSession",
     "SessionInUseError",
     "SubAgentEvent",
@@ -260,6 +275,7 @@ __all__ = [
     "save_history",
     "should_terminate",
     "shutdown",
+    "stream",
     "take_response",
     "tee",
     "tool",

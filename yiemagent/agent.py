@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 import time
 import warnings
 import weakref
@@ -34,11 +33,12 @@ from .history import each_message, history_from_session
 from .run import DEFAULT_MAX_ROUNDS, check_max_rounds
 from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, LLMUsage, UsageLimits
 from .normalize import normalize_message
-from .registry import ToolStore
+from .registry import ToolStore, register_tool
 from .run import CONTINUE
+from .run_stream import AskLock, RunStream
 from .history.sessions import Session, hold_session, release_session
 from .typed.output import OutputSpec
-from .tools import register_builtin_tools, resolve_builtin_names
+from .tools import agent_tools, register_builtin_tools, resolve_builtin_names
 
 __all__ = [
     "YiemAgent",
@@ -53,6 +53,7 @@ __all__ = [
     "resume",
     "run_agent",
     "shutdown",
+    "stream",
     "take_response",
 ]
 
@@ -99,21 +100,25 @@ def _finalize(core: AgentCore, name: str) -> None:
 class YiemAgent:
     """An LLM agent that runs tools, driven through three channels (spec §1 Step 2.5, §5).
 
-    The constructor takes or creates a ``ToolStore``, registers the built-in tools in it,
+    The constructor takes or creates a ``ToolStore``, registers the tools asked for in it,
     builds the ``AgentState``, the channels ``input_channel`` (16), ``follow_up_channel``
     (32) and ``output_channel`` (16), and starts the loop thread. Use it as a context
     manager to shut it down on exit. An agent dropped without ``shutdown`` releases its
     threads when it is garbage-collected (with a ``ResourceWarning``).
 
-    Built-ins are registered only under names still free in the store, so a tool a caller
-    registered before (a stub ``getWeather`` in a test, say) is kept. ``max_retry_delay_ms``
+    No built-in tool is registered unless asked for (decision 19: the spec's constructor
+    calls ``register_all_tools``, docs/conformance.md "Deviations"): ``builtin_tools=True``
+    registers the spec's four. Built-ins are registered only under names still free in the
+    store, so a tool a caller registered before (a stub ``getWeather`` in a test, say) is
+    kept. ``tools`` (``AgentTool``s, and functions that ``tool()`` wraps) are registered
+    after them, in order. ``max_retry_delay_ms``
     overrides the cap of an ``llm_call`` that has one: its ``max_retry_delay_ms`` attribute
     is set (``OpenAIClient``, ``AnthropicClient``).
 
     Options beyond the spec (docs/api.md "Agent options"): ``max_rounds`` caps the LLM rounds of one
     run (decision 12; None for no limit); ``usage_limits`` (a ``UsageLimits``) caps its tokens and tool
-    calls (stop_reason "usage_limit"); ``builtin_tools`` is True, False or the names
-    of the built-ins to register; ``session`` is where the history lives: the agent
+    calls (stop_reason "usage_limit"); ``builtin_tools`` is False (the default), True or
+    the names of the built-ins to register; ``session`` is where the history lives: the agent
     starts from ``session.messages()`` (tool calls a crash left unanswered get error
     results, stored too, see ``history.complete_tool_calls``) and stores each message as it
     enters the history. ``agent.usage`` is the token usage summed over all runs.
@@ -127,9 +132,12 @@ class YiemAgent:
         MessageFormatError: an entry of ``messages`` (or of the session) cannot be sent to
             an LLM (decision 15).
         ValueError: both ``session`` and ``messages`` given; a bad ``max_rounds``; an
-            unknown name in ``builtin_tools``; ``output_type`` with a store that already
-            has a ``final_result`` tool; a negative ``output_retries``.
-        ToolDefinitionError: an ``output_type`` JSON Schema cannot express.
+            unknown name in ``builtin_tools``; two tools of one name in ``tools`` (or one
+            named as a built-in asked for, or as a tool of the store given), naming it;
+            ``output_type`` with a store that already has a ``final_result`` tool; a
+            negative ``output_retries``. Nothing is started or registered then.
+        ToolDefinitionError: an ``output_type`` JSON Schema cannot express; a function in
+            ``tools`` that ``tool()`` cannot wrap.
 
     Thread safety:
         Three threads take part. The caller's threads use the public functions, which
@@ -185,12 +193,13 @@ class YiemAgent:
         parallel_tool_execute: bool = False,
         tool_store: Optional[ToolStore] = None,
         max_rounds: Optional[int] = DEFAULT_MAX_ROUNDS,
-        builtin_tools: Union[bool, Iterable[str]] = True,
+        builtin_tools: Union[bool, Iterable[str]] = False,
         session: Optional[Session] = None,
         output_type: Any = None,
         output_retries: int = 1,
         deps: Any = None,
         usage_limits: Optional[UsageLimits] = None,
+        tools: Iterable[Any] = (),
     ) -> None:
         _require_callable("llm_call", llm_call, optional=False)
         output_spec = OutputSpec(output_type, output_retries) if output_type is not None else None
@@ -210,6 +219,7 @@ class YiemAgent:
         if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
             raise TypeError(f"YiemAgent(usage_limits=...) expects a UsageLimits or None, got {type(usage_limits).__name__}")
         builtin_names = resolve_builtin_names(builtin_tools)
+        extra_tools = agent_tools(tools, builtin_names, tool_store.tools if tool_store is not None else ())
         if session is not None and messages is not None:
             raise ValueError("give either session= or messages=, not both: with a session the history comes from it")
         if session is not None:
@@ -225,6 +235,8 @@ class YiemAgent:
 
             store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
             register_builtin_tools(store, builtin_names, keep_existing=tool_store is not None)
+            for extra in extra_tools:
+                register_tool(store, extra)
             if output_spec is not None and output_spec.tool is not None and output_spec.tool.name in store.tools:
                 raise ValueError(f"output_type needs the tool name {output_spec.tool.name!r} for the final answer; the tool store already has a tool by that name")
             name = f"yiemagent-{session_id or hex(id(self))[2:]}"
@@ -249,10 +261,8 @@ class YiemAgent:
             if session is not None:
                 release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
             raise
-        self._ask_lock = threading.Lock()  # one ask() or resume() at a time: one request, one reply
-        # the call that last took _ask_lock, named when another gives up waiting for it; written
-        # under the lock, read without it (one str reference: at worst the previous holder's name)
-        self._ask_holder = "ask()"
+        self._ask_lock = AskLock()  # one ask(), stream() or resume() at a time: one request, one reply
+        self._name = name  # of its threads
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
 
@@ -317,7 +327,60 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
     agent.input_channel.put(_as_user_input(agent, message))
 
 
-def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None) -> AssistantMessage:
+def _send_alone(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], left: Callable[[], Optional[float]], verb: str, watch: Optional[Callable[[], Any]] = None) -> Any:
+    """The first half of ``ask``, ``stream`` and ``resume``: take the agent's ask lock, wait until it is idle, ``send()``.
+
+    ``watch()``, called just before the send, starts watching the run (a ``RunStream``);
+    returned, or cancelled if the send fails. Returns with the lock held; on any error it
+    is released and nothing was sent. Each ``TimeoutError`` names the timeout and what it
+    waited for (the other call holding the lock by its ``verb``).
+    """
+    if agent._core.is_own_thread():
+        raise RuntimeError(f"{verb} from inside the agent's own run (a tool, a hook, its event sink, llm_call) would wait for ever for that run to end; use run_agent or add_message")
+    if not agent._ask_lock.acquire(left(), verb):
+        raise TimeoutError(f"another {agent._ask_lock.verb} on this agent did not finish within {timeout} s")
+    try:
+        if not agent.wait_until_idle(left()):
+            raise TimeoutError(f"the agent did not become idle within {timeout} s")
+        watcher = watch() if watch is not None else None
+        try:
+            send()
+        except BaseException:
+            if watcher is not None:
+                watcher.cancel()
+            raise
+        return watcher
+    except BaseException:
+        agent._ask_lock.release()
+        raise
+
+
+def _deadline(timeout: Optional[float]) -> tuple[Optional[float], Callable[[], Optional[float]]]:
+    """The monotonic deadline of ``timeout`` (None: none), and the function that gives the seconds left."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left() -> Optional[float]:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    return deadline, left
+
+
+def _taken(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], verb: str, check: bool) -> AssistantMessage:
+    """``send`` starts one run, and its reply is taken: under the agent's ask lock, once the agent is idle.
+
+    The guarantees of ``ask`` and ``resume`` (docs/api.md "Reading a reply"): ``timeout``
+    bounds the whole call; with ``check`` a failed run raises ``RunFailedError``.
+    """
+    _, left = _deadline(timeout)
+    _send_alone(agent, send, timeout, left, verb)
+    try:
+        reply = take_response(agent, left())
+    finally:
+        agent._ask_lock.release()
+    return reply.raise_for_failure() if check else reply
+
+
+def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, check: bool = True) -> AssistantMessage:
     """One request, one reply: ``run_agent`` then ``take_response`` (beyond the spec, docs/api.md "Reading a reply").
 
     Waits until the agent is idle first, and holds the agent's ask lock throughout, so that
@@ -326,35 +389,44 @@ def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None) -> A
     both. ``timeout`` bounds the whole call. Do not mix it with ``run_agent`` calls whose
     responses are still untaken: it returns the next response of the output channel.
 
+    A run that failed (``FAILED_RUN_STOP_REASONS``: "error", "max_rounds", "usage_limit",
+    "output_invalid", "refusal", "aborted") raises ``RunFailedError``, whose ``reply`` is
+    the reply; ``check=False`` returns it as it is (docs/api.md "A run that fails says
+    so"). "awaiting_approval" is not a failure.
+
     Raises:
-        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``.
+        RunFailedError: with ``check``, the run failed.
+        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``,
+            or another ``ask``/``stream``/``resume`` held the agent's lock past it (the message names it).
+        RuntimeError: called from inside the agent's own run, or inside the loop over a
+            ``stream`` of this agent: it would wait for ever for itself.
         MessageFormatError, AgentClosedError: as ``run_agent``; ``take_response``'s errors.
     """
-    return _taken(agent, lambda: run_agent(agent, message), timeout, "ask()")
+    checked = _as_user_input(agent, message)  # a closed agent or a bad message fails at once, before any wait
+    return _taken(agent, lambda: agent.input_channel.put(checked), timeout, "ask()", check)
 
 
-def _taken(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], verb: str) -> AssistantMessage:
-    """``send`` starts one run, and its reply is taken: under the agent's ask lock, once the agent is idle.
+def stream(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, check: bool = True) -> RunStream:
+    """``ask`` whose run is read as it happens: its events, its text (beyond the spec, docs/streaming.md "Iterating over a run").
 
-    The guarantees of ``ask`` and ``resume`` (docs/api.md "Reading a reply"): ``timeout``
-    bounds the whole call; each ``TimeoutError`` names the timeout and what it waited for
-    (the other call holding the lock by its ``verb``).
+    Sends ``message`` as ``ask`` does (alone, once the agent is idle) and returns a
+    ``RunStream``: iterate it for every event the agent's sink gets for the run, as the
+    sink gets it (deltas and sub-agent events included); ``.text()`` for the text alone;
+    ``.reply`` once iteration has ended. The agent's own sink still gets every event.
+    With ``check`` a failed run raises ``RunFailedError`` as the iteration ends.
+    ``timeout`` bounds the whole stream, from this call to the reply. Stopping early (a
+    ``break``, an exception) lets the run go on to its end, and its reply is taken then:
+    the next ``ask`` gets its own (``run_stream.py``).
+
+    Raises:
+        TimeoutError: the agent did not become idle within ``timeout`` (later: while iterating).
+        RuntimeError: as ``ask``: it would wait for ever for itself.
+        MessageFormatError, AgentClosedError: as ``run_agent``.
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
-
-    def left() -> Optional[float]:
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-    if not agent._ask_lock.acquire(timeout=-1 if deadline is None else left()):  # type: ignore[arg-type]
-        raise TimeoutError(f"another {agent._ask_holder} on this agent did not finish within {timeout} s")
-    try:
-        agent._ask_holder = verb  # read by a call that times out waiting for the lock
-        if not agent.wait_until_idle(left()):
-            raise TimeoutError(f"the agent did not become idle within {timeout} s")
-        send()
-        return take_response(agent, left())
-    finally:
-        agent._ask_lock.release()
+    checked = _as_user_input(agent, message)
+    deadline, left = _deadline(timeout)
+    watch = lambda: RunStream(agent._core, agent._ask_lock, agent._name, deadline, timeout, check)  # noqa: E731
+    return _send_alone(agent, lambda: agent.input_channel.put(checked), timeout, left, "stream()", watch)
 
 
 def follow_up(agent: YiemAgent, message: Any) -> None:
@@ -421,10 +493,7 @@ def resume(agent: YiemAgent, *, timeout: Optional[float] = None, check: bool = T
             or another ``ask``/``resume`` held the agent's lock past it (the message names it).
         EmptyHistoryError, AgentClosedError: as ``continue_agent``; ``take_response``'s errors.
     """
-    reply = _taken(agent, lambda: continue_agent(agent), timeout, "resume()")
-    if check and hasattr(reply, "raise_for_failure"):
-        reply.raise_for_failure()
-    return reply
+    return _taken(agent, lambda: continue_agent(agent), timeout, "resume()", check)
 
 
 def add_message(agent: YiemAgent, message: AgentMessage) -> None:
