@@ -6,6 +6,7 @@ import copy
 import json
 import logging
 import sqlite3
+import threading
 from contextlib import closing
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import strategies
+from helpers import WAIT
 from session_backends import backend, postgres_server  # noqa: F401  fixtures: each backend in turn
 from test_stored_form import agent_holds, approvals, canonical_replies, every_field_set
 from yiemagent import ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, SQLiteSession, TextContent, ToolResultMessage, UserMessage, YiemAgent, shutdown
@@ -218,3 +220,26 @@ def test_a_marked_row_is_read_without_parsing_its_arguments_again(tmp_path, monk
 
         monkeypatch.setattr(_stored, "parse_tool_arguments", parsed_again)
         assert session.messages() == [reply]
+
+
+def test_sessions_opening_a_first_form_database_at_once_all_open_it(backend):
+    """Eight sessions opening one database of schema 1 at the same moment, each on its own connection, all open it: one upgrades it, the others find it done (no duplicate column, no version left behind)."""
+    backend.make_first_schema(FIXTURE)
+    barrier = threading.Barrier(8)
+    outcomes: list[Any] = []
+
+    def open_it() -> None:
+        barrier.wait()
+        try:
+            with backend.open("v1") as session:
+                outcomes.append(len(session.messages()))
+        except Exception as exc:  # the test reports it
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert outcomes == [len(first_form_messages())] * 8
+    assert backend.schema_version() == 2
