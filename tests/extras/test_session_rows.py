@@ -7,6 +7,7 @@ import json
 import logging
 import sqlite3
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -226,20 +227,16 @@ def test_sessions_opening_a_first_form_database_at_once_all_open_it(backend):
     """Eight sessions opening one database of schema 1 at the same moment, each on its own connection, all open it: one upgrades it, the others find it done (no duplicate column, no version left behind)."""
     backend.make_first_schema(FIXTURE)
     barrier = threading.Barrier(8)
-    outcomes: list[Any] = []
 
-    def open_it() -> None:
+    def open_it(_: int) -> Any:
         barrier.wait()
         try:
             with backend.open("v1") as session:
-                outcomes.append(len(session.messages()))
+                return len(session.messages())
         except Exception as exc:  # the test reports it
-            outcomes.append(exc)
+            return exc
 
-    threads = [threading.Thread(target=open_it) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT)
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(open_it, range(8), timeout=WAIT))
     assert outcomes == [len(first_form_messages())] * 8
     assert backend.schema_version() == 2
