@@ -18,6 +18,10 @@ What it gives is what the reader of record gives: tests/extras/test_stored_form.
 the two to it for stored data of every kind, valid and mutated (a differential property).
 The message may share the lists and dicts of ``data`` (a ``json.loads`` result of its own).
 
+``read_marked`` builds the message of a session row whose writer checked it and marked it
+(docs/sessions.md "Rows and their mark"): the form ``read_stored`` takes, without its
+checks, since they were made on these very bytes when they were stored.
+
 ``stored_calls`` reads the tool calls of a message either reader gave back, without
 extracting them again: in a message ``normalize_message`` leaves as it is, each raw call
 says exactly what ``extract_tool_calls`` reads from it (normalize.py ``_same_call``).
