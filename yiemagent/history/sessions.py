@@ -19,7 +19,8 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import IO, Any, Callable, Optional, Protocol, Self, Union
+from collections.abc import Callable
+from typing import IO, Any, Optional, Protocol, TypeVar, Union
 
 from ._json import message_from_json, message_to_row, row_mark
 from ._stored import loads_row, read_marked, read_stored
@@ -115,7 +116,7 @@ def messages_from_rows(rows: "list[tuple[Any, str | bytes, Optional[int]]]", whe
     """
     out = []
     for row_id, body, mark in rows:
-        text = body if type(body) is bytes else body.encode("utf-8", "surrogatepass")
+        text = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
         message = None
         try:
             data = loads_row(text)
@@ -168,6 +169,9 @@ def release_session(session: Session) -> None:
             logger.error("the session %r could not be released: %s: %s", session, type(exc).__name__, exc, exc_info=True)
 
 
+_Connected = TypeVar("_Connected", bound="ConnectedSession")  # typing.Self is Python 3.11+ (setup.cfg: python_requires >= 3.10)
+
+
 class ConnectedSession:
     """What the shipped sessions share: one connection (``_conn``, guarded by ``_lock``) and a hold.
 
@@ -188,7 +192,7 @@ class ConnectedSession:
                 self._conn.close()
                 self._conn = None
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _Connected) -> _Connected:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
