@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 from itertools import islice
-from typing import Any
+from typing import Any, Optional
 
 from ._format_cache import HistorySnapshot, history_wires
 from .errors import MessageFormatError

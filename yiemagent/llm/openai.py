@@ -123,13 +123,15 @@ def _echo_to_origin(message: dict[str, Any], wire: dict[str, Any], provider: Opt
     echo = message.get("reasoning_echo")
     if not isinstance(echo, dict) or provider is None or echo.get("api") != API or echo.get("provider") != provider:
         return
-    fields = echo.get("fields") if isinstance(echo.get("fields"), dict) else {}
-    wire.update((key, fields[key]) for key in _ORIGIN_FIELDS if key in fields)
-    extras = echo.get("tool_calls") if isinstance(echo.get("tool_calls"), list) else []
-    if any(extras) and isinstance(wire.get("tool_calls"), list):
+    fields = echo.get("fields")
+    if isinstance(fields, dict):
+        wire.update((key, fields[key]) for key in _ORIGIN_FIELDS if key in fields)
+    extras = echo.get("tool_calls")
+    calls = wire.get("tool_calls")
+    if isinstance(extras, list) and any(extras) and isinstance(calls, list):
+        extras = extras[: len(calls)] + [None] * (len(calls) - len(extras))
         wire["tool_calls"] = [
-            {**call, "extra_content": extra} if isinstance(extra, dict) and isinstance(call, dict) else call
-            for call, extra in zip(wire["tool_calls"], [*extras, *[None] * len(wire["tool_calls"])])
+            {**call, "extra_content": extra} if isinstance(extra, dict) and isinstance(call, dict) else call for call, extra in zip(calls, extras, strict=True)
         ]
 
 
