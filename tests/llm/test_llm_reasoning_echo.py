@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from helpers import FIXTURES, make_agent, make_tool, text_result
 from localserver import LocalServer, Reply
 from yiemagent import AssistantMessage, FallbackLLM, RunFailedError, UserMessage, ask, format_msg_for_llm
 from yiemagent.llm import OpenAIClient
+from yiemagent.llm.openai import build_openai_request, parse_openai_stream
 from yiemagent.types import AgentContext, TextContent, ToolResultMessage
 
 SSE = {"Content-Type": "text/event-stream"}
@@ -213,3 +216,28 @@ def test_a_refusal_survives_a_json_round_trip():
     reply = AssistantMessage([{"type": "refusal", "refusal": "No."}], api="openai-chat", provider="h", stop_reason="refusal")
     again = AssistantMessage.from_json(reply.to_json())
     assert (again.refusal, again.stop_reason, AssistantMessage([TextContent("x")]).refusal) == ("No.", "refusal", None)
+
+
+# --- property: however a stream cuts the reasoning, the whole goes back ----------------------------------
+
+
+def _cut(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({0, len(text), *(c % (len(text) + 1) for c in cuts)})
+    return [text[a:b] for a, b in zip(points, points[1:])]
+
+
+@pytest.mark.spec("14")
+@settings(max_examples=60, deadline=None)
+@given(st.text(min_size=1, max_size=40), st.lists(st.integers(min_value=0), max_size=8), st.text(max_size=20))
+def test_any_cutting_of_streamed_reasoning_goes_back_whole(reasoning, cuts, signature):
+    """However a stream cuts reasoning_content and a reasoning_details entry, the next request to that server carries each whole, once."""
+    chunks = [{"choices": [{"index": 0, "delta": {"reasoning_content": piece}}]} for piece in _cut(reasoning, cuts)]
+    chunks += [{"choices": [{"index": 0, "delta": {"reasoning_details": [{"type": "reasoning.text", "text": piece, "format": "f", "index": 0}]}}]} for piece in _cut(reasoning, cuts)]
+    chunks += [{"choices": [{"index": 0, "delta": {"reasoning_details": [{"type": "reasoning.text", "signature": signature, "format": "f", "index": 0}]}}]}]
+    chunks += [{"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}]
+    reply = parse_openai_stream(chunks, provider="h")
+    body = build_openai_request(format_msg_for_llm(AgentContext("", [reply], {})), "m", provider="h")
+    (sent,) = body["messages"]
+    assert sent["reasoning_content"] == reasoning
+    assert sent["reasoning_details"] == [{"type": "reasoning.text", "text": reasoning, "format": "f", "index": 0, "signature": signature}]
+    assert "reasoning_content" not in build_openai_request(format_msg_for_llm(AgentContext("", [reply], {})), "m", provider="other")["messages"][0]
