@@ -666,7 +666,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if reply.stop_reason == "error":  # an llm_call that reports its failure instead of raising
             return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
         verdict = None
-        if answer is not None and not tool_calls and reply.stop_reason != "pause_turn":
+        if answer is not None and not tool_calls and reply.stop_reason not in ("pause_turn", "refusal"):  # a refusal ends the run, never retried (docs/streaming.md "Refusals")
             verdict = answer.from_text(reply)
             if verdict.valid:
                 reply = replace(reply, output=verdict.value)
