@@ -742,7 +742,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             host.append(reply)
             continue
         if not tool_calls:  # step 5: no tool calls, this is the final response
-            if steps.answer is None:
+            if steps.answer is None or reply.stop_reason == "refusal":  # a refusal ends the run, never retried (docs/streaming.md "Refusals")
                 host.append(reply)
                 return reply
             reply, response = steps.answer.read_text(reply)
