@@ -116,6 +116,7 @@ class FrozenList(list[Any]):
         return (list, (list(self),))
 
 
+_set_item = dict.__setitem__  # fills a read-only dict while freeze makes it, before anyone holds it
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 """Values ``freeze`` keeps as they are (exact types: a subclass of dict or list is looked at)."""
 
@@ -127,7 +128,13 @@ def freeze(value: Any, kinds: tuple[type[FrozenDict], type[FrozenList]] = (Froze
     (``==``) and serialises to the same JSON. ``kinds``: the read-only dict and list classes
     to make (a subclass says why in its own words: ``types.py`` ReadOnlyDict, ReadOnlyList for ``RunContext.messages``).
     """
-    if isinstance(value, dict):  # a str, number, bool or None (most values) is kept without a call
+    if type(value) is dict:  # copied in C, then each container inside replaced by its frozen copy
+        frozen = kinds[0](value)
+        for k, v in value.items():
+            if type(v) not in _LEAVES:  # a str, number, bool or None (most values) is kept as it is
+                _set_item(frozen, k, freeze(v, kinds))
+        return frozen
+    if isinstance(value, dict):  # a subclass: read through its own items()
         return kinds[0]({k: v if type(v) in _LEAVES else freeze(v, kinds) for k, v in value.items()})
     if isinstance(value, list):
         return kinds[1]([v if type(v) in _LEAVES else freeze(v, kinds) for v in value])
