@@ -71,6 +71,14 @@ def test_a_too_long_error_inside_a_200_stream_is_a_context_overflow_error(name):
     assert info.value.retryable is False and len(server.requests) == 1
 
 
+def test_a_too_long_error_in_a_200_body_is_a_context_overflow_error():
+    """An overflow error object in the body of a 200 (a gateway passing the provider's error on) is a ContextOverflowError."""
+    with LocalServer(lambda r: _error_reply("openai-error-400-context-length-exceeded.json", status=200)) as server:
+        with pytest.raises(ContextOverflowError, match="context_length_exceeded") as info:
+            _client("openai", server.url)(FORMATTED)
+    assert info.value.retryable is False and len(server.requests) == 1
+
+
 @pytest.mark.parametrize("name", OTHER_400S)
 def test_a_400_that_is_not_an_overflow_stays_a_plain_llm_error(name):
     """A recorded 400 of another kind (invalid value, Anthropic's effort error, Groq's tool_use_failed) is an LLMError, not an overflow."""
@@ -88,7 +96,8 @@ _PHRASES = [
     "Your input exceeds the context window of this model.",
 ]
 _words = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=60)
-_kinds = st.sampled_from(["invalid_request_error", "invalid_value", "tool_use_failed", "BadRequestError", None])
+_OVERFLOW_KINDS = ["context_length_exceeded", "exceed_context_size_error"]
+_kinds = st.sampled_from(["invalid_request_error", "invalid_value", "tool_use_failed", "BadRequestError", None, *_OVERFLOW_KINDS])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -101,12 +110,12 @@ _kinds = st.sampled_from(["invalid_request_error", "invalid_value", "tool_use_fa
     anthropic=st.booleans(),
 )
 def test_only_the_recognised_shapes_become_context_overflow_errors(before, after, kind, phrase, status, anthropic):
-    """Over error bodies of many shapes and statuses: an overflow error exactly when a 4xx other than 429 carries a recognised phrase."""
+    """Over error bodies of many shapes and statuses: an overflow error exactly when a 4xx other than 429 carries a recognised phrase or code."""
     message = before + (f" {phrase} " if phrase else "") + after
     body = {"type": "error", "error": {"type": kind, "message": message}} if anthropic else {"error": {"message": message, "type": kind, "code": kind}}
-    recognised = phrase is not None and status != 429
-    if phrase is None:  # random words may spell a phrase by chance: then it is one
-        recognised = any(p.lower() in message.lower() for p in ["prompt is too long", "exceeds the context window", "exceeds the available context size"])
+    said = phrase is not None or kind in _OVERFLOW_KINDS
+    said = said or any(p in message.lower() for p in ["prompt is too long", "exceeds the context window", "exceeds the available context size"])  # spelt by chance
+    recognised = said and status != 429
     with LocalServer(lambda r: Reply(status=status, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})) as server:
         client = AnthropicClient("m", "k", base_url=server.url, max_retries=0) if anthropic else OpenAIClient(f"{server.url}/v1", "m", max_retries=0)
         with pytest.raises(LLMError) as info:
