@@ -94,6 +94,8 @@ _PHRASES = [
     "request (9 tokens) exceeds the available context size (8 tokens)",
     "The input token count (9) exceeds the maximum number of tokens allowed (8).",
     "Your input exceeds the context window of this model.",
+    "This model's maximum prompt length is 131072 but the request contains 537812 tokens",
+    "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length",
 ]
 _words = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=60)
 _OVERFLOW_KINDS = ["context_length_exceeded", "exceed_context_size_error"]

@@ -45,7 +45,7 @@ _ERROR_TYPE_STATUS = {
     "timeout": 408,
 }
 # The "request longer than the context" answers (docs/failures.md "The history outgrew the context"):
-# error codes, and the words of providers that send no such code (tests/fixtures/*-overflow*).
+# error codes, and the words of providers that send no such code (tests/fixtures/README.md "A request longer than the context").
 _OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})  # OpenAI, llama.cpp
 _OVERFLOW_WORDS = re.compile(
     r"prompt is too long"  # Anthropic: "prompt is too long: 213462 tokens > 200000 maximum"
@@ -53,6 +53,8 @@ _OVERFLOW_WORDS = re.compile(
     r"|maximum context length is \d+"  # OpenAI, vLLM, OpenRouter: "This model's maximum context length is 8192 tokens"
     r"|exceeds the available context size"  # llama.cpp
     r"|input token count.{0,40} exceeds the maximum number of tokens"  # Gemini
+    r"|maximum prompt length is \d+"  # xAI: "This model's maximum prompt length is 131072 but the request contains 537812 tokens"
+    r"|too large for model with \d+ maximum context length"  # Mistral: "Prompt contains X tokens ... too large for model with Y maximum context length"
     r"|context[_ ]length[_ ]exceeded",
     re.IGNORECASE,
 )
