@@ -131,7 +131,8 @@ OVERFLOW = {
     "gemini-error-400-input-token-count.json",
     "openrouter-stream-overflow-midstream.sse",
 }
-KNOWN = {*OVERFLOW, *SERVER_TOOLS, *CALL_KINDS, *REASONING_ECHO, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
+KNOWN = {*OVERFLOW, *SERVER_TOOLS, *CALL_KINDS, *REASONING_ECHO, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md",
+         "session-v1.db"}  # not wire data: an SQLite session of schema 1, read by tests/extras/test_session_rows.py
 
 
 def check(message: AssistantMessage, expected) -> None:
