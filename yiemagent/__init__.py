@@ -98,6 +98,7 @@ from .loop import (
 )
 from .errors import (
     AgentClosedError,
+    ContextOverflowError,
     EmptyHistoryError,
     LLMError,
     MessageFormatError,
@@ -196,6 +197,7 @@ __all__ = [
     "ApprovalMessage",
     "AssistantMessage",
     "BeforeToolCallContext",
+    "ContextOverflowError",
     "EmptyHistoryError",
     "ExecutedOutcome",
     "FAILED_RUN_STOP_REASONS",
