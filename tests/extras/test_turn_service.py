@@ -20,7 +20,7 @@ from celery import Celery
 from celery.contrib.testing.worker import start_worker
 
 from session_backends import PostgresBackend, postgres_server  # noqa: F401  the server fixture
-from yiemagent import OpenAIClient, PostgresSession, RunFailedError, YiemAgent, tool
+from yiemagent import OpenAIClient, PostgresSession, RunFailedError, SessionInUseError, YiemAgent, tool
 from yiemagent.celery import TurnClosedError, TurnResult, TurnService
 from yiemagent.celery._turns import prepare, run_turn
 from yiemagent.celery.service import SCREENED_CONSUMER, SCREENED_REDIS
@@ -120,6 +120,13 @@ def test_a_turn_that_cannot_be_answered_makes_ask_raise_run_failed_error_naming_
     assert service.ask(conversation, f"{conversation}/2", "next", timeout=WAIT).reply == answer("next")  # the conversation goes on
 
 
+def test_a_turn_whose_earlier_task_gave_up_on_something_passing_is_run_anew_by_ask(service):
+    """The result backend holds a failure that is no outcome of the turn (the hold not had): ask runs the turn anew and returns its answer."""
+    service.app.backend.mark_as_failure("h/1", SessionInUseError("conversation 'h' is held by another agent"))
+    result = service.ask("h", "h/1", "h1", timeout=WAIT)
+    assert result.reply == answer("h1") and result.status == "new"
+
+
 def test_ask_sends_a_turn_again_when_no_answer_comes_and_gives_up_at_its_timeout(caplog):
     """No worker takes the task: ask sends it again after each resend_after, logging it, and raises TimeoutError at its timeout."""
     app = Celery("no-worker", broker="memory://", backend="cache+memory://")
@@ -127,6 +134,8 @@ def test_ask_sends_a_turn_again_when_no_answer_comes_and_gives_up_at_its_timeout
     unanswered = TurnService(app, lambda session: None, dsn="postgresql://127.0.0.1:1/none")  # never run: no worker
     with caplog.at_level(logging.WARNING, logger="yiemagent.celery"), pytest.raises(celery.exceptions.TimeoutError):
         unanswered.ask("n", "n/1", "q", timeout=1.0, resend_after=0.3)
+    with pytest.raises(ValueError, match="resend_after must be positive, not 0"):
+        unanswered.ask("n", "n/1", "q", resend_after=0)
     resent = [r for r in caplog.records if r.getMessage().startswith("turn 'n/1' of 'n' has no answer after")]
     assert len(resent) >= 2
 

@@ -24,7 +24,7 @@ import celery.exceptions
 import psycopg
 from celery.signals import worker_init
 
-from yiemagent import PostgresSession, SessionInUseError, YiemAgent
+from yiemagent import PostgresSession, RunFailedError, SessionInUseError, YiemAgent
 
 from ._turns import TurnFailed, prepare, run_turn
 
@@ -135,7 +135,10 @@ class TurnService:
         """Send the turn and wait for its answer, sending it again (same task id) after each ``resend_after`` seconds without one.
 
         A task the broker lost is never answered (docs/scale.md "A task the broker lost"):
-        the turn is sent again, which is harmless whatever happened to the first.
+        the turn is sent again, which is harmless whatever happened to the first. A turn
+        whose earlier task gave up on something passing (``SessionInUseError``, a lost
+        database) is run anew; an outcome (its answer, ``RunFailedError``, ``ValueError``)
+        is returned or raised as stored.
 
         Raises:
             RunFailedError: the turn was closed as failed (a ``TurnClosedError``: the model
@@ -148,6 +151,11 @@ class TurnService:
         if resend_after <= 0:
             raise ValueError(f"resend_after must be positive, not {resend_after!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
+        previous = self.task.AsyncResult(turn_id)
+        if previous.failed() and not isinstance(previous.result, (RunFailedError, ValueError)):
+            # an earlier ask's task gave up on something passing (the hold, the database), not on the turn: the
+            # result backend would hand that error back at once, for ever; the turn's own outcome is asked for anew
+            previous.forget()
         while True:
             pending = self.send(conversation_id, turn_id, text)
             wait = resend_after if deadline is None else max(min(resend_after, deadline - time.monotonic()), 0.0)
