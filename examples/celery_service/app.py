@@ -11,6 +11,11 @@ Configured from the environment, so going from one machine to many changes only 
     YIEMAGENT_TURN_RETRIES  runs of a turn after its first, before it is closed as failed (5)
 
 Run a worker (two threads):  celery -A app worker --pool threads --concurrency 2
+
+``TurnService`` registers the task ``yiemagent.run_turn`` and gives the app the
+poison-message screen (docs/scale.md "A message that is not a task"); what stays here is
+the app's own: its broker and result backend, prefetch, the broker's visibility timeout
+and sweeps, the retries (``task_annotations``), and the agent of a turn (``make_agent``).
 """
 
 from __future__ import annotations

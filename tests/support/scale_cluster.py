@@ -15,9 +15,10 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Collection, Iterator, Optional
+from typing import Collection, Optional
 
 from helpers import ROOT
 from servers import PostgresServer, RedisServer, die_with_parent
