@@ -20,6 +20,7 @@ import requests
 
 from yiemagent import (
     ContextOverflowError,
+    LLMError,
     LLMCallEndEvent,
     LLMCallStartEvent,
     LLMDeltaEvent,
@@ -200,12 +201,21 @@ def test_a_streamed_answer_arrives_in_deltas_that_join_to_its_final_text(server)
     assert recorder.overlaps == 0
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_a_request_longer_than_the_context_is_a_context_overflow_error(server, stream):
+def test_a_request_longer_than_the_context_is_a_context_overflow_error(server):
     """A history longer than the server's n_ctx (2048) is a ContextOverflowError from the real server, asked once (docs/failures.md)."""
     formatted = {"messages": [{"role": "user", "content": "word " * 4000}]}
-    client = OpenAIClient(server, "smollm2", timeout=120, options={"max_tokens": 16, "stream": stream})
+    client = OpenAIClient(server, "smollm2", timeout=120, options={"max_tokens": 16})
     with pytest.raises(ContextOverflowError) as info:
         client(formatted)
     assert info.value.status == 400 and info.value.retryable is False
     assert "context" in str(info.value)
+
+
+def test_a_streamed_request_longer_than_the_context_is_a_stream_cut_short(server):
+    """The documented limit (docs/failures.md "The history outgrew the context"): streamed, this server ends its 200 stream without a word, so the overflow is a plain LLMError naming the cut stream."""
+    formatted = {"messages": [{"role": "user", "content": "word " * 4000}]}
+    client = OpenAIClient(server, "smollm2", timeout=120, max_retries=0, options={"max_tokens": 16, "stream": True})
+    with pytest.raises(LLMError) as info:
+        client(formatted)
+    assert not isinstance(info.value, ContextOverflowError)
+    assert "the stream ended before the reply was whole" in str(info.value)
