@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Optional
 
 from ._bounds import NotJSONError, clean_str, json_safe, plain, short_repr
+from ._images import is_base64
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .types import (
@@ -99,9 +100,11 @@ def _block(block: Any, where: str) -> Any:
         text, citations = _as_text(block.text), _citations(block.citations, where)
         return block if text is block.text and citations is block.citations else TextContent(text, citations)
     if isinstance(block, ImageContent):
-        if isinstance(block.data, str) and isinstance(block.mime_type, str) and block.data.isascii():
-            return block
-        return TextContent(f"[an image was dropped: its data or mime_type is not text ({where})]")
+        if not (isinstance(block.data, str) and isinstance(block.mime_type, str)):
+            return TextContent(f"[an image was dropped: its data or mime_type is not text ({where})]")
+        if not is_base64(block.data):  # it would reach the provider as a data URL it refuses (docs/api.md "Images")
+            return TextContent(f"[an image ({clean_str(block.mime_type)}) was dropped: its data is not valid base64 ({where})]")
+        return block
     if isinstance(block, str):
         return TextContent(clean_str(block))
     if isinstance(block, dict):
