@@ -128,7 +128,7 @@ class ToolPool:
             return False
 
 
-_Job = tuple[Future, contextvars.Context, Callable[..., Any], tuple]
+_Job = tuple[Future[Any], contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 _pools: "weakref.WeakSet[ToolPool]" = weakref.WeakSet()  # every pool, for the fork hook below
 
 
@@ -175,7 +175,7 @@ class _Worker:
                 self.wake.acquire()
 
 
-def _run_job(future: Future, context: contextvars.Context, fn: Callable[..., Any], args: tuple) -> tuple[Callable[[Any], None], Any]:
+def _run_job(future: Future[Any], context: contextvars.Context, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[[Any], None], Any]:
     """Run one call; returns how to settle its future (its result, or what it raised: nothing escapes the worker)."""
     if not future.set_running_or_notify_cancel():
         return (lambda _: None), None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 from itertools import islice
-from typing import Any, NamedTuple, Optional
+from typing import Any
 
 from ._format_cache import HistorySnapshot, history_wires
 from ._images import data_url, split_data_url

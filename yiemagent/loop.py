@@ -40,7 +40,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
 from .errors import AgentClosedError
@@ -68,7 +68,7 @@ it must not wait for the run it is part of."""
 # --- spec §5 "Channel Architecture" -----------------------------------------------
 
 
-class Channel(queue.Queue):
+class Channel(queue.Queue[Any]):
     """A ``queue.Queue`` that calls ``on_change()`` after every successful put or get, and can be closed.
 
     ``on_change`` is called without the queue's own lock held, so it may take other
@@ -591,7 +591,7 @@ class AgentCore:
         """Token usage summed over every run so far (decision 13)."""
         return self._usage.total
 
-    def add_message(self, message: AgentMessage, before: Callable[[list[AgentMessage]], list[AgentMessage]]) -> None:
+    def add_message(self, message: AgentMessage, before: Callable[[list[AgentMessage]], Sequence[AgentMessage]]) -> None:
         """``history.add_message``: append now while no run appends (stored first), else queue for the run's next round.
 
         Decided under ``_wake``; appending now, the call counts itself in ``_adding`` (no run

@@ -31,6 +31,7 @@ from .types import (
     AgentLoopConfig,
     AgentMessage,
     AgentState,
+    AgentToolCall,
     ApprovalMessage,
     AssistantMessage,
     LLMUsage,
@@ -113,7 +114,7 @@ class RunHost(Protocol):
     llm_call: Callable[[dict[str, Any]], Any]
     prepare_context: Callable[..., Any]
     format_msg_for_llm: Callable[..., Any]
-    emit: Callable[[Any], None]
+    emit: EventEmitter
     max_rounds: Optional[int]
     usage_limits: Optional[UsageLimits]
 
@@ -551,7 +552,8 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[Assi
     model, provider = _requested_model(host)
     emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
     started = time.perf_counter()
-    reply, calls, error, error_type, usage = None, [], None, None, None
+    calls: list[AgentToolCall] = []
+    reply, error, error_type, usage = None, None, None, None
     try:
         with relay_deltas(emit, run.id, run.rounds, run.signal):  # its deltas reach the sink until it returns
             raw = host.llm_call(formatted)
@@ -684,7 +686,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
             host.state.pending_tool_calls = {c.id for c in tool_calls}
             snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
-            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None)
+            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None)  # type: ignore[arg-type]  # the field's descriptor takes it
             sub_runs = _SubRunUsage(host.emit)  # an agent_tool's sub-runs: their usage joins the run's
             late = _late_usage.set(_late_usage_of(host, run))  # the tool threads copy this context
             try:

@@ -274,11 +274,11 @@ def _counts(usage: object) -> dict[str, int]:
     return counts
 
 
-def _count(value: object) -> int:
+def _count(value: Any) -> int:
     if isinstance(value, bool) or value is None:
         return 0
     try:
-        return int(value)  # type: ignore[call-overload]
+        return int(value)
     except (TypeError, ValueError, OverflowError):
         return 0
 
@@ -380,6 +380,9 @@ class AgentMessage(DataClassJsonMixin):
     """Abstract base of conversation messages (spec §19 ``agentMessage``)."""
 
     __slots__ = ()
+    # what every message has (each subclass's dataclass fields; declared here for type checkers only)
+    role: str
+    timestamp: datetime
 
 
 @dataclass(frozen=True)
@@ -872,7 +875,8 @@ def _read_only_field(value: Any) -> Any:
         return value
     if isinstance(value, (dict, list)) or type(value) is tuple:
         return freeze(value, _SNAPSHOT_KINDS)  # content lists, tool-call dicts, arguments, details: JSON-like (decision 15)
-    if is_dataclass(value) and type(value).__dataclass_params__.frozen and all(isinstance(getattr(value, f.name), _SHARED) for f in fields(value)):
+    params = getattr(type(value), "__dataclass_params__", None)  # a dataclass instance's (not a dataclass class's: its type is type)
+    if params is not None and params.frozen and all(isinstance(getattr(value, f.name), _SHARED) for f in fields(value)):
         return value  # LLMUsage and the like: frozen all the way down
     try:
         return copy.deepcopy(value)  # a typed answer's value (docs/api.md "Typed answers")
@@ -931,7 +935,8 @@ class _SnapshotField:
     def __get__(self, context: Any, owner: Any = None) -> tuple[AgentMessage, ...]:
         if context is None:
             raise AttributeError("messages")  # no class-level default (the dataclass takes the field as required)
-        return context.__dict__["_messages_snapshot"].messages()
+        snapshot: MessagesSnapshot = context.__dict__["_messages_snapshot"]
+        return snapshot.messages()
 
 
 @dataclass(frozen=True)
@@ -962,7 +967,7 @@ class RunContext:
         return RunContext(self.deps, self.run_id, self.round, self.usage, self.__dict__["_messages_snapshot"], tool_call_id)
 
 
-RunContext.messages = _SnapshotField()  # type: ignore[assignment, misc]  # after the dataclass read its fields
+RunContext.messages = _SnapshotField()  # type: ignore[assignment]  # after the dataclass read its fields
 
 
 _current: contextvars.ContextVar[Optional[RunContext]] = contextvars.ContextVar("yiemagent_run_context", default=None)

@@ -39,12 +39,12 @@ caller says which: ``messages[3]``, a session's row) and the field.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import logging
 from dataclasses import MISSING, fields
+from collections.abc import Callable
 from datetime import date, datetime, time
-from typing import Any, Callable
+from typing import Any, cast
 
 from .._bounds import short_repr
 from ..errors import MessageFormatError
@@ -163,7 +163,7 @@ def _usage_counts(usage: LLMUsage) -> "dict[str, int] | None":
     """``usage.to_dict()`` when every count is an int that stays a JSON number, else None."""
     counts = usage.to_dict()
     if all(type(v) is int and v.bit_length() <= _PLAIN_INT_BITS for v in counts.values()):
-        return counts
+        return cast("dict[str, int]", counts)  # each value was just checked to be an int
     return None
 
 
@@ -263,7 +263,7 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
             content holds an int); the text names the field.
     """
     message = _as_an_agent_holds(message)
-    data: dict[str, Any] = {"role": message.role}  # type: ignore[attr-defined]
+    data: dict[str, Any] = {"role": message.role}
     for f in fields(message):  # type: ignore[arg-type]
         value = getattr(message, f.name)
         if f.name == "role" or (f.name == "output" and value is None):  # no answer: the form stays what it was
@@ -275,7 +275,7 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
         elif f.name == "usage" and isinstance(value, LLMUsage):
             data[f.name] = _usage_counts(value)
             if data[f.name] is None:  # counts that are not ints (a tool's LLMUsage(1.5)) would not load again
-                logger.warning("a %s message's usage %r has counts that are not ints; stored without its usage", message.role, value)  # type: ignore[attr-defined]
+                logger.warning("a %s message's usage %r has counts that are not ints; stored without its usage", message.role, value)
         elif f.name == "output" and value is not None:  # a typed answer: its JSON form (docs/api.md "Typed answers")
             try:
                 data[f.name] = to_json_value(value)

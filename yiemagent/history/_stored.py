@@ -28,9 +28,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime
-from typing import Any, Callable, Optional
+from typing import Any, Optional, TypeGuard, TypeVar
 
 from .._images import is_base64
 from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS, parse_tool_arguments
@@ -50,7 +51,7 @@ _TOOL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "content", "details
 _APPROVAL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "decision", "arguments", "reason", "timestamp"))
 
 
-def _clean(text: Any) -> bool:
+def _clean(text: Any) -> TypeGuard[str]:
     """A str the check keeps as it is: no lone surrogate (``_bounds.clean_str`` would replace it)."""
     return type(text) is str and (text.isascii() or _SURROGATE.search(text) is None)
 
@@ -105,7 +106,8 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
     if kind is str:
         return value.isascii() or _SURROGATE.search(value) is None
     if kind is int:
-        return value.bit_length() <= _SHORT_INT_BITS
+        bits: int = value.bit_length()
+        return bits <= _SHORT_INT_BITS
     if kind is float:
         return math.isfinite(value)
     return value is None or kind is bool
@@ -216,7 +218,10 @@ def _reply_content(raw: Any) -> Optional[list[Any]]:
 # without its one object.__setattr__ per field: that was a third of the time of this reader.
 # The price: each such message keeps its fields in a dict of its own (about 180 bytes more
 # than __init__'s inline values); setting them one by one costs a restart of 10,000 about 5 ms.
-def _built(cls: type, **fields: Any) -> Any:
+_Message = TypeVar("_Message", bound=AgentMessage)
+
+
+def _built(cls: type[_Message], **fields: Any) -> _Message:
     message = object.__new__(cls)
     message.__dict__.update(fields)
     return message
@@ -296,7 +301,7 @@ def _approval(data: dict[str, Any]) -> Optional[AgentMessage]:
     return ApprovalMessage(call_id, name, decision, arguments, reason, stamp)
 
 
-_scan = json.JSONDecoder().scan_once  # the C scanner json.loads runs (json.decoder.JSONDecoder.raw_decode)
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # undeclared in typeshed; the C scanner json.loads runs (json.decoder.JSONDecoder.raw_decode)
 
 
 def loads_row(text: "str | bytes") -> Any:
@@ -312,7 +317,7 @@ def loads_row(text: "str | bytes") -> Any:
     kind = type(text)
     if (kind is bytes and text[:1] == b"{" and text[-1:] == b"}") or (kind is str and text[:1] == "{" and text[-1:] == "}"):
         try:
-            decoded = text.decode("utf-8", "surrogatepass") if kind is bytes else text
+            decoded = text if isinstance(text, str) else text.decode("utf-8", "surrogatepass")
             value, end = _scan(decoded, 0)
         except (StopIteration, ValueError, RecursionError):
             return json.loads(text)

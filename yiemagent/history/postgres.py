@@ -27,7 +27,7 @@ import os
 import select
 import socket
 import threading
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from ._json import message_to_data
 from .sessions import ConnectedSession, check_session_id, messages_from_rows, reads_checked
@@ -59,6 +59,11 @@ _SCHEMA = (
 # closing its sockets) after about idle + interval * count seconds, and with it the hold.
 KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 10, 5, 3
 _READS_TO_SEE_AN_END = 4  # reads of an idle connection's socket ``held`` makes, at most, to see the server closed it
+
+
+def _one_row(row: Optional[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate, a function, a row known to exist): typed as such."""
+    return cast("tuple[Any, ...]", row)
 
 
 def _psycopg() -> Any:
@@ -129,14 +134,14 @@ class PostgresSession(ConnectedSession):
         for name, value in (("timeout", timeout), ("hold_timeout", hold_timeout)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0 or math.isinf(value):
                 raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-        psycopg = _psycopg()
+        pg = _psycopg()  # not named psycopg: that name is the module's, in the annotations
         self.session_id = session_id
         self.timeout = float(timeout)
         self.hold_timeout = float(hold_timeout)
         self._lock = threading.Lock()  # guards _conn, _lock_key and _held: one statement at a time, from any thread
         self._held = False
         self._lock_key: Optional[int] = None
-        self._conn: Optional["psycopg.Connection[Any]"] = psycopg.connect(
+        self._conn: Optional["psycopg.Connection[Any]"] = pg.connect(
             dsn,
             autocommit=True,
             connect_timeout=max(2, math.ceil(timeout)),
@@ -163,7 +168,7 @@ class PostgresSession(ConnectedSession):
             f" SET tcp_keepalives_count = {KEEPALIVE_COUNT}; SET statement_timeout = {int(self.timeout * 1000)}"
         )
         tables = "ARRAY['yiemagent_schema', 'yiemagent_sessions', 'yiemagent_messages']"
-        present = conn.execute(f"SELECT bool_and(to_regclass(t) IS NOT NULL) FROM unnest({tables}) AS t").fetchone()[0]
+        present = _one_row(conn.execute(f"SELECT bool_and(to_regclass(t) IS NOT NULL) FROM unnest({tables}) AS t").fetchone())[0]
         if present:  # the common case: no DDL, no setup lock
             self._check_version([row[0] for row in conn.execute("SELECT version FROM yiemagent_schema")])
             return
@@ -240,7 +245,7 @@ class PostgresSession(ConnectedSession):
                 raise SessionInUseError(f"session {self.session_id!r} in {self.where} is already held by an agent using this PostgresSession")
             key = self._key(conn)
             if self.hold_timeout <= 0:
-                taken = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, key)).fetchone()[0]
+                taken = _one_row(conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, key)).fetchone())[0]
             else:
                 taken = self._wait_for_lock(conn, key)
             if not taken:
@@ -262,7 +267,7 @@ class PostgresSession(ConnectedSession):
                 ).fetchone()
                 if row is None:  # another process inserted it between the two statements
                     row = conn.execute("SELECT lock_key FROM yiemagent_sessions WHERE session_id = %s", (self.session_id,)).fetchone()
-            self._lock_key = int(row[0])
+            self._lock_key = int(_one_row(row)[0])  # inserted here or by another process; no session's row is ever deleted
         return self._lock_key
 
     def _wait_for_lock(self, conn: "psycopg.Connection[Any]", key: int) -> bool:

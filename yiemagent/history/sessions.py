@@ -19,7 +19,8 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import IO, Any, Callable, Optional, Protocol, Self, Union
+from collections.abc import Callable
+from typing import IO, Any, Optional, Protocol, TypeVar, Union
 
 from ._json import message_from_json, message_to_json
 from ._stored import loads_row, read_stored
@@ -160,6 +161,9 @@ def release_session(session: Session) -> None:
             logger.error("the session %r could not be released: %s: %s", session, type(exc).__name__, exc, exc_info=True)
 
 
+_Connected = TypeVar("_Connected", bound="ConnectedSession")  # typing.Self is Python 3.11+ (setup.cfg: python_requires >= 3.10)
+
+
 class ConnectedSession:
     """What the shipped sessions share: one connection (``_conn``, guarded by ``_lock``) and a hold.
 
@@ -180,7 +184,7 @@ class ConnectedSession:
                 self._conn.close()
                 self._conn = None
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _Connected) -> _Connected:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -60,7 +60,7 @@ _FINISH_REASONS = {
     "content_filter": "content_filter",
 }
 # The keys OpenAI's schema allows on each message role; our extras ("name", "is_error" on tool messages) are not sent.
-_MESSAGE_KEYS = {
+_MESSAGE_KEYS: dict[object, tuple[str, ...]] = {  # looked up by whatever a message's "role" holds
     "system": ("role", "content", "name"),
     "developer": ("role", "content", "name"),
     "user": ("role", "content", "name"),
@@ -93,7 +93,8 @@ def _wire_calls(message: dict[str, Any], wire: dict[str, Any], legacy_ids: set[s
         return
     entries = []
     for call in calls:
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = call.get("function")
+        function = function if isinstance(function, dict) else {}
         if call.get("type") == CUSTOM:
             entries.append({"id": call.get("id", ""), "type": CUSTOM, "custom": {"name": function.get("name", ""), "input": _custom_input(function)}})
         elif call.get("type", "function") == "function":
@@ -418,7 +419,8 @@ class OpenAIStream:
             if isinstance(custom.get("input"), str):
                 joined["input"] += custom["input"]
             return
-        function = fragment.get("function") if isinstance(fragment.get("function"), dict) else {}
+        function = fragment.get("function")
+        function = function if isinstance(function, dict) else {}
         if function.get("name") and isinstance(function["name"], str):
             call["function"]["name"] = call["function"]["name"] or function["name"]
         arguments = function.get("arguments")
