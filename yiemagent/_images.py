@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Optional
+import re
+from typing import Any, Optional, TypeGuard
 
-__all__ = ["SENDABLE_MIME_TYPES", "data_url", "is_base64", "split_data_url", "unsendable"]
+__all__ = ["SENDABLE_MIME_TYPES", "data_url", "is_base64", "is_media_type", "split_data_url", "unsendable"]
 
 SENDABLE_MIME_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 """The image types both OpenAI's chat completions and Anthropic's Messages API document."""
 
 _MB = 1024 * 1024
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]*/[A-Za-z0-9][A-Za-z0-9.+_-]*")
 
 
-def is_base64(data: Any) -> bool:
+def is_base64(data: Any) -> TypeGuard[str]:
     """Whether ``data`` is a str of strict base64 (RFC 4648 alphabet and padding, no whitespace)."""
     if not isinstance(data, str) or not data.isascii():
         return False
@@ -34,6 +36,11 @@ def is_base64(data: Any) -> bool:
     except (binascii.Error, ValueError):
         return False
     return True
+
+
+def is_media_type(text: Any) -> TypeGuard[str]:
+    """Whether ``text`` is a bare ``type/subtype`` (RFC 6838 names, no parameters): what can stand in a ``data:`` URL unchanged."""
+    return isinstance(text, str) and _MEDIA_TYPE.fullmatch(text) is not None
 
 
 def data_url(mime_type: str, data: str) -> str:

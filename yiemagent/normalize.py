@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Optional
 
 from ._bounds import NotJSONError, clean_str, json_safe, plain, short_repr
-from ._images import is_base64
+from ._images import is_base64, is_media_type
 from .errors import MessageFormatError
 from .extraction import extract_tool_calls
 from .types import (
@@ -102,8 +102,10 @@ def _block(block: Any, where: str) -> Any:
     if isinstance(block, ImageContent):
         if not (isinstance(block.data, str) and isinstance(block.mime_type, str)):
             return TextContent(f"[an image was dropped: its data or mime_type is not text ({where})]")
+        if not is_media_type(block.mime_type):  # it would break the data URL it is sent in (docs/api.md "Images")
+            return TextContent(f"[an image was dropped: its mime_type {short_repr(clean_str(block.mime_type), 80)} is not a media type such as image/png ({where})]")
         if not is_base64(block.data):  # it would reach the provider as a data URL it refuses (docs/api.md "Images")
-            return TextContent(f"[an image ({clean_str(block.mime_type)}) was dropped: its data is not valid base64 ({where})]")
+            return TextContent(f"[an image ({block.mime_type}) was dropped: its data is not valid base64 ({where})]")
         return block
     if isinstance(block, str):
         return TextContent(clean_str(block))

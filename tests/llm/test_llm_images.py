@@ -258,6 +258,19 @@ def test_a_tools_image_that_is_not_base64_is_refused_where_it_enters_and_never_s
     assert "not base64 at all" not in text and "not valid base64" in text
 
 
+@pytest.mark.parametrize("mime_type", ["image/png;base64,AAAA", "image/png; charset=x", "png", ""])
+def test_an_image_whose_mime_type_is_not_a_media_type_is_refused_where_it_enters(mime_type):
+    """A mime_type that would break the data URL it goes in (a parameter, a second ";base64,", no subtype) enters the history as a note; the request never holds a broken URL."""
+    with LocalServer(lambda request: openai_reply({"role": "assistant", "content": "ok"})) as server:
+        agent = make_agent(OpenAIClient(f"{server.url}/v1", "gpt-4o", "sk-test", max_retries=0))
+        try:
+            ask(agent, UserMessage([TextContent("look"), ImageContent(PNG, mime_type)]), timeout=WAIT)
+        finally:
+            shutdown(agent)
+    user = server.requests[0].json()["messages"][1]
+    assert PNG not in json.dumps(user) and "is not a media type such as image/png" in json.dumps(user)
+
+
 def test_a_user_image_that_is_not_base64_is_refused_where_it_enters():
     """A user message holding an image whose data is not base64 enters the history as a note, and the request is one the provider takes."""
     with LocalServer(lambda request: openai_reply({"role": "assistant", "content": "ok"})) as server:
