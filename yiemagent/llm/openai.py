@@ -120,7 +120,7 @@ def _tool_images_message(results: list[dict[str, Any]]) -> dict[str, Any]:
     """One user message holding the images of a batch of tool results, each after a text part naming its call."""
     parts: list[Any] = []
     for result in results:
-        for index, image in enumerate(result["images"], 1):
+        for index, image in enumerate((i for i in result["images"] if isinstance(i, dict)), 1):
             label = f"Image {index} of the result of tool call {result.get('tool_call_id', '')} ({result.get('name') or 'tool'}):"
             parts += [{"type": "text", "text": label}, _sendable_image(image)]
     return {"role": "user", "content": parts}
