@@ -34,7 +34,7 @@ from .run import DEFAULT_MAX_ROUNDS, check_max_rounds
 from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, UsageLimits
 from .normalize import normalize_message
 from .registry import ToolStore, register_tool
-from .run import CONTINUE
+from .run import CONTINUE, NOTHING_TO_CONTINUE
 from .run_stream import AskLock, RunStream
 from .history.sessions import Session, hold_session, release_session
 from .typed.output import OutputSpec
@@ -467,6 +467,10 @@ def continue_agent(agent: YiemAgent) -> None:
     "awaiting_approval", the run first runs the approved calls and answers the rejected
     ones (``yiemagent.approvals``, decision 18); calls still undecided keep it waiting.
 
+    Accepted while the agent is busy; if the run it joins still finds no conversation (the
+    follow-up that made the agent busy was not yet in the input), that run ends "error"
+    with the same words, and sends the LLM nothing.
+
     Raises:
         EmptyHistoryError: there is no conversation to continue.
         AgentClosedError: the agent has been shut down.
@@ -475,7 +479,7 @@ def continue_agent(agent: YiemAgent) -> None:
     if core.closing:
         raise AgentClosedError("the agent has been shut down; it cannot continue")
     if not core.busy() and not core.history():
-        raise EmptyHistoryError("cannot continue: the conversation history is empty; send a message with run_agent first")
+        raise EmptyHistoryError(NOTHING_TO_CONTINUE)
     core.input_channel.put(CONTINUE)
 
 

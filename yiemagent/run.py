@@ -480,6 +480,10 @@ def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optiona
     return taken, dropped, continued
 
 
+NOTHING_TO_CONTINUE = "cannot continue: the conversation history is empty; send a message with run_agent first"
+"""Why ``continue_agent`` refuses an idle agent with no history, and why a run of continues alone on one ends "error"."""
+
+
 def _error_response(why: str) -> AssistantMessage:
     """Decision 11: a failed run ends with stop_reason "error" and says why."""
     logger.warning("run ended with an error: %s", why)
@@ -662,7 +666,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if reply.stop_reason == "error":  # an llm_call that reports its failure instead of raising
             return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
         verdict = None
-        if answer is not None and not tool_calls and reply.stop_reason != "pause_turn":
+        if answer is not None and not tool_calls and reply.stop_reason not in ("pause_turn", "refusal"):  # a refusal ends the run, never retried (docs/streaming.md "Refusals")
             verdict = answer.from_text(reply)
             if verdict.valid:
                 reply = replace(reply, output=verdict.value)
@@ -772,6 +776,8 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
             response = AssistantMessage([], stop_reason="aborted", error_message="the agent was shut down before the run took its input")
         elif taken == 0 and dropped and not continued:  # nothing to answer: a round would send the LLM no new message
             response = _error_response(dropped)
+        elif not host.state.messages:  # no conversation to send: continues alone (accepted while a follow-up waited)
+            response = _error_response(NOTHING_TO_CONTINUE)
         else:
             response = _rounds(host, run)
     except BaseException as exc:  # a bug here or in a hook must not strand the run: the loop waits for its response

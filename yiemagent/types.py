@@ -413,7 +413,9 @@ class AssistantMessage(AgentMessage):
     (thinking; Anthropic's server-tool blocks, docs/streaming.md "Server tools").
     ``stop_reason`` is one of "stop", "length", "tool_use", "content_filter", "error",
     "aborted", "pause_turn" (the server paused its own tool loop: the run sends the turn
-    again) or "tool_use_terminated" (the agent's own final response, spec §10).
+    again), "refusal" (the model refused: its words in ``refusal``, a
+    ``{"type": "refusal", "refusal": ...}`` block) or "tool_use_terminated" (the agent's
+    own final response, spec §10).
 
     Thread safety: immutable; may be shared between threads. Content lists are read-only by convention.
     """
@@ -444,6 +446,15 @@ class AssistantMessage(AgentMessage):
             elif isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
                 parts.append(block["text"])
         return "".join(parts)
+
+    @property
+    def refusal(self) -> Optional[str]:
+        """The model's refusal (shared/spec/API.md "Today's models, turn after turn"): its ``refusal`` blocks' words joined; None when it did not refuse.
+
+        A reply that refuses has ``stop_reason`` "refusal" (docs/streaming.md "Refusals").
+        """
+        words = [b["refusal"] for b in self.content if isinstance(b, dict) and b.get("type") == "refusal" and isinstance(b.get("refusal"), str)] if isinstance(self.content, (list, tuple)) else []
+        return "".join(words) if words else None
 
     def raise_for_failure(self) -> "AssistantMessage":
         """This reply, or ``RunFailedError`` when its run failed (beyond the spec, docs/api.md "A run that fails says so").

@@ -18,6 +18,10 @@ What it gives is what the reader of record gives: tests/extras/test_stored_form.
 the two to it for stored data of every kind, valid and mutated (a differential property).
 The message may share the lists and dicts of ``data`` (a ``json.loads`` result of its own).
 
+``read_marked`` builds the message of a session row whose writer checked it and marked it
+(docs/sessions.md "Rows and their mark"): the form ``read_stored`` takes, without its
+checks, since they were made on these very bytes when they were stored.
+
 ``stored_calls`` reads the tool calls of a message either reader gave back, without
 extracting them again: in a message ``normalize_message`` leaves as it is, each raw call
 says exactly what ``extract_tool_calls`` reads from it (normalize.py ``_same_call``).
@@ -30,7 +34,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import fields
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Optional, TypeGuard, TypeVar
 
 from .._images import is_base64, is_media_type
@@ -38,7 +42,7 @@ from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS, parse_tool_arguments
 from ..normalize import _raw_calls
 from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
 
-__all__ = ["loads_row", "read_stored", "stored_calls"]
+__all__ = ["loads_row", "parse_stamp", "read_marked", "read_stored", "stored_calls"]
 
 TAG = "$type"
 _SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate, as _bounds.clean_str finds one
@@ -113,11 +117,40 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
     return value is None or kind is bool
 
 
+# A session row's UTC timestamp, ISO 8601's basic form (docs/sessions.md "Rows and their mark")
+_COMPACT_STAMP = re.compile(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)\.(\d{6})Z", re.ASCII)
+_fromisoformat = datetime.fromisoformat
+
+
+def parse_stamp(text: str) -> datetime:
+    """The datetime a stored ``timestamp`` names: ``datetime.fromisoformat``, or the compact UTC form sessions write.
+
+    That form (``20261206T090204.633046Z``) is ISO 8601's basic format, which
+    ``fromisoformat`` reads from Python 3.11; on 3.10 it is read here. Raises ``ValueError``.
+    """
+    try:
+        return _fromisoformat(text)
+    except ValueError:
+        stamp = basic_utc(text)
+        if stamp is None:
+            raise
+        return stamp
+
+
+def basic_utc(text: str) -> Optional[datetime]:
+    """The datetime of a timestamp in the compact form, read without ``fromisoformat`` (Python 3.10's reading); None for any other text."""
+    match = _COMPACT_STAMP.fullmatch(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, micro = map(int, match.groups())
+    return datetime(year, month, day, hour, minute, second, micro, tzinfo=timezone.utc)
+
+
 def _stamp(value: Any) -> Optional[datetime]:
     if type(value) is not str:
         return None
     try:
-        return datetime.fromisoformat(value)
+        return parse_stamp(value)
     except ValueError:
         return None
 
@@ -219,10 +252,11 @@ def _reply_content(raw: Any) -> Optional[list[Any]]:
 # The price: each such message keeps its fields in a dict of its own (about 180 bytes more
 # than __init__'s inline values); setting them one by one costs a restart of 10,000 about 5 ms.
 _Message = TypeVar("_Message", bound=AgentMessage)
+_new = object.__new__
 
 
 def _built(cls: type[_Message], **fields: Any) -> _Message:
-    message = object.__new__(cls)
+    message = _new(cls)
     message.__dict__.update(fields)
     return message
 
@@ -339,6 +373,102 @@ def read_stored(data: Any) -> Optional[AgentMessage]:
     role = data.get("role")
     reader = _READERS.get(role) if type(role) is str else None
     return None if reader is None else reader(data)
+
+
+def _blocks(raw: list[Any]) -> list[Any]:
+    """Content blocks of a marked row: text and image blocks as objects, any other (a tool-call block) as it is."""
+    blocks: list[Any] = []
+    for block in raw:
+        kind = block["type"]
+        if kind == "text":
+            text = _new(TextContent)  # as _built builds a message
+            text.__dict__.update(text=block["text"], citations=None)
+            blocks.append(text)
+        elif kind == "image":
+            blocks.append(ImageContent(block["data"], block["mime_type"]))
+        else:
+            blocks.append(block)
+    return blocks
+
+
+_NO_USAGE = {f.name: 0 for f in fields(LLMUsage)}
+
+
+def _usage(counts: Optional[dict[str, int]]) -> Optional[LLMUsage]:
+    """``LLMUsage(**counts)`` for the int counts of a marked row, built as ``_built`` builds a message (a third of the time)."""
+    if counts is None:
+        return None
+    values = {**_NO_USAGE, **counts}
+    if not values["total_tokens"]:  # LLMUsage.__post_init__: decision 13's total
+        values["total_tokens"] = values["input_tokens"] + values["output_tokens"]
+    usage = _new(LLMUsage)
+    usage.__dict__.update(values)
+    return usage
+
+
+def _marked_user(data: dict[str, Any]) -> AgentMessage:
+    message = _new(UserMessage)  # as _built builds one, without its call
+    message.__dict__.update(content=_blocks(data["content"]), timestamp=parse_stamp(data["timestamp"]))
+    return message
+
+
+def _marked_assistant(data: dict[str, Any]) -> AgentMessage:
+    get = data.get
+    message = _new(AssistantMessage)
+    message.__dict__.update(
+        content=_blocks(data["content"]),
+        api=get("api"),
+        provider=get("provider"),
+        model=get("model"),
+        usage=_usage(get("usage")),
+        stop_reason=get("stop_reason"),
+        error_message=get("error_message"),
+        timestamp=parse_stamp(data["timestamp"]),
+        output=get("output"),
+    )
+    return message
+
+
+def _marked_tool(data: dict[str, Any]) -> AgentMessage:
+    get = data.get
+    message = _new(ToolResultMessage)
+    message.__dict__.update(
+        tool_call_id=data["tool_call_id"],
+        tool_name=data["tool_name"],
+        content=_blocks(data["content"]),
+        details=data["details"] if "details" in data else {},
+        usage=_usage(get("usage")),
+        added_tool_names=get("added_tool_names"),
+        is_error=get("is_error", False),
+        timestamp=parse_stamp(data["timestamp"]),
+    )
+    return message
+
+
+def _marked_approval(data: dict[str, Any]) -> AgentMessage:
+    return ApprovalMessage(
+        data["tool_call_id"],
+        data["tool_name"],
+        data["decision"],
+        data["arguments"] if "arguments" in data else {},
+        data.get("reason", ""),
+        parse_stamp(data["timestamp"]),
+    )
+
+
+_MARKED: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {"user": _marked_user, "assistant": _marked_assistant, "tool": _marked_tool, "approval": _marked_approval}
+
+
+def read_marked(data: dict[str, Any]) -> AgentMessage:
+    """The message of a row its writer checked and marked (docs/sessions.md "Rows and their mark"), built without checking it again.
+
+    ``data`` is a row ``read_stored`` accepted when it was written (``_json.message_to_row``
+    marks no other), so this gives the message ``read_stored`` gives for it, without its
+    checks (tests/extras/test_session_rows.py holds the two to it). Only for rows whose
+    mark matches their body: anything else may raise anything (``KeyError``, ``TypeError``),
+    and its caller then reads the row the checked way.
+    """
+    return _MARKED[data["role"]](data)
 
 
 def stored_calls(message: AssistantMessage) -> list[tuple[str, str]]:
