@@ -25,6 +25,7 @@ from yiemagent import (
     AgentContext,
     AssistantMessage,
     ImageContent,
+    SQLiteSession,
     TextContent,
     ToolResultMessage,
     UserMessage,
@@ -283,8 +284,8 @@ def test_a_user_image_that_is_not_base64_is_refused_where_it_enters():
     assert "%%%not-base64%%%" not in json.dumps(user) and "not valid base64" in json.dumps(user)
 
 
-def test_a_history_with_tool_images_round_trips_through_a_file_and_sends_the_same(tmp_path):
-    """Decision 15: a history holding a tool's images, saved and loaded, gives byte for byte the same requests to both clients."""
+def test_a_history_with_tool_images_round_trips_through_a_file_and_a_session_and_sends_the_same(tmp_path):
+    """Decision 15: a history holding a tool's images, saved and loaded (a file, an SQLite session), gives byte for byte the same requests to both clients."""
     history = [
         UserMessage([TextContent("go"), ImageContent(JPEG, "image/jpeg")]),
         AssistantMessage([{"type": "tool_calls", "tool_calls": BATCH}]),
@@ -294,7 +295,14 @@ def test_a_history_with_tool_images_round_trips_through_a_file_and_sends_the_sam
     ]
     save_history(history, tmp_path / "h.jsonl")
     loaded = load_history(tmp_path / "h.jsonl")
-    for messages in (history, loaded):
+    session = SQLiteSession(tmp_path / "s.db", "images")
+    try:
+        for message in history:
+            session.append(message)
+        stored = session.messages()
+    finally:
+        session.close()
+    for messages in (history, loaded, stored):
         formatted = format_msg_for_llm(AgentContext("", messages, {}), None)
         assert json.dumps(build_openai_request(formatted, "m")) == json.dumps(build_openai_request(format_msg_for_llm(AgentContext("", history, {}), None), "m"))
         assert json.dumps(build_anthropic_request(formatted, "m", 10)) == json.dumps(build_anthropic_request(format_msg_for_llm(AgentContext("", history, {}), None), "m", 10))
