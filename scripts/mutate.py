@@ -47,13 +47,14 @@ OTHER_MODULES = [
     "history/_json", "history/_stored", "history/files", "history/sessions", "history/_locked_files", "history/postgres", "history/__init__",
     "llm/_sse", "llm/_http", "llm/_wire", "llm/_anthropic_reply", "llm/_client", "llm/_guard", "llm/openai", "llm/anthropic",
     "llm/fallback", "llm/offline", "llm/scripted", "llm/__init__",
-    "_secrets", "_log_masking", "_bounds", "_threads", "_format_cache", "_images",
+    "_secrets", "_log_masking", "_bounds", "_threads", "_format_cache", "_fast_schema", "_sub_runs", "_images",
     "types", "events", "streaming", "normalize", "approvals", "tokens", "errors", "__init__", "__main__",
     "typed/_codecs", "typed/functions", "typed/_parameter_fill", "typed/output", "typed/__init__",
     "tools/agent_tool",
     "cli/console", "cli/commands", "cli/demo", "cli/_weather_service", "cli/__init__",
     "mcp/_convert", "mcp/_core", "mcp/_follow", "mcp/_listing", "mcp/_session", "mcp/_stdio", "mcp/_surrogates", "mcp/client", "mcp/__init__",
     "otel/_content", "otel/_spans", "otel/export", "otel/sink", "otel/__init__",
+    "celery/_turns", "celery/_redis", "celery/_consumer", "celery/service", "celery/__init__",
 ]
 DEFAULT_MODULES = SPEC_MODULES + OTHER_MODULES
 KILLED = {1, 3, 36, 37, -24, 24, 152, 255}  # mutmut's "killed", "timeout", "caught by type check"
