@@ -24,7 +24,6 @@ from itertools import islice
 from typing import Any, Optional
 
 from ._format_cache import HistorySnapshot, history_wires
-from ._images import data_url, split_data_url
 from .errors import MessageFormatError
 from .extraction import arguments_json, extract_tool_calls
 from .types import (
@@ -37,6 +36,8 @@ from .types import (
     TextContent,
     ToolResultMessage,
     UserMessage,
+    data_url,
+    split_data_url,
     text_of,
 )
 

@@ -28,7 +28,6 @@ from datetime import datetime
 from typing import Any, NamedTuple, Optional, TypeGuard
 
 from ._bounds import NotJSONError, clean_str, json_safe, plain, short_repr
-from ._images import is_base64, is_media_type
 from .errors import MessageFormatError
 from ._format_cache import remember_calls
 from .extraction import MAX_ID_CHARS, MAX_NAME_CHARS, extract_tool_calls, parse_tool_arguments
@@ -44,6 +43,8 @@ from .types import (
     TextContent,
     ToolResultMessage,
     UserMessage,
+    is_base64,
+    is_media_type,
 )
 
 __all__ = ["CheckedReply", "normalize_content", "normalize_message", "normalize_reply", "normalize_tool_result"]

@@ -37,10 +37,9 @@ from dataclasses import fields
 from datetime import datetime, timezone
 from typing import Any, Optional, TypeGuard, TypeVar
 
-from .._images import is_base64, is_media_type
 from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS, parse_tool_arguments
 from ..normalize import _raw_calls
-from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
+from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage, is_base64, is_media_type
 
 __all__ = ["loads_row", "parse_stamp", "read_marked", "read_stored", "stored_calls"]
 

@@ -32,13 +32,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Optional
 
-from .._images import split_data_url, unsendable
 from ..extraction import parse_tool_arguments
-from ..types import AssistantMessage
+from ..types import AssistantMessage, split_data_url
 from ._anthropic_reply import AnthropicStream, is_server_block, parse_anthropic_response, parse_anthropic_stream
 from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
-from ._wire import Emit, content_text, join_url
+from ._wire import Emit, content_text, join_url, unsendable
 
 __all__ = ["AnthropicClient", "AnthropicStream", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
 

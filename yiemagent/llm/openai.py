@@ -45,12 +45,11 @@ from collections.abc import Iterable
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
-from .._images import split_data_url, unsendable
 from ..extraction import arguments_json, parse_tool_arguments
-from ..types import AssistantMessage, LLMUsage, TextContent
+from ..types import AssistantMessage, LLMUsage, TextContent, split_data_url
 from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
-from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count
+from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count, unsendable
 
 __all__ = ["ECHOED_FIELDS", "OpenAIClient", "OpenAIStream", "build_openai_request", "parse_openai_response", "parse_openai_stream"]
 

@@ -16,8 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .._images import is_base64
-from ..types import AgentMessage, AssistantMessage, ImageContent, TextContent, UserMessage
+from ..types import AgentMessage, AssistantMessage, ImageContent, TextContent, UserMessage, is_base64
 
 __all__ = [
     "MCPPrompt",
