@@ -4,11 +4,12 @@
 "tools": [...]}`` in OpenAI's chat-completions format (decision 5). The HTTP clients of
 ``yiemagent.llm`` take this dict and nothing else, so only ``llm_call`` changes between
 providers. Keys beyond OpenAI's ride along for clients that need them: ``name`` (the
-tool's name) and ``is_error`` on ``tool`` messages; ``thinking_blocks`` and
-``content_blocks`` on ``assistant`` messages (docs/streaming.md "Server tools"), and
-``reasoning_echo``: the fields the reply's server wants back and who that server is
-(docs/streaming.md "Reasoning sent back"). The OpenAI client sends none of these keys as
-they are; it sends ``reasoning_echo``'s fields to that server alone.
+tool's name), ``is_error`` and ``images`` (a tool's images, docs/api.md "Images") on
+``tool`` messages; ``thinking_blocks`` and ``content_blocks`` on ``assistant`` messages
+(docs/streaming.md "Server tools"), and ``reasoning_echo``: the fields the reply's server
+wants back and who that server is (docs/streaming.md "Reasoning sent back"). The OpenAI
+client sends none of these keys as they are; it sends ``reasoning_echo``'s fields to that
+server alone, and a tool's images in a user message after the results.
 
 A message's wire dict is made once and remembered, and the latest request's wires are
 reused while the history only grew (``_format_cache``). docs/performance.md says what is
@@ -35,6 +36,8 @@ from .types import (
     TextContent,
     ToolResultMessage,
     UserMessage,
+    data_url,
+    split_data_url,
     text_of,
 )
 
@@ -68,7 +71,7 @@ def prepare_context(state: AgentState, event_sink: Any = None) -> AgentContext:
 
 
 def _image_url(block: ImageContent) -> dict[str, Any]:
-    return {"type": "image_url", "image_url": {"url": f"data:{block.mime_type};base64,{block.data}"}}
+    return {"type": "image_url", "image_url": {"url": data_url(block.mime_type, block.data)}}
 
 
 def user_message_to_openai(msg: UserMessage) -> dict[str, Any]:
@@ -185,22 +188,34 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
 
 
 def tool_result_message_to_openai(msg: ToolResultMessage) -> dict[str, Any]:
-    """A tool result; its content goes as one string (decision 9), images as a note."""
-    pieces = []
+    """A tool result: its text as one string (decision 9), its images beside it (docs/api.md "Images").
+
+    An image leaves a line in the text saying that it follows ("[image 1 (image/png)
+    follows]"), and goes as an OpenAI ``image_url`` part in ``images``, a key beyond
+    OpenAI's like ``name`` and ``is_error``: a ``tool`` message takes text only, so
+    ``OpenAIClient`` sends the images of a batch of results in one user message after
+    them, each labelled with its call, and ``AnthropicClient`` inside the ``tool_result``.
+    """
+    pieces: list[str] = []
+    images: list[dict[str, Any]] = []
     for block in msg.content:
         if isinstance(block, TextContent):
             pieces.append(block.text)
         elif isinstance(block, ImageContent):
-            pieces.append(f"[{block.mime_type} image omitted]")
+            images.append(_image_url(block))
+            pieces.append(f"[image {len(images)} ({block.mime_type}) follows]")
         elif isinstance(block, dict) and isinstance(block.get("text"), str):
             pieces.append(block["text"])
-    return {
+    wire: dict[str, Any] = {
         "role": "tool",
         "tool_call_id": msg.tool_call_id,
         "content": "\n".join(pieces),
         "name": msg.tool_name,
         "is_error": msg.is_error,
     }
+    if images:
+        wire["images"] = images
+    return wire
 
 
 def tool_to_openai(tool: AgentTool) -> dict[str, Any]:
@@ -248,9 +263,10 @@ def format_msg_for_llm(ctx: AgentContext, event_sink: Any = None) -> dict[str, A
 
 def _image_from_url(url: str) -> ImageContent | None:
     """An ``ImageContent`` from a base64 ``data:`` URL; None for any other URL."""
-    if not url.startswith("data:") or ";base64," not in url:
+    parts = split_data_url(url)
+    if parts is None:
         return None
-    header, data = url[5:].split(";base64,", 1)
+    header, data = parts
     try:
         base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as exc:

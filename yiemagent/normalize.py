@@ -43,6 +43,8 @@ from .types import (
     TextContent,
     ToolResultMessage,
     UserMessage,
+    is_base64,
+    is_media_type,
 )
 
 __all__ = ["CheckedReply", "normalize_content", "normalize_message", "normalize_reply", "normalize_tool_result"]
@@ -100,9 +102,13 @@ def _block(block: Any, where: str) -> Any:
         text, citations = _as_text(block.text), _citations(block.citations, where)
         return block if text is block.text and citations is block.citations else TextContent(text, citations)
     if isinstance(block, ImageContent):
-        if isinstance(block.data, str) and isinstance(block.mime_type, str) and block.data.isascii():
-            return block
-        return TextContent(f"[an image was dropped: its data or mime_type is not text ({where})]")
+        if not (isinstance(block.data, str) and isinstance(block.mime_type, str)):
+            return TextContent(f"[an image was dropped: its data or mime_type is not text ({where})]")
+        if not is_media_type(block.mime_type):  # it would break the data URL it is sent in (docs/api.md "Images")
+            return TextContent(f"[an image was dropped: its mime_type {short_repr(clean_str(block.mime_type), 80)} is not a media type such as image/png ({where})]")
+        if not is_base64(block.data):  # it would reach the provider as a data URL it refuses (docs/api.md "Images")
+            return TextContent(f"[an image ({block.mime_type}) was dropped: its data is not valid base64 ({where})]")
+        return block
     if isinstance(block, str):
         return TextContent(clean_str(block))
     if isinstance(block, dict):

@@ -21,17 +21,20 @@ threads freely; the mutable ones (``AbortSignal``, ``AgentState``) say who owns 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextvars
 import copy
 import enum
 import logging
 import numbers
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any, Optional, Union
+from typing import Any, Optional, TypeGuard, Union
 
 from dataclasses_json import DataClassJsonMixin, config
 
@@ -148,6 +151,38 @@ class ImageContent(MessageContent):
     data: str
     mime_type: str
     type: str = field(default="image", init=False)
+
+
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]*/[A-Za-z0-9][A-Za-z0-9.+_-]*")
+
+
+def is_base64(data: Any) -> TypeGuard[str]:
+    """Whether ``data`` is a str of strict base64 (RFC 4648 alphabet and padding, no whitespace): an ``ImageContent``'s data that can be sent (docs/api.md "Images")."""
+    if not isinstance(data, str) or not data.isascii():
+        return False
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def is_media_type(text: Any) -> TypeGuard[str]:
+    """Whether ``text`` is a bare ``type/subtype`` (RFC 6838 names, no parameters): an ``ImageContent``'s mime_type that can stand in a ``data:`` URL."""
+    return isinstance(text, str) and _MEDIA_TYPE.fullmatch(text) is not None
+
+
+def data_url(mime_type: str, data: str) -> str:
+    """The ``data:`` URL of a base64 image, as OpenAI's ``image_url`` part takes it."""
+    return f"data:{mime_type};base64,{data}"
+
+
+def split_data_url(url: Any) -> Optional[tuple[str, str]]:
+    """``(mime_type, data)`` of a base64 ``data:`` URL; None for any other URL."""
+    if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url:
+        return None
+    mime_type, data = url[5:].split(";base64,", 1)
+    return mime_type, data
 
 
 def content_from_dict(block: Any) -> Any:

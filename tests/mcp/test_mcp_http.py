@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -17,7 +18,9 @@ import mcp  # noqa: E402,F401  make test installs the mcp extra (Makefile): thes
 from localserver import LocalServer, Reply  # noqa: E402
 from mcp_support import HERE, WAIT, HttpServer, raw_server_command  # noqa: E402
 from mcp_http_server import PNG  # noqa: E402
-from yiemagent import AbortSignal, ImageContent, TextContent, ToolError
+from helpers import make_agent  # noqa: E402
+from yiemagent import AbortSignal, ImageContent, TextContent, ToolError, ask, shutdown
+from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.mcp import MCPClient, MCPConnectionError
 
 TOKEN = "Bearer sk-mcp-very-secret-token"
@@ -80,6 +83,34 @@ def test_an_image_becomes_image_content(client):
     result = tool(client, "web_picture").execute("c3", {"caption": "a red dot"}, AbortSignal(), None)
     assert result.content == [TextContent("a red dot"), ImageContent(PNG, "image/png")]
     assert result.details == {}
+
+
+def test_an_mcp_tools_image_reaches_the_model_with_both_clients(client):
+    """An MCP tool's image goes to the model where each provider documents it: after the results in a user message (OpenAI), inside tool_result (Anthropic)."""
+    call = {"id": "c9", "type": "function", "function": {"name": "web_picture", "arguments": json.dumps({"caption": "a red dot"})}}
+    openai = [
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}]},
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A red dot."}, "finish_reason": "stop"}]},
+    ]
+    use = {"type": "tool_use", "id": "c9", "name": "web_picture", "input": {"caption": "a red dot"}}
+    anthropic = [
+        {"type": "message", "role": "assistant", "content": [use], "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1}},
+        {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "A red dot."}], "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}},
+    ]
+    for replies, make_client in ((openai, lambda url: OpenAIClient(f"{url}/v1", "gpt-4o", "sk-test", max_retries=0)), (anthropic, lambda url: AnthropicClient("claude", "key", base_url=url, max_retries=0))):
+        served = iter(replies)
+        with LocalServer(lambda request: Reply(body=next(served))) as llm:
+            agent = make_agent(make_client(llm.url), tool(client, "web_picture"))
+            try:
+                assert ask(agent, "What is in the picture?", timeout=WAIT).text == "A red dot."
+            finally:
+                shutdown(agent)
+        messages = llm.requests[1].json()["messages"]
+        if replies is openai:
+            assert messages[-1]["content"][1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}
+        else:
+            (result,) = messages[-1]["content"]
+            assert result["content"][1] == {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
 
 
 def test_other_kinds_of_content_become_sensible_text(client):

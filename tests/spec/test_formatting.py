@@ -72,7 +72,8 @@ def test_tool_result_goes_as_a_string_bound_to_its_call():
     msg = ToolResultMessage("call_1", "getWeather", [TextContent("Weather in Tokyo: Sunny, 22°C"), ImageContent("AA==", "image/png")])
     wire = format_msg_for_llm(prepare_context(state_with([msg]), None), None)["messages"][1]
     assert wire["role"] == "tool" and wire["tool_call_id"] == "call_1"
-    assert wire["content"] == "Weather in Tokyo: Sunny, 22°C\n[image/png image omitted]"
+    assert wire["content"] == "Weather in Tokyo: Sunny, 22°C\n[image 1 (image/png) follows]"
+    assert wire["images"] == [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]
 
 
 @pytest.mark.spec("14")

@@ -150,7 +150,7 @@ def test_blocks_that_cannot_be_sent_again_become_notes_saying_where_and_why():
         TextContent("[a content block was dropped: content/1/x/a is nan, which JSON cannot carry]"),
         TextContent("[a set was dropped: it is not a content block (content/2)]"),
         TextContent("[an image was dropped: its data or mime_type is not text (content/3)]"),
-        TextContent("[an image was dropped: its data or mime_type is not text (content/4)]"),
+        TextContent("[an image (image/png) was dropped: its data is not valid base64 (content/4)]"),
         chart,
         TextContent("[a Chart block was dropped: content/6/points/0 is nan, which JSON cannot carry]"),
         TextContent("[a Chart block was dropped: no data]"),

@@ -67,22 +67,27 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
 
 
 def tool_result_message_to_openai(msg: ToolResultMessage) -> dict[str, Any]:
-    """A tool result; its content goes as one string (decision 9), images as a note."""
+    """A tool result; its text goes as one string (decision 9), its images beside it in ``images`` (docs/api.md "Images")."""
     pieces = []
+    images = []
     for block in msg.content:
         if isinstance(block, TextContent):
             pieces.append(block.text)
         elif isinstance(block, ImageContent):
-            pieces.append(f"[{block.mime_type} image omitted]")
+            images.append(_image_url(block))
+            pieces.append(f"[image {len(images)} ({block.mime_type}) follows]")
         elif isinstance(block, dict) and isinstance(block.get("text"), str):
             pieces.append(block["text"])
-    return {
+    wire = {
         "role": "tool",
         "tool_call_id": msg.tool_call_id,
         "content": "\n".join(pieces),
         "name": msg.tool_name,
         "is_error": msg.is_error,
     }
+    if images:
+        wire["images"] = images  # a tool's images: the clients send them where each provider documents
+    return wire
 
 
 def tool_to_openai(tool: AgentTool) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import enum
 import itertools
 import json
@@ -27,7 +28,7 @@ timestamps = st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(timezone.utc)
 )
 text_content = st.builds(TextContent, st.text())
-image_content = st.builds(ImageContent, st.text(alphabet="ABCDEFabcdef0123456789+/=", max_size=40), st.sampled_from(["image/png", "image/jpeg"]))
+image_content = st.builds(ImageContent, st.binary(max_size=30).map(lambda raw: base64.b64encode(raw).decode()), st.sampled_from(["image/png", "image/jpeg"]))
 content = st.lists(text_content | image_content, max_size=4)
 
 tool_call_entries = st.fixed_dictionaries(

@@ -39,7 +39,7 @@ from typing import Any, Optional, TypeGuard, TypeVar
 
 from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS, parse_tool_arguments
 from ..normalize import _raw_calls
-from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
+from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage, is_base64, is_media_type
 
 __all__ = ["loads_row", "parse_stamp", "read_marked", "read_stored", "stored_calls"]
 
@@ -160,7 +160,7 @@ def _usage_ok(value: Any) -> bool:
 
 def _image(block: dict[str, Any]) -> Optional[ImageContent]:
     data, mime_type = block.get("data"), block.get("mime_type")
-    if len(block) == 3 and type(data) is str and data.isascii() and type(mime_type) is str:
+    if len(block) == 3 and type(data) is str and is_media_type(mime_type) and is_base64(data):
         return ImageContent(data, mime_type)
     return None
 

@@ -30,6 +30,8 @@ __all__ = [
     "require_object",
     "server_message",
     "token_count",
+    "unsendable",
+    "SENDABLE_MIME_TYPES",
 ]
 
 Emit = Callable[[str, str], None]  # emit(kind, text): where a stream reader hands its deltas
@@ -58,6 +60,9 @@ _OVERFLOW_WORDS = re.compile(
     r"|context[_ ]length[_ ]exceeded",
     re.IGNORECASE,
 )
+SENDABLE_MIME_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+"""The image types both OpenAI's chat completions and Anthropic's Messages API document (docs/api.md "Images")."""
+_MB = 1024 * 1024
 # A count beyond this is not a token count (no context holds 10**12 tokens).
 _MAX_TOKENS = 10**12
 _MAX_TOKEN_DIGITS = len(str(_MAX_TOKENS - 1))  # a count below _MAX_TOKENS has at most 12 digits
@@ -219,3 +224,18 @@ def message_text(message: AssistantMessage, kind: str) -> str:
     return "\n".join(
         b["thinking"] for b in message.content if isinstance(b, dict) and b.get("type") == "thinking" and isinstance(b.get("thinking"), str)
     )
+
+
+def unsendable(mime_type: str, data: str, max_bytes: int, provider: str) -> Optional[str]:
+    """The note to send instead of an image ``provider`` would refuse (docs/api.md "Images"); None when it takes it.
+
+    Both APIs take PNG, JPEG, GIF and WebP; each caps an image's size (``max_bytes``, counted
+    on its base64 text). An image past either rule goes as this line of text naming the
+    rule, so that the request is one the provider accepts: a 400 there would fail every
+    later request of the conversation.
+    """
+    if mime_type not in SENDABLE_MIME_TYPES:
+        return f"[an image of type {mime_type} was not sent: {provider} takes only {', '.join(SENDABLE_MIME_TYPES)}]"
+    if len(data) > max_bytes:
+        return f"[a {mime_type} image of {len(data) / _MB:.1f} MB was not sent: {provider} takes at most {max_bytes // _MB} MB of base64 per image]"
+    return None

@@ -6,6 +6,9 @@ client, so an agent switches provider by switching ``llm_call`` alone. The syste
 prompt goes apart; assistant tool calls become ``tool_use`` blocks; tool results become
 ``tool_result`` blocks (with ``is_error``) in the next user message, consecutive ones
 merged, because Anthropic requires alternating roles and an answer to every ``tool_use``.
+A tool's images go inside its ``tool_result`` as image blocks, after its text; an image
+Anthropic would refuse (a type other than PNG, JPEG, GIF, WebP; more than 5 MB of base64)
+goes as a text block saying so (docs/api.md "Images").
 
 Thinking: a reply's ``thinking`` and ``redacted_thinking`` blocks are kept whole in the
 ``AssistantMessage`` (with the ``signature`` that a stream sends as ``signature_delta``),
@@ -30,24 +33,44 @@ import copy
 from typing import Any, Optional
 
 from ..extraction import parse_tool_arguments
-from ..types import AssistantMessage
+from ..types import AssistantMessage, split_data_url
 from ._anthropic_reply import AnthropicStream, is_server_block, parse_anthropic_response, parse_anthropic_stream
 from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
-from ._wire import Emit, content_text, join_url
+from ._wire import Emit, content_text, join_url, unsendable
 
 __all__ = ["AnthropicClient", "AnthropicStream", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
 
 API_VERSION = "2023-06-01"
 
 
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""Anthropic's cap on one image: 5 MB of base64 (the API refuses a larger one with a 400)."""
+
+
 def _image_block(part: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI ``image_url`` part as an Anthropic image block, or a text block naming why Anthropic would refuse it (docs/api.md "Images")."""
     image_url = part.get("image_url")
     url = image_url.get("url", "") if isinstance(image_url, dict) else str(image_url or "")
-    if url.startswith("data:") and ";base64," in url:
-        media_type, data = url[5:].split(";base64,", 1)
-        return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
-    return {"type": "image", "source": {"type": "url", "url": url}}
+    parts = split_data_url(url)
+    if parts is None:
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    media_type, data = parts
+    note = unsendable(media_type, data, MAX_IMAGE_BYTES, "Anthropic")
+    if note:
+        return {"type": "text", "text": note}
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+
+
+def _tool_result(message: dict[str, Any]) -> dict[str, Any]:
+    """A ``tool`` message as a ``tool_result`` block: its text, and its images inside it as image blocks (docs/api.md "Images")."""
+    text = content_text(message.get("content"))
+    images = message.get("images")
+    content: Any = text
+    if isinstance(images, list) and images:
+        content = [{"type": "text", "text": text}] if text else []  # not an empty one: Anthropic refuses it
+        content += [_image_block(part) for part in images if isinstance(part, dict)]
+    return {"type": "tool_result", "tool_use_id": message.get("tool_call_id", ""), "content": content, "is_error": bool(message.get("is_error", False))}
 
 
 def _user_blocks(content: Any) -> list[dict[str, Any]]:
@@ -197,17 +220,7 @@ def build_anthropic_request(formatted: dict[str, Any], model: str, max_tokens: i
         elif role == "assistant":
             add("assistant", _assistant_blocks(message))
         elif role == "tool":
-            add(
-                "user",
-                [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": message.get("tool_call_id", ""),
-                        "content": content_text(message.get("content")),
-                        "is_error": bool(message.get("is_error", False)),
-                    }
-                ],
-            )
+            add("user", [_tool_result(message)])
     if messages and messages[-1]["role"] == "assistant":
         _cut_trailing_whitespace(messages[-1])
         if not messages[-1]["content"]:

@@ -15,6 +15,12 @@ when streamed), which carry no id. Each goes back the way the server sent it: a 
 call as a custom call, a legacy call as an assistant ``function_call`` answered by a
 ``function`` message (``build_openai_request``).
 
+Images (docs/api.md "Images"): a user message's images go as ``image_url`` parts in its
+content, in order. A ``tool`` message takes text only, so the images of a batch of tool
+results follow the batch in one user message, each after a text part naming the call it
+came from. An image the API would refuse (a type other than PNG, JPEG, GIF, WebP; more
+than 20 MB of base64) goes as a text part saying so.
+
 Reasoning is kept as a ``{"type": "thinking", "thinking": ...}`` block before the text,
 whether it comes as ``reasoning_content`` (DeepSeek, vLLM), ``reasoning`` (Groq,
 OpenRouter, Ollama) or as Mistral's ``{"type": "thinking"}`` content parts. The fields a
@@ -40,10 +46,10 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from ..extraction import arguments_json, parse_tool_arguments
-from ..types import AssistantMessage, LLMUsage, TextContent
+from ..types import AssistantMessage, LLMUsage, TextContent, split_data_url
 from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
-from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count
+from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count, unsendable
 
 __all__ = ["ECHOED_FIELDS", "OpenAIClient", "OpenAIStream", "build_openai_request", "parse_openai_response", "parse_openai_stream"]
 
@@ -111,6 +117,49 @@ def _wire_calls(message: dict[str, Any], wire: dict[str, Any], legacy_ids: set[s
     wire["tool_calls"] = entries
 
 
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+"""OpenAI's cap on one image (20 MB), counted here on its base64 text."""
+
+
+def _sendable_image(part: Any) -> Any:
+    """An ``image_url`` part as it is, or a text part naming why the API would refuse its image (docs/api.md "Images")."""
+    image_url = part.get("image_url") if isinstance(part, dict) and part.get("type") == "image_url" else None
+    parts = split_data_url(image_url.get("url") if isinstance(image_url, dict) else image_url)
+    note = unsendable(*parts, MAX_IMAGE_BYTES, "OpenAI's chat completions API") if parts else None
+    return {"type": "text", "text": note} if note else part
+
+
+def _tool_images_message(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One user message holding the images of a batch of tool results, each after a text part naming its call."""
+    parts: list[Any] = []
+    for result in results:
+        for index, image in enumerate((i for i in result["images"] if isinstance(i, dict)), 1):
+            label = f"Image {index} of the result of tool call {result.get('tool_call_id', '')} ({result.get('name') or 'tool'}):"
+            parts += [{"type": "text", "text": label}, _sendable_image(image)]
+    return {"role": "user", "content": parts}
+
+
+def _wire_messages(messages: Iterable[dict[str, Any]], provider: Optional[str] = None) -> list[dict[str, Any]]:
+    """The request's messages: each formatted message on the wire, and after each batch of tool results one user message with their images.
+
+    Every call's result comes first, in call order, as chat completions require the
+    ``tool`` messages to follow the assistant message directly.
+    """
+    legacy_ids: set[str] = set()  # ids of legacy calls sent as function_call: their results go as "function" messages
+    wires: list[dict[str, Any]] = []
+    with_images: list[dict[str, Any]] = []  # the results of the current batch that hold images
+    for message in messages:
+        if message.get("role") != "tool" and with_images:
+            wires.append(_tool_images_message(with_images))
+            with_images = []
+        wires.append(_wire_message(message, legacy_ids, provider))
+        if message.get("role") == "tool" and isinstance(message.get("images"), list) and message["images"]:
+            with_images.append(message)
+    if with_images:
+        wires.append(_tool_images_message(with_images))
+    return wires
+
+
 def _echo_to_origin(message: dict[str, Any], wire: dict[str, Any], provider: Optional[str]) -> None:
     """The reply's own fields back on its assistant message, when this request goes to the server that sent them.
 
@@ -142,6 +191,8 @@ def _wire_message(message: dict[str, Any], legacy_ids: set[str], provider: Optio
     wire = {k: message[k] for k in _MESSAGE_KEYS.get(role, tuple(message)) if k in message}
     if role == "tool":
         wire["content"] = content_text(message.get("content"))  # decision 9: one string
+    elif role == "user" and isinstance(wire.get("content"), list):
+        wire["content"] = [_sendable_image(part) for part in wire["content"]]
     elif role == "assistant":
         _wire_calls(message, wire, legacy_ids)
         _echo_to_origin(message, wire, provider)
@@ -166,8 +217,7 @@ def build_openai_request(
     for key, value in formatted.items():
         if key not in ("messages", "tools"):
             body[key] = value
-    legacy_ids: set[str] = set()  # ids of legacy calls sent as function_call: their results go as "function" messages
-    body["messages"] = [_wire_message(m, legacy_ids, provider) for m in formatted.get("messages", [])]
+    body["messages"] = _wire_messages(formatted.get("messages", []), provider)
     if formatted.get("tools"):
         body["tools"] = formatted["tools"]
     return body

@@ -9,8 +9,6 @@ Thread safety: every function is pure.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import re
@@ -18,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..types import AgentMessage, AssistantMessage, ImageContent, TextContent, UserMessage
+from ..types import AgentMessage, AssistantMessage, ImageContent, TextContent, UserMessage, is_base64
 
 __all__ = [
     "MCPPrompt",
@@ -83,16 +81,6 @@ def tool_label(tool: Any) -> str:
     return name
 
 
-def _valid_base64(data: Any) -> bool:
-    if not isinstance(data, str):
-        return False
-    try:
-        base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        return False
-    return True
-
-
 def _size(data: str) -> str:
     return f"{len(data) * 3 // 4} bytes"
 
@@ -109,7 +97,7 @@ def _block(block: Any) -> Any:
     if kind == "text":
         return TextContent(str(block.text))
     if kind == "image":
-        if _valid_base64(block.data):
+        if is_base64(block.data):
             return ImageContent(block.data, str(block.mime_type))
         return TextContent(f"[image ({block.mime_type}) omitted: its data is not valid base64]")
     if kind == "audio":
@@ -124,7 +112,7 @@ def _block(block: Any) -> Any:
         if isinstance(text, str):
             return TextContent(f"[resource <{resource.uri}>]\n{text}")
         blob = getattr(resource, "blob", "")
-        if mime.startswith("image/") and _valid_base64(blob):
+        if mime.startswith("image/") and is_base64(blob):
             return ImageContent(blob, mime)
         return TextContent(f"[resource <{resource.uri}> ({mime}, {_size(str(blob))}) omitted: binary data]")
     return TextContent(f"[content of type {kind!r} omitted: not known to yiemagent]")
@@ -214,7 +202,7 @@ def resource_blocks(result: Any) -> list[Any]:
             continue
         blob = getattr(contents, "blob", "")
         mime = getattr(contents, "mime_type", None) or "unknown type"
-        if mime.startswith("image/") and _valid_base64(blob):
+        if mime.startswith("image/") and is_base64(blob):
             blocks.append(ImageContent(blob, mime))
         else:
             blocks.append(TextContent(f"[resource <{contents.uri}> ({mime}, {_size(str(blob))}) omitted: binary data]"))
