@@ -20,10 +20,10 @@ import requests
 
 from yiemagent import (
     ContextOverflowError,
-    LLMError,
     LLMCallEndEvent,
     LLMCallStartEvent,
     LLMDeltaEvent,
+    LLMError,
     TextContent,
     ToolExecEndEvent,
     ToolStore,
