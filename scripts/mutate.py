@@ -51,7 +51,7 @@ OTHER_MODULES = [
     "types", "events", "streaming", "normalize", "approvals", "tokens", "errors", "__init__", "__main__",
     "typed/_codecs", "typed/functions", "typed/_parameter_fill", "typed/output", "typed/__init__",
     "tools/agent_tool",
-    "cli/console", "cli/commands", "cli/demo", "cli/__init__",
+    "cli/console", "cli/commands", "cli/demo", "cli/_weather_service", "cli/__init__",
     "mcp/_convert", "mcp/_core", "mcp/_follow", "mcp/_listing", "mcp/_session", "mcp/_stdio", "mcp/_surrogates", "mcp/client", "mcp/__init__",
     "otel/_content", "otel/_spans", "otel/export", "otel/sink", "otel/__init__",
 ]

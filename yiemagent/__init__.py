@@ -34,6 +34,8 @@ signature, by topic), docs/architecture.md (a line per module),
 docs/conformance.md (each spec rule, its code and its test).
 """
 
+import logging
+
 from .agent import (
     YiemAgent,
     abort,
@@ -165,6 +167,12 @@ from .tools import (
 )
 
 __version__ = "0.1.0"
+
+# A library is quiet unless its user configures logging (Python's logging HOWTO, "Configuring
+# Logging for a Library"): without a handler anywhere, logging.lastResort would print each
+# WARNING of a failed run to stderr. Records still propagate to the user's handlers
+# (docs/tracing.md "Logging").
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "AbortSignal",

@@ -34,11 +34,11 @@ from .history import each_message, history_from_session
 from .run import DEFAULT_MAX_ROUNDS, check_max_rounds
 from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, LLMUsage, UsageLimits
 from .normalize import normalize_message
-from .registry import ToolStore
+from .registry import ToolStore, register_tool
 from .run import CONTINUE
 from .history.sessions import Session, hold_session, release_session
 from .typed.output import OutputSpec
-from .tools import register_builtin_tools, resolve_builtin_names
+from .tools import agent_tools, register_builtin_tools, resolve_builtin_names
 
 __all__ = [
     "YiemAgent",
@@ -99,21 +99,25 @@ def _finalize(core: AgentCore, name: str) -> None:
 class YiemAgent:
     """An LLM agent that runs tools, driven through three channels (spec §1 Step 2.5, §5).
 
-    The constructor takes or creates a ``ToolStore``, registers the built-in tools in it,
+    The constructor takes or creates a ``ToolStore``, registers the tools asked for in it,
     builds the ``AgentState``, the channels ``input_channel`` (16), ``follow_up_channel``
     (32) and ``output_channel`` (16), and starts the loop thread. Use it as a context
     manager to shut it down on exit. An agent dropped without ``shutdown`` releases its
     threads when it is garbage-collected (with a ``ResourceWarning``).
 
-    Built-ins are registered only under names still free in the store, so a tool a caller
-    registered before (a stub ``getWeather`` in a test, say) is kept. ``max_retry_delay_ms``
+    No built-in tool is registered unless asked for (decision 19: the spec's constructor
+    calls ``register_all_tools``, docs/conformance.md "Deviations"): ``builtin_tools=True``
+    registers the spec's four. Built-ins are registered only under names still free in the
+    store, so a tool a caller registered before (a stub ``getWeather`` in a test, say) is
+    kept. ``tools`` (``AgentTool``s, and functions that ``tool()`` wraps) are registered
+    after them, in order. ``max_retry_delay_ms``
     overrides the cap of an ``llm_call`` that has one: its ``max_retry_delay_ms`` attribute
     is set (``OpenAIClient``, ``AnthropicClient``).
 
     Options beyond the spec (docs/api.md "Agent options"): ``max_rounds`` caps the LLM rounds of one
     run (decision 12; None for no limit); ``usage_limits`` (a ``UsageLimits``) caps its tokens and tool
-    calls (stop_reason "usage_limit"); ``builtin_tools`` is True, False or the names
-    of the built-ins to register; ``session`` is where the history lives: the agent
+    calls (stop_reason "usage_limit"); ``builtin_tools`` is False (the default), True or
+    the names of the built-ins to register; ``session`` is where the history lives: the agent
     starts from ``session.messages()`` (tool calls a crash left unanswered get error
     results, stored too, see ``history.complete_tool_calls``) and stores each message as it
     enters the history. ``agent.usage`` is the token usage summed over all runs.
@@ -127,9 +131,12 @@ class YiemAgent:
         MessageFormatError: an entry of ``messages`` (or of the session) cannot be sent to
             an LLM (decision 15).
         ValueError: both ``session`` and ``messages`` given; a bad ``max_rounds``; an
-            unknown name in ``builtin_tools``; ``output_type`` with a store that already
-            has a ``final_result`` tool; a negative ``output_retries``.
-        ToolDefinitionError: an ``output_type`` JSON Schema cannot express.
+            unknown name in ``builtin_tools``; two tools of one name in ``tools`` (or one
+            named as a built-in asked for, or as a tool of the store given), naming it;
+            ``output_type`` with a store that already has a ``final_result`` tool; a
+            negative ``output_retries``. Nothing is started or registered then.
+        ToolDefinitionError: an ``output_type`` JSON Schema cannot express; a function in
+            ``tools`` that ``tool()`` cannot wrap.
 
     Thread safety:
         Three threads take part. The caller's threads use the public functions, which
@@ -185,12 +192,13 @@ class YiemAgent:
         parallel_tool_execute: bool = False,
         tool_store: Optional[ToolStore] = None,
         max_rounds: Optional[int] = DEFAULT_MAX_ROUNDS,
-        builtin_tools: Union[bool, Iterable[str]] = True,
+        builtin_tools: Union[bool, Iterable[str]] = False,
         session: Optional[Session] = None,
         output_type: Any = None,
         output_retries: int = 1,
         deps: Any = None,
         usage_limits: Optional[UsageLimits] = None,
+        tools: Iterable[Any] = (),
     ) -> None:
         _require_callable("llm_call", llm_call, optional=False)
         output_spec = OutputSpec(output_type, output_retries) if output_type is not None else None
@@ -210,6 +218,7 @@ class YiemAgent:
         if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
             raise TypeError(f"YiemAgent(usage_limits=...) expects a UsageLimits or None, got {type(usage_limits).__name__}")
         builtin_names = resolve_builtin_names(builtin_tools)
+        extra_tools = agent_tools(tools, builtin_names, tool_store.tools if tool_store is not None else ())
         if session is not None and messages is not None:
             raise ValueError("give either session= or messages=, not both: with a session the history comes from it")
         if session is not None:
@@ -225,6 +234,8 @@ class YiemAgent:
 
             store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
             register_builtin_tools(store, builtin_names, keep_existing=tool_store is not None)
+            for extra in extra_tools:
+                register_tool(store, extra)
             if output_spec is not None and output_spec.tool is not None and output_spec.tool.name in store.tools:
                 raise ValueError(f"output_type needs the tool name {output_spec.tool.name!r} for the final answer; the tool store already has a tool by that name")
             name = f"yiemagent-{session_id or hex(id(self))[2:]}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -105,7 +106,7 @@ def test_offline_planner_is_honest_and_only_calls_offered_tools():
 
 def test_offline_planner_answers_from_tool_results_in_an_agent():
     """In an agent, it answers from the tools' results after they ran."""
-    with YiemAgent(llm_call=OfflineLLM(), agent_event_sink=None) as agent:
+    with YiemAgent(llm_call=OfflineLLM(), agent_event_sink=None, builtin_tools=True) as agent:
         run_agent(agent, "what tools do you have?")
         response = take_response(agent, timeout=WAIT)
     assert isinstance(response, AssistantMessage) and "Available tools:" in response.content[0].text
@@ -121,3 +122,59 @@ def test_console_script_is_installed():
     assert script.exists()
     result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "ask" in result.stdout and "chat" in result.stdout and "demo" in result.stdout
+
+
+# --- the command line's own options --------------------------------------------------------
+
+
+def test_version_prints_the_installed_package_version():
+    """yiemagent --version: "yiemagent <version>" on stdout (the distribution's, from importlib.metadata), exit 0, no command needed."""
+    import importlib.metadata
+
+    result = cli("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"yiemagent {importlib.metadata.version('yiemagent')}\n", "")
+
+
+OK_REPLY = {"choices": [{"message": {"role": "assistant", "content": "It is noon."}, "finish_reason": "stop"}], "model": "m"}
+
+
+@pytest.mark.parametrize(
+    "argv, model",
+    [
+        (["ask", "time?", "--model", "after", "--no-stream", "-q", "--base-url", "URL"], "after"),
+        (["--model", "before", "--no-stream", "ask", "time?", "--base-url", "URL", "--timeout", "30"], "before"),
+        (["--model", "before", "ask", "time?", "--model", "after", "--no-stream", "--base-url", "URL"], "after"),
+    ],
+)
+def test_options_are_taken_after_the_command_as_before_it(argv, model):
+    """yiemagent ask "q" --model m ...: an option after the command counts as before it; one given before is kept; after wins over before."""
+    with LocalServer(lambda r: Reply(body=OK_REPLY)) as server:
+        result = cli(*[f"{server.url}/v1" if arg == "URL" else arg for arg in argv])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "It is noon.\n"
+    assert [request.json()["model"] for request in server.requests] == [model]
+    assert "stream" not in server.requests[0].json() or server.requests[0].json()["stream"] is False
+
+
+def test_mcp_servers_given_before_and_after_the_command_are_all_started():
+    """--mcp before the command and --mcp after it: both servers' tools are offered."""
+    from mcp_support import raw_server_command
+
+    def server(name: str) -> str:
+        tool = {"name": name, "description": f"answers {name}", "inputSchema": {"type": "object"}}
+        return shlex.join(raw_server_command("scripted") + [json.dumps({"tools": [tool]})])
+
+    result = cli("-q", "--mcp", server("ping"), "chat", "--mcp", server("pong"), stdin="/tools\n/quit\n")
+    assert result.returncode == 0, result.stderr
+    assert "  ping: ping — answers ping" in result.stdout and "  pong: pong — answers pong" in result.stdout
+
+
+def test_demo_shows_the_weather_without_leaving_the_machine():
+    """python -m yiemagent demo: getWeather's real HTTP requests go to the demo's local stand-in for Open-Meteo; both cities get their weather, no call fails."""
+    result = cli("demo", env={"YIEMAGENT_FORECAST_URL": "http://127.0.0.1:9"})
+    assert result.returncode == 0, result.stderr
+    assert "- Weather in Tokyo: Clear sky, 22°C\n- Weather in Paris: Partly cloudy, 18°C\n" in result.stdout
+    assert "getWeather asks a local stand-in for Open-Meteo at http://127.0.0.1:" in result.stderr
+    assert result.stderr.count("✓ getWeather") == 2 and "✗ getWeather" not in result.stderr
+    assert "unreachable" not in result.stdout + result.stderr and "ConnectionError" not in result.stdout + result.stderr
+    assert "- getWeather: Weather Lookup" in result.stdout and "- writeTool: Write Tool" in result.stdout

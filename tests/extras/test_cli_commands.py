@@ -792,10 +792,14 @@ def test_demo_runs_its_five_steps_and_saves_the_note(temp_dir):
 
 
 def test_demo_quiet_shows_only_the_banner_on_stderr(temp_dir):
-    """yiemagent -q demo: the same steps on stdout, only the banner on stderr."""
+    """yiemagent -q demo: the same steps on stdout, only the banner (and where getWeather asks) on stderr."""
     done = run("-q", "demo")
     assert done.status == 0
-    assert done.err == "yiemagent demo: offline, with the keyword planner standing in for an LLM\n"
+    assert re.fullmatch(
+        r"yiemagent demo: offline, with the keyword planner standing in for an LLM\n"
+        r"yiemagent demo: getWeather asks a local stand-in for Open-Meteo at http://127\.0\.0\.1:\d+/v1 \(fixed weather\)\n",
+        done.err,
+    ), done.err
     assert "[5/5] a terminating tool" in done.out
 
 
@@ -808,9 +812,9 @@ def test_run_demo_shows_progress_unless_asked_to_be_quiet(temp_dir):
 
 def test_demo_runs_its_weather_batch_in_parallel(temp_dir, weather_for_two):
     """The demo's second step is a parallel batch: both getWeather calls run at once and both get the weather."""
-    done = run("-q", "demo")
-    assert done.status == 0
-    assert "Weather in Tokyo: Clear sky, 22°C" in done.out and "Weather in Paris: Clear sky, 22°C" in done.out
+    out = io.StringIO()
+    assert run_demo(out, io.StringIO(), quiet=True, weather_url=f"{weather_for_two.url}/v1") == 0
+    assert "Weather in Tokyo: Clear sky, 22°C" in out.getvalue() and "Weather in Paris: Clear sky, 22°C" in out.getvalue()
 
 
 def test_save_note_appends_each_note_and_ends_the_run(tmp_path):

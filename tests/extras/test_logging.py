@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
+import subprocess
+import sys
 
-from helpers import WAIT, blocking_tool, make_tool
+from helpers import ROOT, WAIT, blocking_tool, make_tool
 from localserver import LocalServer, Reply
 from yiemagent import abort, continue_agent, run_agent, shutdown, take_response
 from yiemagent.llm import OpenAIClient, ScriptedLLM
@@ -83,3 +86,41 @@ def test_a_retry_is_logged_with_its_wait_and_the_key_masked(caplog):
     assert len(retries) == 1 and " s after attempt 1 failed" in retries[0].getMessage()
     assert all(key not in r.getMessage() for r in caplog.records)
     assert "***" in retries[0].getMessage()
+
+
+# --- quiet unless asked (docs/tracing.md "Logging") ----------------------------------------
+
+FAILING_RUN = """
+import logging, sys
+{setup}
+from yiemagent import YiemAgent, run_agent, take_response
+
+def broken_model(formatted):
+    raise RuntimeError("the model is down")
+
+with YiemAgent(llm_call=broken_model, agent_event_sink=None) as agent:
+    run_agent(agent, "hi")
+    reply = take_response(agent, timeout=20)
+print(reply.stop_reason)
+"""
+
+
+def run_failing(setup: str = "") -> subprocess.CompletedProcess:
+    """A fresh interpreter runs an agent whose model raises: its run ends with stop_reason "error"."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    return subprocess.run(
+        [sys.executable, "-c", FAILING_RUN.format(setup=setup)], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT
+    )
+
+
+def test_a_failing_run_prints_nothing_when_the_program_configured_no_logging():
+    """With no logging configured, a run that fails writes nothing to stderr (the library's NullHandler keeps Python's last resort quiet)."""
+    done = run_failing()
+    assert (done.returncode, done.stdout, done.stderr) == (0, "error\n", "")
+
+
+def test_a_program_that_configures_logging_still_sees_the_failed_runs_warning():
+    """logging.basicConfig() in the program: the failed run's WARNING from 'yiemagent.run' reaches its handler on stderr."""
+    done = run_failing("logging.basicConfig(format='%(name)s %(levelname)s %(message)s')")
+    assert done.returncode == 0 and done.stdout == "error\n", done.stderr
+    assert re.search(r"^yiemagent\.run WARNING run ended with an error: .*the model is down", done.stderr, re.M), done.stderr

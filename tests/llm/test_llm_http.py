@@ -225,7 +225,7 @@ def test_agent_runs_spec_16_over_http():
     register_tool(store, make_tool("getWeather", lambda *a: text_result("Weather in Tokyo: Sunny, 22°C")))
     recorder = EventRecorder()
     with LocalServer(replies) as server:
-        with YiemAgent(llm_call=client_for(server), agent_event_sink=recorder, tool_store=store) as agent:
+        with YiemAgent(llm_call=client_for(server), agent_event_sink=recorder, tool_store=store, builtin_tools=True) as agent:
             run_agent(agent, "What's the weather in Tokyo?")
             response = take_response(agent, timeout=WAIT)
     assert response.content[0].text == "The weather in Tokyo is sunny, 22°C."

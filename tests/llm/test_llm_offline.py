@@ -365,7 +365,7 @@ def test_after_the_recovery_it_answers_with_the_error_then_the_local_time():
 
 
 def test_in_an_agent_it_calls_gettime_and_answers_from_its_result(agents):
-    agent = agents(OfflineLLM())
+    agent = agents(OfflineLLM(), builtin_tools=True)
     run_agent(agent, "What time is it in Asia/Tokyo?")
     response = take_response(agent, timeout=WAIT)
     assert re.fullmatch(
@@ -388,7 +388,7 @@ def test_in_an_agent_it_calls_gettime_and_answers_from_its_result(agents):
 )
 def test_in_an_agent_an_unknown_zone_is_recovered_from_with_the_local_time(agents, question, error):
     """The demo's step 3: the error goes back to the planner, which asks for the local time and says so."""
-    agent = agents(OfflineLLM())
+    agent = agents(OfflineLLM(), builtin_tools=True)
     run_agent(agent, question)
     response = take_response(agent, timeout=WAIT)
     history = agent.history()
@@ -411,7 +411,7 @@ def test_in_an_agent_a_batch_of_weather_and_tools_is_one_turn(agents, monkeypatc
     with LocalServer(respond) as server:
         monkeypatch.setenv("YIEMAGENT_GEOCODING_URL", f"{server.url}/v1")
         monkeypatch.setenv("YIEMAGENT_FORECAST_URL", f"{server.url}/v1")
-        agent = agents(OfflineLLM())
+        agent = agents(OfflineLLM(), builtin_tools=True)
         run_agent(agent, "weather in Tokyo & Paris, and what tools do you have?")
         response = take_response(agent, timeout=WAIT)
     history = agent.history()

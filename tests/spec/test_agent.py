@@ -43,10 +43,10 @@ def weather_tool(text="Weather in Tokyo: Sunny, 22°C", **kwargs):
 @pytest.mark.spec("5")
 @pytest.mark.spec("1")
 def test_constructor_builds_store_state_channels_and_loop_thread():
-    """Spec §1 Step 2.5: built-ins registered, state built, channels 16/32/16, a named daemon loop thread."""
+    """Spec §1 Step 2.5 (built-ins with builtin_tools=True, decision 19): the four registered, state built, channels 16/32/16, a named daemon loop thread."""
     llm = ScriptedLLM()
-    with YiemAgent(llm_call=llm, agent_event_sink=None) as agent:
-        assert list(agent.tool_store.tools)[-1] == "listTools"
+    with YiemAgent(llm_call=llm, agent_event_sink=None, builtin_tools=True) as agent:
+        assert list(agent.tool_store.tools) == ["getWeather", "getTime", "writeTool", "listTools"]
         assert agent.state.tools is agent.tool_store.tools
         assert agent.state.system_prompt == "You are helpful assistant." and agent.state.messages == []
         assert (agent.state.pending_tool_calls, agent.state.active_run, agent.state.error_message) == (set(), False, None)
@@ -62,9 +62,9 @@ def test_a_given_store_keeps_its_own_tools(agents):
     mine = make_tool("listTools")
     store = ToolStore("mine")
     register_tool(store, mine)
-    agent = YiemAgent(llm_call=ScriptedLLM(), agent_event_sink=None, tool_store=store)
+    agent = YiemAgent(llm_call=ScriptedLLM(), agent_event_sink=None, tool_store=store, builtin_tools=True)
     try:
-        assert agent.tool_store is store and store.tools["listTools"] is mine
+        assert agent.tool_store is store and store.tools["listTools"] is mine and list(store.tools) == ["listTools", "getWeather", "getTime", "writeTool"]
     finally:
         shutdown(agent, timeout=WAIT)
 

@@ -513,3 +513,15 @@ def test_get_weather_definition_is_exact_and_parallel():
     assert (tool.name, tool.label) == ("getWeather", "Weather Lookup")
     assert tool.description == "Fetch the current weather (condition, temperature, humidity, wind) for a city by name."
     assert tool.input_schema is INPUT_SCHEMA and tool.parallel_tool_execute is True
+
+
+def test_get_weather_asks_the_base_urls_its_options_name(monkeypatch):
+    """get_weather_tool(geocoding_url=..., forecast_url=...): each request goes to the service its option names, not the environment's."""
+    routes = {"/geo/v1/search": lambda r: Reply(body=TOKYO), "/fc/v1/forecast": lambda r: Reply(body=FORECAST)}
+    with LocalServer(lambda request: routes[request.path](request)) as server:
+        monkeypatch.setenv("YIEMAGENT_GEOCODING_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.setenv("YIEMAGENT_FORECAST_URL", "http://127.0.0.1:9/v1")
+        tool = get_weather_tool(geocoding_url=f"{server.url}/geo/v1", forecast_url=f"{server.url}/fc/v1/")
+        outcome = run(tool, {"city": "Tokyo"})
+    assert text(outcome) == "Weather in Tokyo: Clear sky, 22°C" and not outcome.is_error
+    assert [request.path for request in server.requests] == ["/geo/v1/search", "/fc/v1/forecast"]

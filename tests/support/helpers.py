@@ -44,7 +44,7 @@ WAIT = 20
 
 
 def make_agent(llm: Any, *tools: AgentTool, sink: Any = None, **kwargs: Any) -> YiemAgent:
-    """An agent whose store holds exactly ``tools`` (plus the built-ins unless ``builtin_tools=False``); the caller shuts it down."""
+    """An agent whose store holds exactly ``tools`` (plus the built-ins asked for with ``builtin_tools=``); the caller shuts it down."""
     store = ToolStore("test")
     for tool in tools:
         register_tool(store, tool)

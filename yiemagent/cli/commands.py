@@ -85,7 +85,12 @@ def _make_agent(args: argparse.Namespace, llm: Any, out: TextIO, err: TextIO) ->
     session = _open_session(args, err)
     try:
         agent = YiemAgent(
-            llm_call=llm, agent_event_sink=tee(printer, getattr(args, "otel_sink", None)), system_prompt=args.system, parallel_tool_execute=args.parallel, session=session
+            llm_call=llm,
+            agent_event_sink=tee(printer, getattr(args, "otel_sink", None)),
+            system_prompt=args.system,
+            parallel_tool_execute=args.parallel,
+            session=session,
+            builtin_tools=True,  # the CLI shows the spec's built-ins; a library user asks for them (decision 19)
         )
     except SessionInUseError as exc:  # decision 17: another yiemagent is in this conversation (docs/sessions.md)
         assert session is not None
@@ -212,27 +217,58 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO, read: Callable[[st
     return status
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="yiemagent", description="An LLM agent that runs tools (the YiemAgent tool lifecycle).")
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 (env OPENAI_BASE_URL)")
-    parser.add_argument("--model", help="model name (env YIEMAGENT_MODEL)")
-    parser.add_argument("--api-key", help="API key (env OPENAI_API_KEY, or ANTHROPIC_API_KEY with --anthropic)")
-    parser.add_argument("--anthropic", action="store_true", help="talk to Anthropic's Messages API")
-    parser.add_argument("--parallel", action="store_true", help="run a batch of parallel-safe tools concurrently")
-    parser.add_argument("--system", default="You are a helpful assistant. Use the tools when they help.", help="system prompt")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request to the LLM (default 60)")
-    parser.add_argument("--wait", type=float, default=300.0, help="seconds to wait for an answer (default 300)")
-    parser.add_argument("--max-tokens", type=int, default=1024, help="max tokens per reply (Anthropic; default 1024)")
-    parser.add_argument("--no-stream", action="store_true", help="wait for whole replies instead of printing them as they are written")
-    parser.add_argument("-q", "--quiet", action="store_true", help="do not show LLM rounds and tool calls")
+def _version() -> str:
+    """The installed distribution's version (``importlib.metadata``); the package's own from a source tree not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("yiemagent")
+    except PackageNotFoundError:
+        from .. import __version__
+
+        return __version__
+
+
+def _add_shared_options(parser: argparse.ArgumentParser, *, after_command: bool = False) -> None:
+    """The options every command takes, before its name (``yiemagent --model m ask hi``) or after it.
+
+    Both places get them from this one function. After the command an option has no default
+    (``argparse.SUPPRESS``): argparse copies a subcommand's values over the ones parsed
+    before it, so a default there would undo ``--model m`` given before the command.
+    ``--mcp`` after the command goes to ``mcp_after_command`` and ``_parse`` adds it to the
+    ones before (a subcommand starts an empty list of its own).
+    """
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if after_command else value
+
+    parser.add_argument("--base-url", default=default(None), help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 (env OPENAI_BASE_URL)")
+    parser.add_argument("--model", default=default(None), help="model name (env YIEMAGENT_MODEL)")
+    parser.add_argument("--api-key", default=default(None), help="API key (env OPENAI_API_KEY, or ANTHROPIC_API_KEY with --anthropic)")
+    parser.add_argument("--anthropic", action="store_true", default=default(False), help="talk to Anthropic's Messages API")
+    parser.add_argument("--parallel", action="store_true", default=default(False), help="run a batch of parallel-safe tools concurrently")
+    parser.add_argument("--system", default=default("You are a helpful assistant. Use the tools when they help."), help="system prompt")
+    parser.add_argument("--timeout", type=float, default=default(60.0), help="seconds per HTTP request to the LLM (default 60)")
+    parser.add_argument("--wait", type=float, default=default(300.0), help="seconds to wait for an answer (default 300)")
+    parser.add_argument("--max-tokens", type=int, default=default(1024), help="max tokens per reply (Anthropic; default 1024)")
     parser.add_argument(
-        "--otel", action="store_true",
+        "--no-stream", action="store_true", default=default(False), help="wait for whole replies instead of printing them as they are written"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", default=default(False), help="do not show LLM rounds and tool calls")
+    parser.add_argument(
+        "--otel", action="store_true", default=default(False),
         help="export each run, LLM round and tool call as OpenTelemetry spans over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (needs yiemagent[otel])",
     )
     parser.add_argument(
-        "--mcp", action="append", default=[], metavar="'COMMAND ARGS'",
+        "--mcp", action="append", default=default([]), metavar="'COMMAND ARGS'", dest="mcp_after_command" if after_command else "mcp",
         help="add the tools of an MCP server started with this command over stdio, e.g. --mcp 'mcp-server-time' (repeatable; needs yiemagent[mcp])",
     )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="yiemagent", description="An LLM agent that runs tools (the YiemAgent tool lifecycle).")
+    _add_shared_options(parser)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}", help="print the version of yiemagent and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     ask = commands.add_parser("ask", help="ask one question and print the answer")
     ask.add_argument("question")
@@ -240,13 +276,22 @@ def _parser() -> argparse.ArgumentParser:
     for command in (ask, chat):
         command.add_argument("--session", metavar="PATH", help="keep the conversation in this SQLite file; it goes on from there next time")
         command.add_argument("--session-id", default="chat", help="which conversation in the --session file (default 'chat')")
-    commands.add_parser("demo", help="an offline session showing the whole tool lifecycle")
+    demo = commands.add_parser("demo", help="an offline session showing the whole tool lifecycle")
+    for command in (ask, chat, demo):
+        _add_shared_options(command, after_command=True)
     return parser
+
+
+def _parse(argv: Optional[list[str]]) -> argparse.Namespace:
+    """The command line's arguments; ``--mcp`` given after the command joins those given before it."""
+    args = _parser().parse_args(argv)
+    args.mcp = [*args.mcp, *vars(args).pop("mcp_after_command", [])]
+    return args
 
 
 def main(argv: Optional[list[str]] = None, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr, read: Callable[[str], str] = input) -> int:
     """Run the command line; returns the exit status."""
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     if args.otel and args.command != "demo":
         return _with_otel(args, err, lambda: _command(args, out, err, read))
     return _command(args, out, err, read)

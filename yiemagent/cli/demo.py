@@ -1,12 +1,16 @@
 """``make demo`` / ``yiemagent demo``: an offline session that shows the whole tool lifecycle.
 
-No network and no model are needed: ``OfflineLLM`` plans the calls. The session shows a
-tool round trip, a parallel batch, an error fed back to the model and recovered from,
-``listTools``, and a terminating tool (``saveNote``, which really writes a file).
+No network and no model are needed: ``OfflineLLM`` plans the calls, and the real
+``getWeather`` asks a local stand-in for Open-Meteo (``_weather_service.py``, a real HTTP
+server on 127.0.0.1) instead of the Internet. The session shows a tool round trip, a
+parallel batch, an error fed back to the model and recovered from, ``listTools``, and a
+terminating tool (``saveNote``, which really writes a file). The agent asks for the
+built-in tools, as every agent must (decision 19).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -17,7 +21,9 @@ from .console import ConsolePrinter
 from ..errors import ToolError
 from ..llm import OfflineLLM
 from ..types import AbortSignal, AgentTool, AgentToolResult, TextContent, text_of
-from ..registry import register_tool
+from ..tools import BUILTIN_TOOL_NAMES
+from ..tools.get_weather import get_weather_tool
+from ._weather_service import weather_stand_in
 
 __all__ = ["run_demo", "save_note_tool"]
 
@@ -50,17 +56,31 @@ def save_note_tool(path: Path) -> AgentTool:
     )
 
 
-def run_demo(out: TextIO, err: TextIO, *, quiet: bool = False) -> int:
-    """Run the demo session; 0 when every step got its response."""
+def run_demo(out: TextIO, err: TextIO, *, quiet: bool = False, weather_url: Optional[str] = None) -> int:
+    """Run the demo session; 0 when every step got its response.
+
+    ``weather_url``: the Open-Meteo base URL (``.../v1``) ``getWeather`` asks; None starts the
+    local stand-in for the session.
+    """
+    with contextlib.ExitStack() as stack:
+        err.write("yiemagent demo: offline, with the keyword planner standing in for an LLM\n")
+        if weather_url is None:
+            weather_url = stack.enter_context(weather_stand_in())
+            err.write(f"yiemagent demo: getWeather asks a local stand-in for Open-Meteo at {weather_url} (fixed weather)\n")
+        return _run_steps(out, err, quiet, weather_url)
+
+
+def _run_steps(out: TextIO, err: TextIO, quiet: bool, weather_url: str) -> int:
     notes = Path(tempfile.gettempdir()) / f"yiemagent-demo-notes-{os.getpid()}.txt"
-    err.write("yiemagent demo: offline, with the keyword planner standing in for an LLM\n")
+    weather = get_weather_tool(geocoding_url=weather_url, forecast_url=weather_url)
     agent = YiemAgent(
         llm_call=OfflineLLM(),
         agent_event_sink=None if quiet else ConsolePrinter(err),
         system_prompt="You are the yiemagent demo.",
         parallel_tool_execute=True,
+        builtin_tools=[name for name in BUILTIN_TOOL_NAMES if name != weather.name],  # the other three built-ins
+        tools=[weather, save_note_tool(notes)],
     )
-    register_tool(agent.tool_store, save_note_tool(notes))
     try:
         for number, (what, question) in enumerate(STEPS, 1):
             out.write(f"\n[{number}/{len(STEPS)}] {what}\nyou> {question}\n")

@@ -4,19 +4,20 @@ Each module defines ``<name>_execute`` (and, where it needs them,
 ``<name>_prepare_arguments`` / ``<name>_validate_required_args``) and a factory
 ``<name>_tool()`` returning the ``AgentTool``. The names the LLM sees are the spec's.
 
-The built-ins own their registration: ``register_all_tools`` (spec §4) and
+The built-ins own their registration: ``register_all_tools`` (spec §4),
 ``register_builtin_tools`` (the agent's ``builtin_tools=`` option, docs/api.md "Agent
-options") live here, so ``registry.py`` imports no tool and the tool modules can import
-``registry.py`` without an import circle.
+options") and ``agent_tools`` (its ``tools=`` option) live here, so ``registry.py`` imports
+no tool and the tool modules can import ``registry.py`` without an import circle.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 from ..registry import ToolStore, register_tool
+from ..typed.functions import tool as function_tool
 from ..types import AgentTool
 from .get_time import get_time_tool
 from .get_weather import get_weather_tool
@@ -25,6 +26,7 @@ from .write_tool import write_tool_tool
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",
+    "agent_tools",
     "builtin_tools",
     "get_time_tool",
     "get_weather_tool",
@@ -116,3 +118,40 @@ def register_all_tools(store: ToolStore, *, keep_existing: bool = False) -> Orde
     in ``register_builtin_tools``.
     """
     return register_builtin_tools(store, BUILTIN_TOOL_NAMES, keep_existing=keep_existing)
+
+
+def agent_tools(tools: Iterable[Any], builtin_names: Iterable[str] = (), store_names: Iterable[str] = ()) -> list[AgentTool]:
+    """The agent option ``tools``, checked: ``AgentTool``s as they are, functions wrapped by ``tool()``.
+
+    docs/api.md "Agent options" (shared/spec/API.md "A run that fails says so"). Everything
+    is checked before anything is registered, so a refused list leaves no trace: each tool
+    goes through ``register_tool``'s checks into a store of its own, and no two may share a
+    name, nor take the name of a built-in asked for (``builtin_names``) or of a tool the
+    agent's store already holds (``store_names``).
+
+    Raises:
+        TypeError: ``tools`` is not an iterable, or holds something neither an ``AgentTool``
+            nor callable; the message names it.
+        ValueError: two tools with one name, or a name already taken; the message names it.
+        ToolDefinitionError, ToolSchemaError: a function ``tool()`` cannot wrap, a schema
+            ``register_tool`` refuses.
+    """
+    if isinstance(tools, (str, bytes, AgentTool)) or callable(tools):
+        raise TypeError(f"YiemAgent(tools=...) expects a list of AgentTools or functions, got {type(tools).__name__}: {tools!r:.80}")
+    try:
+        given = list(tools)
+    except TypeError:
+        raise TypeError(f"YiemAgent(tools=...) expects a list of AgentTools or functions, got {type(tools).__name__}") from None
+    taken = {name: "the built-in asked for with builtin_tools" for name in builtin_names}
+    taken.update((name, "a tool the tool_store given already holds") for name in store_names)
+    checked = ToolStore("tools=")  # register_tool's checks, on a store no one else sees
+    for item in given:
+        if not isinstance(item, AgentTool) and not callable(item):
+            raise TypeError(f"YiemAgent(tools=...) holds {type(item).__name__} {item!r:.80}; expected an AgentTool or a function")
+        agent_tool = item if isinstance(item, AgentTool) else function_tool(item)
+        if agent_tool.name in checked.tools:
+            raise ValueError(f"YiemAgent(tools=...) holds two tools named {agent_tool.name!r}; each name may be used once")
+        if agent_tool.name in taken:
+            raise ValueError(f"YiemAgent(tools=...) holds a tool named {agent_tool.name!r}, the name of {taken[agent_tool.name]}; each name may be used once")
+        register_tool(checked, agent_tool)
+    return list(checked.tools.values())

@@ -2,7 +2,9 @@
 
 Two keyless HTTP calls with ``requests``: the geocoding API finds the city, the forecast
 API gives its current conditions. Both base URLs can be pointed elsewhere (a test
-server, a private Open-Meteo deployment) with environment variables, read on every call:
+server, a private Open-Meteo deployment, the demo's local stand-in) by the tool's options
+``get_weather_tool(geocoding_url=..., forecast_url=...)``, or else by environment
+variables, read on every call:
 
 - ``YIEMAGENT_GEOCODING_URL`` (default ``https://geocoding-api.open-meteo.com/v1``)
 - ``YIEMAGENT_FORECAST_URL`` (default ``https://api.open-meteo.com/v1``)
@@ -15,6 +17,7 @@ documented shape.
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Any, Optional
 
 import requests
@@ -99,8 +102,13 @@ def _unexpected(url: str, what: str) -> _ServiceError:
     return _ServiceError(f"Weather service sent an unexpected response from {url}: {what}")
 
 
-def _geocode(city: str) -> dict[str, Any]:
-    base = os.environ.get("YIEMAGENT_GEOCODING_URL", DEFAULT_GEOCODING_URL).rstrip("/")
+def _base_url(given: Optional[str], variable: str, default: str) -> str:
+    """The base URL a call uses: the tool's option, else the environment variable, else Open-Meteo's."""
+    return (given or os.environ.get(variable, default)).rstrip("/")
+
+
+def _geocode(city: str, geocoding_url: Optional[str]) -> dict[str, Any]:
+    base = _base_url(geocoding_url, "YIEMAGENT_GEOCODING_URL", DEFAULT_GEOCODING_URL)
     url = f"{base}/search"
     body = _get_json(url, {"name": city, "count": 1, "language": "en", "format": "json"}, city)
     if not isinstance(body, dict):
@@ -114,8 +122,8 @@ def _geocode(city: str) -> dict[str, Any]:
     return place
 
 
-def _current_weather(place: dict[str, Any]) -> dict[str, Any]:
-    base = os.environ.get("YIEMAGENT_FORECAST_URL", DEFAULT_FORECAST_URL).rstrip("/")
+def _current_weather(place: dict[str, Any], forecast_url: Optional[str]) -> dict[str, Any]:
+    base = _base_url(forecast_url, "YIEMAGENT_FORECAST_URL", DEFAULT_FORECAST_URL)
     url = f"{base}/forecast"
     body = _get_json(url, {"latitude": place["latitude"], "longitude": place["longitude"], "current": CURRENT_FIELDS}, str(place.get("name")))
     current = body.get("current") if isinstance(body, dict) else None
@@ -128,23 +136,30 @@ def _current_weather(place: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_weather_execute(
-    tool_call_id: str, args: dict[str, Any], signal: Optional[AbortSignal], on_partial_result: Any
+    tool_call_id: str,
+    args: dict[str, Any],
+    signal: Optional[AbortSignal],
+    on_partial_result: Any,
+    *,
+    geocoding_url: Optional[str] = None,
+    forecast_url: Optional[str] = None,
 ) -> AgentToolResult:
     """Look the city up, then fetch its current weather; "Weather in Tokyo: Clear sky, 22°C".
 
     Reports the resolved place as a partial result between the two requests. The numbers
-    (temperature, humidity, wind, code, coordinates) are in ``details``.
+    (temperature, humidity, wind, code, coordinates) are in ``details``. ``geocoding_url``
+    and ``forecast_url`` are the services' base URLs (None: the environment's, else Open-Meteo's).
 
     Raises:
         ToolError: the city is unknown, the service is unreachable, slow, failing, or sent
             a body not of the documented shape (the message says which).
     """
     city = args["city"].strip()
-    place = _geocode(city)
+    place = _geocode(city, geocoding_url)
     on_partial_result({"stage": "geocoded", "name": place.get("name"), "country": place.get("country")})
     if signal is not None and signal.aborted:
         raise ToolError(ABORTED_MESSAGE)
-    current = _current_weather(place)
+    current = _current_weather(place, forecast_url)
     code = int(current["weather_code"])
     condition = WMO_WEATHER_CODES.get(code, f"Weather code {code}")
     temperature = float(current["temperature_2m"])
@@ -164,13 +179,18 @@ def get_weather_execute(
     return AgentToolResult([TextContent(f"Weather in {name}: {condition}, {round(temperature)}°C")], details)
 
 
-def get_weather_tool() -> AgentTool:
-    """The ``getWeather`` tool (spec §1 Step 2 ``getWeatherTool()``)."""
+def get_weather_tool(*, geocoding_url: Optional[str] = None, forecast_url: Optional[str] = None) -> AgentTool:
+    """The ``getWeather`` tool (spec §1 Step 2 ``getWeatherTool()``).
+
+    ``geocoding_url`` / ``forecast_url`` (beyond the spec): the base URLs of an Open-Meteo
+    geocoding and forecast service (``.../v1``) this tool asks instead of the ones
+    ``YIEMAGENT_GEOCODING_URL`` / ``YIEMAGENT_FORECAST_URL`` or Open-Meteo give.
+    """
     return AgentTool(
         name="getWeather",
         label="Weather Lookup",
         description="Fetch the current weather (condition, temperature, humidity, wind) for a city by name.",
         input_schema=INPUT_SCHEMA,
-        execute=get_weather_execute,
+        execute=partial(get_weather_execute, geocoding_url=geocoding_url, forecast_url=forecast_url),
         parallel_tool_execute=True,
     )
