@@ -41,7 +41,7 @@ EQUIVALENTS_DOC = ROOT / "docs" / "mutation.md"
 # holds this list and setup.cfg's only_mutate to every module under yiemagent/.
 SPEC_MODULES = [
     "tools/__init__", "tools/list_tools", "tools/get_time", "tools/get_weather", "tools/_tool_source", "tools/write_tool",
-    "pipeline", "batch", "extraction", "registry", "run", "agent", "loop", "_failures", "formatting",
+    "pipeline", "batch", "extraction", "registry", "run", "agent", "run_stream", "loop", "_failures", "formatting",
 ]
 OTHER_MODULES = [
     "history/_json", "history/_stored", "history/files", "history/sessions", "history/_locked_files", "history/postgres", "history/__init__",

@@ -46,6 +46,7 @@ from .agent import (
     resume,
     run_agent,
     shutdown,
+    stream,
     take_response,
 )
 from .types import (
@@ -62,6 +63,7 @@ from .types import (
     ApprovalMessage,
     AssistantMessage,
     BeforeToolCallContext,
+    FAILED_RUN_STOP_REASONS,
     ExecutedOutcome,
     FinalizedOutcome,
     ImageContent,
@@ -98,6 +100,7 @@ from .errors import (
     EmptyHistoryError,
     LLMError,
     MessageFormatError,
+    RunFailedError,
     SessionInUseError,
     ToolArgumentsError,
     ToolDefinitionError,
@@ -129,6 +132,7 @@ from .llm import (
     OpenAIClient,
 )
 from .llm.fallback import FallbackLLM
+from .run_stream import RunStream
 from .formatting import (
     format_msg_for_llm,
     openai_to_user_message,
@@ -194,6 +198,7 @@ __all__ = [
     "BeforeToolCallContext",
     "EmptyHistoryError",
     "ExecutedOutcome",
+    "FAILED_RUN_STOP_REASONS",
     "FallbackLLM",
     "FinalizedOutcome",
     "ImageContent",
@@ -213,6 +218,8 @@ __all__ = [
     "PostgresSession",
     "PreparedToolCall",
     "RunContext",
+    "RunFailedError",
+    "RunStream",
     "SQLiteSession",
     "SessionInUseError",
     "SubAgentEvent",
@@ -268,6 +275,7 @@ __all__ = [
     "save_history",
     "should_terminate",
     "shutdown",
+    "stream",
     "take_response",
     "tee",
     "tool",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 import time
 import warnings
 import weakref
@@ -36,6 +35,7 @@ from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PR
 from .normalize import normalize_message
 from .registry import ToolStore, register_tool
 from .run import CONTINUE
+from .run_stream import AskLock, RunStream
 from .history.sessions import Session, hold_session, release_session
 from .typed.output import OutputSpec
 from .tools import agent_tools, register_builtin_tools, resolve_builtin_names
@@ -53,6 +53,7 @@ __all__ = [
     "resume",
     "run_agent",
     "shutdown",
+    "stream",
     "take_response",
 ]
 
@@ -260,10 +261,8 @@ class YiemAgent:
             if session is not None:
                 release_session(session)  # the agent never started: its hold goes (docs/sessions.md)
             raise
-        self._ask_lock = threading.Lock()  # one ask() or resume() at a time: one request, one reply
-        # the call that last took _ask_lock, named when another gives up waiting for it; written
-        # under the lock, read without it (one str reference: at worst the previous holder's name)
-        self._ask_holder = "ask()"
+        self._ask_lock = AskLock()  # one ask(), stream() or resume() at a time: one request, one reply
+        self._name = name  # of its threads
         finalizer = weakref.finalize(self, _finalize, self._core, name)
         finalizer.atexit = False  # at exit the daemon threads just stop; no warning for agents still in use
 
@@ -328,7 +327,60 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
     agent.input_channel.put(_as_user_input(agent, message))
 
 
-def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None) -> AssistantMessage:
+def _send_alone(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], left: Callable[[], Optional[float]], verb: str, watch: Optional[Callable[[], Any]] = None) -> Any:
+    """The first half of ``ask``, ``stream`` and ``resume``: take the agent's ask lock, wait until it is idle, ``send()``.
+
+    ``watch()``, called just before the send, starts watching the run (a ``RunStream``);
+    returned, or cancelled if the send fails. Returns with the lock held; on any error it
+    is released and nothing was sent. Each ``TimeoutError`` names the timeout and what it
+    waited for (the other call holding the lock by its ``verb``).
+    """
+    if agent._core.is_own_thread():
+        raise RuntimeError(f"{verb} from inside the agent's own run (a tool, a hook, its event sink, llm_call) would wait for ever for that run to end; use run_agent or add_message")
+    if not agent._ask_lock.acquire(left(), verb):
+        raise TimeoutError(f"another {agent._ask_lock.verb} on this agent did not finish within {timeout} s")
+    try:
+        if not agent.wait_until_idle(left()):
+            raise TimeoutError(f"the agent did not become idle within {timeout} s")
+        watcher = watch() if watch is not None else None
+        try:
+            send()
+        except BaseException:
+            if watcher is not None:
+                watcher.cancel()
+            raise
+        return watcher
+    except BaseException:
+        agent._ask_lock.release()
+        raise
+
+
+def _deadline(timeout: Optional[float]) -> tuple[Optional[float], Callable[[], Optional[float]]]:
+    """The monotonic deadline of ``timeout`` (None: none), and the function that gives the seconds left."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left() -> Optional[float]:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    return deadline, left
+
+
+def _taken(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], verb: str, check: bool) -> AssistantMessage:
+    """``send`` starts one run, and its reply is taken: under the agent's ask lock, once the agent is idle.
+
+    The guarantees of ``ask`` and ``resume`` (docs/api.md "Reading a reply"): ``timeout``
+    bounds the whole call; with ``check`` a failed run raises ``RunFailedError``.
+    """
+    _, left = _deadline(timeout)
+    _send_alone(agent, send, timeout, left, verb)
+    try:
+        reply = take_response(agent, left())
+    finally:
+        agent._ask_lock.release()
+    return reply.raise_for_failure() if check else reply
+
+
+def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, check: bool = True) -> AssistantMessage:
     """One request, one reply: ``run_agent`` then ``take_response`` (beyond the spec, docs/api.md "Reading a reply").
 
     Waits until the agent is idle first, and holds the agent's ask lock throughout, so that
@@ -337,35 +389,44 @@ def ask(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None) -> A
     both. ``timeout`` bounds the whole call. Do not mix it with ``run_agent`` calls whose
     responses are still untaken: it returns the next response of the output channel.
 
+    A run that failed (``FAILED_RUN_STOP_REASONS``: "error", "max_rounds", "usage_limit",
+    "output_invalid", "refusal", "aborted") raises ``RunFailedError``, whose ``reply`` is
+    the reply; ``check=False`` returns it as it is (docs/api.md "A run that fails says
+    so"). "awaiting_approval" is not a failure.
+
     Raises:
-        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``.
+        RunFailedError: with ``check``, the run failed.
+        TimeoutError: the agent did not become idle, or did not answer, within ``timeout``,
+            or another ``ask``/``stream``/``resume`` held the agent's lock past it (the message names it).
+        RuntimeError: called from inside the agent's own run, or inside the loop over a
+            ``stream`` of this agent: it would wait for ever for itself.
         MessageFormatError, AgentClosedError: as ``run_agent``; ``take_response``'s errors.
     """
-    return _taken(agent, lambda: run_agent(agent, message), timeout, "ask()")
+    checked = _as_user_input(agent, message)  # a closed agent or a bad message fails at once, before any wait
+    return _taken(agent, lambda: agent.input_channel.put(checked), timeout, "ask()", check)
 
 
-def _taken(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], verb: str) -> AssistantMessage:
-    """``send`` starts one run, and its reply is taken: under the agent's ask lock, once the agent is idle.
+def stream(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, check: bool = True) -> RunStream:
+    """``ask`` whose run is read as it happens: its events, its text (beyond the spec, docs/streaming.md "Iterating over a run").
 
-    The guarantees of ``ask`` and ``resume`` (docs/api.md "Reading a reply"): ``timeout``
-    bounds the whole call; each ``TimeoutError`` names the timeout and what it waited for
-    (the other call holding the lock by its ``verb``).
+    Sends ``message`` as ``ask`` does (alone, once the agent is idle) and returns a
+    ``RunStream``: iterate it for every event the agent's sink gets for the run, as the
+    sink gets it (deltas and sub-agent events included); ``.text()`` for the text alone;
+    ``.reply`` once iteration has ended. The agent's own sink still gets every event.
+    With ``check`` a failed run raises ``RunFailedError`` as the iteration ends.
+    ``timeout`` bounds the whole stream, from this call to the reply. Stopping early (a
+    ``break``, an exception) lets the run go on to its end, and its reply is taken then:
+    the next ``ask`` gets its own (``run_stream.py``).
+
+    Raises:
+        TimeoutError: the agent did not become idle within ``timeout`` (later: while iterating).
+        RuntimeError: as ``ask``: it would wait for ever for itself.
+        MessageFormatError, AgentClosedError: as ``run_agent``.
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
-
-    def left() -> Optional[float]:
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-    if not agent._ask_lock.acquire(timeout=-1 if deadline is None else left()):  # type: ignore[arg-type]
-        raise TimeoutError(f"another {agent._ask_holder} on this agent did not finish within {timeout} s")
-    try:
-        agent._ask_holder = verb  # read by a call that times out waiting for the lock
-        if not agent.wait_until_idle(left()):
-            raise TimeoutError(f"the agent did not become idle within {timeout} s")
-        send()
-        return take_response(agent, left())
-    finally:
-        agent._ask_lock.release()
+    checked = _as_user_input(agent, message)
+    deadline, left = _deadline(timeout)
+    watch = lambda: RunStream(agent._core, agent._ask_lock, agent._name, deadline, timeout, check)  # noqa: E731
+    return _send_alone(agent, lambda: agent.input_channel.put(checked), timeout, left, "stream()", watch)
 
 
 def follow_up(agent: YiemAgent, message: Any) -> None:
@@ -432,10 +493,7 @@ def resume(agent: YiemAgent, *, timeout: Optional[float] = None, check: bool = T
             or another ``ask``/``resume`` held the agent's lock past it (the message names it).
         EmptyHistoryError, AgentClosedError: as ``continue_agent``; ``take_response``'s errors.
     """
-    reply = _taken(agent, lambda: continue_agent(agent), timeout, "resume()")
-    if check and hasattr(reply, "raise_for_failure"):
-        reply.raise_for_failure()
-    return reply
+    return _taken(agent, lambda: continue_agent(agent), timeout, "resume()", check)
 
 
 def add_message(agent: YiemAgent, message: AgentMessage) -> None:

@@ -7,13 +7,14 @@ model or by a tool never raise: they become error tool results (spec §12).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 __all__ = [
     "AgentClosedError",
     "EmptyHistoryError",
     "LLMError",
     "MessageFormatError",
+    "RunFailedError",
     "SessionInUseError",
     "ToolArgumentsError",
     "ToolDefinitionError",
@@ -66,6 +67,28 @@ class SessionInUseError(YiemAgentError):
 
 class EmptyHistoryError(YiemAgentError, ValueError):
     """``continue_agent`` was asked to continue a conversation that has no messages."""
+
+
+class RunFailedError(YiemAgentError):
+    """A run asked for with ``check=True`` ended failed (docs/api.md "A run that fails says so").
+
+    Raised by ``ask``, ``stream`` and ``AssistantMessage.raise_for_failure`` for a reply whose
+    ``stop_reason`` is in ``FAILED_RUN_STOP_REASONS`` (``types.py``). The message names the
+    stop reason and the cause the reply gives (its ``error_message``, or its refusal), so a
+    script that does not catch it stops with a non-zero status saying why.
+
+    Attributes:
+        reply: the ``AssistantMessage`` the run ended with, as ``check=False`` returns it.
+    """
+
+    def __init__(self, reply: Any) -> None:
+        stop_reason = getattr(reply, "stop_reason", None)
+        cause = getattr(reply, "error_message", None) or getattr(reply, "refusal", None) or "no cause given"
+        super().__init__(f"the run failed with stop_reason {stop_reason!r}: {cause}")
+        self.reply = reply
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.reply,))  # pickled (a Celery result, a process pool) with its reply
 
 
 class LLMError(YiemAgentError):

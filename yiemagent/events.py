@@ -270,28 +270,50 @@ class EventEmitter:
     is logged (``yiemagent.events`` logger, with the traceback) and the event is dropped;
     the pipeline goes on. Only a ``KeyboardInterrupt`` in the main thread propagates.
 
-    Thread safety: callable from any thread; ``_lock`` serialises calls into the sink.
-    A sink must not block for long: it holds up every thread that emits.
+    Beyond the spec, ``tap(fn)`` adds a listener of the library's own (a ``RunStream``,
+    docs/streaming.md "Iterating over a run"): called after the sink under the same lock,
+    so it sees every event in the sink's order, also when the sink raised. A tap must not
+    raise nor block.
+
+    Thread safety: callable from any thread; ``_lock`` serialises calls into the sink and
+    the taps. A sink must not block for long: it holds up every thread that emits.
+    ``_taps`` is a tuple replaced whole under ``_taps_lock`` (never waiting for a sink call).
     """
 
-    __slots__ = ("sink", "_lock")
+    __slots__ = ("sink", "_lock", "_taps", "_taps_lock")
 
     def __init__(self, sink: Optional[Callable[[Any], Any]]) -> None:
         self.sink = sink
         # held for the whole duration of one sink call: the sink is never re-entered
         self._lock = threading.RLock()
+        self._taps: tuple[Callable[[Any], None], ...] = ()
+        self._taps_lock = threading.Lock()  # guards replacing _taps
 
     def __call__(self, event: Any) -> None:
-        sink = self.sink
-        if sink is None:
+        sink, taps = self.sink, self._taps
+        if sink is None and not taps:
             return
         with self._lock:
-            try:
-                sink(event)
-            except _SINK_ERRORS:
-                if _reraise_ctrl_c():
-                    raise  # a real Ctrl-C in a script that drives the pipeline itself
-                logger.exception("event sink %r raised on %s; the event was dropped", sink, type(event).__name__)
+            if sink is not None:
+                try:
+                    sink(event)
+                except _SINK_ERRORS:
+                    if _reraise_ctrl_c():
+                        raise  # a real Ctrl-C in a script that drives the pipeline itself
+                    logger.exception("event sink %r raised on %s; the event was dropped", sink, type(event).__name__)
+            for tap in taps:
+                tap(event)
+
+    def tap(self, fn: Callable[[Any], None]) -> Callable[[], None]:
+        """Call ``fn(event)`` for every event from now on, after the sink; returns the function that stops it."""
+        with self._taps_lock:
+            self._taps = (*self._taps, fn)
+
+        def untap() -> None:
+            with self._taps_lock:
+                self._taps = tuple(t for t in self._taps if t is not fn)
+
+        return untap
 
 
 def as_emitter(sink: Any) -> EventEmitter:

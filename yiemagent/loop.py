@@ -512,6 +512,22 @@ class AgentCore:
         with self._wake:
             return self._wake.wait_for(idle, timeout)
 
+    def wait_for(self, predicate: Callable[[], bool], timeout: Optional[float]) -> bool:
+        """Block until ``predicate()`` holds, read again at every ring of the doorbell; False if ``timeout`` passed first.
+
+        ``predicate`` is called with ``_wake`` held (it may call ``run_over``) and must not
+        block. A ``RunStream`` waits so for its run's next event (docs/streaming.md).
+        """
+        with self._wake:
+            return self._wake.wait_for(predicate, timeout)
+
+    def run_over(self, run_id: Optional[int]) -> bool:
+        """With ``_wake`` held: run ``run_id`` is no longer active; for None (a run not started yet), no run will start again."""
+        if run_id is None:
+            return self._loop_exited  # the loop thread starts every run: none starts after it ended
+        run = self._run
+        return run is None or run.id != run_id or self._run_done
+
     # --- run.RunHost: what a run may touch --------------------------------------------
 
     @property

@@ -36,7 +36,7 @@ from typing import Any, Optional
 from dataclasses_json import DataClassJsonMixin, config
 
 from ._format_cache import FrozenDict, FrozenList, History, freeze
-from .errors import ToolDefinitionError
+from .errors import RunFailedError, ToolDefinitionError
 
 __all__ = [
     "AbortSignal",
@@ -53,6 +53,7 @@ __all__ = [
     "AssistantMessage",
     "BeforeToolCallContext",
     "ExecutedOutcome",
+    "FAILED_RUN_STOP_REASONS",
     "FinalizedOutcome",
     "ImageContent",
     "ImmediateOutcome",
@@ -393,6 +394,13 @@ class UserMessage(AgentMessage):
     role: str = field(default="user", init=False)
 
 
+# The stop reasons of a run that did not do what it was asked (docs/api.md "A run that fails
+# says so"): ``ask`` and ``stream`` raise ``RunFailedError`` for them, the OTel sink marks the
+# run's span ERROR (docs/tracing.md "Status"). "awaiting_approval" is not one: the run waits
+# for a person (decision 18); nor "content_filter" or "length", which carry an answer.
+FAILED_RUN_STOP_REASONS = frozenset({"error", "max_rounds", "usage_limit", "output_invalid", "refusal", "aborted"})
+
+
 @dataclass(frozen=True)
 class AssistantMessage(AgentMessage):
     """One reply of the LLM (spec §19 ``assistantMessage``).
@@ -433,6 +441,20 @@ class AssistantMessage(AgentMessage):
             elif isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
                 parts.append(block["text"])
         return "".join(parts)
+
+    def raise_for_failure(self) -> "AssistantMessage":
+        """This reply, or ``RunFailedError`` when its run failed (beyond the spec, docs/api.md "A run that fails says so").
+
+        A run failed when ``stop_reason`` is in ``FAILED_RUN_STOP_REASONS``; like
+        ``requests``' ``raise_for_status``, for a reply taken with ``take_response`` or
+        ``check=False``.
+
+        Raises:
+            RunFailedError: the run failed; its ``reply`` is this message.
+        """
+        if self.stop_reason in FAILED_RUN_STOP_REASONS:
+            raise RunFailedError(self)
+        return self
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def hostile_runs(traced: Traced, text: str, *, capture_content: bool) -> list[st
                        output_type=int, output_retries=0)
     holder.append(agent)
     try:
-        return [ask(agent, text, timeout=WAIT).stop_reason for _ in range(4)]
+        return [ask(agent, text, timeout=WAIT, check=False).stop_reason for _ in range(4)]
     finally:
         shutdown(agent, timeout=WAIT)
 
@@ -97,7 +97,7 @@ def test_a_run_stopped_by_a_usage_limit_is_an_error_span(agents):
     traced = Traced()
     llm = NamedLLM([tool_call_reply(("c1", "echo", {}), ("c2", "echo", {}))])
     agent = agents(llm, [make_tool("echo")], agent_event_sink=traced.sink(), usage_limits=UsageLimits(max_tool_calls=1))
-    assert ask(agent, "go", timeout=WAIT).stop_reason == "usage_limit"
+    assert ask(agent, "go", timeout=WAIT, check=False).stop_reason == "usage_limit"
     shutdown(agent, timeout=WAIT)
     run = traced.one("invoke_agent")
     assert run.status.status_code is StatusCode.ERROR and run.attributes["error.type"] == "usage_limit"

@@ -123,7 +123,7 @@ def test_after_the_retries_the_run_ends_output_invalid_naming_the_field(retries)
     """With output_retries=1 (the default, docs/api.md), the second invalid answer ends the run "output_invalid", the field named."""
     llm, agent = typed_agent([answer({"name": "A"}), answer({"name": "B"}, "c2"), "never sent"], City, **retries)
     try:
-        reply = ask(agent, "Which city?", timeout=WAIT)
+        reply = ask(agent, "Which city?", timeout=WAIT, check=False)
     finally:
         shutdown(agent, timeout=WAIT)
     assert reply.stop_reason == "output_invalid"
@@ -141,7 +141,7 @@ def test_output_retries_zero_ends_at_the_first_invalid_answer():
     """output_retries=0: no second chance."""
     llm, agent = typed_agent(["not json"], City, output_retries=0)
     try:
-        reply = ask(agent, "Which city?", timeout=WAIT)
+        reply = ask(agent, "Which city?", timeout=WAIT, check=False)
     finally:
         shutdown(agent, timeout=WAIT)
     assert reply.stop_reason == "output_invalid" and "not the answer's JSON" in reply.error_message
@@ -177,7 +177,7 @@ def test_invalid_text_answers_count_against_the_retries_and_the_last_one_is_name
     """Each invalid text answer counts: with output_retries=1 the second ends the run "output_invalid", naming its field."""
     llm, agent = typed_agent(["not json", '{"x": "a"}', "never sent"], Point, output_retries=1)
     try:
-        reply = ask(agent, "where?", timeout=WAIT)
+        reply = ask(agent, "where?", timeout=WAIT, check=False)
     finally:
         shutdown(agent, timeout=WAIT)
     assert (reply.stop_reason, reply.output) == ("output_invalid", None)
@@ -422,7 +422,7 @@ def test_an_abort_during_the_answers_batch_ends_the_run_aborted_not_output_inval
     llm = ScriptedLLM([tool_call_reply(("s1", "stop", "{}"), ("c1", "final_result", json.dumps({"name": "A", "population": 1})))])
     agent = holder["agent"] = make_agent(llm, stop, builtin_tools=False, output_type=City, output_retries=0)
     try:
-        reply = ask(agent, "go", timeout=WAIT)
+        reply = ask(agent, "go", timeout=WAIT, check=False)
     finally:
         shutdown(agent, timeout=WAIT)
     assert reply.stop_reason == "aborted"
@@ -572,7 +572,7 @@ def test_the_output_invalid_reply_counts_retries_in_words_and_has_no_content(ret
     script = [answer({"start": 5, "end": n}, f"c{n}") for n in range(retries + 1)] + ["never sent"]
     llm, agent = typed_agent(script, Span, output_retries=retries)
     try:
-        reply = ask(agent, "when?", timeout=WAIT)
+        reply = ask(agent, "when?", timeout=WAIT, check=False)
     finally:
         shutdown(agent, timeout=WAIT)
     assert (reply.stop_reason, reply.content, reply.output) == ("output_invalid", [], None)
@@ -636,7 +636,7 @@ def test_a_valid_answer_whose_result_is_an_error_is_not_taken(hooks, why):
     fixed phrase when it has none."""
     llm, agent = typed_agent([answer({"response": [1]})], list[int], output_retries=0, **hooks)
     try:
-        reply = ask(agent, "numbers?", timeout=WAIT)
+        reply = ask(agent, "numbers?", timeout=WAIT, check=False)
     finally:
         shutdown(agent, timeout=WAIT)
     assert (reply.stop_reason, reply.output) == ("output_invalid", None)
@@ -730,7 +730,7 @@ def test_a_validator_raising_anything_ends_the_run_output_invalid_after_the_retr
     """With output_retries=0 a validator raising RuntimeError ends the run "output_invalid" naming the exception, not "error"."""
     llm, agent = typed_agent([_picky_answer(path, "boom", "c1")], Picky, output_retries=0)
     try:
-        reply = ask(agent, "who?", timeout=WAIT)
+        reply = ask(agent, "who?", timeout=WAIT, check=False)
     finally:
         shutdown(agent, timeout=WAIT)
     assert reply.stop_reason == "output_invalid", reply.error_message

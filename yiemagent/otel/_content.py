@@ -22,7 +22,8 @@ from typing import Any, Optional
 from .._failures import ABORTED_MESSAGE
 from .._log_masking import redact_live_secrets
 from ..extraction import extract_tool_calls
-from ..types import (
+from ..types import (  # FAILED_RUN_STOP_REASONS: a failed run's span is ERROR (docs/tracing.md "Status")
+    FAILED_RUN_STOP_REASONS,
     AgentMessage,
     AgentToolResult,
     AssistantMessage,
@@ -53,9 +54,6 @@ __all__ = [
 MessageCache = dict[int, list[Any]]
 """A run's messages already converted: id -> [the message, its conventions' shape or None, its JSON text or None]."""
 
-# The stop reasons of a run that did not do what it was asked (its invoke_agent span's
-# status is ERROR, error.type the stop reason): decisions 11 and 12 and docs/tracing.md "Status".
-FAILED_RUN_STOP_REASONS = frozenset({"error", "aborted", "max_rounds", "output_invalid", "usage_limit"})
 
 # gen_ai.provider.name: the conventions' well-known values, from what a client calls its
 # provider (a name, or the host of its base URL: OpenAIClient's ``provider``)
