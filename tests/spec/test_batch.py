@@ -69,24 +69,104 @@ def test_dispatch_is_parallel_when_config_and_all_tools_allow_it():
     assert all(thread.startswith("yiemagent-tool") for _, thread in log) and len(log) == 2
 
 
-@pytest.mark.spec("9")
-def test_the_threads_a_burst_started_exit_once_the_pool_is_idle():
-    """40 calls at once run on 40 threads; once the batch is done those threads end, not kept for good."""
-    at_once = threading.Barrier(40, timeout=WAIT)
-    threads = set()
+@pytest.fixture
+def pools():
+    """Tool pools of a test's own (``pools(keep=..., idle_s=...)``); their idle threads end with the test."""
+    from yiemagent._threads import ToolPool
+
+    made = []
+
+    def make(**kwargs):
+        made.append(ToolPool(**kwargs))
+        return made[-1]
+
+    yield make
+    for pool in made:
+        pool.retire_idle()
+
+
+def _alive_at_most(threads, bound):
+    """Wait (at most WAIT s) until no more than ``bound`` of ``threads`` are alive; the ones still alive."""
+    deadline = time.monotonic() + WAIT
+    while (alive := [t for t in threads if t.is_alive()]) and len(alive) > bound and time.monotonic() < deadline:
+        alive[0].join(0.05)  # a wait on the condition, not a sleep: returns as soon as that thread ends
+    return [t for t in threads if t.is_alive()]
+
+
+def _burst(n):
+    """A tool whose n calls all run at once (a barrier of n parties), recording the threads they ran on."""
+    at_once, threads = threading.Barrier(n, timeout=WAIT), set()
 
     def execute(tool_call_id, args, signal, on_partial_result):
         threads.add(threading.current_thread())
-        at_once.wait()  # all 40 are running at the same time
+        at_once.wait()
         return text_result("ok")
 
-    ctx = context_with(make_tool("burst", execute, parallel=True))
-    batch = execute_tool_calls(ctx, ASSISTANT, calls(*["burst"] * 40), PARALLEL, None, None)
+    return make_tool("burst", execute, parallel=True), threads
+
+
+@pytest.mark.spec("9")
+def test_a_burst_larger_than_the_bound_runs_at_once_and_only_the_bound_outlives_it(monkeypatch):
+    """40 calls at once on a pool that keeps 8 run on 40 threads; once the batch is done 32 exit and 8 stay, idle, until retire_idle."""
+    from yiemagent._threads import ToolPool
+
+    pool = ToolPool(keep=8, idle_s=10 * WAIT)
+    monkeypatch.setattr(batch_module, "tool_pool", pool)
+    tool, threads = _burst(40)
+    batch = execute_tool_calls(context_with(tool), ASSISTANT, calls(*["burst"] * 40), PARALLEL, None, None)
     assert texts(batch) == ["ok"] * 40 and len(threads) == 40
+    assert len(_alive_at_most(threads, 8)) == 8
+    pool.retire_idle()
+    assert _alive_at_most(threads, 0) == []
+
+
+@pytest.mark.spec("9")
+def test_a_second_batch_runs_on_the_threads_of_the_first(monkeypatch, pools):
+    """Two batches of 32 calls at once: the second runs on the very threads of the first, none is started again."""
+    monkeypatch.setattr(batch_module, "tool_pool", pools())
+    runs = []
+    for _ in range(2):
+        tool, threads = _burst(32)
+        batch = execute_tool_calls(context_with(tool), ASSISTANT, calls(*["burst"] * 32), PARALLEL, None, None)
+        assert texts(batch) == ["ok"] * 32
+        runs.append({t.ident for t in threads})
+    assert len(runs[0]) == 32 and runs[1] == runs[0]
+
+
+@pytest.mark.spec("9")
+def test_idle_tool_threads_exit_after_idle_s(pools):
+    """The threads a pool keeps after a batch exit once they have had no call for idle_s."""
+    pool, threads, at_once = pools(keep=4, idle_s=0.2), set(), threading.Barrier(4, timeout=WAIT)
+
+    def call():
+        threads.add(threading.current_thread())
+        at_once.wait()
+
+    for future in [pool.submit(call) for _ in range(4)]:
+        future.result(WAIT)
+    assert len(threads) == 4
+    assert _alive_at_most(threads, 0) == []
+
+
+@pytest.mark.spec("9")
+def test_an_idle_tool_thread_holds_nothing_of_the_call_it_ran(pools):
+    """Once a call has ended, the worker kept for the next one holds no reference to its arguments or result."""
+    import gc
+    import weakref
+
+    class Owner:  # stands for the agent whose context and call a worker ran
+        pass
+
+    pool, owner = pools(idle_s=10 * WAIT), Owner()
+    refs = [weakref.ref(owner)]
+    result = pool.submit(lambda o: Owner(), owner).result(WAIT)
+    refs.append(weakref.ref(result))
+    del owner, result
     deadline = time.monotonic() + WAIT
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    assert not [t.name for t in threads if t.is_alive()]
+    while any(ref() is not None for ref in refs) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.01)
+    assert [ref() for ref in refs] == [None, None] and len(pool._idle) == 1
 
 
 @pytest.mark.spec("9")
@@ -310,82 +390,57 @@ def test_hooks_and_tools_get_the_batchs_assistant_message_context_and_signal(mod
             assert message is ASSISTANT and hook_context is context, stage
 
 
-def _counted_as_ended(futures):
-    """Register before the futures can finish; the wait it returns ends when the pool has counted
-    each call as ended (the pool's done callback, added by submit, runs before this one's)."""
-    ended = threading.Semaphore(0)
-    for future in futures:
-        future.add_done_callback(lambda _f: ended.release())
+@pytest.mark.spec("9")
+def test_a_forked_child_runs_its_calls_on_threads_of_its_own(pools):
+    """A process forked while the pool has idle threads runs its own calls: it does not hand them to the parent's threads."""
+    import os
 
-    def wait() -> None:
-        for _ in futures:
-            assert ended.acquire(timeout=WAIT)
-
-    return wait
+    pool = pools(idle_s=10 * WAIT)
+    pool.submit(lambda: None).result(WAIT)
+    assert len(pool._idle) == 1
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if the call ran
+        try:
+            ran = pool.submit(lambda: 42).result(WAIT) == 42
+        except BaseException:
+            ran = False
+        os._exit(0 if ran else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 @pytest.mark.spec("9")
-def test_a_pool_that_never_grew_keeps_its_8_threads_for_the_next_batch():
-    """8 calls at once fit the pool as it starts: the next 8 run on the very same threads, none is started again."""
-    from yiemagent._threads import ElasticToolPool
+def test_a_light_load_is_served_by_the_thread_that_went_idle_last(pools):
+    """Calls one after another on a pool holding 8 idle threads all run on the same one: the other 7 are left to retire."""
+    pool, threads, at_once = pools(keep=8, idle_s=10 * WAIT), set(), threading.Barrier(8, timeout=WAIT)
 
-    pool, runs = ElasticToolPool(), []
-    for _ in range(2):
-        threads: set = set()
-        at_once = threading.Barrier(9, timeout=WAIT)  # the 8 calls and this thread, which opens it
-
-        def call(threads=threads, at_once=at_once):
-            threads.add(threading.current_thread())
-            at_once.wait()
-
-        futures = [pool.submit(call) for _ in range(8)]
-        wait = _counted_as_ended(futures)
+    def meet():
         at_once.wait()
-        wait()
-        runs.append(threads)
-    assert len(runs[0]) == 8 and runs[1] == runs[0]
 
-
-@pytest.mark.spec("9")
-def test_the_last_call_of_a_burst_shuts_its_own_pool_down_without_an_error(caplog):
-    """The call that leaves a grown pool idle ends on one of that pool's threads: the pool is shut down from there, nothing logged."""
-    from yiemagent._threads import ElasticToolPool
-
-    pool, started, gates, threads = ElasticToolPool(), threading.Semaphore(0), [threading.Event() for _ in range(9)], {}
-
-    def call(n):
-        threads[n] = threading.current_thread()
-        started.release()
-        gates[n].wait(WAIT)
-
-    futures = [pool.submit(call, n) for n in range(9)]  # the 9th grows the pool past 8
-    first_eight, last = _counted_as_ended(futures[:8]), _counted_as_ended(futures[8:])
-    for _ in futures:
-        assert started.acquire(timeout=WAIT)
-    for gate in gates[:8]:
-        gate.set()
-    first_eight()
-    with caplog.at_level("WARNING"):
-        gates[8].set()  # the last call, on the grown pool's thread
-        last()
-        threads[8].join(WAIT)
-    assert not threads[8].is_alive() and caplog.records == []
-
-
-@pytest.mark.spec("9")
-def test_calls_submitted_from_many_threads_while_the_pool_grows_all_run():
-    """64 threads submit at once, 20 times over, to a pool that grows 8 → 64: no call meets an executor just shut down."""
-    from yiemagent._threads import ElasticToolPool
-
+    for future in [pool.submit(meet) for _ in range(8)]:
+        future.result(WAIT)
     for _ in range(20):
-        pool, start, release = ElasticToolPool(), threading.Barrier(64, timeout=WAIT), threading.Event()
+        pool.submit(lambda: threads.add(threading.current_thread())).result(WAIT)
+    assert len(threads) == 1
+
+
+@pytest.mark.spec("9")
+def test_calls_submitted_from_many_threads_all_run_and_the_bound_holds(pools):
+    """64 threads submit at once, 20 times over, to a pool that keeps 8: every call runs, and at most 8 threads stay."""
+    pool = pools(keep=8, idle_s=10 * WAIT)
+    for _ in range(20):
+        start, release, threads = threading.Barrier(64, timeout=WAIT), threading.Event(), set()
         futures, failures = [], []
+
+        def call():
+            threads.add(threading.current_thread())
+            return release.wait(WAIT)
 
         def submit():
             start.wait()
             try:
-                futures.append(pool.submit(release.wait, WAIT))
-            except RuntimeError as exc:  # "cannot schedule new futures after shutdown"
+                futures.append(pool.submit(call))
+            except RuntimeError as exc:
                 failures.append(exc)
 
         submitters = [threading.Thread(target=submit) for _ in range(64)]
@@ -395,3 +450,4 @@ def test_calls_submitted_from_many_threads_while_the_pool_grows_all_run():
             thread.join(WAIT)
         release.set()
         assert not failures and [f.result(WAIT) for f in futures] == [True] * 64
+        assert len(_alive_at_most(threads, 8)) <= 8 and len(pool._idle) <= 8

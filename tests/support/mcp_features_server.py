@@ -67,9 +67,14 @@ async def lock(ctx: Context) -> str:
     return "locked"
 
 
-@server.tool()
+@server.tool(structured_output=False)
 def big(megabytes: float, char: str = "x") -> str:
-    """A text of ``megabytes`` million characters ``char``."""
+    """A text of ``megabytes`` million characters ``char``.
+
+    Sent once, as text content: by default the SDK also sends a ``str`` result as
+    ``structuredContent`` ``{"result": ...}``, a message twice the size (50 MB of text would
+    be a 100 MB message, past the client's 64 MiB cap; docs/mcp.md "Large results").
+    """
     return char * int(megabytes * 1_000_000)
 
 
