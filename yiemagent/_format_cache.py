@@ -60,8 +60,8 @@ lineage with changed items.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
-from typing import Any, NamedTuple, NoReturn, Optional
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Optional
 
 
 __all__ = ["APPENDING_METHODS", "EDITING_METHODS", "FrozenDict", "FrozenList", "History", "HistorySnapshot", "Lineage", "freeze", "history_wires"]
@@ -80,7 +80,7 @@ def _read_only(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
     raise TypeError(self.why_read_only)
 
 
-class FrozenDict(dict):  # type: ignore[type-arg]
+class FrozenDict(dict[Any, Any]):
     """A ``dict`` that refuses every change; its copies are plain dicts. ``why_read_only`` is the ``TypeError``'s text."""
 
     __slots__ = ()
@@ -98,7 +98,7 @@ class FrozenDict(dict):  # type: ignore[type-arg]
         return (dict, (dict(self),))
 
 
-class FrozenList(list):  # type: ignore[type-arg]
+class FrozenList(list[Any]):
     """A ``list`` that refuses every change; its copies are plain lists. ``why_read_only`` is the ``TypeError``'s text."""
 
     __slots__ = ()
@@ -155,7 +155,7 @@ def _counted(name: str) -> Callable[..., Any]:
     return edit
 
 
-class History(list):  # type: ignore[type-arg]
+class History(list[Any]):
     """``state.messages``: a list that counts every change other than adding at the end.
 
     ``edits`` is even, and grows by 2 with each call of a method that may change,
@@ -168,7 +168,12 @@ class History(list):  # type: ignore[type-arg]
 
     edits = 0  # class default; an instance's own count appears with its first edit
 
-    __init__ = _counted("__init__")  # called again on a list, it replaces the contents
+    if TYPE_CHECKING:  # list's own signature: mypy cannot read one from _counted's result
+
+        def __init__(self, iterable: Iterable[Any] = (), /) -> None: ...
+
+    else:
+        __init__ = _counted("__init__")  # called again on a list, it replaces the contents
     __setitem__ = _counted("__setitem__")  # items and slices alike
     __delitem__ = _counted("__delitem__")
     __imul__ = _counted("__imul__")
@@ -209,7 +214,7 @@ def _dropping(name: str) -> Callable[..., Any]:
     return change
 
 
-class HistorySnapshot(list):  # type: ignore[type-arg]
+class HistorySnapshot(list[Any]):
     """A copy of a history for one LLM round (``ctx.messages``), recording its ``lineage``.
 
     ``lineage`` is None when the source is not a ``History`` (a plain list), when an edit
@@ -336,7 +341,7 @@ def history_wires(given: Any, convert: Callable[[Message], Optional[dict[str, An
     lineage = given.lineage if isinstance(given, HistorySnapshot) else None
     latest = getattr(lineage.source, _LATEST_ATTR, None) if lineage is not None else None
     if latest is not None and latest.edits == lineage.edits and latest.length <= lineage.length:  # type: ignore[union-attr]
-        wires = latest.wires + _wires_of(given[latest.length : lineage.length], convert)  # type: ignore[union-attr]
+        wires: list[dict[str, Any]] = latest.wires + _wires_of(given[latest.length : lineage.length], convert)  # type: ignore[union-attr]
     else:
         wires = _wires_of(given, convert)
     # the lineage is read again last: a snapshot changed meanwhile has dropped it (first thing)

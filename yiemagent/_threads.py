@@ -65,8 +65,8 @@ class ToolPool:
     alive.
 
     Thread safety: ``submit`` may be called from any thread. ``_lock`` guards ``_idle``
-    (the idle workers, the last one to go idle at the end) and ``_started`` (a count, for
-    thread names). A worker's ``wake`` lock is released by the one ``submit`` that took
+    (the idle workers, the last one to go idle at the end), ``_started`` (a count, for
+    thread names) and ``_busy`` (the calls running, read by ``busy``). A worker's ``wake`` lock is released by the one ``submit`` that took
     the worker off ``_idle`` (under ``_lock``), after setting its ``job`` (None from
     ``retire_idle``: exit); the worker reads
     ``job`` only after acquiring ``wake``, so the two never touch ``job`` at once. In a
@@ -76,15 +76,17 @@ class ToolPool:
 
     def __init__(self, keep: int = TOOL_THREADS_KEPT, idle_s: float = TOOL_THREAD_IDLE_S) -> None:
         self.keep, self.idle_s = keep, idle_s
-        self._lock = threading.Lock()  # guards _idle, _started
+        self._lock = threading.Lock()  # guards _idle, _started, _busy
         self._idle: list[_Worker] = []
         self._started = 0
+        self._busy = 0  # calls handed to a worker whose worker has not yet finished them
         _pools.add(self)
 
     def _forget_workers(self) -> None:
         """In a child process just forked: the parent's workers are not there, so none is idle (a call handed to one would never run)."""
         self._lock = threading.Lock()  # another thread may have held it at the fork
         self._idle = []
+        self._busy = 0
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Run ``fn(*args)`` on an idle worker, or on one started for it; the future has its result or exception."""
@@ -93,6 +95,7 @@ class ToolPool:
         # target, the agent it belongs to — which ``shutdown`` reads to know it must not wait)
         job = (future, contextvars.copy_context(), fn, args)
         with self._lock:
+            self._busy += 1
             if self._idle:
                 worker = self._idle.pop()
                 worker.job = job
@@ -111,9 +114,15 @@ class ToolPool:
                 worker.job = None
                 worker.wake.release()
 
+    def busy(self) -> int:
+        """How many calls are running (handed to a worker that has not finished them); a reading, stale as soon as it returns."""
+        with self._lock:
+            return self._busy
+
     def _idle_after(self, worker: "_Worker") -> bool:
         """Put ``worker`` on the idle stack if fewer than ``keep`` are there; False: it must exit."""
         with self._lock:
+            self._busy -= 1  # its call ended (it is settled just after)
             if len(self._idle) >= self.keep:
                 return False
             self._idle.append(worker)
@@ -128,7 +137,7 @@ class ToolPool:
             return False
 
 
-_Job = tuple[Future, contextvars.Context, Callable[..., Any], tuple]
+_Job = tuple[Future[Any], contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 _pools: "weakref.WeakSet[ToolPool]" = weakref.WeakSet()  # every pool, for the fork hook below
 
 
@@ -175,7 +184,7 @@ class _Worker:
                 self.wake.acquire()
 
 
-def _run_job(future: Future, context: contextvars.Context, fn: Callable[..., Any], args: tuple) -> tuple[Callable[[Any], None], Any]:
+def _run_job(future: Future[Any], context: contextvars.Context, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[[Any], None], Any]:
     """Run one call; returns how to settle its future (its result, or what it raised: nothing escapes the worker)."""
     if not future.set_running_or_notify_cancel():
         return (lambda _: None), None

@@ -31,10 +31,10 @@ from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
 from .history import each_message, history_from_session
 from .run import DEFAULT_MAX_ROUNDS, check_max_rounds
-from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, LLMUsage, UsageLimits
+from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, UsageLimits
 from .normalize import normalize_message
 from .registry import ToolStore, register_tool
-from .run import CONTINUE
+from .run import CONTINUE, NOTHING_TO_CONTINUE
 from .run_stream import AskLock, RunStream
 from .history.sessions import Session, hold_session, release_session
 from .typed.output import OutputSpec
@@ -231,7 +231,7 @@ class YiemAgent:
             self.session_id = session_id
             self.max_retry_delay_ms = max_retry_delay_ms
             if max_retry_delay_ms is not None and hasattr(llm_call, "max_retry_delay_ms"):
-                llm_call.max_retry_delay_ms = max_retry_delay_ms  # type: ignore[attr-defined]
+                llm_call.max_retry_delay_ms = max_retry_delay_ms
 
             store = tool_store if tool_store is not None else ToolStore(session_id or "agent")
             register_builtin_tools(store, builtin_names, keep_existing=tool_store is not None)
@@ -426,7 +426,8 @@ def stream(agent: YiemAgent, message: Any, *, timeout: Optional[float] = None, c
     checked = _as_user_input(agent, message)
     deadline, left = _deadline(timeout)
     watch = lambda: RunStream(agent._core, agent._ask_lock, agent._name, deadline, timeout, check)  # noqa: E731
-    return _send_alone(agent, lambda: agent.input_channel.put(checked), timeout, left, "stream()", watch)
+    started: RunStream = _send_alone(agent, lambda: agent.input_channel.put(checked), timeout, left, "stream()", watch)  # what watch made
+    return started
 
 
 def follow_up(agent: YiemAgent, message: Any) -> None:
@@ -452,7 +453,8 @@ def take_response(agent: YiemAgent, timeout: Optional[float] = None) -> Assistan
         AgentClosedError: the agent has been shut down and no response is left.
     """
     try:
-        return agent.output_channel.get(timeout=timeout)
+        response: AssistantMessage = agent.output_channel.get(timeout=timeout)  # the channel holds the responses
+        return response
     except queue.Empty:
         raise TimeoutError(f"no response from the agent within {timeout} s") from None
 
@@ -465,6 +467,10 @@ def continue_agent(agent: YiemAgent) -> None:
     "awaiting_approval", the run first runs the approved calls and answers the rejected
     ones (``yiemagent.approvals``, decision 18); calls still undecided keep it waiting.
 
+    Accepted while the agent is busy; if the run it joins still finds no conversation (the
+    follow-up that made the agent busy was not yet in the input), that run ends "error"
+    with the same words, and sends the LLM nothing.
+
     Raises:
         EmptyHistoryError: there is no conversation to continue.
         AgentClosedError: the agent has been shut down.
@@ -473,7 +479,7 @@ def continue_agent(agent: YiemAgent) -> None:
     if core.closing:
         raise AgentClosedError("the agent has been shut down; it cannot continue")
     if not core.busy() and not core.history():
-        raise EmptyHistoryError("cannot continue: the conversation history is empty; send a message with run_agent first")
+        raise EmptyHistoryError(NOTHING_TO_CONTINUE)
     core.input_channel.put(CONTINUE)
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from .batch import answer_tool_calls_with_error, execute_tool_calls, terminated_response
 from .errors import ToolArgumentsError
@@ -113,10 +113,10 @@ def waiting_calls(messages: Sequence[AgentMessage]) -> tuple[Optional[AssistantM
     index = _last_assistant(messages)
     if index < 0:
         return None, {}
-    assistant = messages[index]
+    assistant = cast(AssistantMessage, messages[index])  # the index _last_assistant found
     tail = messages[index + 1:]
     if not any(isinstance(m, ApprovalMessage) for m in tail):
-        return assistant, {}  # type: ignore[return-value]
+        return assistant, {}
     calls = {c.id: c for c in extract_tool_calls(assistant)[1]}
     found: dict[str, Waiting] = {}
     answered: set[str] = set()
@@ -133,7 +133,7 @@ def waiting_calls(messages: Sequence[AgentMessage]) -> tuple[Optional[AssistantM
                 found[step.tool_call_id] = replace(current, decision=step.decision, arguments=arguments, reason=reason)
     order = list(calls)
     waiting = {i: found[i] for i in sorted(found, key=order.index) if i not in answered}
-    return assistant, waiting  # type: ignore[return-value]
+    return assistant, waiting
 
 
 def _last_assistant(messages: Sequence[AgentMessage]) -> int:
@@ -154,10 +154,10 @@ def last_batch(messages: Sequence[AgentMessage]) -> tuple[Optional[AssistantMess
     index = _last_assistant(messages)
     if index < 0:
         return None, [], []
-    assistant, tail = messages[index], messages[index + 1:]
+    assistant, tail = cast(AssistantMessage, messages[index]), messages[index + 1:]  # the index _last_assistant found
     ran_with = {m.tool_call_id: m.arguments for m in tail if isinstance(m, ApprovalMessage) and m.decision == "resumed"}
-    calls = [replace(c, arguments=dict(ran_with[c.id]), arguments_error=None) if c.id in ran_with else c for c in extract_tool_calls(assistant)[1]]  # type: ignore[arg-type]
-    return assistant, calls, [m for m in tail if isinstance(m, ToolResultMessage)]  # type: ignore[return-value]
+    calls = [replace(c, arguments=dict(ran_with[c.id]), arguments_error=None) if c.id in ran_with else c for c in extract_tool_calls(assistant)[1]]
+    return assistant, calls, [m for m in tail if isinstance(m, ToolResultMessage)]
 
 
 def deferral_steps(deferred: Sequence[PendingApproval]) -> list[ApprovalMessage]:
@@ -291,7 +291,8 @@ def start_of_run(
     new_message = any(isinstance(m, (UserMessage, AssistantMessage)) for m in messages)
     ended = None
     if not resumed.pending and resumed.results and answered is not None and not (signal is not None and signal.aborted):
-        ended = answered(*last_batch(host.history()))
+        assistant, calls, results = last_batch(host.history())
+        ended = answered(assistant, calls, results) if assistant is not None else None  # a call waited: the last batch has its assistant
     if new_message:
         return None  # the new message answers what still waits (run._append_input)
     if resumed.pending:

@@ -30,17 +30,16 @@ from .types import (
     ToolResultMessage,
     call_context,
 )
+from ._failures import describe_error, user_code_errors
 from ._threads import tool_pool
 from .events import EventEmitter, ToolExecEndEvent, ToolExecStartEvent, as_emitter
 from .pipeline import (
     ABORTED_MESSAGE,
     create_error_tool_result,
     create_tool_result_message,
-    describe_error,
     execute_prepared_tool_call,
     finalize_executed_tool_call,
     prepare_tool_call,
-    user_code_errors,
 )
 
 __all__ = [
@@ -129,7 +128,7 @@ def terminated_response(results: Sequence[ToolResultMessage], reply: Optional[As
             elif isinstance(block, dict) and isinstance(block.get("text"), str):
                 content.append(TextContent(block["text"]))
     failed = any(m.is_error for m in results)
-    made_by = {} if reply is None else {"api": reply.api, "provider": reply.provider, "model": reply.model, "usage": reply.usage}
+    made_by: dict[str, Any] = {} if reply is None else {"api": reply.api, "provider": reply.provider, "model": reply.model, "usage": reply.usage}
     return AssistantMessage(
         content,
         stop_reason="tool_use_terminated",
@@ -190,7 +189,7 @@ def _start_and_prepare(
     """
     emit(ToolExecStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
     if _aborted(signal):
-        prep: PreparedToolCall | ImmediateOutcome = ImmediateOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
+        prep: PreparedToolCall | ImmediateOutcome | PendingApproval = ImmediateOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
     elif allowance is not None and not allowance.admits(tool_call):
         prep = ImmediateOutcome(create_error_tool_result(allowance.refusal()), True)
     else:
@@ -206,7 +205,7 @@ def _start_and_prepare(
     return prep
 
 
-def _batch(steps: list[FinalizedOutcome | PendingApproval]) -> AgentToolCallBatch:
+def _batch(steps: Sequence[FinalizedOutcome | PendingApproval]) -> AgentToolCallBatch:
     finalized = [s for s in steps if isinstance(s, FinalizedOutcome)]
     deferred = [s for s in steps if isinstance(s, PendingApproval)]
     terminate = should_terminate(finalized) and not deferred

@@ -145,13 +145,14 @@ def _custom_arguments(custom: dict[str, Any]) -> tuple[dict[str, Any], Optional[
 
 
 def _to_tool_call(response: AssistantMessage, position: int, data: dict[str, Any]) -> AgentToolCall:
-    kind = data.get("type") if data.get("type") in CALL_TYPES else "function"
+    kind: str = data["type"] if data.get("type") in CALL_TYPES else "function"
     custom = data.get("custom")
     function = data.get("function")
     source = custom if kind == "custom" and isinstance(custom, dict) else function if isinstance(function, dict) else data
     name = source.get("name")
     if not isinstance(name, str):
-        name = data.get("name") if isinstance(data.get("name"), str) else ""
+        outer = data.get("name")
+        name = outer if isinstance(outer, str) else ""
     name = clean_str(name[:MAX_NAME_CHARS])  # no lone surrogate: the name goes back as UTF-8
     if source is custom:
         arguments, problem = _custom_arguments(custom)

@@ -5,8 +5,10 @@
 ``yiemagent.llm`` take this dict and nothing else, so only ``llm_call`` changes between
 providers. Keys beyond OpenAI's ride along for clients that need them: ``name`` (the
 tool's name) and ``is_error`` on ``tool`` messages; ``thinking_blocks`` and
-``content_blocks`` on ``assistant`` messages (docs/streaming.md "Server tools"). The
-OpenAI client does not send them.
+``content_blocks`` on ``assistant`` messages (docs/streaming.md "Server tools"), and
+``reasoning_echo``: the fields the reply's server wants back and who that server is
+(docs/streaming.md "Reasoning sent back"). The OpenAI client sends none of these keys as
+they are; it sends ``reasoning_echo``'s fields to that server alone.
 
 A message's wire dict is made once and remembered, and the latest request's wires are
 reused while the history only grew (``_format_cache``). docs/performance.md says what is
@@ -18,7 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 from itertools import islice
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 from ._format_cache import HistorySnapshot, history_wires
 from .errors import MessageFormatError
@@ -84,7 +86,7 @@ def user_message_to_openai(msg: UserMessage) -> dict[str, Any]:
     return {"role": "user", "content": parts}
 
 
-_MODELLED_BLOCKS = ("thinking", "redacted_thinking", "tool_call", "tool_calls")
+_MODELLED_BLOCKS = ("thinking", "redacted_thinking", "tool_call", "tool_calls", "refusal")
 
 
 def _content_blocks(content: list[Any], calls: list[dict[str, Any]]) -> list[Any]:
@@ -105,10 +107,46 @@ def _content_blocks(content: list[Any], calls: list[dict[str, Any]]) -> list[Any
         elif isinstance(block, dict) and block.get("type") == "tool_calls":
             listed = block.get("tool_calls")
             blocks.extend(islice(entries, sum(isinstance(e, dict) for e in listed) if isinstance(listed, list) else 0))
-        elif isinstance(block, dict):
+        elif isinstance(block, dict) and block.get("type") != "refusal":  # a refusal goes back as OpenAI's own field (reasoning_echo)
             blocks.append(block)
     blocks.extend(entries)  # none left when the content and its extraction agree
     return blocks
+
+
+def _raw_calls(content: list[Any]) -> list[dict[str, Any]]:
+    """The raw tool-call entries of a content list, in the order ``extract_tool_calls`` reads them (one per call)."""
+    entries: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_calls" and isinstance(block.get("tool_calls"), list):
+            entries.extend(e for e in block["tool_calls"] if isinstance(e, dict))
+        elif isinstance(block, dict) and block.get("type") == "tool_call":
+            entries.append(block)
+    return entries
+
+
+def _reasoning_echo(msg: AssistantMessage) -> Optional[dict[str, Any]]:
+    """What the reply's server wants back, and who that server is; None when there is nothing (docs/streaming.md "Reasoning sent back").
+
+    ``fields``: the ``reasoning_fields`` of its thinking blocks (as the server sent them), the
+    thinking itself as ``reasoning_content`` where it came in that field (``wire_field``), and
+    its refusal; ``tool_calls``: each call's ``extra_content`` (or None), in the calls' order;
+    ``api`` and ``provider``: the message's own, which a client compares with its own before
+    sending any of it.
+    """
+    fields: dict[str, Any] = {}
+    for block in msg.content:
+        if isinstance(block, dict) and block.get("type") == "thinking":
+            if block.get("wire_field") == "reasoning_content" and isinstance(block.get("thinking"), str):
+                fields["reasoning_content"] = block["thinking"]  # the thinking came as that field
+            if isinstance(block.get("reasoning_fields"), dict):
+                fields.update(block["reasoning_fields"])
+    refusal = msg.refusal
+    if refusal is not None:
+        fields["refusal"] = refusal
+    extras = [e["extra_content"] if isinstance(e.get("extra_content"), dict) else None for e in _raw_calls(msg.content)]
+    if not fields and not any(extras):
+        return None
+    return {"api": msg.api, "provider": msg.provider, "fields": fields, "tool_calls": extras}
 
 
 def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
@@ -140,6 +178,9 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
         ]
     if any((isinstance(b, dict) and b.get("type") not in _MODELLED_BLOCKS) or (isinstance(b, TextContent) and b.citations) for b in msg.content):
         wire["content_blocks"] = _content_blocks(msg.content, wire.get("tool_calls", []))
+    echo = _reasoning_echo(msg)
+    if echo is not None:
+        wire["reasoning_echo"] = echo  # OpenAIClient sends its fields back to that provider alone
     return wire
 
 

@@ -40,7 +40,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
 from .errors import AgentClosedError
@@ -68,7 +68,7 @@ it must not wait for the run it is part of."""
 # --- spec §5 "Channel Architecture" -----------------------------------------------
 
 
-class Channel(queue.Queue):
+class Channel(queue.Queue[Any]):
     """A ``queue.Queue`` that calls ``on_change()`` after every successful put or get, and can be closed.
 
     ``on_change`` is called without the queue's own lock held, so it may take other
@@ -314,7 +314,8 @@ class AgentCore:
         self._pending_output: deque[AssistantMessage] = deque()
         # follow-ups taken but not yet placed (input was full), each with its sender's context
         self._carry: deque[tuple[Any, Optional[contextvars.Context]]] = deque()
-        self._added: deque[AgentMessage] = deque()  # add_message during a run, for its next round
+        # add_message during a run, for its next round: each message with its ``before`` (add_message)
+        self._added: deque[tuple[AgentMessage, Callable[[list[AgentMessage]], Sequence[AgentMessage]]]] = deque()
         self._adding = 0  # add_message calls storing while idle: no run starts until they are in the history
         self._before_lock = threading.Lock()  # one idle add_message at a time reads the history, appends what goes before its message, then the message
         self._closing = False
@@ -427,7 +428,9 @@ class AgentCore:
 
         Messages ``add_message`` queued during the last round are appended here, without
         ``_wake``, before the run is marked done (after which ``add_message`` appends at
-        once): they land in order, before the next run's input.
+        once): they land in order, before the next run's input, each after what must go in
+        before it, as when appended at once (decision 18: the answers to the calls that
+        round deferred).
         """
         token = current_core.set(self)
         try:
@@ -448,7 +451,9 @@ class AgentCore:
                         return
                     self._run, self.state.active_run = None, False
                     break
-            for message in added:  # outside _wake: the session may be slow
+            for message, before in added:  # outside _wake: the session may be slow
+                for earlier in self._before(message, before):
+                    self.append(earlier)
                 self.append(message)
         try:
             self.output_channel.put_internal(response)
@@ -572,11 +577,23 @@ class AgentCore:
         self._writer.append(message)
 
     def take_added(self) -> list[AgentMessage]:
-        """The messages ``add_message`` queued during the run, in order."""
+        """The messages ``add_message`` queued during the run, in order (the run answers what waits before each)."""
         with self._wake:
-            added = list(self._added)
+            added = [message for message, _ in self._added]
             self._added.clear()
         return added
+
+    def _before(self, message: AgentMessage, before: Callable[[list[AgentMessage]], Sequence[AgentMessage]]) -> Sequence[AgentMessage]:
+        """What must enter the history before ``message``, queued during the run that has just ended (``add_message``).
+
+        ``before`` raises for a decision whose call no longer waits: the run answered it
+        meanwhile, and the step goes in alone, as a run appends such a step (approvals.py).
+        """
+        try:
+            return before(self.history())
+        except Exception:  # logged, not raised: the run is over and its response must still reach the loop
+            logger.warning("a message added during the run's last round: what goes before it could not be read", exc_info=True)
+            return []
 
     def take_session_failure(self) -> Optional[str]:
         """Why the session could not store a message since the last call, or None (docs/failures.md)."""
@@ -591,7 +608,7 @@ class AgentCore:
         """Token usage summed over every run so far (decision 13)."""
         return self._usage.total
 
-    def add_message(self, message: AgentMessage, before: Callable[[list[AgentMessage]], list[AgentMessage]]) -> None:
+    def add_message(self, message: AgentMessage, before: Callable[[list[AgentMessage]], Sequence[AgentMessage]]) -> None:
         """``history.add_message``: append now while no run appends (stored first), else queue for the run's next round.
 
         Decided under ``_wake``; appending now, the call counts itself in ``_adding`` (no run
@@ -602,13 +619,13 @@ class AgentCore:
         answers to calls waiting for approval, decision 18) or raises (a decision whose call
         is no longer waiting), under ``_before_lock``, so that two callers do not both answer
         the same calls and a decision never follows its call's answer; a queued message
-        leaves that to the run.
+        leaves that to the run, or to the end of the run (``_run_and_hand_over``).
         """
         with self._wake:
             if self._closing:
                 raise AgentClosedError("the agent has been shut down; it takes no more messages")
             if self._run is not None and not self._run_done:
-                self._added.append(message)  # the run appends it at its next round, or as it ends
+                self._added.append((message, before))  # the run appends it at its next round, or as it ends
                 return
             self._adding += 1
         try:

@@ -90,7 +90,7 @@ def _citations(citations: Any, where: str) -> Optional[list[Any]]:
             logger.info("a citation was dropped: %s", exc)
             kept.append(None)
     clean = [c for c in kept if c is not None]
-    return citations if type(citations) is list and len(clean) == len(citations) and all(a is b for a, b in zip(clean, citations)) else clean
+    return citations if type(citations) is list and len(clean) == len(citations) and all(a is b for a, b in zip(clean, citations, strict=True)) else clean
 
 
 def _block(block: Any, where: str) -> Any:
@@ -131,7 +131,7 @@ def normalize_content(content: Any, where: str = "content") -> list[Any]:
     if not isinstance(content, (list, tuple)):
         raise MessageFormatError(f"{where} is {type(content).__name__}: {short_repr(content, 80)}; expected a list of content blocks")
     blocks = [_block(b, f"{where}/{i}") for i, b in enumerate(content)]
-    if isinstance(content, list) and all(a is b for a, b in zip(blocks, content)):
+    if isinstance(content, list) and all(a is b for a, b in zip(blocks, content, strict=True)):
         return content
     return blocks
 
@@ -161,7 +161,8 @@ def _canonical_tool_blocks(content: list[Any], calls: list[AgentToolCall]) -> li
 
 def _same_call(entry: dict[str, Any], call: AgentToolCall) -> bool:
     """Whether a raw call already says exactly what ``call`` says (then it is kept as it is)."""
-    source = entry.get("function") if isinstance(entry.get("function"), dict) else entry
+    function = entry.get("function")
+    source = function if isinstance(function, dict) else entry
     raw_arguments = source.get("arguments", entry.get("arguments"))
     return (
         call.arguments_error is None
@@ -228,10 +229,10 @@ def normalize_reply(reply: Any) -> CheckedReply:
     content = [b if _is_tool_block(b) else _block(b, f"content/{i}") for i, b in enumerate(raw_content)]
     raw_calls = _raw_calls(raw_content)
     if not all(_plain_json(b) for b in raw_content if _is_tool_block(b)) or not (
-        len(raw_calls) == len(calls) and all(_same_call(r, c) for r, c in zip(raw_calls, calls))
+        len(raw_calls) == len(calls) and all(_same_call(r, c) for r, c in zip(raw_calls, calls, strict=True))
     ):
         content = _canonical_tool_blocks(content, calls)
-    unchanged = isinstance(reply.content, list) and len(content) == len(reply.content) and all(a is b for a, b in zip(content, reply.content))
+    unchanged = isinstance(reply.content, list) and len(content) == len(reply.content) and all(a is b for a, b in zip(content, reply.content, strict=True))
     message = base if unchanged else replace(base, content=content)
     if message is not reply:
         logger.info("an LLM reply was normalised before entering the history (decision 15)")

@@ -21,7 +21,7 @@ import jsonschema
 from jsonschema.protocols import Validator
 
 from ._threads import wait_on_daemon
-from ._failures import ABORTED_MESSAGE, USER_CODE_ERRORS, create_error_tool_result, describe_error, user_code_errors
+from ._failures import ABORTED_MESSAGE, create_error_tool_result, describe_error, user_code_errors
 from ._bounds import cap_text, json_copy, preview, short_repr
 from .errors import ToolArgumentsError
 from .events import EventEmitter, SubAgentEvent, ToolExecUpdateEvent, as_emitter
@@ -41,7 +41,6 @@ from .types import (
     MessageContent,
     PendingApproval,
     PreparedToolCall,
-    TextContent,
     ToolResultMessage,
 )
 
@@ -97,7 +96,7 @@ def compiled_validator(schema: dict[str, Any]) -> Validator:
 def _field_of(error: jsonschema.ValidationError) -> str:
     """The argument a validation error is about, as a path like ``units`` or ``items/0``."""
     path = "/".join(str(p) for p in error.absolute_path)
-    if error.validator == "required" and isinstance(error.instance, dict):
+    if error.validator == "required" and isinstance(error.instance, dict) and isinstance(error.validator_value, list):
         # "required" errors sit on the parent object; name the missing field itself.
         missing = [name for name in error.validator_value if name not in error.instance]
         if missing:

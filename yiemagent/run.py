@@ -31,6 +31,7 @@ from .types import (
     AgentLoopConfig,
     AgentMessage,
     AgentState,
+    AgentToolCall,
     ApprovalMessage,
     AssistantMessage,
     LLMUsage,
@@ -113,7 +114,7 @@ class RunHost(Protocol):
     llm_call: Callable[[dict[str, Any]], Any]
     prepare_context: Callable[..., Any]
     format_msg_for_llm: Callable[..., Any]
-    emit: Callable[[Any], None]
+    emit: EventEmitter
     max_rounds: Optional[int]
     usage_limits: Optional[UsageLimits]
 
@@ -479,6 +480,10 @@ def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optiona
     return taken, dropped, continued
 
 
+NOTHING_TO_CONTINUE = "cannot continue: the conversation history is empty; send a message with run_agent first"
+"""Why ``continue_agent`` refuses an idle agent with no history, and why a run of continues alone on one ends "error"."""
+
+
 def _error_response(why: str) -> AssistantMessage:
     """Decision 11: a failed run ends with stop_reason "error" and says why."""
     logger.warning("run ended with an error: %s", why)
@@ -551,7 +556,8 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[Assi
     model, provider = _requested_model(host)
     emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
     started = time.perf_counter()
-    reply, calls, error, error_type, usage = None, [], None, None, None
+    calls: list[AgentToolCall] = []
+    reply, error, error_type, usage = None, None, None, None
     try:
         with relay_deltas(emit, run.id, run.rounds, run.signal):  # its deltas reach the sink until it returns
             raw = host.llm_call(formatted)
@@ -660,7 +666,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if reply.stop_reason == "error":  # an llm_call that reports its failure instead of raising
             return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
         verdict = None
-        if answer is not None and not tool_calls and reply.stop_reason != "pause_turn":
+        if answer is not None and not tool_calls and reply.stop_reason not in ("pause_turn", "refusal"):  # a refusal ends the run, never retried (docs/streaming.md "Refusals")
             verdict = answer.from_text(reply)
             if verdict.valid:
                 reply = replace(reply, output=verdict.value)
@@ -684,7 +690,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
             host.state.pending_tool_calls = {c.id for c in tool_calls}
             snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
-            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None)
+            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None)  # type: ignore[arg-type]  # the field's descriptor takes it
             sub_runs = _SubRunUsage(host.emit)  # an agent_tool's sub-runs: their usage joins the run's
             late = _late_usage.set(_late_usage_of(host, run))  # the tool threads copy this context
             try:
@@ -770,6 +776,8 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
             response = AssistantMessage([], stop_reason="aborted", error_message="the agent was shut down before the run took its input")
         elif taken == 0 and dropped and not continued:  # nothing to answer: a round would send the LLM no new message
             response = _error_response(dropped)
+        elif not host.state.messages:  # no conversation to send: continues alone (accepted while a follow-up waited)
+            response = _error_response(NOTHING_TO_CONTINUE)
         else:
             response = _rounds(host, run)
     except BaseException as exc:  # a bug here or in a hook must not strand the run: the loop waits for its response

@@ -267,7 +267,7 @@ class RunStream:
 
     def _take_reply(self) -> AssistantMessage:
         try:
-            reply = self._core.output_channel.get(timeout=self._left())
+            reply: AssistantMessage = self._core.output_channel.get(timeout=self._left())  # the channel holds the replies
         except queue.Empty:
             raise TimeoutError(f"the run's reply did not come within the stream's timeout of {self._timeout} s") from None
         self._let_go.detach()

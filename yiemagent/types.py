@@ -274,11 +274,11 @@ def _counts(usage: object) -> dict[str, int]:
     return counts
 
 
-def _count(value: object) -> int:
+def _count(value: Any) -> int:
     if isinstance(value, bool) or value is None:
         return 0
     try:
-        return int(value)  # type: ignore[call-overload]
+        return int(value)
     except (TypeError, ValueError, OverflowError):
         return 0
 
@@ -380,6 +380,9 @@ class AgentMessage(DataClassJsonMixin):
     """Abstract base of conversation messages (spec §19 ``agentMessage``)."""
 
     __slots__ = ()
+    # what every message has (each subclass's dataclass fields; declared here for type checkers only)
+    role: str
+    timestamp: datetime
 
 
 @dataclass(frozen=True)
@@ -410,7 +413,9 @@ class AssistantMessage(AgentMessage):
     (thinking; Anthropic's server-tool blocks, docs/streaming.md "Server tools").
     ``stop_reason`` is one of "stop", "length", "tool_use", "content_filter", "error",
     "aborted", "pause_turn" (the server paused its own tool loop: the run sends the turn
-    again) or "tool_use_terminated" (the agent's own final response, spec §10).
+    again), "refusal" (the model refused: its words in ``refusal``, a
+    ``{"type": "refusal", "refusal": ...}`` block) or "tool_use_terminated" (the agent's
+    own final response, spec §10).
 
     Thread safety: immutable; may be shared between threads. Content lists are read-only by convention.
     """
@@ -441,6 +446,15 @@ class AssistantMessage(AgentMessage):
             elif isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
                 parts.append(block["text"])
         return "".join(parts)
+
+    @property
+    def refusal(self) -> Optional[str]:
+        """The model's refusal (shared/spec/API.md "Today's models, turn after turn"): its ``refusal`` blocks' words joined; None when it did not refuse.
+
+        A reply that refuses has ``stop_reason`` "refusal" (docs/streaming.md "Refusals").
+        """
+        words = [b["refusal"] for b in self.content if isinstance(b, dict) and b.get("type") == "refusal" and isinstance(b.get("refusal"), str)] if isinstance(self.content, (list, tuple)) else []
+        return "".join(words) if words else None
 
     def raise_for_failure(self) -> "AssistantMessage":
         """This reply, or ``RunFailedError`` when its run failed (beyond the spec, docs/api.md "A run that fails says so").
@@ -872,7 +886,8 @@ def _read_only_field(value: Any) -> Any:
         return value
     if isinstance(value, (dict, list)) or type(value) is tuple:
         return freeze(value, _SNAPSHOT_KINDS)  # content lists, tool-call dicts, arguments, details: JSON-like (decision 15)
-    if is_dataclass(value) and type(value).__dataclass_params__.frozen and all(isinstance(getattr(value, f.name), _SHARED) for f in fields(value)):
+    params = getattr(type(value), "__dataclass_params__", None)  # a dataclass instance's (not a dataclass class's: its type is type)
+    if params is not None and params.frozen and all(isinstance(getattr(value, f.name), _SHARED) for f in fields(value)):
         return value  # LLMUsage and the like: frozen all the way down
     try:
         return copy.deepcopy(value)  # a typed answer's value (docs/api.md "Typed answers")
@@ -931,7 +946,8 @@ class _SnapshotField:
     def __get__(self, context: Any, owner: Any = None) -> tuple[AgentMessage, ...]:
         if context is None:
             raise AttributeError("messages")  # no class-level default (the dataclass takes the field as required)
-        return context.__dict__["_messages_snapshot"].messages()
+        snapshot: MessagesSnapshot = context.__dict__["_messages_snapshot"]
+        return snapshot.messages()
 
 
 @dataclass(frozen=True)
@@ -962,7 +978,7 @@ class RunContext:
         return RunContext(self.deps, self.run_id, self.round, self.usage, self.__dict__["_messages_snapshot"], tool_call_id)
 
 
-RunContext.messages = _SnapshotField()  # type: ignore[assignment, misc]  # after the dataclass read its fields
+RunContext.messages = _SnapshotField()  # type: ignore[assignment]  # after the dataclass read its fields
 
 
 _current: contextvars.ContextVar[Optional[RunContext]] = contextvars.ContextVar("yiemagent_run_context", default=None)

@@ -59,6 +59,19 @@ def test_every_folder_of_python_files_is_a_package_the_wheel_ships():
     assert found == folders
 
 
+def test_make_lint_checks_the_oldest_python_the_package_supports_and_ci_runs_it():
+    """setup.cfg's [mypy] python_version is python_requires' lowest version (a 3.11-only name is an error), and .ci/run runs make lint after make test."""
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    oldest = re.fullmatch(r">=\s*(\d+\.\d+)", config["options"]["python_requires"].strip())
+    assert oldest is not None and config["mypy"]["python_version"] == oldest.group(1)
+    assert config["mypy"].getboolean("strict")
+    steps = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines() if line.startswith("make ")]
+    assert steps[:2] == ["make test", "make lint"]
+
+
 def _docstring_paragraph(title: str) -> list[str]:
     """The indented lines under ``title`` in yiemagent's docstring."""
     import yiemagent

@@ -185,6 +185,27 @@ def test_the_snapshot_equals_the_history_and_its_copies_are_the_callers_to_chang
     assert history[1].content[0]["tool_calls"][-1]["id"] == "t1" and len(history[0].content) == 1
 
 
+def test_a_dataclass_class_held_by_a_message_is_shared_by_the_snapshot():
+    """A message field holding a dataclass class (not an instance) reads in the snapshot as that class, not an AttributeError."""
+    seen: list[RunContext] = []
+
+    @tool
+    def look(ctx: RunContext) -> str:
+        """Look at the run."""
+        seen.append(ctx)
+        return str(len(ctx.messages))
+
+    earlier = AssistantMessage([TextContent("earlier")], output=LLMUsage)
+    llm = ScriptedLLM([tool_call_reply(("t1", "look", "{}")), "ok"])
+    agent = make_agent(llm, look, builtin_tools=False, messages=[UserMessage([TextContent("first")]), earlier])
+    try:
+        assert ask(agent, "look", timeout=WAIT).text == "ok"
+    finally:
+        shutdown(agent, timeout=WAIT)
+    (ctx,) = seen
+    assert ctx.messages[1].output is LLMUsage and llm.requests[1]["messages"][-1]["content"] == "4"
+
+
 def test_the_snapshot_is_copied_only_when_read_and_once_per_batch():
     """A batch whose tools never read RunContext.messages copies nothing; two calls reading it share one copy."""
     readers: list[tuple] = []

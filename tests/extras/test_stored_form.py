@@ -529,17 +529,19 @@ def test_the_one_walk_for_a_whole_history_agrees_with_the_repair(history):
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(stored_data(), st.sampled_from(["str", "bytes", "padded", "cut"]))
-def test_a_session_reads_its_rows_as_message_from_json_does(data, form):
-    """Property: a session's rows read in one loop give what message_from_json gives for each, or its very refusal naming the row."""
+@given(stored_data(), st.sampled_from(["str", "bytes", "padded", "cut"]), st.sampled_from([None, 0, "stale"]))
+def test_a_session_reads_its_rows_as_message_from_json_does(data, form, mark):
+    """Property: a session's rows read in one loop, unmarked or with a mark not their body's, give what message_from_json gives for each, or its very refusal naming the row."""
     text = json.dumps(data)
     body: Any = {"str": text, "bytes": text.encode("utf-8", "surrogatepass"), "padded": f" {text}\n", "cut": text[:-1]}[form]
+    if mark == "stale":  # the mark of the row before an edit
+        mark = history_json.row_mark((text + " ").encode("utf-8", "surrogatepass"))
     try:
         expected: Any = message_from_json(body, "session 's' in 'x': row 3")
     except MessageFormatError as exc:
         expected = str(exc)
     try:
-        [message] = sessions.messages_from_rows([(3, body)], "session 's' in 'x'")
+        [message] = sessions.messages_from_rows([(3, body, mark)], "session 's' in 'x'")
     except MessageFormatError as exc:
         assert str(exc) == expected
     else:

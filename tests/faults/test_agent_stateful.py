@@ -9,7 +9,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from helpers import WAIT, make_tool, planner, text_result
+from helpers import WAIT, drain_until_idle, make_tool, planner, take_waiting, text_result
 from yiemagent import (
     AssistantMessage,
     LoopState,
@@ -28,20 +28,6 @@ from yiemagent import (
     take_response,
 )
 
-
-
-def drain_until_idle(agent, responses):
-    """Take responses until the agent is idle with nothing queued; False if that never happens."""
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        try:
-            responses.append(take_response(agent, timeout=0))
-            continue
-        except TimeoutError:
-            pass
-        if agent.wait_until_idle(0.05) and agent.output_channel.empty():
-            return True
-    return False
 
 
 def check_history(history, sent_by_producer):
@@ -87,10 +73,7 @@ class AgentMachine(RuleBasedStateMachine):
 
     @rule()
     def take(self):
-        try:
-            self.responses.append(take_response(self.agent, timeout=0))
-        except TimeoutError:
-            pass
+        take_waiting(self.agent, self.responses)
 
     @precondition(lambda self: self.count > 0)
     @rule()

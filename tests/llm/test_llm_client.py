@@ -136,7 +136,7 @@ def test_a_stream_request_answered_with_a_whole_json_reply_emits_its_thinking_an
     with LocalServer(lambda r: Reply(body=body)) as server:
         reply, deltas = streamed(OpenAIClient(f"{server.url}/v1", "gpt", stream=True, max_retries=0))
     assert deltas == [("thinking", "Let me think."), ("text", "Hello")]
-    assert reply.content == [{"type": "thinking", "thinking": "Let me think."}, TextContent("Hello")]
+    assert reply.content == [{"type": "thinking", "thinking": "Let me think.", "wire_field": "reasoning_content"}, TextContent("Hello")]
 
 
 def test_a_stream_request_answered_with_html_quotes_its_first_200_bytes_with_bad_bytes_replaced():

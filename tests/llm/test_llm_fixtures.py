@@ -63,6 +63,8 @@ OPENAI_RESPONSES = {
     "groq-parallel-tool-calls.json": (2, "get_weather", {"city": "Paris"}, None, "tool_use", False),
     "llamacpp-docs-stale-example.json": (1, "python", {"code": ' \nprint("Hello, World!")'}, None, "tool_use", True),
     "ollama-native-tool-call.json": (1, "get_weather", {"city": "Tokyo"}, None, "tool_use", True),
+    "deepseek-thinking-tool-call.json": (1, "load_capability", {"id": "DICE_ROLL"}, "Let me load the dice rolling capability!", "tool_use", False),
+    "gemini-openai-compat-extra-content.json": (1, "get_current_time", {}, None, "tool_use", True),
 }
 OPENAI_STREAMS = {
     "openai-stream-tool-call.sse": (1, "get_capital", {"country": "UK"}, None, "tool_use", False),
@@ -107,9 +109,18 @@ CALL_KINDS = {
     "openai-legacy-function-call.json",
     "openai-stream-legacy-function-call.sse",
 }
+# Reasoning sent back and refusals; their tests are in test_llm_reasoning_echo.py (docs/streaming.md "Reasoning sent back").
+REASONING_ECHO = {
+    "deepseek-request-thinking-tool-result.json",
+    "openrouter-reasoning-details.json",
+    "openrouter-request-reasoning-details.json",
+    "openrouter-stream-claude-reasoning-details.sse",
+    "openai-refusal.json",
+    "openai-stream-refusal.sse",
+}
 # Anthropic server-tool replies; their tests are in test_llm_server_tools*.py (docs/streaming.md "Server tools").
 SERVER_TOOLS = {*server_tool_fixtures.STREAMS, *server_tool_fixtures.REPLIES, *server_tool_fixtures.REQUESTS, "anthropic-stream-tool-search-answer.jsonl"}
-KNOWN = {*SERVER_TOOLS, *CALL_KINDS, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
+KNOWN = {*SERVER_TOOLS, *CALL_KINDS, *REASONING_ECHO, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
 
 
 def check(message: AssistantMessage, expected) -> None:

@@ -90,7 +90,7 @@ def test_signed_thinking_goes_back_before_the_tool_result():
 
 @pytest.mark.spec("14")
 def test_unsigned_thinking_is_not_sent_to_anthropic_nor_any_thinking_to_openai():
-    """Unsigned thinking (another provider's) is not sent to Anthropic, redacted_thinking is; OpenAIClient never sends thinking back."""
+    """Unsigned thinking (another provider's) is not sent to Anthropic, redacted_thinking is; OpenAIClient never sends thinking blocks."""
     formatted = {
         "messages": [
             {"role": "user", "content": "q"},

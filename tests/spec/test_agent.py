@@ -261,6 +261,23 @@ def test_run_and_llm_round_events(agents):
     assert end.response.content[0].text == "hi" and end.rounds == 1
 
 
+@pytest.mark.spec("5")
+def test_history_returns_a_copy_that_the_caller_may_change(agents):
+    """history() is a copy: clearing or extending it leaves the agent's conversation, and what the next run sends, as it was."""
+    llm = ScriptedLLM(["first answer", "second answer"])
+    agent = agents(llm)
+    run_agent(agent, "first")
+    take_response(agent, timeout=WAIT)
+    before = list(agent.history())  # the test's own list of the messages
+    copy = agent.history()
+    copy.clear()
+    copy.append(UserMessage([TextContent("smuggled")]))
+    assert agent.history() == before
+    run_agent(agent, "second")
+    assert take_response(agent, timeout=WAIT).content[0].text == "second answer"
+    assert [m["content"] for m in llm.requests[1]["messages"] if m["role"] != "system"] == ["first", "first answer", "second"]
+
+
 @pytest.mark.spec("9")
 def test_parallel_tool_execute_runs_the_batch_in_parallel(agents):
     """YiemAgent(parallel_tool_execute=True) runs a batch of parallel tools concurrently."""

@@ -134,6 +134,25 @@ def test_a_second_batch_runs_on_the_threads_of_the_first(monkeypatch, pools):
 
 
 @pytest.mark.spec("9")
+def test_busy_counts_the_calls_running_on_the_pool(pools):
+    """busy() is the number of calls handed to a worker and not yet finished: 3 while three wait, 0 once each returned or raised."""
+    pool, release, started = pools(keep=4, idle_s=10 * WAIT), threading.Event(), threading.Barrier(4, timeout=WAIT)
+
+    def call(fail):
+        started.wait()
+        release.wait(WAIT)
+        if fail:
+            raise RuntimeError("a tool that raises")
+
+    futures = [pool.submit(call, fail) for fail in (False, True, False)]
+    started.wait()
+    assert pool.busy() == 3
+    release.set()
+    assert [f.exception(WAIT) is None for f in futures] == [True, False, True]
+    assert pool.busy() == 0
+
+
+@pytest.mark.spec("9")
 def test_idle_tool_threads_exit_after_idle_s(pools):
     """The threads a pool keeps after a batch exit once they have had no call for idle_s."""
     pool, threads, at_once = pools(keep=4, idle_s=0.2), set(), threading.Barrier(4, timeout=WAIT)

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from helpers import ASSISTANT, PARALLEL, SCHEMA_CITY, SEQUENTIAL, WAIT, EventRecorder, context_with, make_tool, text_result
+from helpers import ASSISTANT, PARALLEL, SCHEMA_CITY, SEQUENTIAL, WAIT, EventRecorder, LingeringSink, context_with, make_tool, text_result
 from yiemagent import (
     AgentLoopConfig,
     AgentToolCall,
@@ -15,8 +15,12 @@ from yiemagent import (
     ToolExecStartEvent,
     ToolExecUpdateEvent,
     execute_tool_calls,
+    run_agent,
+    take_response,
 )
 from yiemagent.events import EventEmitter, as_emitter
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
 
 
 
@@ -94,6 +98,26 @@ def test_sink_is_never_called_from_two_threads_at_once():
         kinds = [type(e) for e in recorder.for_call(call.id)]
         assert kinds[0] is ToolExecStartEvent and kinds[-1] is ToolExecEndEvent
         assert set(kinds[1:-1]) == {ToolExecUpdateEvent}
+
+
+@pytest.mark.spec("13")
+def test_an_agents_sink_that_lingers_is_still_never_entered_by_two_tool_threads_at_once(agents):
+    """Decision 8: parallel tools that report together meet in a sink that waits for them; the agent's emitter keeps them out, one at a time."""
+    n = 4
+    barrier = threading.Barrier(n, timeout=WAIT)
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        barrier.wait()  # every tool reports at the same moment
+        on_partial_result(tool_call_id)
+        return text_result("reported")
+
+    sink = LingeringSink(ToolExecUpdateEvent, linger=1.0)
+    llm = ScriptedLLM([tool_call_reply(*[(f"c{i}", "report", {}) for i in range(n)]), "all reported"])
+    agent = agents(llm, [make_tool("report", execute, parallel=True)], agent_event_sink=sink, parallel_tool_execute=True)
+    run_agent(agent, "report")
+    assert take_response(agent, timeout=WAIT).content[0].text == "all reported"
+    assert sink.overlaps == 0 and not sink.met.is_set()
+    assert sorted(e.partial_result for e in sink.of_type(ToolExecUpdateEvent)) == [f"c{i}" for i in range(n)]
 
 
 @pytest.mark.spec("13")

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from helpers import WAIT, StrictLLM, make_agent, make_tool, text_result
+from helpers import WAIT, StrictLLM, check_wire, make_agent, make_tool, text_result
 from yiemagent import (
     AgentClosedError,
     AssistantMessage,
@@ -24,6 +24,9 @@ from yiemagent import (
     add_message,
     continue_agent,
     follow_up,
+    format_msg_for_llm,
+    pending_approvals,
+    prepare_context,
     register_tool,
     run_agent,
     shutdown,
@@ -367,7 +370,8 @@ def test_abort_without_a_reason_names_abort_in_the_response():
 @pytest.mark.spec("10")
 def test_continue_during_a_run_is_queued_even_while_the_history_is_still_empty():
     """continue_agent while a run is active is queued: the history may be empty at that moment (here the run's only
-    input was dropped), the check for an empty history is for an idle agent only."""
+    input was dropped), the check for an empty history is for an idle agent only; the run it starts finds nothing to
+    continue and says so, without an LLM request."""
     outcome = []
     holder = {}
 
@@ -386,7 +390,9 @@ def test_continue_during_a_run_is_queued_even_while_the_history_is_still_empty()
         first = take_response(agent, timeout=WAIT)
         assert first.stop_reason == "error" and "dropped" in first.error_message
         assert outcome == [("queued", [])]
-        assert take_response(agent, timeout=WAIT).content == [TextContent("continued")]
+        second = take_response(agent, timeout=WAIT)
+        assert (second.stop_reason, second.error_message) == ("error", "cannot continue: the conversation history is empty; send a message with run_agent first")
+        assert llm.requests == []
 
 
 @pytest.mark.spec("10")
@@ -403,6 +409,26 @@ def test_continue_counts_a_follow_up_the_loop_has_taken_but_not_yet_placed():
             continue_agent(agent)
         assert take_response(agent, timeout=WAIT).content == [TextContent("answered")]
         assert [m["content"] for m in llm.requests[0]["messages"] if m["role"] == "user"] == ["carried"]
+
+
+@pytest.mark.spec("5")
+def test_the_agent_is_not_idle_while_a_response_waits_for_room_in_a_full_output_channel():
+    """A run is over and nothing is queued, but its response waits for room in the full output channel:
+    wait_until_idle answers False until the caller takes one and the response is delivered."""
+    llm = ScriptedLLM(["answer"])
+    with make_agent(llm) as agent:
+        filler = AssistantMessage([TextContent("filler")])
+        while not agent.output_channel.full():
+            agent.output_channel.put(filler)
+        run_agent(agent, "go")
+        core = agent._core
+        with core._wake:  # the run is collected, its response kept by the loop for want of room
+            assert core._wake.wait_for(lambda: core._run is None and bool(core._pending_output), WAIT)
+        assert agent.wait_until_idle(0.05) is False
+        assert take_response(agent, timeout=WAIT) is filler
+        assert agent.wait_until_idle(WAIT) is True
+        taken = [take_response(agent, timeout=WAIT) for _ in range(agent.output_channel.qsize())]
+        assert [r.content for r in taken[-1:]] == [[TextContent("answer")]]
 
 
 @pytest.mark.spec("5")
@@ -881,3 +907,51 @@ def test_a_message_sent_while_an_idle_add_message_stores_starts_its_run_only_onc
     finally:
         session.go_on.set()
         shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("5")
+def test_a_message_added_during_a_runs_last_round_first_answers_the_calls_that_round_deferred(agents):
+    """Decision 18 for add_message during a run's last batch: the run ends "awaiting_approval", then the message
+    joins the history after "superseded by a new message" results, so the history stays valid to send (decision 15)."""
+    working, go = threading.Event(), threading.Event()
+
+    def slow(*args):
+        working.set()
+        assert go.wait(WAIT)
+        return text_result("slow done")
+
+    llm = ScriptedLLM([tool_call_reply(("c1", "gated", {}), ("c2", "slow", {})), "answered"])
+    defer = lambda ctx, signal: {"defer": True, "reason": "a person decides"} if ctx.tool_call.name == "gated" else None  # noqa: E731
+    agent = agents(llm, [make_tool("gated"), make_tool("slow", slow)], before_tool_call=defer)
+    run_agent(agent, "go")
+    assert working.wait(WAIT)
+    add_message(agent, UserMessage([TextContent("a note")]))  # the run is in its batch: the message waits for it
+    go.set()
+    assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+    assert agent.wait_until_idle(WAIT)
+    history = agent.history()
+    assert [(m.role, getattr(m, "tool_call_id", None)) for m in history if m.role in ("tool", "user")][-3:] == [
+        ("tool", "c2"), ("tool", "c1"), ("user", None)
+    ]
+    assert history[-2].content == [TextContent("superseded by a new message")] and pending_approvals(agent) == []
+    check_wire(format_msg_for_llm(prepare_context(agent.state)))
+    continue_agent(agent)
+    assert take_response(agent, timeout=WAIT).content == [TextContent("answered")]
+
+
+@pytest.mark.spec("10")
+def test_a_run_of_continues_alone_on_an_empty_history_sends_nothing_and_says_why(agents):
+    """continue_agent is accepted while a follow-up waits; when the continues fill the input channel before the loop
+    moves the follow-up, the run they start has no conversation: it ends "error" naming that, without an LLM request
+    (none of a user message's), and the follow-up gets its own run."""
+    llm = StrictLLM()
+    agent = agents(llm)
+    core = agent._core
+    with core._wake:  # the loop cannot move the follow-up until the test lets go
+        follow_up(agent, "first")
+        while not agent.input_channel.full():
+            continue_agent(agent)  # accepted: the agent is busy with the follow-up
+    first = take_response(agent, timeout=WAIT)
+    assert (first.stop_reason, first.error_message) == ("error", "cannot continue: the conversation history is empty; send a message with run_agent first")
+    assert take_response(agent, timeout=WAIT).content == [TextContent("done")]
+    assert [[m["content"] for m in r["messages"] if m["role"] == "user"] for r in llm.requests] == [["first"]]

@@ -79,17 +79,22 @@ LONGEST = "A" * 64  # the longest unknown name that still gets a suggestion
             "Tool 'getweather' not found. Available tools: GETWEATHER. Did you mean 'GETWEATHER'?",
         ),
         (
+            (weather, make_tool("getTime")),
+            "GETWEATHER",
+            "Tool 'GETWEATHER' not found. Available tools: getWeather, getTime. Did you mean 'getWeather'?",
+        ),
+        (
             (make_tool(LONGEST),),
             LONGEST.lower(),
             f"Tool '{LONGEST.lower()}' not found. Available tools: {LONGEST}. Did you mean '{LONGEST}'?",
         ),
         ((make_tool(LONGEST),), LONGEST.lower() + "a", f"Tool '{LONGEST.lower()}a' not found. Available tools: {LONGEST}."),
     ],
-    ids=["no-tools", "differs-only-in-case", "64-chars-gets-a-suggestion", "65-chars-gets-none"],
+    ids=["no-tools", "differs-only-in-case", "upper-case-call-of-a-camel-case-tool", "64-chars-gets-a-suggestion", "65-chars-gets-none"],
 )
 def test_unknown_tool_message_exact_text(tools, name, expected):
-    """The exact text the model reads: "(none)" with no tools; a name differing only in case is suggested
-    (difflib alone would not, its case-sensitive ratio is 0); names longer than 64 characters get no suggestion."""
+    """The exact text the model reads: "(none)" with no tools; a name differing only in case, either way round, is
+    suggested (difflib alone would not, its case-sensitive ratio is 0); names longer than 64 characters get no suggestion."""
     assert error_text(prepare_tool_call(context_with(*tools), ASSISTANT, call(name), SEQUENTIAL, None)) == expected
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -49,6 +50,26 @@ def make_agent(llm: Any, *tools: AgentTool, sink: Any = None, **kwargs: Any) -> 
     for tool in tools:
         register_tool(store, tool)
     return YiemAgent(llm_call=llm, agent_event_sink=sink, tool_store=store, **kwargs)
+
+def take_waiting(agent: YiemAgent, responses: list) -> bool:
+    """Take a response already on the output channel into ``responses``, without waiting; False when there is none."""
+    try:
+        responses.append(take_response(agent, timeout=0))
+    except TimeoutError:
+        return False
+    return True
+
+
+def drain_until_idle(agent: YiemAgent, responses: list) -> bool:
+    """Take responses into ``responses`` until the agent is idle with nothing queued; False if that never happens within WAIT."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if take_waiting(agent, responses):
+            continue
+        if agent.wait_until_idle(0.05) and agent.output_channel.empty():
+            return True
+    return False
+
 
 SCHEMA_CITY = {
     "type": "object",
@@ -134,6 +155,38 @@ class EventRecorder:
 
     def for_call(self, call_id: str) -> list[Any]:
         return [e for e in self.events if getattr(e, "tool_call_id", None) == call_id]
+
+
+class LingeringSink(EventRecorder):
+    """An event sink that stays inside its first call of a ``kind`` event until a second call enters, or ``linger`` s pass.
+
+    A quick sink lets two threads through one after the other by luck; this one holds the
+    door open, so two threads that emit at once meet in it unless something serialises them
+    (decision 8). ``met`` is set when a call entered while another was inside.
+    """
+
+    def __init__(self, kind: type, linger: float = 2.0) -> None:
+        super().__init__()
+        self.kind = kind
+        self.linger = linger
+        self.met = threading.Event()  # a second call entered while one was inside
+        self._lingered = False  # guarded by _guard: only the first call of ``kind`` lingers
+
+    def __call__(self, event: Any) -> None:
+        with self._guard:
+            self._inside += 1
+            if self._inside > 1:
+                self.overlaps += 1
+                self.met.set()
+            linger = isinstance(event, self.kind) and not self._lingered
+            self._lingered = self._lingered or linger
+        try:
+            if linger:
+                self.met.wait(self.linger)
+            self.events.append(event)
+        finally:
+            with self._guard:
+                self._inside -= 1
 
 
 def run_tool(tool: AgentTool, args: dict, partials: Optional[list] = None):

@@ -9,7 +9,9 @@ test gets a database of its own, so no test sees another's rows or locks.
 from __future__ import annotations
 
 import itertools
+import shutil
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,24 @@ class SQLiteBackend:
         with sqlite3.connect(self.target) as conn:
             conn.execute("INSERT INTO yiemagent_messages (session_id, body) VALUES (?, ?)", (session_id, body))
 
+    def rows(self) -> list[tuple[int, str, Any]]:
+        """``(id, body, mark)`` of every stored row, in order."""
+        with closing(sqlite3.connect(self.target)) as conn:
+            return conn.execute("SELECT id, body, mark FROM yiemagent_messages ORDER BY id").fetchall()
+
+    def set_body(self, row_id: int, body: str) -> None:
+        """Edit a row's body by hand, as ``UPDATE`` in the database's own shell would: its mark is left as it was."""
+        with closing(sqlite3.connect(self.target)) as conn, conn:
+            conn.execute("UPDATE yiemagent_messages SET body = ? WHERE id = ?", (body, row_id))
+
+    def schema_version(self) -> int:
+        with closing(sqlite3.connect(self.target)) as conn:
+            return conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def make_first_schema(self, fixture: Path) -> None:
+        """The database as schema 1 left it: ``fixture``, an SQLite file written by that version, copied in."""
+        shutil.copyfile(fixture, self.target)
+
 
 class PostgresBackend:
     """Sessions in a fresh database of the test run's PostgreSQL server."""
@@ -66,6 +86,34 @@ class PostgresBackend:
     def insert_raw(self, session_id: str, body: str) -> None:
         with self._psycopg.connect(self.target, autocommit=True) as conn:
             conn.execute("INSERT INTO yiemagent_messages (session_id, body) VALUES (%s, %s)", (session_id, body))
+
+    def rows(self) -> list[tuple[int, str, Any]]:
+        """``(id, body, mark)`` of every stored row, in order."""
+        with self._psycopg.connect(self.target, autocommit=True) as conn:
+            return conn.execute("SELECT id, body, mark FROM yiemagent_messages ORDER BY id").fetchall()
+
+    def set_body(self, row_id: int, body: str) -> None:
+        """Edit a row's body by hand, as ``UPDATE`` in psql would: its mark is left as it was."""
+        with self._psycopg.connect(self.target, autocommit=True) as conn:
+            conn.execute("UPDATE yiemagent_messages SET body = %s WHERE id = %s", (body, row_id))
+
+    def schema_version(self) -> int:
+        with self._psycopg.connect(self.target, autocommit=True) as conn:
+            [(version,)] = conn.execute("SELECT version FROM yiemagent_schema").fetchall()
+            return version
+
+    def make_first_schema(self, fixture: Path) -> None:
+        """The database as schema 1 left it: its tables, as that version made them, holding the rows of ``fixture`` (an SQLite file of schema 1)."""
+        with closing(sqlite3.connect(fixture)) as source:
+            rows = source.execute("SELECT session_id, body FROM yiemagent_messages ORDER BY id").fetchall()
+        with self._psycopg.connect(self.target, autocommit=True) as conn:
+            conn.execute("CREATE TABLE yiemagent_schema (version INTEGER NOT NULL)")
+            conn.execute("INSERT INTO yiemagent_schema (version) VALUES (1)")
+            conn.execute("CREATE TABLE yiemagent_sessions (session_id TEXT PRIMARY KEY, lock_key INTEGER GENERATED ALWAYS AS IDENTITY UNIQUE)")
+            conn.execute("CREATE TABLE yiemagent_messages (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, session_id TEXT NOT NULL, body TEXT NOT NULL)")
+            conn.execute("CREATE INDEX yiemagent_messages_by_session ON yiemagent_messages (session_id, id)")
+            for session_id, body in rows:
+                conn.execute("INSERT INTO yiemagent_messages (session_id, body) VALUES (%s, %s)", (session_id, body))
 
     def drop(self) -> None:
         with self._psycopg.connect(self._admin_dsn, autocommit=True) as conn:

@@ -20,7 +20,8 @@ import os
 import shlex
 import sqlite3
 import sys
-from typing import Any, Callable, Optional, TextIO
+from collections.abc import Callable
+from typing import Any, Optional, TextIO
 
 from ..agent import YiemAgent, abort, run_agent, shutdown, take_response
 from ..events import tee
@@ -44,10 +45,10 @@ def build_llm(args: argparse.Namespace) -> tuple[Callable[[dict[str, Any]], Assi
     if args.anthropic:
         key = args.api_key or os.environ.get("ANTHROPIC_API_KEY")
         base = args.base_url or "https://api.anthropic.com"
-        client = AnthropicClient(
+        anthropic = AnthropicClient(
             model or "claude-haiku-4-5", key, base_url=base, timeout=args.timeout, max_tokens=args.max_tokens, stream=not args.no_stream
         )
-        return client, f"Anthropic Messages API at {base}, model {client.model}"
+        return anthropic, f"Anthropic Messages API at {base}, model {anthropic.model}"
     key = args.api_key or os.environ.get("OPENAI_API_KEY")
     base = args.base_url or os.environ.get("OPENAI_BASE_URL") or (OPENAI_URL if key else None)
     if not base:

@@ -39,12 +39,14 @@ caller says which: ``messages[3]``, a session's row) and the field.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import logging
+import re
+import zlib
 from dataclasses import MISSING, fields
+from collections.abc import Callable
 from datetime import date, datetime, time
-from typing import Any, Callable
+from typing import Any, Optional, cast
 
 from .._bounds import short_repr
 from ..errors import MessageFormatError
@@ -62,7 +64,7 @@ from ..types import (
 )
 from ..normalize import normalize_message
 from ..typed._codecs import to_json_value
-from ._stored import loads_row, read_stored
+from ._stored import loads_row, parse_stamp, read_stored
 
 __all__ = [
     "decode_value",
@@ -71,6 +73,8 @@ __all__ = [
     "message_from_json",
     "message_to_data",
     "message_to_json",
+    "message_to_row",
+    "row_mark",
     "read_fields",
     "utf8_json",
 ]
@@ -163,7 +167,7 @@ def _usage_counts(usage: LLMUsage) -> "dict[str, int] | None":
     """``usage.to_dict()`` when every count is an int that stays a JSON number, else None."""
     counts = usage.to_dict()
     if all(type(v) is int and v.bit_length() <= _PLAIN_INT_BITS for v in counts.values()):
-        return counts
+        return cast("dict[str, int]", counts)  # each value was just checked to be an int
     return None
 
 
@@ -263,7 +267,7 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
             content holds an int); the text names the field.
     """
     message = _as_an_agent_holds(message)
-    data: dict[str, Any] = {"role": message.role}  # type: ignore[attr-defined]
+    data: dict[str, Any] = {"role": message.role}
     for f in fields(message):  # type: ignore[arg-type]
         value = getattr(message, f.name)
         if f.name == "role" or (f.name == "output" and value is None):  # no answer: the form stays what it was
@@ -275,7 +279,7 @@ def message_to_data(message: AgentMessage) -> dict[str, Any]:
         elif f.name == "usage" and isinstance(value, LLMUsage):
             data[f.name] = _usage_counts(value)
             if data[f.name] is None:  # counts that are not ints (a tool's LLMUsage(1.5)) would not load again
-                logger.warning("a %s message's usage %r has counts that are not ints; stored without its usage", message.role, value)  # type: ignore[attr-defined]
+                logger.warning("a %s message's usage %r has counts that are not ints; stored without its usage", message.role, value)
         elif f.name == "output" and value is not None:  # a typed answer: its JSON form (docs/api.md "Typed answers")
             try:
                 data[f.name] = to_json_value(value)
@@ -360,6 +364,54 @@ def message_to_json(message: AgentMessage) -> bytes:
     return utf8_json(message_to_data(message), separators=(",", ":"))
 
 
+# A row leaves out what reading it gives anyway (docs/sessions.md "Rows and their mark"):
+# the fields at their defaults, zero counts, a total that is input + output
+_ROW_DEFAULTS: tuple[tuple[str, Any], ...] = (
+    ("api", None), ("provider", None), ("model", None), ("stop_reason", None), ("error_message", None), ("usage", None),
+    ("details", {}), ("added_tool_names", None), ("is_error", False), ("arguments", {}), ("reason", ""),
+)
+_UTC_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{6})?\+00:00", re.ASCII)
+
+
+def row_mark(body: bytes) -> int:
+    """The mark of a row whose writer checked it: the CRC-32 of its body, so that an edited body no longer carries it."""
+    return zlib.crc32(body)
+
+
+def message_to_row(message: AgentMessage) -> "tuple[bytes, Optional[int]]":
+    """A session row of ``message``: its compact JSON form (UTF-8, ``utf8_json``) and its mark, or None.
+
+    The form is ``message_to_data``'s without what reading it gives back anyway: fields
+    at their defaults, zero counts in ``usage`` and a total that is ``input + output``; a
+    UTC timestamp is written in ISO 8601's basic form (``20261206T090204.633046Z``,
+    ``parse_stamp``). Every reader of the JSON form reads it.
+
+    The mark (``row_mark`` of the body) is given when the fast reader of the stored form
+    takes the row (``_stored.read_stored``): then the row is what the check of decision 15
+    keeps as it is, and a session that finds the mark with the body it was computed from
+    builds the message without checking it again (``_stored.read_marked``). Any other row
+    (details holding tagged values, say) is unmarked, and checked each time it is read.
+
+    Raises:
+        MessageFormatError: as ``message_to_data`` does.
+    """
+    data = message_to_data(message)
+    for name, default in _ROW_DEFAULTS:
+        if name in data and data[name] == default and type(data[name]) is type(default):
+            del data[name]
+    usage = data.get("usage")
+    if usage is not None:
+        total = usage["input_tokens"] + usage["output_tokens"]
+        data["usage"] = {k: v for k, v in usage.items() if v and not (k == "total_tokens" and v == total)}
+    stamp = data.get("timestamp")
+    match = _UTC_ISO.fullmatch(stamp) if type(stamp) is str else None
+    if match is not None:
+        year, month, day, hour, minute, second, fraction = match.groups()
+        data["timestamp"] = f"{year}{month}{day}T{hour}{minute}{second}{fraction or '.000000'}Z"
+    body = utf8_json(data, separators=(",", ":"))
+    return body, (row_mark(body) if read_stored(loads_row(body)) is not None else None)
+
+
 def _block(raw: Any, index: int) -> Any:
     block = content_from_dict(decode_value(raw))
     bad_image = isinstance(block, ImageContent) and not (isinstance(block.data, str) and isinstance(block.mime_type, str))
@@ -375,7 +427,7 @@ def _field(name: str, value: Any) -> Any:
     if name == "content":
         return [_block(b, i) for i, b in enumerate(_expect(value, list, "'content'"))]
     if name == "timestamp":
-        return _iso(datetime.fromisoformat, value, "timestamp")
+        return _iso(parse_stamp, value, "timestamp")
     if name == "usage":
         return None if value is None else _usage(value)
     if name in _OPTIONAL_STR:

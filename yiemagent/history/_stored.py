@@ -18,6 +18,10 @@ What it gives is what the reader of record gives: tests/extras/test_stored_form.
 the two to it for stored data of every kind, valid and mutated (a differential property).
 The message may share the lists and dicts of ``data`` (a ``json.loads`` result of its own).
 
+``read_marked`` builds the message of a session row whose writer checked it and marked it
+(docs/sessions.md "Rows and their mark"): the form ``read_stored`` takes, without its
+checks, since they were made on these very bytes when they were stored.
+
 ``stored_calls`` reads the tool calls of a message either reader gave back, without
 extracting them again: in a message ``normalize_message`` leaves as it is, each raw call
 says exactly what ``extract_tool_calls`` reads from it (normalize.py ``_same_call``).
@@ -28,15 +32,16 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import fields
-from datetime import datetime
-from typing import Any, Callable, Optional
+from datetime import datetime, timezone
+from typing import Any, Optional, TypeGuard, TypeVar
 
 from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS, parse_tool_arguments
 from ..normalize import _raw_calls
 from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
 
-__all__ = ["loads_row", "read_stored", "stored_calls"]
+__all__ = ["loads_row", "parse_stamp", "read_marked", "read_stored", "stored_calls"]
 
 TAG = "$type"
 _SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate, as _bounds.clean_str finds one
@@ -49,7 +54,7 @@ _TOOL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "content", "details
 _APPROVAL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "decision", "arguments", "reason", "timestamp"))
 
 
-def _clean(text: Any) -> bool:
+def _clean(text: Any) -> TypeGuard[str]:
     """A str the check keeps as it is: no lone surrogate (``_bounds.clean_str`` would replace it)."""
     return type(text) is str and (text.isascii() or _SURROGATE.search(text) is None)
 
@@ -104,17 +109,47 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
     if kind is str:
         return value.isascii() or _SURROGATE.search(value) is None
     if kind is int:
-        return value.bit_length() <= _SHORT_INT_BITS
+        bits: int = value.bit_length()
+        return bits <= _SHORT_INT_BITS
     if kind is float:
         return math.isfinite(value)
     return value is None or kind is bool
+
+
+# A session row's UTC timestamp, ISO 8601's basic form (docs/sessions.md "Rows and their mark")
+_COMPACT_STAMP = re.compile(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)\.(\d{6})Z", re.ASCII)
+_fromisoformat = datetime.fromisoformat
+
+
+def parse_stamp(text: str) -> datetime:
+    """The datetime a stored ``timestamp`` names: ``datetime.fromisoformat``, or the compact UTC form sessions write.
+
+    That form (``20261206T090204.633046Z``) is ISO 8601's basic format, which
+    ``fromisoformat`` reads from Python 3.11; on 3.10 it is read here. Raises ``ValueError``.
+    """
+    try:
+        return _fromisoformat(text)
+    except ValueError:
+        stamp = basic_utc(text)
+        if stamp is None:
+            raise
+        return stamp
+
+
+def basic_utc(text: str) -> Optional[datetime]:
+    """The datetime of a timestamp in the compact form, read without ``fromisoformat`` (Python 3.10's reading); None for any other text."""
+    match = _COMPACT_STAMP.fullmatch(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, micro = map(int, match.groups())
+    return datetime(year, month, day, hour, minute, second, micro, tzinfo=timezone.utc)
 
 
 def _stamp(value: Any) -> Optional[datetime]:
     if type(value) is not str:
         return None
     try:
-        return datetime.fromisoformat(value)
+        return parse_stamp(value)
     except ValueError:
         return None
 
@@ -215,8 +250,12 @@ def _reply_content(raw: Any) -> Optional[list[Any]]:
 # without its one object.__setattr__ per field: that was a third of the time of this reader.
 # The price: each such message keeps its fields in a dict of its own (about 180 bytes more
 # than __init__'s inline values); setting them one by one costs a restart of 10,000 about 5 ms.
-def _built(cls: type, **fields: Any) -> Any:
-    message = object.__new__(cls)
+_Message = TypeVar("_Message", bound=AgentMessage)
+_new = object.__new__
+
+
+def _built(cls: type[_Message], **fields: Any) -> _Message:
+    message = _new(cls)
     message.__dict__.update(fields)
     return message
 
@@ -295,7 +334,7 @@ def _approval(data: dict[str, Any]) -> Optional[AgentMessage]:
     return ApprovalMessage(call_id, name, decision, arguments, reason, stamp)
 
 
-_scan = json.JSONDecoder().scan_once  # the C scanner json.loads runs (json.decoder.JSONDecoder.raw_decode)
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # undeclared in typeshed; the C scanner json.loads runs (json.decoder.JSONDecoder.raw_decode)
 
 
 def loads_row(text: "str | bytes") -> Any:
@@ -311,7 +350,7 @@ def loads_row(text: "str | bytes") -> Any:
     kind = type(text)
     if (kind is bytes and text[:1] == b"{" and text[-1:] == b"}") or (kind is str and text[:1] == "{" and text[-1:] == "}"):
         try:
-            decoded = text.decode("utf-8", "surrogatepass") if kind is bytes else text
+            decoded = text if isinstance(text, str) else text.decode("utf-8", "surrogatepass")
             value, end = _scan(decoded, 0)
         except (StopIteration, ValueError, RecursionError):
             return json.loads(text)
@@ -333,6 +372,102 @@ def read_stored(data: Any) -> Optional[AgentMessage]:
     role = data.get("role")
     reader = _READERS.get(role) if type(role) is str else None
     return None if reader is None else reader(data)
+
+
+def _blocks(raw: list[Any]) -> list[Any]:
+    """Content blocks of a marked row: text and image blocks as objects, any other (a tool-call block) as it is."""
+    blocks: list[Any] = []
+    for block in raw:
+        kind = block["type"]
+        if kind == "text":
+            text = _new(TextContent)  # as _built builds a message
+            text.__dict__.update(text=block["text"], citations=None)
+            blocks.append(text)
+        elif kind == "image":
+            blocks.append(ImageContent(block["data"], block["mime_type"]))
+        else:
+            blocks.append(block)
+    return blocks
+
+
+_NO_USAGE = {f.name: 0 for f in fields(LLMUsage)}
+
+
+def _usage(counts: Optional[dict[str, int]]) -> Optional[LLMUsage]:
+    """``LLMUsage(**counts)`` for the int counts of a marked row, built as ``_built`` builds a message (a third of the time)."""
+    if counts is None:
+        return None
+    values = {**_NO_USAGE, **counts}
+    if not values["total_tokens"]:  # LLMUsage.__post_init__: decision 13's total
+        values["total_tokens"] = values["input_tokens"] + values["output_tokens"]
+    usage = _new(LLMUsage)
+    usage.__dict__.update(values)
+    return usage
+
+
+def _marked_user(data: dict[str, Any]) -> AgentMessage:
+    message = _new(UserMessage)  # as _built builds one, without its call
+    message.__dict__.update(content=_blocks(data["content"]), timestamp=parse_stamp(data["timestamp"]))
+    return message
+
+
+def _marked_assistant(data: dict[str, Any]) -> AgentMessage:
+    get = data.get
+    message = _new(AssistantMessage)
+    message.__dict__.update(
+        content=_blocks(data["content"]),
+        api=get("api"),
+        provider=get("provider"),
+        model=get("model"),
+        usage=_usage(get("usage")),
+        stop_reason=get("stop_reason"),
+        error_message=get("error_message"),
+        timestamp=parse_stamp(data["timestamp"]),
+        output=get("output"),
+    )
+    return message
+
+
+def _marked_tool(data: dict[str, Any]) -> AgentMessage:
+    get = data.get
+    message = _new(ToolResultMessage)
+    message.__dict__.update(
+        tool_call_id=data["tool_call_id"],
+        tool_name=data["tool_name"],
+        content=_blocks(data["content"]),
+        details=data["details"] if "details" in data else {},
+        usage=_usage(get("usage")),
+        added_tool_names=get("added_tool_names"),
+        is_error=get("is_error", False),
+        timestamp=parse_stamp(data["timestamp"]),
+    )
+    return message
+
+
+def _marked_approval(data: dict[str, Any]) -> AgentMessage:
+    return ApprovalMessage(
+        data["tool_call_id"],
+        data["tool_name"],
+        data["decision"],
+        data["arguments"] if "arguments" in data else {},
+        data.get("reason", ""),
+        parse_stamp(data["timestamp"]),
+    )
+
+
+_MARKED: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {"user": _marked_user, "assistant": _marked_assistant, "tool": _marked_tool, "approval": _marked_approval}
+
+
+def read_marked(data: dict[str, Any]) -> AgentMessage:
+    """The message of a row its writer checked and marked (docs/sessions.md "Rows and their mark"), built without checking it again.
+
+    ``data`` is a row ``read_stored`` accepted when it was written (``_json.message_to_row``
+    marks no other), so this gives the message ``read_stored`` gives for it, without its
+    checks (tests/extras/test_session_rows.py holds the two to it). Only for rows whose
+    mark matches their body: anything else may raise anything (``KeyError``, ``TypeError``),
+    and its caller then reads the row the checked way.
+    """
+    return _MARKED[data["role"]](data)
 
 
 def stored_calls(message: AssistantMessage) -> list[tuple[str, str]]:

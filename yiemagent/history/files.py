@@ -23,7 +23,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple, Optional, TypeVar, Union
+from typing import Any, NamedTuple, Optional, TypeVar, Union, cast
 
 from ._json import message_from_data, message_to_data, utf8_json
 from ._locked_files import write_atomically
@@ -201,7 +201,7 @@ def _whole(messages: list[AgentMessage], calls_of: Callable[[AssistantMessage], 
             if pending:
                 return False
             if kind is AssistantMessage:
-                pending = {call_id for call_id, _ in calls_of(message)}
+                pending = {call_id for call_id, _ in calls_of(cast(AssistantMessage, message))}  # kind is AssistantMessage: no isinstance to narrow it
             continue
         if isinstance(message, ToolResultMessage):
             call_id = message.tool_call_id

@@ -13,23 +13,25 @@ without the ``postgres`` extra; making one without it raises ``ImportError`` nam
 The tables (created on first use, under a transaction-level advisory lock so that
 processes starting together do not race on ``CREATE TABLE``)::
 
-    yiemagent_schema   (version)                    -- one row: 1
+    yiemagent_schema   (version)                    -- one row: 2
     yiemagent_sessions (session_id PK, lock_key)    -- the advisory lock key of each id
-    yiemagent_messages (id, session_id, body)       -- one row per message, id in insert order
+    yiemagent_messages (id, session_id, body, mark) -- one row per message, id in insert order
+
+Rows are ``SQLiteSession``'s: the compact form and the writer's mark (docs/sessions.md "Rows
+and their mark"). Tables of schema 1 get the ``mark`` column when a session opens them.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 import select
 import socket
 import threading
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
-from ._json import message_to_data
+from ._json import message_to_row
 from .sessions import ConnectedSession, check_session_id, messages_from_rows, reads_checked
 from ..errors import MessageFormatError, SessionInUseError
 from ..types import AgentMessage
@@ -41,7 +43,7 @@ __all__ = ["LOCK_CLASS", "PostgresSession"]
 
 logger = logging.getLogger("yiemagent.sessions")
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2  # 2: the mark column (docs/sessions.md "Rows and their mark"); 1 is upgraded when a session opens it
 LOCK_CLASS = 0x59454D41  # "YEMA": the first key of every advisory lock yiemagent takes (pg_locks.classid)
 _SETUP_KEY = 0  # (LOCK_CLASS, 0) serialises schema setup; session keys start at 1
 _SCHEMA = (
@@ -52,13 +54,19 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS yiemagent_messages ("
     " id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
     " session_id TEXT NOT NULL,"
-    " body TEXT NOT NULL)",
+    " body TEXT NOT NULL,"
+    " mark BIGINT)",
     "CREATE INDEX IF NOT EXISTS yiemagent_messages_by_session ON yiemagent_messages (session_id, id)",
 )
 # The server drops a connection whose peer stopped answering (a machine that died without
 # closing its sockets) after about idle + interval * count seconds, and with it the hold.
 KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 10, 5, 3
 _READS_TO_SEE_AN_END = 4  # reads of an idle connection's socket ``held`` makes, at most, to see the server closed it
+
+
+def _one_row(row: Optional[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate, a function, a row known to exist): typed as such."""
+    return cast("tuple[Any, ...]", row)
 
 
 def _psycopg() -> Any:
@@ -69,22 +77,12 @@ def _psycopg() -> Any:
     return psycopg
 
 
-def _json_text(message: AgentMessage) -> str:
-    """The message as JSON text PostgreSQL's TEXT takes: UTF-8 as it is, ``\\u`` escapes if it holds a lone surrogate."""
-    data = message_to_data(message)
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
-    return text
-
-
 class PostgresSession(ConnectedSession):
     """A session stored in PostgreSQL: one row per message, in order (docs/scale.md).
 
     Beyond the spec; the ``SQLiteSession`` contract (docs/sessions.md) on a database many
-    machines share. ``body`` is the message as JSON text (the form of docs/sessions.md);
+    machines share. ``body`` is the message as JSON text (the form of docs/sessions.md),
+    ``mark`` the writer's mark (docs/sessions.md "Rows and their mark");
     ``id`` is an identity column, so a session's rows in ``id`` order are its messages in
     the order appended while one agent holds it (two writers without a hold get the order
     their inserts were numbered in).
@@ -129,14 +127,14 @@ class PostgresSession(ConnectedSession):
         for name, value in (("timeout", timeout), ("hold_timeout", hold_timeout)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0 or math.isinf(value):
                 raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-        psycopg = _psycopg()
+        pg = _psycopg()  # not named psycopg: that name is the module's, in the annotations
         self.session_id = session_id
         self.timeout = float(timeout)
         self.hold_timeout = float(hold_timeout)
         self._lock = threading.Lock()  # guards _conn, _lock_key and _held: one statement at a time, from any thread
         self._held = False
         self._lock_key: Optional[int] = None
-        self._conn: Optional["psycopg.Connection[Any]"] = psycopg.connect(
+        self._conn: Optional["psycopg.Connection[Any]"] = pg.connect(
             dsn,
             autocommit=True,
             connect_timeout=max(2, math.ceil(timeout)),
@@ -163,10 +161,9 @@ class PostgresSession(ConnectedSession):
             f" SET tcp_keepalives_count = {KEEPALIVE_COUNT}; SET statement_timeout = {int(self.timeout * 1000)}"
         )
         tables = "ARRAY['yiemagent_schema', 'yiemagent_sessions', 'yiemagent_messages']"
-        present = conn.execute(f"SELECT bool_and(to_regclass(t) IS NOT NULL) FROM unnest({tables}) AS t").fetchone()[0]
-        if present:  # the common case: no DDL, no setup lock
-            self._check_version([row[0] for row in conn.execute("SELECT version FROM yiemagent_schema")])
-            return
+        present = _one_row(conn.execute(f"SELECT bool_and(to_regclass(t) IS NOT NULL) FROM unnest({tables}) AS t").fetchone())[0]
+        if present and [row[0] for row in conn.execute("SELECT version FROM yiemagent_schema")] == [_SCHEMA_VERSION]:
+            return  # the common case: no DDL, no setup lock
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _SETUP_KEY))
             for statement in _SCHEMA:
@@ -174,12 +171,15 @@ class PostgresSession(ConnectedSession):
             versions = [row[0] for row in conn.execute("SELECT version FROM yiemagent_schema")]
             if not versions:
                 conn.execute("INSERT INTO yiemagent_schema (version) VALUES (%s)", (_SCHEMA_VERSION,))
+            elif versions == [1]:  # schema 1: its rows stay unmarked, checked as they are read
+                conn.execute("ALTER TABLE yiemagent_messages ADD COLUMN IF NOT EXISTS mark BIGINT")
+                conn.execute("UPDATE yiemagent_schema SET version = %s", (_SCHEMA_VERSION,))
             else:
                 self._check_version(versions)
 
     def _check_version(self, versions: list[int]) -> None:
         if versions != [_SCHEMA_VERSION]:
-            raise MessageFormatError(f"PostgreSQL database {self.where} has schema version {versions}; this yiemagent reads {_SCHEMA_VERSION}")
+            raise MessageFormatError(f"PostgreSQL database {self.where} has schema version {versions}; this yiemagent reads {_SCHEMA_VERSION} and 1")
 
     def _connection(self) -> "psycopg.Connection[Any]":
         if self._conn is None:
@@ -196,7 +196,7 @@ class PostgresSession(ConnectedSession):
         """
         with self._lock:
             rows = self._connection().execute(
-                "SELECT id, body FROM yiemagent_messages WHERE session_id = %s ORDER BY id", (self.session_id,)
+                "SELECT id, body, mark FROM yiemagent_messages WHERE session_id = %s ORDER BY id", (self.session_id,)
             ).fetchall()
         return messages_from_rows(rows, f"session {self.session_id!r} in {self.where}")
 
@@ -210,9 +210,11 @@ class PostgresSession(ConnectedSession):
         """
         if not isinstance(message, AgentMessage):
             raise MessageFormatError(f"a session stores AgentMessages, got {type(message).__name__}")
-        body = _json_text(message)
+        body, mark = message_to_row(message)  # UTF-8 (\u escapes for a lone surrogate), so TEXT takes it as it is
         with self._lock:
-            self._connection().execute("INSERT INTO yiemagent_messages (session_id, body) VALUES (%s, %s)", (self.session_id, body))
+            self._connection().execute(
+                "INSERT INTO yiemagent_messages (session_id, body, mark) VALUES (%s, %s, %s)", (self.session_id, body.decode("utf-8"), mark)
+            )
 
     def clear(self) -> None:
         """Delete every message of this session (other sessions in the database are untouched)."""
@@ -240,7 +242,7 @@ class PostgresSession(ConnectedSession):
                 raise SessionInUseError(f"session {self.session_id!r} in {self.where} is already held by an agent using this PostgresSession")
             key = self._key(conn)
             if self.hold_timeout <= 0:
-                taken = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, key)).fetchone()[0]
+                taken = _one_row(conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, key)).fetchone())[0]
             else:
                 taken = self._wait_for_lock(conn, key)
             if not taken:
@@ -262,7 +264,7 @@ class PostgresSession(ConnectedSession):
                 ).fetchone()
                 if row is None:  # another process inserted it between the two statements
                     row = conn.execute("SELECT lock_key FROM yiemagent_sessions WHERE session_id = %s", (self.session_id,)).fetchone()
-            self._lock_key = int(row[0])
+            self._lock_key = int(_one_row(row)[0])  # inserted here or by another process; no session's row is ever deleted
         return self._lock_key
 
     def _wait_for_lock(self, conn: "psycopg.Connection[Any]", key: int) -> bool:

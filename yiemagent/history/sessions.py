@@ -19,10 +19,11 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import IO, Any, Callable, Optional, Protocol, Self, Union
+from collections.abc import Callable
+from typing import IO, Any, Optional, Protocol, TypeVar, Union
 
-from ._json import message_from_json, message_to_json
-from ._stored import loads_row, read_stored
+from ._json import message_from_json, message_to_row, row_mark
+from ._stored import loads_row, read_marked, read_stored
 from ._locked_files import release_hold, take_hold
 from ..errors import MessageFormatError, SessionInUseError
 from ..types import AgentMessage
@@ -32,15 +33,13 @@ __all__ = ["ConnectedSession", "HeldSession", "SQLiteSession", "Session", "check
 
 logger = logging.getLogger("yiemagent.sessions")
 
-_SCHEMA_VERSION = 1
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS yiemagent_messages (
-    id INTEGER PRIMARY KEY,
-    session_id TEXT NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS yiemagent_messages_by_session ON yiemagent_messages (session_id, id);
-"""
+# 2: rows in the compact form, with the writer's mark (docs/sessions.md "Rows and their mark");
+# a database of schema 1 gets the column when a session opens it, its rows stay as they are
+_SCHEMA_VERSION = 2
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS yiemagent_messages (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, body TEXT NOT NULL, mark INTEGER)",
+    "CREATE INDEX IF NOT EXISTS yiemagent_messages_by_session ON yiemagent_messages (session_id, id)",
+)
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _PRIVATE_DATABASES = ("", ":memory:")  # a database only its own connection sees: held by the object alone
 
@@ -105,17 +104,27 @@ def loads_checked(session: Session) -> bool:
     return getattr(getattr(session, "messages", None), "__func__", None) in _CHECKING_READERS
 
 
-def messages_from_rows(rows: "list[tuple[Any, str | bytes]]", where: str) -> list[AgentMessage]:
-    """``message_from_json`` of each ``(row id, body)``; a refusal names ``where`` and the row.
+def messages_from_rows(rows: "list[tuple[Any, str | bytes, Optional[int]]]", where: str) -> list[AgentMessage]:
+    """``message_from_json`` of each ``(row id, body, mark)``; a refusal names ``where`` and the row.
 
-    The stored form goes the fast way (``_stored.read_stored``) in one loop, naming no row
-    until one is refused; any other row is read by ``message_from_json`` itself.
+    A row whose mark is the one its body's writer gave it (``_json.row_mark``: the body is
+    what that writer checked) is built without checking it again (``_stored.read_marked``;
+    docs/sessions.md "Rows and their mark"). Any other row (no mark: written by an older
+    version or by other means; a mark that is not its body's: edited since) is checked:
+    the stored form the fast way (``_stored.read_stored``), naming no row until one is
+    refused; anything else by ``message_from_json`` itself.
     """
     out = []
-    for row_id, body in rows:
+    for row_id, body, mark in rows:
+        text = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
+        message = None
         try:
-            message = read_stored(loads_row(body))
-        except (TypeError, ValueError, RecursionError):  # not JSON: message_from_json says so, naming the row
+            data = loads_row(text)
+            if mark is not None and mark == row_mark(text):
+                message = read_marked(data)
+            else:
+                message = read_stored(data)
+        except Exception:  # not JSON, or a marked row that is not what its writer gave (only a forged mark): read the checked way, naming the row
             message = None
         out.append(message if message is not None else message_from_json(body, f"{where}: row {row_id}"))
     return out
@@ -160,6 +169,9 @@ def release_session(session: Session) -> None:
             logger.error("the session %r could not be released: %s: %s", session, type(exc).__name__, exc, exc_info=True)
 
 
+_Connected = TypeVar("_Connected", bound="ConnectedSession")  # typing.Self is Python 3.11+ (setup.cfg: python_requires >= 3.10)
+
+
 class ConnectedSession:
     """What the shipped sessions share: one connection (``_conn``, guarded by ``_lock``) and a hold.
 
@@ -180,7 +192,7 @@ class ConnectedSession:
                 self._conn.close()
                 self._conn = None
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _Connected) -> _Connected:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -192,9 +204,10 @@ class SQLiteSession(ConnectedSession):
 
     Beyond the spec (docs/sessions.md). Uses the standard library's
     ``sqlite3`` in WAL mode. The table ``yiemagent_messages`` holds ``(id, session_id,
-    body)``: ``id`` is SQLite's rowid, which grows with each insert, so a session's rows
+    body, mark)``: ``id`` is SQLite's rowid, which grows with each insert, so a session's rows
     read in ``id`` order are its messages in the order they were appended; ``body`` is the
-    message as JSON (the form of docs/sessions.md). Several sessions (other
+    message as JSON (the form of docs/sessions.md), ``mark`` the writer's mark that it
+    checked the body (docs/sessions.md "Rows and their mark"). Several sessions (other
     ``session_id``s, other processes) may share one file: each append is one ``INSERT``
     in its own transaction, and SQLite serialises writers across processes (a writer
     waits up to ``timeout`` seconds for another's lock).
@@ -254,12 +267,22 @@ class SQLiteSession(ConnectedSession):
         if str(mode).lower() != "wal":  # e.g. an in-memory database: works, without WAL's concurrency
             logger.warning("SQLite database %r is in journal mode %r, not WAL", self.path, mode)
         conn.execute(f"PRAGMA synchronous={synchronous}")
-        conn.executescript(_SCHEMA)
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == _SCHEMA_VERSION:
+            return  # the common case: nothing to create or change
+        conn.execute("BEGIN IMMEDIATE")  # one process creates or upgrades the table; another opening it meanwhile waits, then sees it done
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, 1, _SCHEMA_VERSION):
+                raise MessageFormatError(f"SQLite database {self.path!r} has schema version {version}; this yiemagent reads {_SCHEMA_VERSION} and 1")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            if "mark" not in {column[1] for column in conn.execute("PRAGMA table_info(yiemagent_messages)")}:
+                conn.execute("ALTER TABLE yiemagent_messages ADD COLUMN mark INTEGER")  # schema 1: its rows stay unmarked, checked as they are read
             conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-        elif version != _SCHEMA_VERSION:
-            raise MessageFormatError(f"SQLite database {self.path!r} has schema version {version}; this yiemagent reads {_SCHEMA_VERSION}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -269,6 +292,8 @@ class SQLiteSession(ConnectedSession):
     @reads_checked
     def messages(self) -> list[AgentMessage]:
         """Every message of this session, in the order appended, each checked as the agent checks it (decision 15).
+
+        Checked once: a row its writer checked and marked is not checked again (``messages_from_rows``).
 
         Not mended (decision 17): an agent started on the session, and
         ``history.complete_tool_calls``, make the history valid to send (docs/sessions.md).
@@ -280,7 +305,7 @@ class SQLiteSession(ConnectedSession):
             rows = self._connection().execute(
                 # as bytes: a body that is not UTF-8 (a corrupt row) is then the row's MessageFormatError,
                 # not an sqlite3.OperationalError from fetching it that names no row
-                "SELECT id, CAST(body AS BLOB) FROM yiemagent_messages WHERE session_id = ? ORDER BY id", (self.session_id,)
+                "SELECT id, CAST(body AS BLOB), mark FROM yiemagent_messages WHERE session_id = ? ORDER BY id", (self.session_id,)
             ).fetchall()
         return messages_from_rows(rows, f"session {self.session_id!r} in {self.path!r}")
 
@@ -296,10 +321,10 @@ class SQLiteSession(ConnectedSession):
         """
         if not isinstance(message, AgentMessage):
             raise MessageFormatError(f"a session stores AgentMessages, got {type(message).__name__}")
-        body = message_to_json(message)  # UTF-8 bytes, stored as TEXT: any str the message holds can be stored
+        body, mark = message_to_row(message)  # UTF-8 bytes, stored as TEXT: any str the message holds can be stored
         with self._lock:
             self._connection().execute(
-                "INSERT INTO yiemagent_messages (session_id, body) VALUES (?, CAST(? AS TEXT))", (self.session_id, body)
+                "INSERT INTO yiemagent_messages (session_id, body, mark) VALUES (?, CAST(? AS TEXT), ?)", (self.session_id, body, mark)
             )
 
     def clear(self) -> None:

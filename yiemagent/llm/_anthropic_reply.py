@@ -208,7 +208,8 @@ class AnthropicStream:
         if kind == "message_start":
             message = require_object(event.get("message") or {}, "message_start's message")
             self._model = message.get("model")
-            self._usage_raw.update(message.get("usage") if isinstance(message.get("usage"), dict) else {})
+            usage = message.get("usage")
+            self._usage_raw.update(usage if isinstance(usage, dict) else {})
         elif kind == "content_block_start":
             self._start(self._index(event, new=True), require_object(event.get("content_block") or {}, "a content block"))
         elif kind == "content_block_delta":

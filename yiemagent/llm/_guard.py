@@ -21,6 +21,7 @@ import contextvars
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Optional
 
 from requests.adapters import HTTPAdapter
@@ -57,8 +58,8 @@ class CallGuard:
         self.reason: Optional[str] = None
         self._tripped = threading.Event()  # set once reason is; retry waits block on it
         self.emitted = False  # a delta went to a listener: retrying would show it twice
-        self._cancel_deadline = lambda: None
-        self._unregister = lambda: None
+        self._cancel_deadline: Callable[[], None] = lambda: None
+        self._unregister: Callable[[], None] = lambda: None
         self._token: Optional[contextvars.Token[Optional[CallGuard]]] = None
         self._stream = current_stream()  # who listens to this call's deltas: fixed for the call (events.stream_to)
 

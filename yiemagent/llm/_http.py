@@ -131,7 +131,7 @@ class Transport:
         if settings is None:
             probe = requests.Session()  # trust_env: the environment's proxies and CA bundle
             with probe:
-                settings = probe.merge_environment_settings(url, {}, None, None, None)
+                settings = dict(probe.merge_environment_settings(url, {}, None, None, None))
             del settings["stream"]
             self._environments[url] = settings
         return settings

@@ -122,8 +122,9 @@ def server_message(body: Any, text: str) -> str:
             return " ".join(p for p in parts if p) or text[:500]
         if isinstance(error, str):
             return error
-        if isinstance(body.get("message"), str):
-            return body["message"]
+        top = body.get("message")
+        if isinstance(top, str):
+            return top
     return text[:500].strip() or "(empty body)"
 
 

@@ -17,8 +17,13 @@ call as a custom call, a legacy call as an assistant ``function_call`` answered 
 
 Reasoning is kept as a ``{"type": "thinking", "thinking": ...}`` block before the text,
 whether it comes as ``reasoning_content`` (DeepSeek, vLLM), ``reasoning`` (Groq,
-OpenRouter, Ollama) or as Mistral's ``{"type": "thinking"}`` content parts. It is not sent
-back: OpenAI-compatible servers neither need nor accept it.
+OpenRouter, Ollama) or as Mistral's ``{"type": "thinking"}`` content parts. The fields a
+server documents as wanted back (``ECHOED_FIELDS``: ``reasoning_content``,
+``reasoning_details``, Gemini's ``extra_content``; a tool call's ``extra_content``) ride on
+that block as ``reasoning_fields`` exactly as they came, and go back unchanged, in the
+same field, to that server alone (docs/streaming.md "Reasoning sent back"). A refusal
+(``message.refusal``, ``delta.refusal``) is a ``{"type": "refusal"}`` block and
+``stop_reason "refusal"`` (``AssistantMessage.refusal``).
 
 Decision 13: ``prompt_tokens`` already include cached tokens and ``completion_tokens``
 reasoning ones (OpenAI, DeepSeek, Groq, OpenRouter, Mistral). Where a server counts
@@ -40,7 +45,16 @@ from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count
 
-__all__ = ["OpenAIClient", "OpenAIStream", "build_openai_request", "parse_openai_response", "parse_openai_stream"]
+__all__ = ["ECHOED_FIELDS", "OpenAIClient", "OpenAIStream", "build_openai_request", "parse_openai_response", "parse_openai_stream"]
+
+API = "openai-chat"  # AssistantMessage.api of this client's replies
+# The fields of an assistant message that a server documents as wanted back unchanged on the
+# next request (docs/streaming.md "Reasoning sent back"): DeepSeek, Kimi, Z.ai, llama.cpp
+# ``reasoning_content``; OpenRouter and gateways ``reasoning_details``; Gemini ``extra_content``.
+# ``reasoning`` (Groq, Ollama, OpenRouter's plain view of its details) is read, not sent back.
+ECHOED_FIELDS = ("reasoning_content", "reasoning_details", "extra_content")
+# What a reply's own server gets back beside them: its refusal (OpenAI's assistant ``refusal``).
+_ORIGIN_FIELDS = (*ECHOED_FIELDS, "refusal")
 
 _FINISH_REASONS = {
     "stop": "stop",
@@ -53,7 +67,7 @@ _FINISH_REASONS = {
     "content_filter": "content_filter",
 }
 # The keys OpenAI's schema allows on each message role; our extras ("name", "is_error" on tool messages) are not sent.
-_MESSAGE_KEYS = {
+_MESSAGE_KEYS: dict[object, tuple[str, ...]] = {  # looked up by whatever a message's "role" holds
     "system": ("role", "content", "name"),
     "developer": ("role", "content", "name"),
     "user": ("role", "content", "name"),
@@ -63,7 +77,7 @@ _MESSAGE_KEYS = {
 }
 _PLAIN_CHUNK_KEYS = frozenset({"id", "object", "created", "model", "choices", "system_fingerprint", "service_tier", "obfuscation"})
 _PLAIN_CHOICE_KEYS = frozenset({"index", "delta", "logprobs", "finish_reason"})
-_PLAIN_DELTA_KEYS = frozenset({"role", "content", "refusal"})
+_PLAIN_DELTA_KEYS = frozenset({"role", "content", "refusal"})  # "refusal" only as null: a refusal's words take the general path
 CUSTOM, LEGACY = "custom", "function_call"  # AgentToolCall.type of a custom call and of a legacy function_call
 
 
@@ -86,7 +100,8 @@ def _wire_calls(message: dict[str, Any], wire: dict[str, Any], legacy_ids: set[s
         return
     entries = []
     for call in calls:
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = call.get("function")
+        function = function if isinstance(function, dict) else {}
         if call.get("type") == CUSTOM:
             entries.append({"id": call.get("id", ""), "type": CUSTOM, "custom": {"name": function.get("name", ""), "input": _custom_input(function)}})
         elif call.get("type", "function") == "function":
@@ -96,7 +111,31 @@ def _wire_calls(message: dict[str, Any], wire: dict[str, Any], legacy_ids: set[s
     wire["tool_calls"] = entries
 
 
-def _wire_message(message: dict[str, Any], legacy_ids: set[str]) -> dict[str, Any]:
+def _echo_to_origin(message: dict[str, Any], wire: dict[str, Any], provider: Optional[str]) -> None:
+    """The reply's own fields back on its assistant message, when this request goes to the server that sent them.
+
+    ``reasoning_echo`` (``formatting.assistant_message_to_openai``) names the api and provider
+    of the reply; its fields go back unchanged, in the field they came in, and each tool
+    call's ``extra_content`` on that call, only when both match this client's: a field is
+    never sent to a server that did not produce it (a history moved to another provider by
+    ``FallbackLLM``, a session resumed with another client). docs/streaming.md "Reasoning sent back".
+    """
+    echo = message.get("reasoning_echo")
+    if not isinstance(echo, dict) or provider is None or echo.get("api") != API or echo.get("provider") != provider:
+        return
+    fields = echo.get("fields")
+    if isinstance(fields, dict):
+        wire.update((key, fields[key]) for key in _ORIGIN_FIELDS if key in fields)
+    extras = echo.get("tool_calls")
+    calls = wire.get("tool_calls")
+    if isinstance(extras, list) and any(extras) and isinstance(calls, list):
+        extras = extras[: len(calls)] + [None] * (len(calls) - len(extras))
+        wire["tool_calls"] = [
+            {**call, "extra_content": extra} if isinstance(extra, dict) and isinstance(call, dict) else call for call, extra in zip(calls, extras, strict=True)
+        ]
+
+
+def _wire_message(message: dict[str, Any], legacy_ids: set[str], provider: Optional[str] = None) -> dict[str, Any]:
     role = message.get("role")
     if role == "tool" and message.get("tool_call_id") in legacy_ids:  # the answer to a legacy function_call
         return {"role": "function", "name": message.get("name") or "", "content": content_text(message.get("content"))}
@@ -105,25 +144,30 @@ def _wire_message(message: dict[str, Any], legacy_ids: set[str]) -> dict[str, An
         wire["content"] = content_text(message.get("content"))  # decision 9: one string
     elif role == "assistant":
         _wire_calls(message, wire, legacy_ids)
+        _echo_to_origin(message, wire, provider)
         if (wire.get("tool_calls") or wire.get("function_call")) and not wire.get("content"):
             wire["content"] = ""  # not null: llama.cpp's server answers 500 to null beside tool calls
     return wire
 
 
-def build_openai_request(formatted: dict[str, Any], model: str, defaults: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def build_openai_request(
+    formatted: dict[str, Any], model: str, defaults: Optional[dict[str, Any]] = None, provider: Optional[str] = None
+) -> dict[str, Any]:
     """The chat-completions request body for a dict made by ``format_msg_for_llm``.
 
     Keys of ``formatted`` beyond ``messages`` and ``tools`` (``tool_choice``,
     ``temperature``, ``max_tokens``, …) are passed to the server as they are, over the
     client's ``defaults``; ``model`` may be overridden the same way. ``formatted`` is not
-    modified.
+    modified. ``provider`` is the server's (``OpenAIClient.provider``): an assistant
+    message that this provider sent gets back its reasoning fields and refusal unchanged
+    (``ECHOED_FIELDS``); no other does (docs/streaming.md "Reasoning sent back").
     """
     body: dict[str, Any] = {"model": model, **copy.deepcopy(defaults or {})}
     for key, value in formatted.items():
         if key not in ("messages", "tools"):
             body[key] = value
     legacy_ids: set[str] = set()  # ids of legacy calls sent as function_call: their results go as "function" messages
-    body["messages"] = [_wire_message(m, legacy_ids) for m in formatted.get("messages", [])]
+    body["messages"] = [_wire_message(m, legacy_ids, provider) for m in formatted.get("messages", [])]
     if formatted.get("tools"):
         body["tools"] = formatted["tools"]
     return body
@@ -145,6 +189,8 @@ def _tool_call_entry(raw: Any) -> dict[str, Any]:
         entry = {"type": LEGACY if raw.get("type") == LEGACY else "function", "function": {"name": function.get("name", "")}}
         if "arguments" in function:
             entry["function"]["arguments"] = function["arguments"]
+    if isinstance(raw.get("extra_content"), dict):  # Gemini's thought signature on the call: back as it came
+        entry["extra_content"] = raw["extra_content"]
     if isinstance(raw.get("id"), str):
         entry["id"] = raw["id"]
     return entry
@@ -194,23 +240,54 @@ def _reasoning(message: dict[str, Any]) -> str:
     return piece if isinstance(piece, str) else ""
 
 
+def _echoed(message: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a reply's message its server wants back (``ECHOED_FIELDS``), exactly as they came; null or empty ones are left out."""
+    fields: dict[str, Any] = {}
+    if isinstance(message.get("reasoning_content"), str):
+        fields["reasoning_content"] = message["reasoning_content"]
+    if isinstance(message.get("reasoning_details"), list) and message["reasoning_details"]:
+        fields["reasoning_details"] = message["reasoning_details"]
+    if isinstance(message.get("extra_content"), dict) and message["extra_content"]:
+        fields["extra_content"] = message["extra_content"]
+    return fields
+
+
 def _assistant_message(
-    text: str, thinking: str, tool_calls: list[Any], finish_reason: Any, usage: Optional[LLMUsage], model: Any, provider: str
+    text: str,
+    thinking: str,
+    tool_calls: list[Any],
+    finish_reason: Any,
+    usage: Optional[LLMUsage],
+    model: Any,
+    provider: str,
+    echoed: Optional[dict[str, Any]] = None,
+    refusal: str = "",
 ) -> AssistantMessage:
     blocks: list[Any] = []
-    if thinking:
-        blocks.append({"type": "thinking", "thinking": thinking})
+    if thinking or echoed:
+        block: dict[str, Any] = {"type": "thinking", "thinking": thinking}
+        echoed = dict(echoed or {})
+        if thinking and echoed.get("reasoning_content") == thinking:
+            del echoed["reasoning_content"]
+            block["wire_field"] = "reasoning_content"  # the thinking is that field's value: kept once
+        if echoed:
+            block["reasoning_fields"] = echoed  # sent back to this provider alone (build_openai_request)
+        blocks.append(block)
     if text:
         blocks.append(TextContent(text))
+    if refusal:
+        blocks.append({"type": "refusal", "refusal": refusal})
     if tool_calls:
         blocks.append({"type": "tool_calls", "tool_calls": [_tool_call_entry(c) for c in tool_calls]})
     stop_reason = _FINISH_REASONS.get(finish_reason) if isinstance(finish_reason, str) else None
     if tool_calls and stop_reason != "length":
         stop_reason = "tool_use"  # a turn with tool calls is a tool turn whatever finish_reason says
+    elif refusal:
+        stop_reason = "refusal"  # finish_reason says "stop": the words are the model's refusal, not an answer
     elif stop_reason is None or (stop_reason == "tool_use" and not tool_calls):
         stop_reason = "stop"
     return AssistantMessage(
-        blocks, api="openai-chat", provider=provider, model=model if isinstance(model, str) else None, usage=usage, stop_reason=stop_reason
+        blocks, api=API, provider=provider, model=model if isinstance(model, str) else None, usage=usage, stop_reason=stop_reason
     )
 
 
@@ -245,7 +322,8 @@ def parse_openai_response(body: dict[str, Any], provider: str = "openai") -> Ass
     text, thinking = _split_content(message.get("content"))
     thinking = _reasoning(message) or thinking
     usage = _usage(body.get("usage") if isinstance(body.get("usage"), dict) else body)
-    return _assistant_message(text, thinking, raw_calls or [], finish_reason, usage, body.get("model"), provider)
+    refusal = message.get("refusal") if isinstance(message.get("refusal"), str) else ""
+    return _assistant_message(text, thinking, raw_calls or [], finish_reason, usage, body.get("model"), provider, _echoed(message), refusal)
 
 
 class OpenAIStream:
@@ -273,6 +351,10 @@ class OpenAIStream:
         self._answered = False  # a choice came: a stream of [DONE] alone carries no reply
         self._usage: Optional[LLMUsage] = None
         self._model: Any = None
+        self._reasoning_content: Optional[list[str]] = None  # the pieces of reasoning_content, once one came
+        self._details: list[dict[str, Any]] = []  # reasoning_details, a piece of one joined to it (_add_details)
+        self._extra: dict[str, Any] = {}  # the message's extra_content (Gemini)
+        self._refusal: list[str] = []
 
     def add(self, chunk: Any) -> bool:
         if self._add_plain_text(chunk):
@@ -319,7 +401,7 @@ class OpenAIStream:
         if type(choice) is not dict or not choice.keys() <= _PLAIN_CHOICE_KEYS or choice.get("finish_reason") is not None or choice.get("index") not in (0, None):
             return False
         delta = choice.get("delta")
-        if type(delta) is not dict or not delta.keys() <= _PLAIN_DELTA_KEYS or type(delta.get("content", "")) is not str:
+        if type(delta) is not dict or not delta.keys() <= _PLAIN_DELTA_KEYS or type(delta.get("content", "")) is not str or delta.get("refusal") is not None:
             return False
         self._model = chunk.get("model") or self._model
         self._answered = True
@@ -340,6 +422,7 @@ class OpenAIStream:
             if piece:
                 into.append(piece)
                 self._emit(kind, piece)
+        self._add_echoed(delta)
         fragments = delta.get("tool_calls")
         if fragments is not None and not isinstance(fragments, list):
             raise ReplyError(f"a stream delta's tool_calls are not a list but {type(fragments).__name__}")
@@ -348,6 +431,37 @@ class OpenAIStream:
         legacy = delta.get("function_call")
         if legacy is not None:  # legacy function calling: one call, streamed as delta.function_call
             self._add_fragment({"index": LEGACY, "type": LEGACY, "function": require_object(legacy, "a streamed function_call")})
+
+    def _add_echoed(self, delta: dict[str, Any]) -> None:
+        """A delta's pieces of the fields sent back (``ECHOED_FIELDS``) and of its refusal, kept as the whole reply would carry them."""
+        if isinstance(delta.get("reasoning_content"), str):
+            if self._reasoning_content is None:
+                self._reasoning_content = []
+            self._reasoning_content.append(delta["reasoning_content"])
+        details = delta.get("reasoning_details")
+        for detail in details if isinstance(details, list) else []:
+            if isinstance(detail, dict):
+                self._add_detail(detail)
+        if isinstance(delta.get("extra_content"), dict) and delta["extra_content"]:
+            self._extra = delta["extra_content"]
+        if isinstance(delta.get("refusal"), str):
+            self._refusal.append(delta["refusal"])
+
+    def _add_detail(self, detail: dict[str, Any]) -> None:
+        """One streamed ``reasoning_details`` entry: a piece of the last entry when it has its ``index`` and ``type``.
+
+        OpenRouter streams a detail in pieces sharing ``index`` and ``type``: their ``text``,
+        ``summary``, ``data`` and ``signature`` join; any other key takes its latest non-null value.
+        """
+        last = self._details[-1] if self._details else None
+        if last is None or detail.get("index") is None or (last.get("index"), last.get("type")) != (detail.get("index"), detail.get("type")):
+            self._details.append(dict(detail))
+            return
+        for key, value in detail.items():
+            if key in ("text", "summary", "data", "signature") and isinstance(value, str) and isinstance(last.get(key), str):
+                last[key] += value
+            elif value is not None:
+                last[key] = value
 
     def _add_fragment(self, fragment: dict[str, Any]) -> None:
         index = fragment.get("index", len(self._calls))
@@ -358,6 +472,8 @@ class OpenAIStream:
             call["type"] = fragment["type"]
         if fragment.get("id") and isinstance(fragment["id"], str):
             call["id"] = fragment["id"]
+        if isinstance(fragment.get("extra_content"), dict):  # Gemini's thought signature on the call
+            call["extra_content"] = fragment["extra_content"]
         custom = fragment.get("custom")
         if isinstance(custom, dict):  # a custom call: its name once, its free-text input in pieces (as OpenAI's SDK joins them)
             call["type"] = CUSTOM
@@ -367,7 +483,8 @@ class OpenAIStream:
             if isinstance(custom.get("input"), str):
                 joined["input"] += custom["input"]
             return
-        function = fragment.get("function") if isinstance(fragment.get("function"), dict) else {}
+        function = fragment.get("function")
+        function = function if isinstance(function, dict) else {}
         if function.get("name") and isinstance(function["name"], str):
             call["function"]["name"] = call["function"]["name"] or function["name"]
         arguments = function.get("arguments")
@@ -382,7 +499,9 @@ class OpenAIStream:
         if not self._answered:
             raise ReplyError("the stream ended without any choice: it carried no reply", retryable=True)
         text, thinking = "".join(self._text), "".join(self._thinking)
-        return _assistant_message(text, thinking, _without_mirror(self._calls), self._finish_reason, self._usage, self._model, self.provider)
+        echoed = _echoed({"reasoning_content": None if self._reasoning_content is None else "".join(self._reasoning_content), "reasoning_details": self._details, "extra_content": self._extra})
+        calls = _without_mirror(self._calls)
+        return _assistant_message(text, thinking, calls, self._finish_reason, self._usage, self._model, self.provider, echoed, "".join(self._refusal))
 
 
 def _without_mirror(calls: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -484,7 +603,7 @@ class OpenAIClient(HTTPClient):
         return f"OpenAIClient(base_url={base_url!r}, model={self.model!r}, {self._repr_tail()})"
 
     def _body(self, formatted: dict[str, Any]) -> dict[str, Any]:
-        body = build_openai_request(formatted, self.model, self.options)
+        body = build_openai_request(formatted, self.model, self.options, self.provider)
         if self.stream:
             body.setdefault("stream", True)
         if body.get("stream"):

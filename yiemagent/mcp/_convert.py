@@ -79,7 +79,8 @@ def tool_label(tool: Any) -> str:
     for title in (getattr(tool, "title", None), getattr(annotations, "title", None)):
         if isinstance(title, str) and title:
             return title
-    return tool.name
+    name: str = tool.name  # an MCP Tool's, Prompt's or Resource's name
+    return name
 
 
 def _valid_base64(data: Any) -> bool:

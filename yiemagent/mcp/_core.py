@@ -154,9 +154,10 @@ class ClientCore:
 
     def _connection_ended(self, future: concurrent.futures.Future[Any]) -> None:
         """Log why the connection task ended, unless ``close()`` ended it."""
-        if future.cancelled() or future.exception() is None:
+        failure = None if future.cancelled() else future.exception()
+        if failure is None:
             return
-        message = self.redact(f"MCP server {self.label!r}: the connection failed: {leaf(future.exception())!r}")
+        message = self.redact(f"MCP server {self.label!r}: the connection failed: {leaf(failure)!r}")
         # while closing, a server already gone (a refused DELETE, a dead pipe) is expected
         logger.log(logging.DEBUG if self._closed else logging.WARNING, "%s", message)
 

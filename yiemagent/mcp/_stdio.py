@@ -26,10 +26,11 @@ import logging
 import sys
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from typing import Any, TextIO
+from typing import Any, Optional, TextIO, cast
 
 import anyio
 import anyio.lowlevel
+from anyio.abc import ByteSendStream
 from mcp import StdioServerParameters
 from mcp import stdio_client as sdk_stdio_client
 
@@ -50,7 +51,7 @@ try:
     from mcp.client import stdio as _sdk
     from mcp.shared.message import SessionMessage
 
-    _HELPERS = (
+    _HELPERS: Optional[tuple[object, ...]] = (
         _sdk._get_executable_command,
         _sdk._create_platform_compatible_process,
         _sdk._parse_line,
@@ -130,11 +131,12 @@ async def stdio_client(server: StdioServerParameters, errlog: TextIO = sys.stder
                 logger.exception("reading from the MCP server's stdout failed mid-session")
 
     async def stdin_writer() -> None:
+        stdin = cast(ByteSendStream, process.stdin)  # never None: the SDK's helper opens the pipe (stdin=PIPE)
         try:
             async with write_stream_reader:
                 async for session_message in write_stream_reader:
                     json = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send((json + "\n").encode(server.encoding, server.encoding_error_handler))
+                    await stdin.send((json + "\n").encode(server.encoding, server.encoding_error_handler))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_stream_writer.aclose()  # the session sees the connection end instead of a request hanging
         finally:

@@ -54,6 +54,8 @@ def _masked(secrets: Secrets, mapping: Optional[dict[str, str]]) -> Optional[dic
 def _errlog() -> Any:
     """Where a stdio server's stderr goes: ours, as every MCP client does (a real file is needed)."""
     for stream in (sys.stderr, sys.__stderr__):
+        if stream is None:  # no stderr at all (pythonw)
+            continue
         try:
             stream.fileno()
             return stream

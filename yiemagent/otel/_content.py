@@ -194,7 +194,8 @@ def _sent_text(message: AgentMessage, converted: MessageCache) -> Optional[str]:
     entry = _converted(message, converted)
     if entry[2] is None and entry[1] is not None:
         entry[2] = json.dumps(entry[1], ensure_ascii=False, default=repr)
-    return entry[2]
+    text: Optional[str] = entry[2]
+    return text
 
 
 def input_messages(messages: Iterable[AgentMessage], converted: Optional[MessageCache] = None) -> str:

@@ -8,11 +8,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from contextvars import Token
 from types import TracebackType
 from typing import Any, Optional
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
 __all__ = ["RunSpans", "end_span", "fail_span", "start_span"]
@@ -37,7 +39,7 @@ class RunSpans:
         self.parent = parent  # the context the run's child spans start in: the run's span in the caller's context
         self.thread = thread  # the run thread, where its spans are made current (None: never made current)
         self.lock = threading.Lock()
-        self.tokens: list[tuple[object, Optional[Span]]] = []  # attached contexts, innermost last
+        self.tokens: list[tuple[Token[Context], Optional[Span]]] = []  # attached contexts, innermost last
         self.chat: Optional[Span] = None
         self.chat_round = 0
         self.chat_start_ns = 0

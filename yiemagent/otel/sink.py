@@ -52,6 +52,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from importlib import metadata
+from types import MappingProxyType
 from typing import Any, Optional
 
 from opentelemetry import context as otel_context
@@ -81,7 +82,7 @@ try:
 except metadata.PackageNotFoundError:  # run from a source tree that was never installed
     _VERSION = "0"
 
-_RUNS: contextvars.ContextVar[Mapping["OTelSink", "RunSpans"]] = contextvars.ContextVar("yiemagent_otel_runs", default={})
+_RUNS: contextvars.ContextVar[Mapping["OTelSink", "RunSpans"]] = contextvars.ContextVar("yiemagent_otel_runs", default=MappingProxyType({}))
 """The open run of each sink, in the context of that run (see the module docstring)."""
 
 _SINKS: "weakref.WeakSet[OTelSink]" = weakref.WeakSet()  # every live sink: the exit handler ends their open runs

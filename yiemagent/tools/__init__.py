@@ -13,8 +13,8 @@ no tool and the tool modules can import ``registry.py`` without an import circle
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
-from typing import Any, Callable, Union
+from collections.abc import Callable, Iterable
+from typing import Any, Union
 
 from ..registry import ToolStore, register_tool
 from ..typed.functions import tool as function_tool

@@ -23,7 +23,8 @@ import json
 import pprint
 import re
 import tokenize
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 __all__ = ["MARKER", "ToolSourceError", "indent_body", "is_written_tool", "parse_body", "render_tool_source", "verify_tool_source"]
 
@@ -125,7 +126,7 @@ def parse_body(field: str, code: Any) -> list[ast.stmt]:
             body: list[ast.stmt] = ast.parse(code).body
         except IndentationError:
             wrapped = 1
-            body = ast.parse("if 1:\n" + code).body[0].body  # type: ignore[attr-defined]  # an indented body
+            body = ast.parse("if 1:\n" + code).body[0].body  # an indented body
     except SyntaxError as exc:  # a null byte too (without a line number)
         where = f"line {exc.lineno - wrapped}: " if exc.lineno else ""
         raise ToolSourceError(f"{field} does not parse: {where}{exc.msg}") from None
@@ -225,7 +226,7 @@ def _structure(tree: ast.Module, name: str) -> tuple[dict[str, ast.FunctionDef],
         raise ToolSourceError(f"{name}_tool must be a single return of AgentTool(...)")
     if call.args or tuple(kw.arg for kw in call.keywords) != FACTORY_KEYWORDS:
         raise ToolSourceError(f"{name}_tool must call AgentTool with exactly the keywords {', '.join(FACTORY_KEYWORDS)}, in that order")
-    fields = dict(zip(FACTORY_KEYWORDS, (kw.value for kw in call.keywords)))
+    fields = dict(zip(FACTORY_KEYWORDS, (kw.value for kw in call.keywords), strict=True))
     for hook, (suffix, _params) in HOOKS.items():
         value = fields[suffix]
         wanted = f"{name}_{suffix}" if hook in functions else None

@@ -60,18 +60,18 @@ def get_time_execute(
     else:
         try:
             zone = zoneinfo.ZoneInfo(zone_name)
-        except zoneinfo.ZoneInfoNotFoundError:
+        except zoneinfo.ZoneInfoNotFoundError as exc:
             if not zoneinfo.available_timezones():
                 raise ToolError(
                     "No IANA time zone database is installed on this machine (install the 'tzdata' package); "
                     "call getTime without a timezone for local time"
-                )
+                ) from exc
             raise ToolError(
                 f"Time zone {zone_name!r} was not found in the IANA time zone database. "
                 "Use a name such as 'Asia/Tokyo', 'Europe/Paris' or 'America/New_York'"
-            )
-        except ValueError:
-            raise ToolError(f"Time zone {zone_name!r} is not a valid IANA time zone name (like 'Asia/Tokyo')")
+            ) from exc
+        except ValueError as exc:
+            raise ToolError(f"Time zone {zone_name!r} is not a valid IANA time zone name (like 'Asia/Tokyo')") from exc
         now = datetime.now(zone)
         label = f"Current time in {zone_name}"
     text = f"{label}: {now:%Y-%m-%d %H:%M:%S} {now.tzname() or ''} ({_utc_offset(now)})".replace("  ", " ")

@@ -122,7 +122,7 @@ def _to_float(value: Any) -> float:
 
 def _match_choice(value: Any, choices: list[Any], raw: list[Any]) -> Any:
     """The choice whose JSON value equals ``value`` (booleans never equal numbers, as in JSON Schema)."""
-    for choice, json_value in zip(choices, raw):
+    for choice, json_value in zip(choices, raw, strict=True):
         if json_value == value and isinstance(json_value, bool) == isinstance(value, bool):
             return choice
     raise ValueError(f"{value!r} is not one of {raw!r}")
@@ -250,7 +250,7 @@ def _tuple_codec(tp: Any, args: tuple[Any, ...], stack: tuple[Any, ...]) -> Code
         return Codec({"type": "array", "maxItems": 0}, lambda v: ())
     items = [_compile(a, stack) for a in args]
     schema = {"type": "array", "prefixItems": [c.schema for c in items], "items": False, "minItems": len(items)}
-    return Codec(schema, lambda v: tuple(c.decode(x) for c, x in zip(items, v)), all(c.hashable for c in items))
+    return Codec(schema, lambda v: tuple(c.decode(x) for c, x in zip(items, v, strict=True)), all(c.hashable for c in items))
 
 
 def _mapping_codec(tp: Any, args: tuple[Any, ...], stack: tuple[Any, ...]) -> Codec:
@@ -417,7 +417,7 @@ def to_json_value(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_json_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return {k: to_json_value(v) for k, v in value._asdict().items()}
+        return {k: to_json_value(v) for k, v in typing.cast(typing.NamedTuple, value)._asdict().items()}  # a tuple with _fields: a namedtuple
     if isinstance(value, abc.Mapping):
         return {_json_key(k): to_json_value(v) for k, v in value.items()}
     if isinstance(value, (set, frozenset)):

@@ -129,7 +129,7 @@ def _stateless(value: Any) -> bool:
     return (
         isinstance(reduced, tuple)
         and len(reduced) >= 2
-        and reduced[0] is copyreg.__newobj__
+        and reduced[0] is copyreg.__newobj__  # type: ignore[attr-defined]  # typeshed does not declare it; pickle's protocol 2+ reduces with it
         and reduced[1] == (type(value),)
         and all(part is None for part in reduced[2:])
     )

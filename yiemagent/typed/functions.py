@@ -121,7 +121,7 @@ def tool(
         raise ToolDefinitionError(
             f"tool name {tool_name!r} is not valid: use 1-64 letters, digits, '_' or '-' (what LLM APIs accept); pass name=..."
         )
-    if inspect.isasyncgenfunction(target) or inspect.isasyncgenfunction(getattr(target, "__call__", None)):
+    if inspect.isasyncgenfunction(target) or inspect.isasyncgenfunction(getattr(target, "__call__", None)):  # noqa: B004 - the kind of its __call__ method, not whether it is callable
         raise ToolDefinitionError(
             f"tool {tool_name!r}: {_callable_name(target)} is an async generator function; a tool returns one result "
             "(report progress with an on_partial_result parameter)"
