@@ -97,6 +97,7 @@ from .loop import (
 )
 from .errors import (
     AgentClosedError,
+    ContextOverflowError,
     EmptyHistoryError,
     LLMError,
     MessageFormatError,
@@ -195,6 +196,7 @@ __all__ = [
     "ApprovalMessage",
     "AssistantMessage",
     "BeforeToolCallContext",
+    "ContextOverflowError",
     "EmptyHistoryError",
     "ExecutedOutcome",
     "FAILED_RUN_STOP_REASONS",

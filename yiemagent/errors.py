@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 __all__ = [
     "AgentClosedError",
+    "ContextOverflowError",
     "EmptyHistoryError",
     "LLMError",
     "MessageFormatError",
@@ -115,3 +116,19 @@ class LLMError(YiemAgentError):
         self.retryable = retryable
         self.retry_after_ms = retry_after_ms
         self.url = url
+
+
+class ContextOverflowError(LLMError):
+    """The provider said the request is longer than the model's context window (docs/failures.md "The history outgrew the context").
+
+    Raised by the clients for the "too long" answers of OpenAI, Anthropic, llama.cpp,
+    vLLM, OpenRouter and Gemini, as an error status or inside a 200 stream; ``retryable``
+    is always False: the same request fails the same way until less is sent. A run ends
+    ``stop_reason "error"`` with an ``error_message`` that starts ``LLM call failed:
+    ContextOverflowError:`` and ``LLMCallEndEvent.error_type == "ContextOverflowError"``,
+    so a caller (or a compaction step) tells an overflow from any other failure.
+    """
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        fields["retryable"] = False  # asking again with the same request cannot help
+        super().__init__(message, **fields)

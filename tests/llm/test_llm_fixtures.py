@@ -120,7 +120,19 @@ REASONING_ECHO = {
 }
 # Anthropic server-tool replies; their tests are in test_llm_server_tools*.py (docs/streaming.md "Server tools").
 SERVER_TOOLS = {*server_tool_fixtures.STREAMS, *server_tool_fixtures.REPLIES, *server_tool_fixtures.REQUESTS, "anthropic-stream-tool-search-answer.jsonl"}
-KNOWN = {*SERVER_TOOLS, *CALL_KINDS, *REASONING_ECHO, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md"}
+# "Too long" answers; their tests are in test_llm_overflow.py (docs/failures.md "The history outgrew the context").
+OVERFLOW = {
+    "openai-error-400-context-length-exceeded.json",
+    "anthropic-error-400-prompt-too-long.json",
+    "anthropic-stream-error-prompt-too-long.sse",
+    "llamacpp-error-400-exceed-context.json",
+    "llamacpp-python-error-400-context-length.json",
+    "vllm-error-400-max-context.json",
+    "gemini-error-400-input-token-count.json",
+    "openrouter-stream-overflow-midstream.sse",
+}
+KNOWN = {*OVERFLOW, *SERVER_TOOLS, *CALL_KINDS, *REASONING_ECHO, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md",
+         "session-v1.db"}  # not wire data: an SQLite session of schema 1, read by tests/extras/test_session_rows.py
 
 
 def check(message: AssistantMessage, expected) -> None:

@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from yiemagent import (
+    ContextOverflowError,
     LLMCallEndEvent,
     LLMCallStartEvent,
     LLMDeltaEvent,
@@ -197,3 +198,14 @@ def test_a_streamed_answer_arrives_in_deltas_that_join_to_its_final_text(server)
     assert at == list(range(at[0], at[-1] + 1)), "nothing comes between the deltas of the one round"
     assert isinstance(events[at[0] - 1], LLMCallStartEvent) and isinstance(events[at[-1] + 1], LLMCallEndEvent)
     assert recorder.overlaps == 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_request_longer_than_the_context_is_a_context_overflow_error(server, stream):
+    """A history longer than the server's n_ctx (2048) is a ContextOverflowError from the real server, asked once (docs/failures.md)."""
+    formatted = {"messages": [{"role": "user", "content": "word " * 4000}]}
+    client = OpenAIClient(server, "smollm2", timeout=120, options={"max_tokens": 16, "stream": stream})
+    with pytest.raises(ContextOverflowError) as info:
+        client(formatted)
+    assert info.value.status == 400 and info.value.retryable is False
+    assert "context" in str(info.value)

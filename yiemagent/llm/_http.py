@@ -37,17 +37,18 @@ from urllib3.exceptions import HTTPError as URLLib3Error
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
-from ..errors import LLMError
+from ..errors import ContextOverflowError, LLMError
 from ..events import current_abort_signal
 from ._guard import ABORTED, DEADLINE, CallGuard, GuardedAdapter
 from .._log_masking import install_log_filter
 from .._secrets import Secrets
-from ._wire import RETRYABLE_STATUSES, ReplyError, error_code, loads_json, payload_error, server_message
+from ._wire import RETRYABLE_STATUSES, ReplyError, context_overflow, error_code, loads_json, payload_error, server_message
 
 __all__ = ["ERROR_BODY_BYTES", "Transport", "install_log_filter"]
 
 logger = logging.getLogger("yiemagent.llm")
 
+OVERFLOW_NOTE = "the request is longer than the model's context window; sending it again fails the same way (docs/failures.md)"
 ERROR_BODY_BYTES = 64 * 1024  # an error body is read up to this, then the connection is dropped
 READ_SIZE = 64 * 1024
 _T = TypeVar("_T")
@@ -156,10 +157,13 @@ class Transport:
         request.prepare(method="POST", url=url, headers=merged, data=data, cookies=session.cookies)
         return session.send(request, stream=True, timeout=timeout, allow_redirects=False, **self.environment(url))
 
-    def error(self, message: str, **kwargs: Any) -> LLMError:
-        """An ``LLMError`` whose message has every credential masked."""
+    def error(self, message: str, *, overflow: bool = False, **kwargs: Any) -> LLMError:
+        """An ``LLMError`` whose message has every credential masked; a ``ContextOverflowError`` when ``overflow``
+        (the server said the request is longer than the model's context: ``_wire.context_overflow``)."""
         if "url" in kwargs and kwargs["url"] is not None:
             kwargs["url"] = self.secrets.redact(kwargs["url"])
+        if overflow:
+            return ContextOverflowError(self.secrets.redact(f"{message} — {OVERFLOW_NOTE}"), **kwargs)
         return LLMError(self.secrets.redact(message), **kwargs)
 
     def call(self, url: str, body: dict[str, Any], headers: dict[str, str], read: Callable[[requests.Response, CallGuard], _T]) -> _T:
@@ -287,7 +291,7 @@ class Transport:
                 if _tripped(guard):
                     raise self._guard_error(guard, url) from exc
                 status = exc.status or response.status_code
-                raise self.error(f"{self.provider} reply from {url}: {exc}", status=status, retryable=exc.retryable, url=url) from exc
+                raise self.error(f"{self.provider} reply from {url}: {exc}", status=status, retryable=exc.retryable, url=url, overflow=exc.overflow) from exc
             except _READ_ERRORS as exc:
                 if _tripped(guard):
                     raise self._guard_error(guard, url) from exc
@@ -317,7 +321,8 @@ class Transport:
         except ValueError:
             body = None
         status = response.status_code
-        retryable = status in RETRYABLE_STATUSES and not (status == 429 and error_code(body) == "insufficient_quota")
+        overflow = context_overflow(status, body, text)
+        retryable = status in RETRYABLE_STATUSES and not overflow and not (status == 429 and error_code(body) == "insufficient_quota")
         retry_after_s = _LLMRetry().get_retry_after(response.raw) if response.raw is not None else None
         return self.error(
             f"{self.provider} API error {status} from {url}: {server_message(body, text)}",
@@ -325,6 +330,7 @@ class Transport:
             retryable=retryable,
             retry_after_ms=retry_after_s * 1000 if retry_after_s is not None else None,
             url=url,
+            overflow=overflow,
         )
 
     def json_body(self, response: requests.Response, limit: Optional[int] = None, limit_name: str = "max_event_bytes") -> Any:

@@ -8,6 +8,7 @@ with the server's words masked (see ``_secrets``).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any, Optional
 from urllib.parse import urlsplit, urlunsplit
@@ -20,6 +21,7 @@ __all__ = [
     "Emit",
     "ReplyError",
     "content_text",
+    "context_overflow",
     "error_code",
     "join_url",
     "loads_json",
@@ -42,6 +44,20 @@ _ERROR_TYPE_STATUS = {
     "rate_limit_exceeded": 429,
     "timeout": 408,
 }
+# The "request longer than the context" answers (docs/failures.md "The history outgrew the context"):
+# error codes, and the words of providers that send no such code (tests/fixtures/README.md "A request longer than the context").
+_OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})  # OpenAI, llama.cpp
+_OVERFLOW_WORDS = re.compile(
+    r"prompt is too long"  # Anthropic: "prompt is too long: 213462 tokens > 200000 maximum"
+    r"|exceeds the context window"  # OpenAI: "Your input exceeds the context window of this model"
+    r"|maximum context length is \d+"  # OpenAI, vLLM, OpenRouter: "This model's maximum context length is 8192 tokens"
+    r"|exceeds the available context size"  # llama.cpp
+    r"|input token count.{0,40} exceeds the maximum number of tokens"  # Gemini
+    r"|maximum prompt length is \d+"  # xAI: "This model's maximum prompt length is 131072 but the request contains 537812 tokens"
+    r"|too large for model with \d+ maximum context length"  # Mistral: "Prompt contains X tokens ... too large for model with Y maximum context length"
+    r"|context[_ ]length[_ ]exceeded",
+    re.IGNORECASE,
+)
 # A count beyond this is not a token count (no context holds 10**12 tokens).
 _MAX_TOKENS = 10**12
 _MAX_TOKEN_DIGITS = len(str(_MAX_TOKENS - 1))  # a count below _MAX_TOKENS has at most 12 digits
@@ -54,10 +70,11 @@ class ReplyError(ValueError):
     error stands for (a 200 body's own error code), when known.
     """
 
-    def __init__(self, message: str, *, retryable: bool = False, status: Optional[int] = None) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, status: Optional[int] = None, overflow: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
+        self.overflow = overflow  # the provider said the request is longer than the context (``context_overflow``)
 
 
 def join_url(base_url: str, path: str) -> str:
@@ -136,6 +153,25 @@ def error_code(body: Any) -> Optional[str]:
     return None
 
 
+def context_overflow(status: Optional[int], body: Any, text: str) -> bool:
+    """Whether an error answer says the request is longer than the model's context window.
+
+    The one recogniser of every client, for an error status and for an error inside a 200
+    body or stream alike: an error ``code`` or ``type`` that means it (OpenAI
+    ``context_length_exceeded``, llama.cpp ``exceed_context_size_error``), or the server's
+    words saying it (Anthropic, vLLM, OpenRouter, Gemini, which send no such code). Only a
+    4xx other than 429 (a rate limit counted in tokens is not an overflow), or an error
+    with no status, can be one; any other answer stays what it is.
+    """
+    if status is not None and not (400 <= status < 500 and status != 429):
+        return False
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        kinds = {body["error"].get("code"), body["error"].get("type")}
+        if any(isinstance(kind, str) and kind in _OVERFLOW_CODES for kind in kinds):
+            return True
+    return _OVERFLOW_WORDS.search(server_message(body, text)) is not None
+
+
 def payload_error(data: Any, *, forced: bool = False) -> Optional[ReplyError]:
     """The error a 200 body or stream event carries, if any; ``forced`` for an ``event: error``.
 
@@ -157,7 +193,8 @@ def payload_error(data: Any, *, forced: bool = False) -> Optional[ReplyError]:
         if status is None:
             status = _ERROR_TYPE_STATUS.get(str(error.get("type") or error.get("code") or ""))
     message = server_message(data, str(data)[:500])
-    return ReplyError(f"error reported after HTTP 200: {message}", retryable=status in RETRYABLE_STATUSES, status=status)
+    overflow = context_overflow(status, data, message)
+    return ReplyError(f"error reported after HTTP 200: {message}", retryable=status in RETRYABLE_STATUSES and not overflow, status=status, overflow=overflow)
 
 
 def content_text(content: Any, separator: str = "") -> str:

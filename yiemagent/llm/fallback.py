@@ -15,6 +15,12 @@ another model then would show two replies' fragments (the client's own retries s
 there too, docs/streaming.md). A ``BaseException`` that is not an ``Exception``
 (``KeyboardInterrupt``) is never caught.
 
+A ``ContextOverflowError`` (a 400 that says the request is longer than that model's context
+window) falls over: a window is one model's, and the next may have a larger one. When the
+last model asked overflowed too, the error raised is a ``ContextOverflowError`` naming every
+model's failure, so that a caller, or a compaction step, still tells it apart
+(docs/failures.md "The history outgrew the context").
+
 A reply that reports its own failure (``stop_reason == "error"``) counts as a failure
 worth falling over. The reply that answers says which model answered: its ``model`` is
 the answering model's (filled from the client's ``model`` attribute when the reply has
@@ -33,7 +39,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from .._failures import describe_error
-from ..errors import LLMError
+from ..errors import ContextOverflowError, LLMError
 from ..types import AssistantMessage, LLMUsage, add_usage
 from ..events import current_stream, stream_to
 
@@ -48,11 +54,14 @@ PROVIDER_STATUSES = frozenset({401, 403, 404, 408, 429})
 def falls_over(error: BaseException) -> bool:
     """Whether the next model is asked after ``error``: not a request's own 4xx, nor a ``BaseException`` such as ``KeyboardInterrupt``.
 
-    An ``LLMError`` falls over when it is retryable, a 5xx, or a provider's own 4xx; any
-    other ``Exception`` (a custom client's ``ConnectionResetError``, ``RuntimeError``) does.
+    An ``LLMError`` falls over when it is retryable, a 5xx, a provider's own 4xx, or a
+    ``ContextOverflowError`` (the next model's window may be larger); any other
+    ``Exception`` (a custom client's ``ConnectionResetError``, ``RuntimeError``) does.
     """
     if not isinstance(error, LLMError):
         return isinstance(error, Exception)
+    if isinstance(error, ContextOverflowError):
+        return True
     status = error.status
     if status is not None and 400 <= status < 500:
         return status in PROVIDER_STATUSES
@@ -150,7 +159,8 @@ class FallbackLLM:
     def _failed(self, failures: list[str], error: Exception) -> LLMError:
         if not isinstance(error, LLMError):  # a custom client's own exception: nothing says a retry would help
             return LLMError(_no_model_answered(failures))
-        return LLMError(
+        kind = ContextOverflowError if isinstance(error, ContextOverflowError) else LLMError  # the last failure's kind: an overflow stays one
+        return kind(
             _no_model_answered(failures),
             status=error.status,
             retryable=error.retryable,
