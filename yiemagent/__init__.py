@@ -27,6 +27,7 @@ Extras (from a clone: pip install -e '.[otel]'; README.md "Install"):
     mcp        yiemagent.mcp.MCPClient: an MCP server's tools, resources
     otel       yiemagent.otel.OTelSink: OpenTelemetry spans of every run
     postgres   PostgresSession: one conversation across many machines
+    celery     yiemagent.celery.TurnService: turns as Celery tasks
 
 The documentation is in the source tree (a clone), not in the wheel:
 README.md (install, examples), docs/api.md (every public name and its

@@ -1,20 +1,15 @@
 """Start conversations on the service and wait for every reply (docs/scale.md).
 
-Each conversation is a thread sending its turns one after the other (a turn is sent when
-the previous one has its reply); the conversations run at once. One line is printed per
-reply (``done N``), then a JSON summary of every result on the last line.
+Each conversation is a thread asking its turns one after the other (``TurnService.ask``:
+a turn is sent when the previous one has its reply, and sent again after
+``--resend-after`` seconds without one, as a task the broker lost is never answered);
+the conversations run at once. One line is printed per reply (``done N``), then a JSON
+summary of every result on the last line: ``results``, ``failures``, ``resent`` (the turns
+sent again, from the service's log), ``seconds``, ``turns_per_second``.
 
-A turn with no reply after ``--resend-after`` seconds is sent again, with the same task
-id: Redis hands a task to a worker by popping it from the queue, and a worker killed
-between that pop and its record of the task (kombu's ``unacked`` hash) takes the task
-with it, where no visibility timeout brings it back. The turn is safe to run twice
-(service.run_turn), so the client, which owns the question until it has the answer,
-sends it again (docs/scale.md, "A task the broker lost").
-
-A turn closed as failed (the model refused its question, or its retries were spent)
-raises ``service.RunFailedError`` naming the turn and the cause: it is listed in the
-summary's ``failures`` and the conversation goes on with its next turn, which no longer
-waits for it. Any other error (no reply within ``--timeout``) ends its conversation.
+A turn closed as failed raises ``RunFailedError`` naming the turn and the cause: it is
+listed in ``failures`` and the conversation goes on with its next turn. Any other error
+(no reply within ``--timeout``) ends its conversation.
 
     python client.py --conversations 50 --turns 3
 """
@@ -22,20 +17,32 @@ waits for it. Any other error (no reply within ``--timeout``) ends its conversat
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import logging
 import sys
 import threading
 import time
 import uuid
 
-import celery.exceptions
-
-from app import app, run_turn
-from service import RunFailedError
+from app import app, turns
+from yiemagent import RunFailedError
 
 
 def question(conversation: int, turn: int) -> str:
     return f"question {turn} of conversation {conversation}"
+
+
+class Resent(logging.Handler):
+    """The turn ids ``ask`` sent again, from its WARNING on ``yiemagent.celery``."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.turn_ids: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("turn %r of %r has no answer"):
+            self.turn_ids.append(record.args[0])  # list.append: atomic, no lock needed
 
 
 def main() -> int:
@@ -45,34 +52,20 @@ def main() -> int:
     parser.add_argument("--prefix", default=f"conv-{uuid.uuid4().hex[:8]}", help="conversation ids are PREFIX-N")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for one reply")
     parser.add_argument("--resend-after", type=float, default=60.0, help="seconds without a reply after which a turn is sent again (same task id)")
-    parser.add_argument("--poll", type=float, default=0.25, help="seconds between two looks for a reply (the result backend is a database: each look is a query)")
     args = parser.parse_args()
+    resent = Resent()
+    logging.getLogger("yiemagent.celery").addHandler(resent)
     app.backend.ResultSession().close()  # create the result tables once, before the threads ask for results
     results: list[dict] = []
     failures: list[str] = []
-    resent: list[str] = []
-    lock = threading.Lock()  # guards results, failures, resent and the printed lines
-
-    def answer(conversation_id: str, turn_id: str, text: str) -> dict:
-        """Send the turn and wait for its reply, sending it again after each ``resend_after`` without one, up to ``timeout``."""
-        deadline = time.monotonic() + args.timeout
-        while True:
-            pending = run_turn.apply_async((conversation_id, turn_id, text), task_id=turn_id)
-            wait = min(args.resend_after, deadline - time.monotonic())
-            try:
-                return pending.get(timeout=max(wait, 0.0), interval=args.poll)
-            except celery.exceptions.TimeoutError:
-                if time.monotonic() >= deadline:
-                    raise
-                with lock:
-                    resent.append(turn_id)
+    lock = threading.Lock()  # guards results, failures and the printed lines
 
     def converse(n: int) -> None:
         conversation_id = f"{args.prefix}-{n}"
         for turn in range(1, args.turns + 1):
             turn_id = f"{conversation_id}/turn-{turn}"
             try:
-                result = answer(conversation_id, turn_id, question(n, turn))
+                result = turns.ask(conversation_id, turn_id, question(n, turn), timeout=args.timeout, resend_after=args.resend_after)
             except Exception as exc:  # noqa: BLE001  reported in the summary
                 with lock:
                     failures.append(f"{turn_id}: {type(exc).__name__}: {exc}")
@@ -80,7 +73,7 @@ def main() -> int:
                     continue
                 return
             with lock:
-                results.append(result)
+                results.append(dataclasses.asdict(result))
                 print(f"done {len(results)}", flush=True)
 
     started = time.monotonic()
@@ -90,7 +83,8 @@ def main() -> int:
     for t in threads:
         t.join()
     took = time.monotonic() - started
-    print(json.dumps({"results": results, "failures": failures, "resent": resent, "seconds": took, "turns_per_second": len(results) / took}), flush=True)
+    summary = {"results": results, "failures": failures, "resent": resent.turn_ids, "seconds": took, "turns_per_second": len(results) / took}
+    print(json.dumps(summary), flush=True)
     return 1 if failures else 0
 
 

@@ -1,9 +1,10 @@
-"""examples/celery_service/service.py: each turn gets exactly one answer, its own, however often its task runs (docs/scale.md).
+"""yiemagent.celery's turn protocol: each turn gets exactly one answer, its own, however often its task runs (docs/scale.md).
 
 Against the test run's real PostgreSQL (tests/support/session_backends.py) and the example's fake
 OpenAI-compatible server on 127.0.0.1; a worker's crash is a real child process SIGKILLed
 inside a tool, or while the INSERT of its question waits on a table lock. Celery itself is
-not needed here: make test-scale runs the whole service.
+not needed here (tests/extras/test_turn_service.py runs TurnService on an in-process worker;
+make test-scale runs the whole service).
 """
 
 from __future__ import annotations
@@ -22,19 +23,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from session_backends import PostgresBackend, postgres_server  # noqa: F401  the server fixture
-from yiemagent import LLMError, OpenAIClient, PostgresSession, ToolResultMessage, UserMessage, tool
+from yiemagent import LLMError, OpenAIClient, PostgresSession, RunFailedError, ToolResultMessage, UserMessage, YiemAgent, tool
+from yiemagent.celery import _turns as service
+from yiemagent.celery._turns import text_of
 from yiemagent.history import LOST_RESULT_MESSAGE
 
-from helpers import ROOT, WAIT  # noqa: E402
-from scale_cluster import check_history  # noqa: E402
-
-EXAMPLE = ROOT / "examples" / "celery_service"
-sys.path.insert(0, str(EXAMPLE))
-
-import service  # noqa: E402
-from service import text_of  # noqa: E402
-from fake_llm import FakeLLM  # noqa: E402
-
+from helpers import WAIT  # noqa: E402
+from scale_cluster import check_history, fake_model  # noqa: E402  fake_model: the example's fake model (examples/celery_service/fake_llm.py)
 
 
 @tool
@@ -57,16 +52,23 @@ def pg(postgres_server):
 
 @pytest.fixture
 def fake():
-    server = FakeLLM()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with fake_model() as server:
+        yield server
 
 
-def turn(pg, fake, turn_id="c/1", text="q1", conversation="c", **kwargs):
-    kwargs.setdefault("llm_call", OpenAIClient(fake.url, "fake"))
-    return service.run_turn(pg.target, conversation, turn_id, text, tools=[lookup], **kwargs)
+def agent_of(llm_call):
+    """A ``make_agent`` for ``TurnService``: the model ``llm_call`` and the ``lookup`` tool, on the session given."""
+    return lambda session: YiemAgent(llm_call=llm_call, agent_event_sink=None, system_prompt="Call lookup first.", session=session, tools=[lookup])
+
+
+def turn(pg, fake, turn_id="c/1", text="q1", conversation="c", llm_call=None, **kwargs):
+    return service.run_turn(pg.target, conversation, turn_id, text, agent_of(llm_call or OpenAIClient(fake.url, "fake")), **kwargs)
+
+
+def cause(error: RunFailedError) -> str:
+    """The cause a failed turn's error gives: its reply's ``error_message`` (the turn, the conversation, why)."""
+    assert error.reply.stop_reason == "error"
+    return error.reply.error_message
 
 
 def failing(formatted):
@@ -129,16 +131,18 @@ def test_the_next_turn_goes_on_from_the_stored_conversation(pg, fake):
 
 WORKER = """
 import sys
-sys.path.insert(0, sys.argv[3])
-import service
-from yiemagent import OpenAIClient, tool
+from yiemagent import OpenAIClient, YiemAgent, tool
+from yiemagent.celery._turns import run_turn
 
 @tool
 def lookup(topic: str) -> str:
     \"\"\"Look up notes on a topic.\"\"\"
     return f"notes on {topic}"
 
-service.run_turn(sys.argv[1], "c", sys.argv[4], sys.argv[5], llm_call=OpenAIClient(sys.argv[2], "fake"), tools=[lookup])
+def make_agent(session):
+    return YiemAgent(llm_call=OpenAIClient(sys.argv[2], "fake"), agent_event_sink=None, session=session, tools=[lookup])
+
+run_turn(sys.argv[1], "c", sys.argv[3], sys.argv[4], make_agent)
 """
 
 
@@ -152,7 +156,7 @@ def kill_before_its_question_is_stored(pg, fake, turn_id: str, text: str) -> Non
     PostgresSession(pg.target, "c").close()  # the session tables exist before they are locked
     with psycopg.connect(pg.target) as blocker, psycopg.connect(pg.target, autocommit=True) as watch:
         blocker.execute("LOCK TABLE yiemagent_messages IN EXCLUSIVE MODE")
-        child = subprocess.Popen([sys.executable, "-c", WORKER, pg.target, fake.url, str(EXAMPLE), turn_id, text], stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen([sys.executable, "-c", WORKER, pg.target, fake.url, turn_id, text], stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + WAIT
             waiting = "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO yiemagent_messages%'"
@@ -197,9 +201,8 @@ def test_a_turn_cut_before_its_question_was_stored_is_restarted_after_another_tu
 
 CRASHING_WORKER = """
 import sys, threading
-sys.path.insert(0, sys.argv[3])
-import service
-from yiemagent import OpenAIClient, tool
+from yiemagent import OpenAIClient, YiemAgent, tool
+from yiemagent.celery._turns import run_turn
 
 @tool
 def lookup(topic: str) -> str:
@@ -207,13 +210,16 @@ def lookup(topic: str) -> str:
     print("inside the tool", flush=True)   # the parent SIGKILLs us here, mid-batch
     threading.Event().wait()
 
-service.run_turn(sys.argv[1], "c", "c/1", "q1", llm_call=OpenAIClient(sys.argv[2], "fake"), tools=[lookup])
+def make_agent(session):
+    return YiemAgent(llm_call=OpenAIClient(sys.argv[2], "fake"), agent_event_sink=None, session=session, tools=[lookup])
+
+run_turn(sys.argv[1], "c", "c/1", "q1", make_agent)
 """
 
 
 def test_a_turn_cut_by_a_killed_worker_is_completed_once(pg, fake):
     """SIGKILL inside the turn's tool; run again, the turn is "completed": the cut call gets an error result, one final answer, the question not sent twice."""
-    child = subprocess.Popen([sys.executable, "-c", CRASHING_WORKER, pg.target, fake.url, str(EXAMPLE)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", CRASHING_WORKER, pg.target, fake.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killer = threading.Timer(60, child.kill)
     killer.start()
     try:
@@ -315,13 +321,14 @@ def test_two_turns_of_one_conversation_sent_at_once_each_get_their_own_answer(pg
 def test_a_turn_the_model_refuses_fails_at_once_with_its_cause_and_the_next_turn_is_answered(pg, fake):
     """A 400 (not retryable) closes the turn as failed at its first run: RunFailedError names it and the cause, every run again says the same, the next turn is answered."""
     fake.refuse.add("q1")
-    with pytest.raises(service.RunFailedError) as first:
+    with pytest.raises(RunFailedError) as first:
         turn(pg, fake, "c/1", "q1", llm_call=client(fake))
-    assert str(first.value).startswith("turn 'c/1' of 'c' failed: the model refused it, not retryable: stop_reason 'error'") and "API error 400" in str(first.value)
+    assert cause(first.value).startswith("turn 'c/1' of 'c' failed: the model refused it, not retryable: stop_reason 'error'") and "API error 400" in cause(first.value)
+    assert str(first.value) == cause(first.value)  # the message is the cause, as Celery's result backend gives it back
     assert fake.failed == 1  # not retried, by the client or by a run
-    assert records(pg)["c/1"] == ("failed", str(first.value).split("failed: ", 1)[1])
+    assert records(pg)["c/1"] == ("failed", cause(first.value).split("failed: ", 1)[1])
     fake.refuse.clear()  # the model would answer now: the turn's outcome is given all the same
-    with pytest.raises(service.RunFailedError) as again:
+    with pytest.raises(RunFailedError) as again:
         turn(pg, fake, "c/1", "q1", last_attempt=True)
     assert str(again.value) == str(first.value) and fake.requests == 0
     second = turn(pg, fake, "c/2", "q2")
@@ -333,14 +340,14 @@ def test_a_turn_whose_last_attempt_fails_is_closed_as_failed_and_the_next_turn_g
     """503s: the turn's runs raise TurnFailed (retried) until its last attempt, which closes it as failed; a redelivery gets the same failure, the next turn its answer."""
     with pytest.raises(service.TurnFailed):
         turn(pg, fake, "c/1", "q1", llm_call=failing)
-    with pytest.raises(service.RunFailedError, match="^turn 'c/1' of 'c' failed: its last attempt failed: stop_reason 'error': LLM call failed: .*the model is down") as last:
+    with pytest.raises(RunFailedError, match="^turn 'c/1' of 'c' failed: its last attempt failed: stop_reason 'error': LLM call failed: .*the model is down") as last:
         turn(pg, fake, "c/1", "q1", llm_call=failing, last_attempt=True)
-    with pytest.raises(service.RunFailedError) as redelivered:
+    with pytest.raises(RunFailedError) as redelivered:
         turn(pg, fake, "c/1", "q1")
     assert str(redelivered.value) == str(last.value) and fake.requests == 0
     second = turn(pg, fake, "c/2", "q2")
     assert second["status"] == "new" and second["reply"] == answer("q2")
-    assert records(pg) == {"c/1": ("failed", str(last.value).split("failed: ", 1)[1]), "c/2": ("answered", None)}
+    assert records(pg) == {"c/1": ("failed", cause(last.value).split("failed: ", 1)[1]), "c/2": ("answered", None)}
     assert check_history(history(pg), ["q1", "q2"], failed={"q1"}) == [None, answer("q2")]
 
 
@@ -355,7 +362,7 @@ def test_a_later_turn_closes_the_turn_it_waits_for_when_that_turn_cannot_be_answ
         fake.fail["q1"] = 10**6  # 503 for ever on q1
     second = turn(pg, fake, "c/2", "q2", llm_call=client(fake), last_attempt=last_attempt)
     assert second["status"] == "new" and second["reply"] == answer("q2")
-    with pytest.raises(service.RunFailedError, match="^turn 'c/1' of 'c' failed: .*API error " + ("400" if refuse else "503")):
+    with pytest.raises(RunFailedError, match="^turn 'c/1' of 'c' failed: .*API error " + ("400" if refuse else "503")):
         turn(pg, fake, "c/1", "q1")
     assert check_history(history(pg), ["q1", "q2"], failed={"q1"}) == [None, answer("q2")]
 
@@ -369,7 +376,7 @@ def test_a_turn_refused_after_its_tool_ran_keeps_its_calls_answered_and_the_hist
             raise LLMError("HTTP 400: the request is too large", status=400)
         return model(formatted)
 
-    with pytest.raises(service.RunFailedError, match="the request is too large"):
+    with pytest.raises(RunFailedError, match="the request is too large"):
         turn(pg, fake, "c/1", "q1", llm_call=refuses_after_the_tool)
     assert [m.role for m in history(pg)] == ["user", "assistant", "tool"]
     assert turn(pg, fake, "c/2", "q2")["reply"] == answer("q2")
@@ -412,7 +419,7 @@ def test_each_turn_gets_exactly_one_outcome_its_own_and_none_waits_for_ever_behi
             fake.fail[f"q{poison[0]}"] = 10**6  # retryable, for ever: only a last attempt closes it
         elif poison is not None:
             fake.refuse.add(f"q{poison[0]}")  # not retryable: closed at once
-    outcomes: dict[int, str] = {}  # turn -> its answer, or the RunFailedError text
+    outcomes: dict[int, str] = {}  # turn -> its answer, or the cause its RunFailedError gives
 
     def run(number: int, model_up: bool, last: bool):
         """One run of the turn: its answer or its failure; every outcome seen for a turn is the same one, its own."""
@@ -422,8 +429,8 @@ def test_each_turn_gets_exactly_one_outcome_its_own_and_none_waits_for_ever_behi
         except service.TurnFailed:
             assert not last, "a last attempt gives the turn an outcome"
             return None
-        except service.RunFailedError as exc:
-            outcome = str(exc)
+        except RunFailedError as exc:
+            outcome = cause(exc)
             assert outcome.startswith(f"turn '{conversation}/{number}' of {conversation!r} failed: ")
         else:
             outcome = result["reply"]

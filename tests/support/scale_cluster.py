@@ -1,4 +1,4 @@
-"""The whole service of examples/celery_service on one machine: for make test-scale and bench/bench_scale.py.
+"""The whole service of examples/celery_service (on yiemagent.celery.TurnService) on one machine: for make test-scale and bench/bench_scale.py.
 
 PostgreSQL and Redis (tests/support/servers.py), the fake OpenAI-compatible server of the example
 in a thread of this process, and Celery worker processes (``--pool threads``), each in a
@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Collection, Optional
 
@@ -29,6 +31,18 @@ sys.path.insert(0, str(EXAMPLE))
 from fake_llm import FakeLLM  # noqa: E402
 
 READY_TIMEOUT = 90
+
+
+@contextmanager
+def fake_model() -> Iterator[FakeLLM]:
+    """The example's fake model, served by a thread of this process until the block ends."""
+    server = FakeLLM()
+    threading.Thread(target=server.serve_forever, name="fake-llm", daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def text_of(message) -> str:
@@ -140,7 +154,8 @@ class Cluster:
         self.dsn = self.postgres.url
         self.env = {
             **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(EXAMPLE), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            # the example, then this checkout's yiemagent (with yiemagent.celery), whatever the venv has installed
+            "PYTHONPATH": os.pathsep.join([str(EXAMPLE), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
             "YIEMAGENT_DSN": self.postgres.url,
             "CELERY_BROKER_URL": self.redis.url,
             "CELERY_RESULT_BACKEND": "db+" + self.postgres.url.replace("postgresql://", "postgresql+psycopg://", 1),

@@ -1,4 +1,4 @@
-"""One turn of a conversation, answered once however often it is run: what the Celery task calls (docs/scale.md).
+"""The turn protocol: one turn of a conversation, answered once however often it is run (docs/scale.md "The task").
 
 ``run_turn`` answers a user message in a conversation whose history lives in PostgreSQL
 (``PostgresSession``). A broker with late acknowledgement delivers a task again when the
@@ -38,8 +38,8 @@ waits for ever behind one that cannot be answered, and a run's status says what 
   calls answered with error results on load — to one final answer;
 * "restarted": the turn was recorded but its question never stored: it is sent now.
 
-A failed turn has no status: every run of it raises ``RunFailedError`` naming the turn and
-the cause, the same each time.
+A failed turn has no status: every run of it raises ``TurnClosedError`` (a
+``RunFailedError``) naming the turn and the cause, the same each time.
 
 Thread safety: ``run_turn`` may run in many threads and processes at once; each run has
 its own connections, and every write of a conversation's records and messages is made
@@ -49,30 +49,28 @@ while that run's agent holds the conversation.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import psycopg
 
 from yiemagent import (
-    AgentTool,
     AssistantMessage,
     LLMError,
     PostgresSession,
+    RunFailedError,
     TextContent,
-    ToolStore,
     UserMessage,
     YiemAgent,
     add_message,
     continue_agent,
     extract_tool_calls,
-    register_tool,
     shutdown,
     take_response,
 )
 from yiemagent.history._json import message_from_json
 
 TURNS_LOCK = (0x59454D41, -1)  # (yiemagent's advisory lock class, a key no session id gets): serialises the table's creation
-SYSTEM_PROMPT = "You answer questions. Call lookup for the facts first."
 STATUS_OF = {"answered": "stored", "asked": "completed", "unsent": "restarted", "failed": "failed"}  # a settled record's state -> the run's status
 _COLUMNS = "turn_id, state, question, after_row, question_row, answer_row, answer, error"
 
@@ -81,13 +79,22 @@ class TurnFailed(RuntimeError):
     """The agent's run for a turn ended without a stored final reply (an LLM error, say); running the task again completes the turn."""
 
 
-class RunFailedError(RuntimeError):
-    """The turn was closed as failed (docs/scale.md "The turn record"): no run of it will answer it; the message names the turn and the cause.
+class TurnClosedError(RunFailedError):
+    """The turn was closed as failed (docs/scale.md "The turn record"): no run of it will answer it.
 
-    The example's own: API.md "Scale as a library" names ``RunFailedError`` for ``ask``
-    once the retries are spent, which the library does not define yet. Not a
-    ``TurnFailed``, so Celery does not retry it.
+    A ``RunFailedError`` whose ``reply`` is an ``AssistantMessage`` with ``stop_reason``
+    "error" and the cause (the turn, the conversation, why) as its ``error_message``. Its
+    ``args``, and so its message, are that cause alone: Celery's result backend, which
+    stores an exception as its class and its ``args`` (JSON), rebuilds the same error in
+    the client. Not a ``TurnFailed``, so Celery does not retry it.
     """
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(AssistantMessage([], stop_reason="error", error_message=cause))
+        self.args = (cause,)
+
+    def __reduce__(self) -> Any:
+        return (type(self), self.args)
 
 
 class TurnRecordError(RuntimeError):
@@ -141,9 +148,9 @@ class Turn:
     answer: Optional[str]
     error: Optional[str] = None
 
-    def failure(self, conversation_id: str) -> RunFailedError:
+    def failure(self, conversation_id: str) -> TurnClosedError:
         """The error every run of a ``failed`` turn raises: the same text each time."""
-        return RunFailedError(f"turn {self.turn_id!r} of {conversation_id!r} failed: {self.error}")
+        return TurnClosedError(f"turn {self.turn_id!r} of {conversation_id!r} failed: {self.error}")
 
 
 class Turns:
@@ -230,7 +237,7 @@ class Model:
     the run's thread once ``take_response`` has handed it the run's response, after the call.
     """
 
-    def __init__(self, llm_call: Callable[[dict], AssistantMessage]) -> None:
+    def __init__(self, llm_call: Callable[[dict[str, Any]], AssistantMessage]) -> None:
         self.llm_call = llm_call
         self.failure: Optional[LLMError] = None
 
@@ -239,7 +246,7 @@ class Model:
             raise AttributeError(name)
         return getattr(self.llm_call, name)
 
-    def __call__(self, formatted: dict) -> AssistantMessage:
+    def __call__(self, formatted: dict[str, Any]) -> AssistantMessage:
         self.failure = None
         try:
             return self.llm_call(formatted)
@@ -262,7 +269,7 @@ def finish(agent: YiemAgent, turns: Turns, turn: Turn, reply_timeout: float, mod
     Raises:
         TurnFailed: the run ended without a final reply, or the reply was not stored; a new
             run may answer the turn.
-        RunFailedError: the turn was closed as failed now; no run will answer it.
+        TurnClosedError: the turn was closed as failed now; no run will answer it.
     """
     continue_agent(agent)
     reply = take_response(agent, timeout=reply_timeout)
@@ -284,14 +291,18 @@ def run_turn(
     conversation_id: str,
     turn_id: str,
     text: str,
+    make_agent: Callable[[PostgresSession], YiemAgent],
     *,
-    llm_call: Callable[[dict], AssistantMessage],
-    tools: list[AgentTool],
     hold_timeout: float = 60.0,
     reply_timeout: float = 120.0,
     last_attempt: bool = False,
 ) -> dict[str, Any]:
     """Answer ``text`` as turn ``turn_id`` of ``conversation_id``, once, however often it is run.
+
+    ``make_agent(session)`` builds the turn's agent on ``PostgresSession(dsn,
+    conversation_id, hold_timeout=hold_timeout)`` (its model, tools and prompt are the
+    caller's); its ``llm_call`` is wrapped (``Model``) to tell a refusal from a failure a
+    retry may mend, and it is shut down when the run ends.
 
     Returns ``{"conversation_id", "turn_id", "reply", "status"}``; status is "new",
     "stored", "completed" or "restarted" (the module's docstring says when). The reply is
@@ -306,20 +317,21 @@ def run_turn(
         TurnFailed: the run ended without a final reply, this turn's or that of the
             conversation's open turn, which is answered first; nothing of it is lost, and a
             new run of the task completes the turn.
-        RunFailedError: this turn is closed as failed (now: the model refused it, or this
+        TurnClosedError: this turn is closed as failed (now: the model refused it, or this
             was its last attempt; or by an earlier run): the same error at every run of it.
         ValueError: ``turn_id`` was recorded with another question.
+        TypeError: ``make_agent`` returned something else than a ``YiemAgent`` on the session.
         TurnRecordError: the history does not hold what the records say.
         psycopg.Error: the database could not be reached.
     """
-    store = ToolStore(conversation_id)
-    for tool in tools:
-        register_tool(store, tool)
     with PostgresSession(dsn, conversation_id, hold_timeout=hold_timeout) as session:
-        # YiemAgent takes the session's hold (waiting up to hold_timeout) and gives it back at shutdown (decision 17)
-        model = Model(llm_call)  # tells a failure no retry mends from one a retry may
-        agent = YiemAgent(llm_call=model, agent_event_sink=None, system_prompt=SYSTEM_PROMPT, session=session, tool_store=store, builtin_tools=False)
+        # the agent takes the session's hold (waiting up to hold_timeout) and gives it back at shutdown (decision 17)
+        agent = make_agent(session)
         try:
+            if not isinstance(agent, YiemAgent) or agent.session is not session:
+                raise TypeError(f"make_agent(session) must return a YiemAgent built on that session, not {type(agent).__name__}")
+            model = Model(agent.llm_call)  # tells a failure no retry mends from one a retry may
+            agent.llm_call = model
             with psycopg.connect(dsn, autocommit=True) as conn:
                 turns = Turns(conn, conversation_id)
                 own = turns.get(turn_id)
@@ -332,20 +344,22 @@ def run_turn(
                         if waiting.state == "asked" and waiting.turn_id != turn_id:  # its question is in the history: answered first
                             try:
                                 finish(agent, turns, waiting, reply_timeout, model, last_attempt)
-                            except RunFailedError:  # closed as failed: its own task's runs say so; this turn goes on
+                            except TurnClosedError:  # closed as failed: its own task's runs say so; this turn goes on
                                 pass
                             except TurnFailed as exc:
                                 raise TurnFailed(f"turn {turn_id!r} is asked after turn {waiting.turn_id!r}, which has no answer yet: {exc}") from exc
                     own = turns.get(turn_id)
                 status = "new" if own is None else STATUS_OF[own.state]
-                if status == "failed":
-                    raise own.failure(conversation_id)  # type: ignore[union-attr]
-                if status in ("new", "restarted"):
+                if own is not None and status == "failed":
+                    raise own.failure(conversation_id)
+                if own is None or status == "restarted":
                     turns.claim(turn_id, text)
                     add_message(agent, UserMessage([TextContent(text)]))  # stored when it returns
-                    own = turns.settle(turns.get(turn_id))  # type: ignore[arg-type]  now "asked"
-                assert own is not None
+                    claimed = turns.get(turn_id)
+                    assert claimed is not None
+                    own = turns.settle(claimed)  # now "asked"
                 reply = own.answer if status == "stored" else finish(agent, turns, own, reply_timeout, model, last_attempt)
                 return {"conversation_id": conversation_id, "turn_id": turn_id, "reply": reply, "status": status}
         finally:
-            shutdown(agent, timeout=reply_timeout)
+            if isinstance(agent, YiemAgent):
+                shutdown(agent, timeout=reply_timeout)
