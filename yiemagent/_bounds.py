@@ -233,6 +233,8 @@ def plain(value: Any, depth: int = 4) -> Any:
     """
     if depth < 0 or not isinstance(value, (dict, list)):
         return value
+    if _only_plain(value, depth):  # the common case: nothing to copy, one walk
+        return value
     if isinstance(value, dict):
         pairs = list(dict.items(value))
         out = {k: plain(v, depth - 1) for k, v in pairs}
@@ -240,6 +242,16 @@ def plain(value: Any, depth: int = 4) -> Any:
     items = list(list.__iter__(value))
     copied = [plain(v, depth - 1) for v in items]
     return value if type(value) is list and all(a is b for a, b in zip(copied, items, strict=True)) else copied
+
+
+def _only_plain(value: Any, depth: int) -> bool:
+    """True when ``value`` holds no dict or list subclass ``depth`` levels deep (``plain`` would return it as it is)."""
+    kind = type(value)
+    if kind is dict:
+        return depth <= 0 or all(_only_plain(v, depth - 1) for v in value.values())
+    if kind is list:
+        return depth <= 0 or all(_only_plain(v, depth - 1) for v in value)
+    return not isinstance(value, (dict, list))
 
 
 def preview(value: Any, depth: int = 6, width: int = 200) -> Any:
@@ -285,6 +297,33 @@ def _check_text(text: str, path: str, what: str) -> None:
         raise NotJSONError(f"{_where(path)} holds {what}a lone surrogate ({code}) at position {match.start()}, which UTF-8 cannot encode")
 
 
+def _plainly_json(value: Any, room: int) -> bool:
+    """True when ``json_safe`` would return ``value`` itself: plain dicts and lists within ``room`` levels, str keys,
+    and only clean strings, short ints, finite floats, bools and None. False says nothing: ``json_safe`` looks again."""
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or _SURROGATE.search(value) is None
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return bool(value.bit_length() <= _SHORT_INT_BITS)
+    if kind is float:
+        return math.isfinite(value)
+    if room <= 0:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or _SURROGATE.search(key) is None) or not _plainly_json(item, room - 1):
+                return False
+        return True
+    if kind is list:
+        for item in value:
+            if not _plainly_json(item, room - 1):
+                return False
+        return True
+    return False
+
+
 def json_safe(value: Any, *, max_depth: int = MAX_DEPTH, strict_text: bool = False, _path: str = "", _depth: int = 0) -> Any:
     """``value`` as strict JSON: tuples become lists, strings lose lone surrogates.
 
@@ -316,6 +355,8 @@ def json_safe(value: Any, *, max_depth: int = MAX_DEPTH, strict_text: bool = Fal
         return clean_str(value)
     if isinstance(value, UnreadableNumber):
         raise NotJSONError(f"{_where(_path)} is {value.reason}")
+    if _depth == 0 and _plainly_json(value, max_depth):  # the common case: one walk, no path built
+        return value
     if _depth >= max_depth:
         raise NotJSONError(f"{_where(_path)} is nested deeper than {max_depth} levels")
     if isinstance(value, dict):

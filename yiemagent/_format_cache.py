@@ -116,6 +116,11 @@ class FrozenList(list[Any]):
         return (list, (list(self),))
 
 
+_set_item = dict.__setitem__  # fills a read-only dict while freeze makes it, before anyone holds it
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+"""Values ``freeze`` keeps as they are (exact types: a subclass of dict or list is looked at)."""
+
+
 def freeze(value: Any, kinds: tuple[type[FrozenDict], type[FrozenList]] = (FrozenDict, FrozenList)) -> Any:
     """A read-only deep copy of a JSON-like value: dicts and lists inside tuples too.
 
@@ -123,10 +128,16 @@ def freeze(value: Any, kinds: tuple[type[FrozenDict], type[FrozenList]] = (Froze
     (``==``) and serialises to the same JSON. ``kinds``: the read-only dict and list classes
     to make (a subclass says why in its own words: ``types.py`` ReadOnlyDict, ReadOnlyList for ``RunContext.messages``).
     """
-    if isinstance(value, dict):
-        return kinds[0]({k: freeze(v, kinds) for k, v in value.items()})
+    if type(value) is dict:  # copied in C, then each container inside replaced by its frozen copy
+        frozen = kinds[0](value)
+        for k, v in value.items():
+            if type(v) not in _LEAVES:  # a str, number, bool or None (most values) is kept as it is
+                _set_item(frozen, k, freeze(v, kinds))
+        return frozen
+    if isinstance(value, dict):  # a subclass: read through its own items()
+        return kinds[0]({k: v if type(v) in _LEAVES else freeze(v, kinds) for k, v in value.items()})
     if isinstance(value, list):
-        return kinds[1]([freeze(v, kinds) for v in value])
+        return kinds[1]([v if type(v) in _LEAVES else freeze(v, kinds) for v in value])
     if isinstance(value, tuple):
         return tuple(freeze(v, kinds) for v in value)
     return value
@@ -268,14 +279,19 @@ class _MessageCache:
     ``pickle``) starts with an empty cache; ``copy.copy`` shares it, which is right since
     the copy holds the very same field objects.
 
-    Thread safety: any thread may read or set ``wire`` (one attribute store, atomic); two
-    threads that fill it at once compute equal values.
+    ``calls`` is what ``extract_tool_calls`` read from an assistant message (its arguments
+    parsed once: ``normalize_reply`` reads them, the formatter, approvals and tracing reuse
+    them; docs/performance.md "W1"), None until first read.
+
+    Thread safety: any thread may read or set ``wire`` or ``calls`` (one attribute store,
+    atomic); two threads that fill one at once compute equal values.
     """
 
-    __slots__ = ("wire",)
+    __slots__ = ("wire", "calls")
 
     def __init__(self) -> None:
         self.wire: Any = None
+        self.calls: Optional[tuple[Any, ...]] = None  # extraction.extract_tool_calls's calls of the message, once read
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "_MessageCache":
         return _MessageCache()
@@ -307,6 +323,19 @@ def _cache_of(msg: Message) -> Optional[_MessageCache]:
         except AttributeError:  # an entry with no __dict__ (no AgentMessage: those all have one): not cached
             return None
     return cache
+
+
+def cached_calls(msg: Any) -> Optional[tuple[Any, ...]]:
+    """The tool calls ``extract_tool_calls`` read from ``msg`` before, or None (docs/performance.md "W1")."""
+    cache = getattr(msg, _CACHE_ATTR, None)
+    return cache.calls if cache is not None else None
+
+
+def remember_calls(msg: Any, calls: tuple[Any, ...]) -> None:
+    """Keep ``extract_tool_calls``'s calls of ``msg`` with it (a message is a frozen value: they cannot go stale)."""
+    cache = _cache_of(msg)
+    if cache is not None:
+        cache.calls = calls
 
 
 def _wire_of(msg: Message, convert: Callable[[Message], Optional[dict[str, Any]]]) -> dict[str, Any]:

@@ -159,7 +159,8 @@ def _execute_and_finalize(
         finalized = FinalizedOutcome(
             prep.tool_call, create_error_tool_result(f"Internal error running tool {prep.tool.name!r}: {describe_error(exc)}"), True
         )
-    emit(ToolExecEndEvent(prep.tool_call.id, prep.tool_call.name, finalized.result, finalized.is_error))
+    if emit.listened:  # nothing is built for a sink nobody set (EventEmitter.listened)
+        emit(ToolExecEndEvent(prep.tool_call.id, prep.tool_call.name, finalized.result, finalized.is_error))
     return finalized
 
 
@@ -187,7 +188,8 @@ def _start_and_prepare(
     ``allowance`` (the run's ``max_tool_calls``, decision 20): a call past it is answered
     with an error naming the limit before PREPARE; a call that passes PREPARE counts.
     """
-    emit(ToolExecStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
+    if emit.listened:
+        emit(ToolExecStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
     if _aborted(signal):
         prep: PreparedToolCall | ImmediateOutcome | PendingApproval = ImmediateOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
     elif allowance is not None and not allowance.admits(tool_call):

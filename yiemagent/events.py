@@ -304,6 +304,15 @@ class EventEmitter:
             for tap in taps:
                 tap(event)
 
+    @property
+    def listened(self) -> bool:
+        """Whether an event emitted now would reach anyone (a sink or a tap): else the caller need not build it.
+
+        A caller that skips an event when this is False changes nothing anyone sees: the
+        emitter would have dropped it (docs/performance.md "W1": tracing not in play costs nothing).
+        """
+        return self.sink is not None or bool(self._taps)
+
     def tap(self, fn: Callable[[Any], None]) -> Callable[[], None]:
         """Call ``fn(event)`` for every event from now on, after the sink; returns the function that stops it."""
         with self._taps_lock:
@@ -487,12 +496,27 @@ class DeltaRelay:
             self._open = False
 
 
-@contextmanager
-def relay_deltas(emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> Iterator[DeltaRelay]:
-    """Around one ``llm_call``: its deltas reach ``emit`` until the block ends; the client sees ``signal``."""
-    relay = DeltaRelay(emit, run_id, round, signal)
-    try:
-        with stream_to(relay, signal):
-            yield relay
-    finally:
-        relay.close()
+class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit, run_id, round, signal):``
+    """Around one ``llm_call``: its deltas reach ``emit`` until the block ends; the client sees ``signal``.
+
+    ``stream_to(relay, signal)`` and closing the relay after, as a class rather than a
+    generator: it is entered once per LLM round (docs/performance.md "W1").
+    """
+
+    __slots__ = ("_relay", "_token")
+
+    def __init__(self, emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> None:
+        self._relay = DeltaRelay(emit, run_id, round, signal)
+        self._token: Optional[contextvars.Token[Optional[StreamTarget]]] = None
+
+    def __enter__(self) -> DeltaRelay:
+        relay = self._relay
+        self._token = _target.set(StreamTarget(relay, relay._signal))
+        return relay
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            if self._token is not None:
+                _target.reset(self._token)
+        finally:
+            self._relay.close()

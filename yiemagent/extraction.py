@@ -35,6 +35,7 @@ import logging
 from typing import Any, Optional
 
 from ._bounds import MAX_ARGUMENTS_DEPTH, JSONTooDeepError, NotJSONError, cap_text, clean_str, json_safe, loads_json, short_repr
+from ._format_cache import cached_calls, remember_calls
 from .types import AgentToolCall, AssistantMessage
 
 __all__ = ["arguments_json", "extract_tool_calls", "parse_tool_arguments"]
@@ -102,6 +103,9 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
         return {}, f"{exc}. Send the arguments as one JSON object of plain JSON values"
 
 
+_ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
 def arguments_json(arguments: Any) -> str:
     """Arguments as the JSON text that goes back to a server (decision 9); ``"{}"`` for what cannot.
 
@@ -109,7 +113,7 @@ def arguments_json(arguments: Any) -> str:
     cannot (a caller's own dict holding NaN) goes back as ``"{}"`` rather than raise.
     """
     try:
-        return json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+        return _ARGUMENTS_ENCODER.encode(arguments)  # json.dumps(arguments, ensure_ascii=False, allow_nan=False), built once
     except (TypeError, ValueError, RecursionError):
         logger.warning("tool-call arguments that are not strict JSON were sent back as {}: %s", short_repr(arguments))
         return "{}"
@@ -196,7 +200,15 @@ def extract_tool_calls(response: AssistantMessage) -> tuple[bool, list[AgentTool
     skipped; an entry of a ``tool_calls`` list that is not an object is skipped with a
     warning, since it has no id to answer. Ids are unique within the reply (a repeat
     is renamed, see the module docstring).
+
+    A message is a frozen value, so its calls are read once and kept with it (the
+    formatting cache's slot, ``_format_cache.remember_calls``): a reply's arguments are
+    parsed by ``normalize_reply`` and never again (docs/performance.md "W1"). The list
+    returned is the caller's own.
     """
+    known = cached_calls(response)
+    if known is not None:  # read before (normalize_reply reads every reply): each argument is parsed once
+        return bool(known), list(known), response
     calls: list[AgentToolCall] = []
     position = 0
     for block in response.content:
@@ -218,4 +230,5 @@ def extract_tool_calls(response: AssistantMessage) -> tuple[bool, list[AgentTool
             calls.append(_to_tool_call(response, position, block))
             position += 1
     calls = _unique_ids(calls)
+    remember_calls(response, tuple(calls))
     return bool(calls), calls, response

@@ -25,11 +25,12 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, TypeGuard
 
 from ._bounds import NotJSONError, clean_str, json_safe, plain, short_repr
 from .errors import MessageFormatError
-from .extraction import extract_tool_calls
+from ._format_cache import remember_calls
+from .extraction import MAX_ID_CHARS, MAX_NAME_CHARS, extract_tool_calls, parse_tool_arguments
 from .types import (
     AgentMessage,
     AgentToolCall,
@@ -198,8 +199,74 @@ def _plain_json(block: dict[str, Any]) -> bool:
 def normalize_reply(reply: Any) -> CheckedReply:
     """Check an ``llm_call``'s return value before it enters the history (decision 15).
 
-    Never raises. See the module docstring for what is fixed and what is refused.
+    Never raises. See the module docstring for what is fixed and what is refused. A reply
+    of the form servers send (``_plain_reply``: clean text blocks and canonical tool calls
+    whose arguments are JSON text) is read in one pass; anything else is read block by
+    block (``_checked_reply``). Both give the same message and calls (a hypothesis
+    differential test, tests/extras/test_round_cost.py).
     """
+    checked = _plain_reply(reply)
+    return checked if checked is not None else _checked_reply(reply)
+
+
+def _clean_text(value: Any) -> TypeGuard[str]:
+    return type(value) is str and (value.isascii() or clean_str(value) is value)
+
+
+def _plain_reply(reply: Any) -> Optional[CheckedReply]:
+    """The check of a reply that needs no change, in one pass: its calls, each argument parsed once; None for any other reply.
+
+    Such a reply: an ``AssistantMessage`` whose text fields are clean str or None, whose
+    usage is an ``LLMUsage`` or None, whose content is a list of ``TextContent`` with a
+    clean str and no citations, and of ``{"type": "tool_calls", "tool_calls": [...]}``
+    blocks of ``{"id", "type": "function", "function": {"name", "arguments"}}`` entries
+    with clean ids (unique, at most ``MAX_ID_CHARS``) and names (at most
+    ``MAX_NAME_CHARS``), their arguments JSON text that ``parse_tool_arguments`` reads
+    without a problem. ``_checked_reply`` keeps such a reply as it is and extracts these
+    very calls.
+    """
+    if type(reply) is not AssistantMessage:
+        return None
+    content = reply.content
+    if type(content) is not list or not isinstance(reply.timestamp, datetime) or not (reply.usage is None or isinstance(reply.usage, LLMUsage)):
+        return None
+    for name in _OPTIONAL_TEXT_FIELDS:
+        value = getattr(reply, name)
+        if value is not None and not _clean_text(value):
+            return None
+    calls: list[AgentToolCall] = []
+    ids: set[str] = set()
+    for block in content:
+        kind = type(block)
+        if kind is TextContent:
+            if block.citations is not None or not _clean_text(block.text):
+                return None
+            continue
+        if kind is not dict or len(block) != 2 or block.get("type") != "tool_calls":
+            return None
+        entries = block.get("tool_calls")
+        if type(entries) is not list:
+            return None
+        for entry in entries:
+            function = entry.get("function") if type(entry) is dict and len(entry) == 3 and entry.get("type") == "function" else None
+            if type(function) is not dict or len(function) != 2:
+                return None
+            call_id, call_name, raw = entry.get("id"), function.get("name"), function.get("arguments")
+            if not (_clean_text(call_id) and 0 < len(call_id) <= MAX_ID_CHARS and call_id not in ids):
+                return None
+            if not (_clean_text(call_name) and len(call_name) <= MAX_NAME_CHARS) or type(raw) is not str:
+                return None
+            arguments, problem = parse_tool_arguments(raw)
+            if problem is not None:
+                return None
+            ids.add(call_id)
+            calls.append(AgentToolCall(call_id, call_name, arguments, "function", None))
+    remember_calls(reply, tuple(calls))  # formatting, approvals and tracing read them from here (extraction.py)
+    return CheckedReply(reply, calls, None)
+
+
+def _checked_reply(reply: Any) -> CheckedReply:
+    """``normalize_reply`` for any reply: each block read, fixed or replaced, the tool calls made canonical."""
     if not isinstance(reply, AssistantMessage):
         return CheckedReply(None, [], f"llm_call returned {type(reply).__name__}; expected an AssistantMessage")
     changes: dict[str, Any] = {}

@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Optional
 
@@ -23,8 +23,10 @@ from jsonschema.protocols import Validator
 from ._threads import wait_on_daemon
 from ._failures import ABORTED_MESSAGE, create_error_tool_result, describe_error, user_code_errors
 from ._bounds import cap_text, json_copy, preview, short_repr
+from ._fast_schema import compile_fast_check
 from .errors import ToolArgumentsError
-from .events import EventEmitter, SubAgentEvent, ToolExecUpdateEvent, as_emitter
+from ._sub_runs import collector as sub_run_collector
+from .events import AgentRunEndEvent, EventEmitter, SubAgentEvent, ToolExecUpdateEvent, as_emitter
 from .types import (
     AbortSignal,
     AfterToolCallContext,
@@ -69,28 +71,36 @@ _AFTER_HOOK_KEYS = ("content", "details", "usage", "terminate", "is_error")
 # is compiled once, not on every call.
 
 _CACHE_SIZE = 1024
-# id(schema) -> (schema, validator). The schema itself is kept so that its id cannot be
-# reused by another object while the entry lives; the identity check below makes a
+# id(schema) -> (schema, validator, fast check or None). The schema itself is kept so that its id
+# cannot be reused by another object while the entry lives; the identity check below makes a
 # stale id harmless anyway.
-_cache: OrderedDict[int, tuple[Any, Validator]] = OrderedDict()
+_cache: OrderedDict[int, tuple[Any, Validator, Optional[Callable[[Any], bool]]]] = OrderedDict()
 _cache_lock = threading.Lock()  # guards _cache
 
 
-def compiled_validator(schema: dict[str, Any]) -> Validator:
-    """The cached jsonschema validator for this schema object."""
+def _compiled(schema: dict[str, Any]) -> tuple[Any, Validator, Optional[Callable[[Any], bool]]]:
+    """The cache entry of this schema object: compiled once, the jsonschema validator beside its fast check."""
     key = id(schema)
     with _cache_lock:
         entry = _cache.get(key)
         if entry is not None and entry[0] is schema:
             _cache.move_to_end(key)
-            return entry[1]
+            return entry
     validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     validator = validator_class(schema)
+    # _fast_schema.py: jsonschema's verdict for the common shapes of schema, in a few checks (draft 2020-12 only)
+    fast = compile_fast_check(schema) if validator_class is jsonschema.Draft202012Validator else None
+    entry = (schema, validator, fast)
     with _cache_lock:
-        _cache[key] = (schema, validator)
+        _cache[key] = entry
         if len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
-    return validator
+    return entry
+
+
+def compiled_validator(schema: dict[str, Any]) -> Validator:
+    """The cached jsonschema validator for this schema object."""
+    return _compiled(schema)[1]
 
 
 def _field_of(error: jsonschema.ValidationError) -> str:
@@ -115,7 +125,10 @@ def validate_required_args(args: Any, input_schema: dict[str, Any]) -> Optional[
     were received, e.g. ``city: 'city' is a required property. Received arguments:
     {}``.
     """
-    validator = compiled_validator(input_schema)
+    _, validator, fast = _compiled(input_schema)
+    # valid arguments (the common case) cost one check; jsonschema lists the errors only when there are some
+    if fast(args) if fast is not None else validator.is_valid(args):
+        return None
     problems = sorted((_field_of(e), e.message) for e in validator.iter_errors(args))
     if not problems:
         return None
@@ -284,7 +297,9 @@ class _PartialResultReporter:
     """The ``on_partial_result`` callback given to one ``execute`` (spec §13 toolExecUpdateEvent).
 
     A ``SubAgentEvent`` of this call (an ``agent_tool``'s sub-run) is emitted as it is, not
-    wrapped in an update event. After ``close()`` — called as soon as ``execute`` has returned, raised or timed out —
+    wrapped in an update event; the usage in its ``AgentRunEndEvent`` goes to the run's
+    collector (``_sub_runs.py``). Only this call's own sub-run counts: a sub-agent's
+    sub-agent is already in its parent's sum, and reaches here wrapped once more. After ``close()`` — called as soon as ``execute`` has returned, raised or timed out —
     partial results are dropped (decision 8), so no update can follow the call's end event.
 
     It returns whether the report was emitted: an ``agent_tool`` whose sub-run ends after its
@@ -296,13 +311,14 @@ class _PartialResultReporter:
     dropped.
     """
 
-    __slots__ = ("_emit", "_prep", "_lock", "_open")
+    __slots__ = ("_emit", "_prep", "_lock", "_open", "_sub_runs")
 
     def __init__(self, emit: EventEmitter, prep: PreparedToolCall) -> None:
         self._emit = emit
         self._prep = prep
         self._lock = threading.Lock()  # guards _open
         self._open = True
+        self._sub_runs = sub_run_collector()  # the run this call belongs to (made in its batch, in the run's context)
 
     def __call__(self, partial_result: Any = None) -> bool:
         """Emit ``partial_result``; True when it was emitted, False when dropped (the call has ended)."""
@@ -313,6 +329,8 @@ class _PartialResultReporter:
             call = self._prep.tool_call
             if isinstance(partial_result, SubAgentEvent) and partial_result.tool_call_id == call.id:
                 self._emit(partial_result)  # a sub-agent's event reaches the sink as it is (tools/agent_tool.py)
+                if isinstance(partial_result.event, AgentRunEndEvent) and self._sub_runs is not None:
+                    self._sub_runs(partial_result.event.usage)  # the sub-run's usage joins its parent run's (_sub_runs.py)
                 return True
             self._emit(ToolExecUpdateEvent(call.id, call.name, self._prep.args, partial_result))
             return True

@@ -12,7 +12,6 @@ and a run reaches its agent only through ``RunHost``.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
@@ -22,7 +21,7 @@ from typing import Any, Optional, Protocol
 
 from .approvals import answer_deferred_aborted, awaiting_response, deferral_steps, start_of_run, superseding_results
 from .batch import ToolCallAllowance, answer_tool_calls_with_error, execute_tool_calls_within, terminated_response
-from .events import AgentRunEndEvent, AgentRunStartEvent, EventEmitter, LLMCallEndEvent, LLMCallStartEvent, SubAgentEvent
+from .events import AgentRunEndEvent, AgentRunStartEvent, EventEmitter, LLMCallEndEvent, LLMCallStartEvent
 from .extraction import extract_tool_calls
 from .formatting import openai_to_user_message
 from .types import (
@@ -32,6 +31,7 @@ from .types import (
     AgentMessage,
     AgentState,
     AgentToolCall,
+    AgentToolCallBatch,
     ApprovalMessage,
     AssistantMessage,
     LLMUsage,
@@ -41,13 +41,15 @@ from .types import (
     ToolResultMessage,
     UsageLimits,
     add_usage,
-    run_context,
+    enter_run_context,
+    leave_run_context,
 )
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
 from ._failures import describe_error, user_code_errors
 from .errors import AgentClosedError
 from .events import relay_deltas
 from .history.sessions import Session, release_session
+from ._sub_runs import add_sub_run_usage, collecting, stop_collecting
 from .tokens import count_tokens
 from .typed.output import OutputSpec, offered_tools, output_invalid_response
 
@@ -153,13 +155,10 @@ class Run:
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
     tool_calls: int = 0  # tool calls let through max_tool_calls (batch.ToolCallAllowance: run, or deferred for approval)
     invalid_answers: int = 0  # beyond the spec: typed answers that failed their check (typed/output.py)
-    # sub-runs that ended after their agent_tool call did (a timeout): see add_late_sub_run_usage
+    # the usage of its agent_tool calls' sub-runs, not yet folded into usage (_sub_runs.py; add_late_sub_run_usage)
     late_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # guards late, ended
     late: list[LLMUsage] = field(default_factory=list, repr=False, compare=False)
     ended: bool = False  # the run's usage is final: later sub-run usage goes to the agent's total
-
-
-_late_usage: contextvars.ContextVar[Optional[Callable[[LLMUsage], None]]] = contextvars.ContextVar("yiemagent_late_sub_run_usage", default=None)
 
 
 def add_late_sub_run_usage(usage: LLMUsage) -> bool:
@@ -168,13 +167,10 @@ def add_late_sub_run_usage(usage: LLMUsage) -> bool:
     Its event came too late to be emitted (decision 8), but its tokens were spent: they join
     the run's usage while the run goes on (folded in after each batch and at its end), else
     the agent's total. Called from the tool's thread, which carries the run's context;
-    returns False outside a run (the usage is then the caller's to keep).
+    returns False outside a run (the usage is then the caller's to keep). A sub-run that
+    ended in time reaches the same collector through its call's reporter (``_sub_runs.py``).
     """
-    add = _late_usage.get()
-    if add is None:
-        return False
-    add(usage)
-    return True
+    return add_sub_run_usage(usage)
 
 
 def _late_usage_of(host: RunHost, run: Run) -> Callable[[LLMUsage], None]:
@@ -523,7 +519,7 @@ def _reported_usage(raw: Any) -> Optional[LLMUsage]:
     return usage if isinstance(usage, LLMUsage) else None
 
 
-def _request_context(host: RunHost) -> tuple[Optional[AgentContext], Optional[str]]:
+def _request_context(host: RunHost, steps: RunSteps) -> tuple[Optional[AgentContext], Optional[str]]:
     """Step 2: prepare the context (with the typed answer's tool); returns (context, None) or (None, why it failed)."""
     try:
         ctx = host.prepare_context(host.state, host.emit)
@@ -531,9 +527,8 @@ def _request_context(host: RunHost) -> tuple[Optional[AgentContext], Optional[st
         return None, f"prepare_context raised {describe_error(exc)}"
     if not isinstance(ctx, AgentContext):
         return None, f"prepare_context returned {type(ctx).__name__}; expected an AgentContext"
-    answer = _output_spec(host)
-    if answer is not None and answer.tool is not None:  # beyond the spec: the final-answer tool (typed/output.py)
-        ctx = AgentContext(ctx.system_prompt, ctx.messages, offered_tools(ctx.tools, answer))
+    if steps.answer is not None:  # beyond the spec: the final-answer tool (typed/output.py)
+        ctx = steps.answer.offer(ctx)
     return ctx, None
 
 
@@ -553,8 +548,9 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[Assi
         formatted = host.format_msg_for_llm(ctx, emit)
     except user_code_errors() as exc:
         return None, [], f"format_msg_for_llm raised {describe_error(exc)}"
-    model, provider = _requested_model(host)
-    emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
+    if getattr(emit, "listened", True):  # nothing is built for a sink nobody set (events.py EventEmitter.listened)
+        model, provider = _requested_model(host)
+        emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
     started = time.perf_counter()
     calls: list[AgentToolCall] = []
     reply, error, error_type, usage = None, None, None, None
@@ -573,32 +569,129 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[Assi
         error = f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
     duration = time.perf_counter() - started
     logger.debug("run %d round %d: llm_call took %.3f s%s", run.id, run.rounds, duration, f"; {error}" if error else "")
-    emit(LLMCallEndEvent(run.id, run.rounds, duration, reply, usage, error, error_type))
+    if getattr(emit, "listened", True):
+        emit(LLMCallEndEvent(run.id, run.rounds, duration, reply, usage, error, error_type))
     return reply, calls, error
 
 
-class _SubRunUsage:
-    """The sink of one batch: passes each event on to the agent's emitter, and sums the usage of sub-runs.
+# --- the steps of a run that a capability adds (spec §6 beyond the seed; docs/architecture.md "One run's loop") ---
+# The seed's loop is six steps. Every capability beyond it is a step called at one of a few fixed
+# points of that loop, and is there only when the agent configures it (pi-agent-core's runLoop
+# does the same with its optional hooks): a run without limits, typed answers or approvals does
+# the seed's six steps and nothing else (docs/performance.md "W1").
 
-    A sub-run is an ``agent_tool`` call's sub-agent (tools/agent_tool.py): its
-    ``AgentRunEndEvent`` reaches here as a ``SubAgentEvent``, and its usage joins the
-    run's (docs/api.md "Agents as tools"). A sub-agent's sub-agent is already in its
-    parent's sum, so only the outer ``SubAgentEvent`` counts.
 
-    Thread safety: called from tool threads, serialised by the ``EventEmitter`` around it;
-    ``usage`` is read by the run thread once the batch is over.
+class _TypedAnswer:
+    """The typed answer's steps (docs/api.md "Typed answers"): offer its tool, read a text reply, read a batch.
+
+    Made once per run, only when the agent has an ``output_type``. Run thread only.
     """
 
-    __slots__ = ("emit", "usage")
+    __slots__ = ("spec", "host", "run")
 
-    def __init__(self, emit: Callable[[Any], None]) -> None:
-        self.emit = emit
-        self.usage = LLMUsage()
+    def __init__(self, spec: OutputSpec, host: RunHost, run: Run) -> None:
+        self.spec, self.host, self.run = spec, host, run
 
-    def __call__(self, event: Any) -> None:
-        if isinstance(event, SubAgentEvent) and isinstance(event.event, AgentRunEndEvent):
-            self.usage = add_usage(self.usage, event.event.usage)
-        self.emit(event)
+    def offer(self, ctx: AgentContext) -> AgentContext:
+        """After step 2: the prepared context, with the final-answer tool when the answer has one."""
+        if self.spec.tool is None:
+            return ctx
+        return AgentContext(ctx.system_prompt, ctx.messages, offered_tools(ctx.tools, self.spec))
+
+    def read_text(self, reply: AssistantMessage) -> tuple[AssistantMessage, Optional[AssistantMessage]]:
+        """Step 5 found no call: append the reply (with its ``output`` when valid); returns (reply, the run's response or None to go on)."""
+        verdict = self.spec.from_text(reply)
+        if verdict.valid:
+            reply = replace(reply, output=verdict.value)
+        self.host.append(reply)
+        if verdict.valid:
+            return reply, reply
+        self.run.invalid_answers += 1
+        if self.run.invalid_answers > self.spec.retries:
+            return reply, output_invalid_response(verdict.why or "", self.spec.retries)
+        self.host.append(self.spec.retry_message(verdict.why or ""))
+        return reply, None
+
+    def read_batch(self, reply: AssistantMessage, calls: list[Any], results: list[ToolResultMessage]) -> Optional[AssistantMessage]:
+        """After step 6: the run's response when the batch answered (or failed past the retries), else None.
+
+        A valid ``final_result`` call: the agent's final reply, appended, is the response. An
+        invalid one (its arguments, the type's own check, a block or a rejection: its error
+        result) counts against ``output_retries``; past them, "output_invalid". Used after
+        each batch and after a batch resumed from approvals (approvals.py ``start_of_run``).
+        """
+        given = self.spec.from_batch(calls, results) if not self.run.signal.aborted else None
+        if given is None:
+            return None
+        if given.valid:
+            final = self.spec.final_message(reply, given.value)
+            self.host.append(final)
+            return final
+        self.run.invalid_answers += 1
+        if self.run.invalid_answers > self.spec.retries:
+            return output_invalid_response(given.why or "", self.spec.retries)
+        return None
+
+
+@dataclass(frozen=True)
+class RunSteps:
+    """The steps one run adds to the seed's loop (spec §6), each there only when its capability is configured.
+
+    Fixed points of ``_rounds``, in the order a round meets them:
+
+    - ``before_round``: at the top of every round, before step 1 takes more input; each
+      returns the response that ends the run, or None (``max_rounds``, decision 12; the
+      usage limits passed by the rounds so far and ``max_requests``, decision 20).
+    - ``before_request``: after step 2, before step 3 formats and sends: the response that
+      ends the run, or None (a request whose estimated input passes a token limit).
+    - ``answer``: the typed answer (``_TypedAnswer``): it offers its tool after step 2,
+      reads a reply without calls at step 5 and each batch after step 6.
+    - ``allowance``: ``max_tool_calls``, handed to each batch (``batch.ToolCallAllowance``);
+      the run ends after a batch that reached it.
+
+    Approvals (decision 18) are read from the history where a run starts and from what a
+    batch defers; sub-run usage is collected by the run's collector (``_sub_runs.py``),
+    which costs nothing until a sub-run reports. Neither adds a step to a round.
+    """
+
+    before_round: tuple[Callable[[Run], Optional[AssistantMessage]], ...] = ()
+    before_request: Optional[Callable[[Run, AgentContext], Optional[AssistantMessage]]] = None
+    answer: Optional[_TypedAnswer] = None
+    allowance: Optional[ToolCallAllowance] = None
+
+
+def run_steps(host: RunHost, run: Run) -> RunSteps:
+    """The steps of ``run``: one for each capability the agent configures, none for the others."""
+    spec = _output_spec(host)
+    limits: Optional[UsageLimits] = getattr(host, "usage_limits", None)  # the run's; a host may have none
+    max_rounds = host.max_rounds
+    before_round: list[Callable[[Run], Optional[AssistantMessage]]] = []
+    if max_rounds is not None:  # decision 12; checked before input, which waits for the next run
+        before_round.append(lambda run: max_rounds_response(max_rounds) if rounds_exhausted(run.rounds, max_rounds) else None)
+    before_request = None
+    if limits is not None:
+        if any(getattr(limits, name) is not None for name in _LIMITS_OF_USAGE):  # checked where max_rounds is: after a round's results are in the history
+            before_round.append(lambda run: _usage_passed(limits, run))
+        if limits.max_requests is not None:  # decision 20: a request beyond max_requests is not sent
+            before_round.append(lambda run: _stopped_by(_requests_passed(limits, run.rounds)))
+        if limits.max_input_tokens is not None or limits.max_total_tokens is not None:  # decision 20: by its estimate
+            before_request = lambda run, ctx: _stopped_by(_request_passes_tokens(limits, run.usage, ctx.system_prompt, ctx.messages, ctx.tools))  # noqa: E731
+    answer = _TypedAnswer(spec, host, run) if spec is not None else None
+    return RunSteps(tuple(before_round), before_request, answer, _tool_call_allowance(limits, spec))
+
+
+_LIMITS_OF_USAGE = ("max_input_tokens", "max_output_tokens", "max_total_tokens", "max_tool_calls")
+"""The limits ``UsageLimits.passed`` reads: the run's summed usage is checked between rounds only when one is set."""
+
+
+def _stopped_by(cap: Optional[str]) -> Optional[AssistantMessage]:
+    """The response of a run a cap stops before it sends (decision 20), or None when ``cap`` is None."""
+    return usage_limit_response(cap, "reached") if cap is not None else None
+
+
+def _usage_passed(limits: UsageLimits, run: Run) -> Optional[AssistantMessage]:
+    passed = limits.passed(run.usage, run.tool_calls) if run.rounds else None
+    return usage_limit_response(passed) if passed is not None else None
 
 
 def _output_spec(host: RunHost) -> Optional[OutputSpec]:
@@ -607,43 +700,20 @@ def _output_spec(host: RunHost) -> Optional[OutputSpec]:
 
 
 def _answer_of_batch(host: RunHost, run: Run, reply: AssistantMessage, calls: list[Any], results: list[ToolResultMessage]) -> Optional[AssistantMessage]:
-    """A whole batch read for the typed answer (docs/api.md "Typed answers"): the run's response when it ends the run, else None.
-
-    A valid ``final_result`` call: the agent's final reply, appended, is the response. An
-    invalid one (its arguments, the type's own check, a block or a rejection: its error
-    result) counts against ``output_retries``; past them, "output_invalid". None when the
-    batch has no ``final_result`` call, or an invalid one within the retries (its error
-    result is the model's feedback). Used after each batch of a round and after a batch
-    resumed from approvals (approvals.py ``start_of_run``): one rule for both.
-    """
-    answer = _output_spec(host)
-    given = answer.from_batch(calls, results) if answer is not None and not run.signal.aborted else None
-    if given is None:
-        return None
-    if given.valid:
-        final = answer.final_message(reply, given.value)  # type: ignore[union-attr]
-        host.append(final)
-        return final
-    run.invalid_answers += 1
-    if run.invalid_answers > answer.retries:  # type: ignore[union-attr]
-        return output_invalid_response(given.why or "", answer.retries)  # type: ignore[union-attr]
-    return None
+    """A whole batch read for the typed answer (``_TypedAnswer.read_batch``): the run's response when it ends the run, else None."""
+    spec = _output_spec(host)
+    return _TypedAnswer(spec, host, run).read_batch(reply, calls, results) if spec is not None else None
 
 
 def _rounds(host: RunHost, run: Run) -> AssistantMessage:
+    """Spec §6 ``_processMessage``'s loop: its six steps in the seed's order, and the run's own steps (``RunSteps``) at fixed points."""
+    steps = run_steps(host, run)
     paused = False  # the last reply was a turn the server paused (stop_reason "pause_turn")
-    answer = _output_spec(host)
-    limits: Optional[UsageLimits] = getattr(host, "usage_limits", None)  # the run's; a host may have none
-    allowance = _tool_call_allowance(limits, answer)
     while True:
-        if run.rounds and rounds_exhausted(run.rounds, host.max_rounds):  # decision 12; before input, which waits for the next run
-            return max_rounds_response(host.max_rounds)  # type: ignore[arg-type]
-        passed = limits.passed(run.usage, run.tool_calls) if run.rounds and limits is not None else None
-        if passed is not None:  # checked where max_rounds is: after the round's results are in the history
-            return usage_limit_response(passed)
-        passed = _requests_passed(limits, run.rounds)
-        if passed is not None:  # decision 20: a request beyond max_requests is not sent
-            return usage_limit_response(passed, "reached")
+        for check in steps.before_round:
+            stop = check(run)
+            if stop is not None:
+                return stop
         if run.rounds and not paused:  # a paused turn goes back as the last message: input joins after it is done
             _take_input(host, with_input=not host.closing)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
@@ -651,77 +721,87 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         failure = host.take_session_failure()  # a message the session could not store (docs/failures.md)
         if failure is not None:
             return _error_response(failure)
-        ctx, error = _request_context(host)
-        passed = _request_passes_tokens(limits, run.usage, ctx.system_prompt, ctx.messages, ctx.tools) if ctx is not None else None
-        if passed is not None:  # decision 20: a request whose estimated input passes a token limit is not sent
-            return usage_limit_response(passed, "reached")
+        ctx, error = _request_context(host, steps)  # step 2
+        if ctx is not None and steps.before_request is not None:
+            stop = steps.before_request(run, ctx)
+            if stop is not None:
+                return stop
         run.rounds += 1
         if ctx is None:
             return _error_response(error or "no context")
-        reply, tool_calls, error = _call_llm(host, run, ctx)
+        reply, tool_calls, error = _call_llm(host, run, ctx)  # steps 3 and 4 (and 5: normalize_reply extracts the calls)
         if reply is None and run.signal.aborted:  # _call_llm dropped the reply of an aborted call
             return _aborted_response(run)
         if error is not None or reply is None:
             return _error_response(error or "no reply")
         if reply.stop_reason == "error":  # an llm_call that reports its failure instead of raising
             return reply if reply.error_message else replace(reply, error_message="llm_call returned stop_reason 'error'")
-        verdict = None
-        if answer is not None and not tool_calls and reply.stop_reason not in ("pause_turn", "refusal"):  # a refusal ends the run, never retried (docs/streaming.md "Refusals")
-            verdict = answer.from_text(reply)
-            if verdict.valid:
-                reply = replace(reply, output=verdict.value)
-        host.append(reply)
-
         # beyond the spec: a paused turn (Anthropic's server tools) is sent again to go on, a round like any (docs/streaming.md)
         paused = reply.stop_reason == "pause_turn" and not tool_calls
         if paused:
+            host.append(reply)
             continue
-        if not tool_calls:  # step 5 (the calls were extracted by normalize_reply)
-            if verdict is None or verdict.valid:
-                return reply  # no tool calls: this is the final response
-            run.invalid_answers += 1
-            if run.invalid_answers > answer.retries:  # type: ignore[union-attr]
-                return output_invalid_response(verdict.why or "", answer.retries)  # type: ignore[union-attr]
-            host.append(answer.retry_message(verdict.why or ""))  # type: ignore[union-attr]
+        if not tool_calls:  # step 5: no tool calls, this is the final response
+            if steps.answer is None or reply.stop_reason == "refusal":  # a refusal ends the run, never retried (docs/streaming.md "Refusals")
+                host.append(reply)
+                return reply
+            reply, response = steps.answer.read_text(reply)
+            if response is not None:
+                return response
             continue
-        if reply.stop_reason == "length":  # decision 10: a cut-off call is never run
-            batch = answer_tool_calls_with_error(tool_calls, TRUNCATED_CALL_MESSAGE, host.emit)
-        else:  # step 6
-            context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
-            host.state.pending_tool_calls = {c.id for c in tool_calls}
-            snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
-            run_ctx = RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None)  # type: ignore[arg-type]  # the field's descriptor takes it
-            sub_runs = _SubRunUsage(host.emit)  # an agent_tool's sub-runs: their usage joins the run's
-            late = _late_usage.set(_late_usage_of(host, run))  # the tool threads copy this context
-            try:
-                with run_context(run_ctx):  # beyond the spec: what tools and hooks see of the run (types.py)
-                    batch = execute_tool_calls_within(allowance, context, reply, tool_calls, host.loop_config(), run.signal, EventEmitter(sub_runs))
-            finally:
-                _late_usage.reset(late)
-                host.state.pending_tool_calls = set()
-                run.tool_calls = allowance.used if allowance is not None else run.tool_calls
-            run.usage = add_usage(run.usage, sub_runs.usage)  # an agent_tool's sub-runs spent for this run
-            _fold_late_usage(run)  # and those whose call ended before they did
-        for tool_result in batch.messages:
-            host.append(normalize_tool_result(tool_result))
-        if batch.deferred:  # decision 18: the pending state goes into the history, and the run ends
-            if run.signal.aborted:  # nothing waits after an abort
-                for result in answer_deferred_aborted(batch.deferred):
-                    host.append(result)
-                return _aborted_response(run)
-            for step in deferral_steps(batch.deferred):
-                host.append(normalize_message(step))
-            return awaiting_response(batch.deferred)
-        ended = _answer_of_batch(host, run, reply, tool_calls, batch.messages)  # the final-answer tool (typed/output.py)
+        host.append(reply)
+        response = _tool_round(host, run, steps, ctx, reply, tool_calls)  # step 6
+        if response is not None:
+            return response
+
+
+def _tool_round(host: RunHost, run: Run, steps: RunSteps, ctx: AgentContext, reply: AssistantMessage, tool_calls: list[Any]) -> Optional[AssistantMessage]:
+    """Step 6: run the reply's calls, append their results; the run's response when the batch ends it, else None."""
+    if reply.stop_reason == "length":  # decision 10: a cut-off call is never run
+        batch = answer_tool_calls_with_error(tool_calls, TRUNCATED_CALL_MESSAGE, host.emit)
+    else:
+        batch = _execute_batch(host, run, steps.allowance, ctx, reply, tool_calls)
+    for tool_result in batch.messages:
+        host.append(normalize_tool_result(tool_result))
+    if batch.deferred:  # decision 18: the pending state goes into the history, and the run ends
+        if run.signal.aborted:  # nothing waits after an abort
+            for result in answer_deferred_aborted(batch.deferred):
+                host.append(result)
+            return _aborted_response(run)
+        for step in deferral_steps(batch.deferred):
+            host.append(normalize_message(step))
+        return awaiting_response(batch.deferred)
+    if steps.answer is not None:  # the final-answer tool (typed/output.py)
+        ended = steps.answer.read_batch(reply, tool_calls, batch.messages)
         if ended is not None:
             return ended
-        if batch.terminate:
-            return terminated_response(batch.messages, reply)
-        if run.signal.aborted:
-            return _aborted_response(run)
-        passed = allowance.passed() if allowance is not None else None
-        if passed is not None:  # decision 20: calls past max_tool_calls were answered, not run; the run ends here
-            return usage_limit_response(passed, "reached")
+    if batch.terminate:
+        return terminated_response(batch.messages, reply)
+    if run.signal.aborted:
+        return _aborted_response(run)
+    passed = steps.allowance.passed() if steps.allowance is not None else None
+    if passed is not None:  # decision 20: calls past max_tool_calls were answered, not run; the run ends here
+        return usage_limit_response(passed, "reached")
+    return None
+
+
+def _execute_batch(
+    host: RunHost, run: Run, allowance: Optional[ToolCallAllowance], ctx: AgentContext, reply: AssistantMessage, tool_calls: list[Any]
+) -> AgentToolCallBatch:
+    """Step 6's ``executeToolCalls``, with the run's context for its tools and hooks (``RunContext``, types.py)."""
+    context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
+    host.state.pending_tool_calls = {c.id for c in tool_calls}
+    snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
+    # beyond the spec: what tools and hooks see of the run (types.py current_run_context)
+    entered = enter_run_context(RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None))  # type: ignore[arg-type]  # the field's descriptor takes it
+    try:
+        return execute_tool_calls_within(allowance, context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
+    finally:
+        leave_run_context(entered)
+        host.state.pending_tool_calls = set()
+        run.tool_calls = allowance.used if allowance is not None else run.tool_calls
+        if run.late:  # an agent_tool's sub-runs spent for this run (_sub_runs.py)
+            _fold_late_usage(run)
 
 
 def _tool_call_allowance(limits: Optional[UsageLimits], answer: Optional[OutputSpec]) -> Optional[ToolCallAllowance]:
@@ -765,6 +845,7 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     host.ring()
     logger.debug("run %d started: %d new message(s)%s", run.id, taken, " (continue_agent)" if continued else "")
     host.emit(AgentRunStartEvent(run.id, taken))
+    sub_runs = collecting(_late_usage_of(host, run))  # an agent_tool's sub-runs report their usage to this run (_sub_runs.py)
     try:
         # approvals first: their results go before any new message (decision 18)
         in_play = _approval_steps_in_play(host.state.messages, messages)
@@ -784,6 +865,8 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
         logger.exception("run %d failed", run.id)
         response = _error_response(f"internal error: {describe_error(exc)}")
         _answer_unanswered_calls(host, response.error_message or "internal error")
+    finally:
+        stop_collecting(sub_runs)
     host.state.error_message = response.error_message if response.stop_reason == "error" else None
     _fold_late_usage(run, end=True)
     host.record_usage(run.usage)

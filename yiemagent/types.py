@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from dataclasses_json import DataClassJsonMixin, config
 
@@ -74,6 +74,8 @@ __all__ = [
     "current_run_context",
     "message_from_dict",
     "run_context",
+    "enter_run_context",
+    "leave_run_context",
     "text_of",
     "utc_now",
 ]
@@ -981,12 +983,35 @@ class RunContext:
 RunContext.messages = _SnapshotField()  # type: ignore[assignment]  # after the dataclass read its fields
 
 
-_current: contextvars.ContextVar[Optional[RunContext]] = contextvars.ContextVar("yiemagent_run_context", default=None)
+class _CallScope:
+    """The ``RunContext`` of one tool call, made only if something asks for it (``current_run_context``).
+
+    A batch enters a call's scope twice per call (PREPARE, then EXECUTE and FINALIZE); a
+    tool that never asks for its context costs a run no ``RunContext`` per call
+    (docs/performance.md "W1"). Thread safety: used by the thread running the call; two
+    threads resolving it at once make equal contexts, one kept.
+    """
+
+    __slots__ = ("outer", "tool_call_id", "resolved")
+
+    def __init__(self, outer: RunContext, tool_call_id: str) -> None:
+        self.outer = outer
+        self.tool_call_id = tool_call_id
+        self.resolved: Optional[RunContext] = None
+
+    def resolve(self) -> RunContext:
+        if self.resolved is None:
+            self.resolved = self.outer.for_call(self.tool_call_id)
+        return self.resolved
+
+
+_current: contextvars.ContextVar[Union[RunContext, _CallScope, None]] = contextvars.ContextVar("yiemagent_run_context", default=None)
 
 
 def current_run_context() -> Optional[RunContext]:
     """The ``RunContext`` of the tool call this thread is running, or None outside a run's tools and hooks."""
-    return _current.get()
+    value = _current.get()
+    return value.resolve() if type(value) is _CallScope else value  # type: ignore[return-value]
 
 
 @contextmanager
@@ -999,26 +1024,34 @@ def run_context(context: Optional[RunContext]) -> Iterator[Optional[RunContext]]
         _current.reset(token)
 
 
+def enter_run_context(context: Optional[RunContext]) -> contextvars.Token[Union[RunContext, _CallScope, None]]:
+    """``run_context`` without the ``with`` block, for the run's hot path: returns what ``leave_run_context`` takes."""
+    return _current.set(context)
+
+
+def leave_run_context(token: contextvars.Token[Union[RunContext, _CallScope, None]]) -> None:
+    _current.reset(token)
+
+
 class call_context:  # noqa: N801  used as a function: ``with call_context(call_id):``
     """The current context with ``tool_call_id`` set, for one call's PREPARE, EXECUTE and FINALIZE; nothing outside a run.
 
     A class, not a generator: it is entered twice per tool call (the per-call pipeline), and
-    outside a run it only reads the context variable.
+    outside a run it only reads the context variable. The call's ``RunContext`` is made
+    when first asked for (``_CallScope``).
     """
 
     __slots__ = ("_tool_call_id", "_token")
 
     def __init__(self, tool_call_id: str) -> None:
         self._tool_call_id = tool_call_id
-        self._token: Optional[contextvars.Token[Optional[RunContext]]] = None
+        self._token: Optional[contextvars.Token[Union[RunContext, _CallScope, None]]] = None
 
-    def __enter__(self) -> Optional[RunContext]:
+    def __enter__(self) -> None:
         outer = _current.get()
         if outer is None:
-            return None
-        context = outer.for_call(self._tool_call_id)
-        self._token = _current.set(context)
-        return context
+            return
+        self._token = _current.set(_CallScope(outer.resolve() if type(outer) is _CallScope else outer, self._tool_call_id))  # type: ignore[arg-type]
 
     def __exit__(self, *exc_info: Any) -> None:
         if self._token is not None:

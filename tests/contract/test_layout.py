@@ -5,11 +5,11 @@ import sys
 
 from helpers import ROOT
 
-MAX_MODULES_ON_A_RUNS_PATH = 16
+MAX_MODULES_ON_A_RUNS_PATH = 18  # 16 until the round's cost was cut: the schema's fast check (_fast_schema) and the sub-runs' usage (_sub_runs) are ideas of their own
 MAX_TOP_LEVEL_MODULES = 26
 
 
-def test_a_run_of_two_parallel_tool_calls_enters_at_most_16_of_the_packages_modules():
+def test_a_run_of_two_parallel_tool_calls_enters_at_most_18_of_the_packages_modules():
     """scripts/trace_run.py (sys.setprofile in every thread) counts the modules one ScriptedLLM run enters."""
     done = subprocess.run(
         [sys.executable, "scripts/trace_run.py", "--max", str(MAX_MODULES_ON_A_RUNS_PATH)],

@@ -112,7 +112,9 @@ def test_a_row_loads_as_the_first_form_of_its_message_did(message):
     if mark is not None:
         assert mark == row_mark(body)
         fast = read_marked(copy.deepcopy(data))
-        assert type(fast) is type(expected) and fast == expected and vars(fast).keys() == vars(expected).keys()
+        assert type(fast) is type(expected) and fast == expected
+        # built as __init__ builds it (the formatting cache's slot aside: docs/performance.md "What is cached")
+        assert vars(fast).keys() - {"_yiemagent_cache"} == vars(expected).keys() - {"_yiemagent_cache"}
         assert read_stored(copy.deepcopy(data)) == expected  # marked only what the checking fast reader takes
 
 

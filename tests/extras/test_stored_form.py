@@ -158,7 +158,8 @@ def test_the_fast_reader_gives_what_the_reader_of_record_gives(data):
     if fast is not None:
         assert not isinstance(expected, str), expected  # never a message where the reader of record refuses
         assert type(fast) is type(expected) and fast == expected
-        assert vars(fast).keys() == vars(expected).keys()  # built as __init__ builds it
+        # built as __init__ builds it (the formatting cache's slot aside: docs/performance.md "What is cached")
+        assert vars(fast).keys() - {"_yiemagent_cache"} == vars(expected).keys() - {"_yiemagent_cache"}
     try:
         message = message_from_data(copy.deepcopy(data), "row 7")
     except MessageFormatError as exc:

@@ -65,8 +65,16 @@ def service(pg, fake):
         return YiemAgent(llm_call=model, agent_event_sink=None, session=session, tools=[lookup])
 
     made = TurnService(app, make_agent, dsn=pg.target, hold_timeout=WAIT)
-    with start_worker(app, concurrency=2, pool="threads", perform_ping_check=False, hostname="turns@test", shutdown_timeout=WAIT):
-        yield made
+    # the worker's log setup sets the root logger's level and handlers (Celery's worker_hijack_root_logger):
+    # put them back after the module, or later tests' caplog sees no warning
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        with start_worker(app, concurrency=2, pool="threads", perform_ping_check=False, hostname="turns@test", shutdown_timeout=WAIT):
+            yield made
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ terms of the spec's tool contract (§3, §8.2):
   (decision 8), also for sub-agents run in parallel; a sink the sub-agent was made with
   still gets its events too;
 - the sub-run's usage joins the parent run's (the run sums the ``AgentRunEndEvent`` of
-  each sub-run, run.py ``_SubRunUsage``) and so ``agent.usage``; a sub-run that ends after
+  each sub-run, through the call's reporter to the run's collector: ``_sub_runs.py``) and so ``agent.usage``; a sub-run that ends after
   its call timed out cannot be emitted any more, and its usage joins the run's while the
   run goes on, else ``agent.usage`` (run.py ``add_late_sub_run_usage``);
 - the call's abort signal (the parent's abort, or the tool's ``timeout_s``) aborts the sub-run;

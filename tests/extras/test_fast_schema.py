@@ -1,0 +1,113 @@
+"""The fast argument check gives jsonschema's verdict (docs/performance.md "W1"; spec §8.1, decision 4)."""
+
+from __future__ import annotations
+
+import jsonschema
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from yiemagent._fast_schema import compile_fast_check
+from yiemagent.pipeline import validate_required_args
+
+NAMES = st.sampled_from(["a", "b", "city", "units", "x"])
+TYPES = st.sampled_from(["object", "array", "string", "boolean", "null", "integer", "number"])
+ANNOTATIONS = st.fixed_dictionaries({}, optional={"description": st.text(max_size=5), "title": st.just("t"), "format": st.just("date"), "default": st.integers()})
+
+
+def _schemas() -> st.SearchStrategy:
+    leaf = st.one_of(
+        st.just({}),
+        st.booleans(),
+        st.builds(lambda t, a: {"type": t, **a}, TYPES, ANNOTATIONS),
+        st.builds(lambda ts: {"type": ts}, st.lists(TYPES, min_size=1, max_size=3)),
+        st.builds(lambda e: {"enum": e}, st.lists(st.sampled_from(["metric", "imperial", "1", "", "True"]), min_size=1, max_size=3)),
+        st.builds(lambda t, e: {"type": t, "enum": e}, TYPES, st.lists(st.sampled_from(["metric", "imperial"]), min_size=1)),
+    )
+
+    def extend(children: st.SearchStrategy) -> st.SearchStrategy:
+        objects = st.builds(
+            lambda props, required, extra, typed: {
+                **({"type": "object"} if typed else {}),
+                "properties": props,
+                **({"required": required} if required is not None else {}),
+                **({"additionalProperties": extra} if extra is not None else {}),
+            },
+            st.dictionaries(NAMES, children, max_size=3),
+            st.none() | st.lists(NAMES, max_size=3),
+            st.none() | st.booleans() | children,
+            st.booleans(),
+        )
+        arrays = st.builds(lambda item, typed: {**({"type": "array"} if typed else {}), "items": item}, children, st.booleans())
+        return objects | arrays
+
+    return st.recursive(leaf, extend, max_leaves=8)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([1.0, 2.5, 0.0])
+    | st.sampled_from(["metric", "imperial", "1", "", "True", "Tokyo"]),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(NAMES, children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=600)
+@given(_schemas(), JSON_VALUES)
+def test_the_fast_check_gives_jsonschemas_verdict(schema, value):
+    """For every schema of the common shapes and any JSON value, the fast check's verdict is jsonschema's."""
+    check = compile_fast_check(schema)
+    assert check is not None, schema
+    assert check(value) == jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+@settings(max_examples=300)
+@given(st.lists(TYPES, min_size=1, max_size=2), JSON_VALUES)
+def test_each_type_keyword_gives_jsonschemas_verdict(types, value):
+    """Each JSON type name, alone or in a list, admits what jsonschema admits (1.0 is an integer, True is not a number)."""
+    for schema in ({"type": types[0]}, {"type": types}, {"type": "object", "properties": {"a": {"type": types}}}):
+        check = compile_fast_check(schema)
+        assert check is not None
+        assert check(value) == jsonschema.Draft202012Validator(schema).is_valid(value), schema
+        assert check({"a": value}) == jsonschema.Draft202012Validator(schema).is_valid({"a": value}), schema
+
+
+@given(st.sampled_from([
+    {"type": "string", "minLength": 2},
+    {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}},
+    {"type": "object", "patternProperties": {"^x": {}}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"},
+    {"enum": [1, 2]},
+    {"$ref": "#/$defs/a", "$defs": {"a": {}}},
+    {"type": "strin"},
+]))
+def test_a_schema_beyond_the_common_shapes_is_left_to_jsonschema(schema):
+    """A schema with any keyword the fast check does not model gets no fast check (jsonschema alone decides)."""
+    assert compile_fast_check(schema) is None
+
+
+def test_invalid_arguments_are_named_by_jsonschema():
+    """Arguments the fast check refuses get jsonschema's error text, naming the field (decision 4)."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False}
+    assert validate_required_args({"city": "Tokyo"}, schema) is None
+    problem = validate_required_args({"city": 5}, schema)
+    assert problem is not None and problem.startswith("city: 5 is not of type 'string'")
+    assert "'city' is a required property" in (validate_required_args({}, schema) or "")
+
+
+def test_valid_arguments_never_reach_jsonschemas_error_listing(monkeypatch):
+    """Valid arguments of a common-shape schema are checked without jsonschema's iter_errors (compiled once, checked cheaply)."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    listed = []
+    original = jsonschema.Draft202012Validator.iter_errors
+
+    def counting(self, *args, **kwargs):
+        listed.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "iter_errors", counting)
+    for _ in range(3):
+        assert validate_required_args({"city": "Tokyo"}, schema) is None
+    assert listed == []
+    assert validate_required_args({"city": 1}, schema) is not None
+    assert len(listed) == 1
+

@@ -1,0 +1,215 @@
+"""What one LLM round does, and nothing more (docs/performance.md "W1"; spec §6).
+
+Each argument a model sends is parsed once; a capability that is not configured puts no
+step into a run; the argument a tool receives is still the one the model sent, checked.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+import yiemagent.extraction as extraction
+from yiemagent._bounds import NotJSONError, json_safe
+from yiemagent import AgentTool, AgentToolResult, TextContent, YiemAgent, run_agent, take_response
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False}
+
+
+def _weather_tool(received: list) -> AgentTool:
+    def execute(tool_call_id, args, signal, on_partial_result):
+        received.append(args)
+        return AgentToolResult([TextContent(f"sunny in {args['city']}")])
+
+    return AgentTool("get_weather", "Weather", "The weather in a city.", SCHEMA, execute)
+
+
+def test_each_argument_a_model_sends_is_parsed_once(monkeypatch):
+    """Over a run of several rounds, each call's JSON arguments are parsed once: not again when the history is formatted."""
+    parsed: list[str] = []
+    real = extraction.loads_json
+
+    def counting(text, *args, **kwargs):
+        parsed.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(extraction, "loads_json", counting)
+    rounds = 4
+    script = [tool_call_reply((f"c{i}", "get_weather", json.dumps({"city": f"city {i}"}))) for i in range(rounds)] + ["done"]
+    llm = ScriptedLLM(script)
+    received: list = []
+    with YiemAgent(llm_call=llm, tools=[_weather_tool(received)], agent_event_sink=None) as agent:
+        run_agent(agent, "weather?")
+        response = take_response(agent, timeout=10)
+    assert response.stop_reason != "error", response.error_message
+    assert received == [{"city": f"city {i}"} for i in range(rounds)]
+    assert sorted(parsed) == sorted(json.dumps({"city": f"city {i}"}) for i in range(rounds))
+    # the history went back on every request after the first, each call's arguments as JSON text
+    last = llm.requests[-1]["messages"]
+    sent = [c["function"]["arguments"] for m in last if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    assert [json.loads(a) for a in sent] == [{"city": f"city {i}"} for i in range(rounds)]
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4) | st.sampled_from(["\ud800", "a\udfff", 10**700, float("nan")]),
+    lambda children: st.lists(children, max_size=3) | st.tuples(children) | st.dictionaries(st.text(max_size=3) | st.sampled_from(["\ud801", 1]), children, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=500)
+@given(JSONISH, st.integers(1, 4), st.booleans())
+def test_json_safes_one_walk_gives_what_the_full_walk_gives(value, max_depth, strict_text):
+    """json_safe's check of a plain value returns what its full walk returns, and raises where it raises."""
+
+    def outcome(**where):
+        try:
+            return ("value", json_safe(value, max_depth=max_depth, strict_text=strict_text, **where))
+        except NotJSONError as exc:
+            return ("error", type(exc))
+
+    fast = outcome()
+    full = _full_walk(value, max_depth, strict_text)
+    assert fast[0] == full[0]
+    if fast[0] == "value":
+        assert (fast[1] is value) == (full[1] is value)
+        assert repr(fast[1]) == repr(full[1])
+
+
+def _full_walk(value, max_depth, strict_text):
+    """json_safe without its one-walk check: the same walk one level down, with one more level of room."""
+    try:
+        return ("value", json_safe(value, max_depth=max_depth + 1, strict_text=strict_text, _depth=1))
+    except NotJSONError as exc:
+        return ("error", type(exc))
+
+
+def _steps_of(**options):
+    from yiemagent.run import Run, run_steps
+
+    with YiemAgent(llm_call=ScriptedLLM([]), agent_event_sink=None, **options) as agent:
+        return run_steps(agent._core, Run(1))
+
+
+def test_a_run_without_capabilities_has_only_the_seeds_steps():
+    """An agent configuring no limit, no typed answer and no max_rounds gives its runs no step beyond spec §6's six."""
+    steps = _steps_of(max_rounds=None)
+    assert steps.before_round == () and steps.before_request is None and steps.answer is None and steps.allowance is None
+
+
+def test_each_capability_adds_its_own_step_and_no_other():
+    """max_rounds, each kind of usage limit and a typed answer each put their step in a run, and only theirs."""
+    from yiemagent import UsageLimits
+
+    assert len(_steps_of().before_round) == 1  # the default max_rounds (decision 12)
+    requests = _steps_of(max_rounds=None, usage_limits=UsageLimits(max_requests=3))
+    assert len(requests.before_round) == 1 and requests.before_request is None and requests.allowance is None
+    tokens = _steps_of(max_rounds=None, usage_limits=UsageLimits(max_total_tokens=100))
+    assert len(tokens.before_round) == 1 and tokens.before_request is not None and tokens.allowance is None
+    calls = _steps_of(max_rounds=None, usage_limits=UsageLimits(max_tool_calls=2))
+    assert calls.allowance is not None and calls.before_request is None and calls.answer is None
+    typed = _steps_of(max_rounds=None, output_type=int)
+    assert typed.answer is not None and typed.before_round == () and typed.before_request is None
+
+
+def _mostly(usual: st.SearchStrategy, odd: st.SearchStrategy) -> st.SearchStrategy:
+    """``usual`` nine times in ten, else ``odd`` (one_of would weigh each of their branches alike)."""
+    return st.integers(0, 9).flatmap(lambda i: odd if i == 0 else usual)
+
+
+def _entries() -> st.SearchStrategy:
+    # mostly what servers send, so that the one pass is taken often; now and then each thing it must refuse
+    ids = _mostly(st.sampled_from(["c1", "c2", "c3"]), st.sampled_from(["", "x" * 129, "c\ud800", 7, None]))
+    names = _mostly(st.just("get_weather"), st.sampled_from(["n\udfff", "y" * 129, 3, None]))
+    arguments = _mostly(
+        st.sampled_from(['{"city": "Tokyo"}', "", "null", '"{\\"a\\": 1}"']),
+        st.sampled_from(["{bad", "[1]", '{"a": NaN}', {"city": "Tokyo"}, None, 5, '{"a": "\\ud800"}']),
+    )
+    canonical = st.builds(lambda i, n, a: {"id": i, "type": "function", "function": {"name": n, "arguments": a}}, ids, names, arguments)
+    odd = st.one_of(
+        st.builds(lambda e: {**e, "extra": 1}, canonical),
+        st.builds(lambda e: {**e, "type": "custom"}, canonical),
+        st.builds(lambda e: {"id": e["id"], "function": e["function"]}, canonical),
+        st.builds(lambda e: {**e, "function": {**e["function"], "more": True}}, canonical),
+        st.just("not a call"),
+    )
+    return _mostly(canonical, odd)
+
+
+def _replies() -> st.SearchStrategy:
+    from yiemagent import AssistantMessage, ImageContent, LLMUsage
+
+    usual = st.one_of(
+        st.builds(TextContent, st.sampled_from(["hi", "", "caf\u00e9"])),
+        st.builds(lambda e: {"type": "tool_calls", "tool_calls": e}, st.lists(_entries(), max_size=3)),
+    )
+    odd = st.one_of(
+        st.builds(TextContent, st.just("bad \ud800")),
+        st.builds(lambda e: {"type": "tool_call", **e} if isinstance(e, dict) else e, _entries()),
+        st.sampled_from([TextContent("cited", [{"url": "u"}]), TextContent("cited", [{"bad": float("nan")}])]),
+        st.just(ImageContent("aGk=", "image/png")),
+        st.just({"type": "thinking", "thinking": "hmm"}),
+    )
+    contents = _mostly(st.lists(_mostly(usual, odd), max_size=4), st.sampled_from([None, "text", ()]))
+    return st.builds(
+        lambda content, usage, model, stop: AssistantMessage(content, usage=usage, model=model, stop_reason=stop),
+        contents,
+        st.sampled_from([None, LLMUsage(1, 2)]),
+        _mostly(st.sampled_from([None, "m"]), st.sampled_from(["m\ud800", 5])),
+        st.sampled_from(["tool_calls", "stop", None]),
+    )
+
+
+@settings(max_examples=500)
+@given(_replies())
+def test_the_one_pass_check_of_a_reply_gives_what_the_full_check_gives(reply):
+    """normalize_reply's one pass over a reply of the servers' form gives the full check's message and calls, and leaves any other reply to it."""
+    import copy
+
+    from yiemagent.normalize import _checked_reply, _plain_reply
+
+    fast = _plain_reply(copy.deepcopy(reply))
+    full = _checked_reply(copy.deepcopy(reply))
+    event("one pass" if fast is not None else "block by block")
+    if fast is None:
+        return
+    assert full.error is None and fast.error is None
+    assert fast.message == full.message and fast.calls == full.calls
+    assert fast.message is not None and full.message is not None
+    assert [type(b) for b in fast.message.content] == [type(b) for b in full.message.content]
+    # the full check keeps such a reply as it is: nothing was fixed that the one pass left
+    original = copy.deepcopy(reply)
+    assert _checked_reply(original).message is original
+
+
+def test_a_calls_run_context_is_made_only_for_a_tool_that_asks_for_it(monkeypatch):
+    """A tool that never reads current_run_context costs its call no RunContext; one that reads it gets the same one all call long."""
+    from yiemagent import RunContext, current_run_context
+
+    made: list[str] = []
+    real = RunContext.for_call
+
+    def counting(self, tool_call_id):
+        made.append(tool_call_id)
+        return real(self, tool_call_id)
+
+    monkeypatch.setattr(RunContext, "for_call", counting)
+    seen: list = []
+
+    def reading(tool_call_id, args, signal, on_partial_result):
+        seen.append((current_run_context(), current_run_context()))
+        return AgentToolResult([TextContent("ok")])
+
+    quiet = AgentTool("quiet", "Quiet", "reads nothing", {"type": "object"}, lambda *a: AgentToolResult([TextContent("ok")]))
+    asking = AgentTool("asking", "Asking", "reads its context", {"type": "object"}, reading)
+    script = [tool_call_reply(("q1", "quiet", "{}")), tool_call_reply(("a1", "asking", "{}")), "done"]
+    with YiemAgent(llm_call=ScriptedLLM(script), tools=[quiet, asking], agent_event_sink=None) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert made == ["a1"]
+    (first, second), = seen
+    assert first is second and first.tool_call_id == "a1"
