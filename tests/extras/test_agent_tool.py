@@ -389,6 +389,21 @@ def test_max_depth_is_set_per_tool_and_checked(agents):
         agent_tool(lambda: None, name="x", description="x", max_depth=0)
 
 
+def test_max_depth_1_nests_one_level_and_only_an_int_is_a_max_depth(agents):
+    """agent_tool(max_depth=1) makes one sub-agent, whose own call is refused with the whole message saying why
+    and that no sub-agent was made; a bool or a float max_depth is refused when the tool is made."""
+    made: list = []
+    parent = agents(ScriptedLLM([tool_call_reply(("c0", "recurse", {"task": "go"})), relay]), [nesting_tool("recurse", made, max_depth=1)])
+    assert (
+        "agent tool 'recurse': a sub-agent here would be nested 2 levels deep, past its max_depth of 1 "
+        "(an agent that is its own tool, or a cycle of agent tools?); no sub-agent was made"
+    ) in ask(parent, "go", timeout=WAIT).text
+    assert len(made) == 1
+    for wrong in (True, 2.0):
+        with pytest.raises(ToolDefinitionError, match=rf"^agent_tool 'x': max_depth must be an int of at least 1, got {wrong!r}$"):
+            agent_tool(lambda: None, name="x", description="x", max_depth=wrong)
+
+
 def test_the_depth_is_counted_per_chain_so_unrelated_agents_do_not_limit_each_other(agents):
     """While one chain waits at its deepest level, an unrelated agent still nests to its own full depth."""
     holding, hold = threading.Event(), threading.Event()

@@ -558,6 +558,15 @@ def test_the_hook_asked_again_can_still_block_an_approved_call_with_its_reason()
     assert ran.calls == []
 
 
+def test_the_hook_asked_again_answering_neither_none_nor_a_dict_is_named_as_for_any_call():
+    """An approved call whose hook, asked again, answers a str gets the pipeline's own error result naming the type (spec §14), the tool not run."""
+    answers = iter([{"defer": True, "reason": "ask"}, "yes"])
+    ran, history = approved_once(lambda ctx, signal: next(answers))
+    [result] = results_by_call(history)["x"]
+    assert result.is_error and "before_tool_call hook returned str; expected None or a dict" in result.content[0].text
+    assert ran.calls == []
+
+
 def test_approved_calls_that_all_ask_to_terminate_end_the_resuming_run_without_an_llm_round():
     """Spec §10 for resumed calls: when every approved call's result asks to terminate, the run ends "tool_use_terminated" with the results' text."""
     def handoff(tool_call_id, args, signal, on_partial_result):

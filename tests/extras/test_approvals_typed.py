@@ -138,6 +138,29 @@ def test_an_answer_given_beside_a_deferred_call_ends_the_run_once_that_call_is_a
         shutdown(agent)
 
 
+def test_an_answer_given_beside_two_deferred_calls_waits_until_both_have_run():
+    """With one of two deferred calls approved and run, the other still waiting, the batch is not whole:
+    the run waits again and no final answer enters the history until the second call has run too."""
+    ran = []
+    look = make_tool("look", lambda tool_call_id, args, signal, on_partial_result: ran.append(tool_call_id) or text_result("seen"))
+    llm = StrictLLM(calls_reply(call("c1", "look", "{}"), final("Paris", "c2"), call("c3", "look", "{}")))
+    hook = lambda ctx, signal: {"defer": True} if ctx.tool_call.id in ("c1", "c3") else None  # noqa: E731
+    agent = make_agent(llm, look, builtin_tools=False, output_type=Answer, before_tool_call=hook)
+    try:
+        assert ask(agent, "which city?", timeout=WAIT).stop_reason == "awaiting_approval"
+        approve(agent, "c1")
+        continue_agent(agent)
+        assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+        assert ran == ["c1"] and finals(agent.history()) == []
+        approve(agent, "c3")
+        continue_agent(agent)
+        response = take_response(agent, timeout=WAIT)
+        assert (response.stop_reason, response.output) == ("stop", Answer("Paris")), response.error_message
+        assert ran == ["c1", "c3"] and len(llm.requests) == 1 and finals(agent.history()) == [response]
+    finally:
+        shutdown(agent)
+
+
 def test_a_new_agent_on_the_session_approves_the_waiting_answer_and_ends_with_its_output(tmp_path):
     """The pending final_result lives in the history: a new agent of the same output_type reopening the session approves it."""
     path = tmp_path / "s.db"

@@ -281,6 +281,24 @@ def test_the_usage_a_failed_call_reports_on_its_error_adds_to_the_answer():
     assert (reply.usage.input_tokens, reply.usage.output_tokens, reply.usage.total_tokens) == (14, 5, 19)
 
 
+def test_the_error_replies_of_every_failed_model_add_to_the_answers_usage():
+    """The usage of two models' error replies before a third answers is summed with the answer's, none dropped (decision 13)."""
+    first = Model("alpha", [error_reply("alpha overloaded", LLMUsage(5, 1, total_tokens=6))])
+    second = Model("beta", [error_reply("beta overloaded", LLMUsage(2, 2, total_tokens=4))])
+    answer = AssistantMessage([TextContent("fine")], stop_reason="stop", model="gamma", usage=LLMUsage(7, 3, total_tokens=10))
+    reply = FallbackLLM(first, second, ScriptedLLM([answer]))(FORMATTED)
+    assert (reply.usage.input_tokens, reply.usage.output_tokens, reply.usage.total_tokens) == (14, 6, 20)
+
+
+def test_an_answer_after_no_failure_keeps_its_usage_and_a_lone_error_reply_its_message():
+    """With no earlier failure the reply is handed on as the model gave it: no usage stays None, and the one
+    model's error reply keeps its own error_message (only a reply after other failures names them all)."""
+    unreported = AssistantMessage([TextContent("fine")], stop_reason="stop", model="alpha")
+    assert FallbackLLM(Model("alpha", [unreported]), ScriptedLLM(["second"]))(FORMATTED).usage is None
+    reply = FallbackLLM(Model("alpha", [error_reply("alpha overloaded")]))(FORMATTED)
+    assert (reply.stop_reason, reply.error_message) == ("error", "alpha overloaded")
+
+
 def test_a_reply_without_a_model_is_named_after_the_model_that_answered():
     """A reply with no ``model`` gets the answering client's ``model``; a reply that names its model keeps that name."""
     unnamed = AssistantMessage([TextContent("hi")], stop_reason="stop")

@@ -17,6 +17,7 @@ from helpers import WAIT, make_agent, make_tool, text_result
 from otel_support import NamedLLM, Traced
 from yiemagent import UsageLimits, abort, ask, shutdown
 from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.otel._spans import start_span
 
 MARK = "\u27e6content\u27e7"  # begins every text the model, a tool or the user writes here: no span may hold it
 contents = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30).map(lambda text: MARK + text)
@@ -185,3 +186,15 @@ def test_a_run_whose_span_the_sdk_could_not_make_still_traces_its_rounds_and_cal
     assert all(s.parent.span_id == request.get_span_context().span_id for s in spans if s.name != "request")
     assert [r.getMessage() for r in logged] == ["the tracing SDK raised while a span started"]
     assert not sink._open
+
+
+def test_a_span_the_sdk_could_not_make_stands_in_under_the_parent_it_was_given():
+    """start_span, when the sampler raises, returns a non-recording span carrying the parent context it was given,
+    not the thread's current span's, so a run's rounds and calls stay under that parent (docs/tracing.md "Every span ends")."""
+    traced = Traced(sampler=SamplerRaises("x"))
+    tracer = trace.get_tracer("test", tracer_provider=traced.provider)
+    with tracer.start_as_current_span("current"):
+        parent = tracer.start_span("parent")
+        made = start_span(tracer, "x", trace.set_span_in_context(parent))
+    parent.end()
+    assert not made.is_recording() and made.get_span_context() == parent.get_span_context()

@@ -145,11 +145,12 @@ def test_bad_arguments_are_refused(tmp_path, kwargs, match):
         ("s\ud800", r"session_id must be text UTF-8 can encode, got 's\\ud800' \(a lone surrogate at position 1\)"),
         ("\udc00s", r"session_id must be text UTF-8 can encode, got '\\udc00s' \(a lone surrogate at position 0\)"),
         ("a\x00b", r"session_id must not hold a NUL character, got 'a\\x00b' \(at position 1\)"),
+        ("\x00a\x00", r"session_id must not hold a NUL character, got '\\x00a\\x00' \(at position 0\)"),
     ],
-    ids=["high-surrogate", "low-surrogate", "nul"],
+    ids=["high-surrogate", "low-surrogate", "nul", "nul-first"],
 )
 def test_an_id_no_backend_can_hold_is_refused_when_the_session_is_made(backend, session_id, problem):
-    """A session id holding a lone surrogate or NUL is refused by the constructor of SQLite and PostgreSQL sessions alike, with ValueError naming the problem (docs/sessions.md "Session ids")."""
+    """A session id holding a lone surrogate or NUL is refused by the constructor of SQLite and PostgreSQL sessions alike, with ValueError naming the problem and the first position it is at (docs/sessions.md "Session ids")."""
     with pytest.raises(ValueError, match=f"^{problem}$"):
         backend.open(session_id)
 

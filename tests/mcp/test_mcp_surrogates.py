@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import anyio
+import httpx2
 import pydantic_core
 import pytest
 from hypothesis import given
@@ -20,7 +21,7 @@ from mcp_support import HttpServer, raw_server_command  # noqa: E402
 from yiemagent import TextContent, ToolError, ToolResultMessage, run_agent, shutdown, take_response
 from yiemagent.llm.scripted import ScriptedLLM, tool_call_reply
 from yiemagent.mcp import MCPClient
-from yiemagent.mcp._surrogates import MendedBody, mend_lone_surrogates
+from yiemagent.mcp._surrogates import MendedBody, mend_lone_surrogates, mend_response
 
 
 LISTED = json.dumps({"tools": [{"name": name, "inputSchema": {"type": "object"}} for name in ("ping", "lone_surrogate")]})
@@ -128,3 +129,57 @@ def test_a_body_mended_in_pieces_is_the_body_mended_whole(value, cuts):
 
     whole = b"".join(mend_lone_surrogates(line).encode("latin-1") for line in body.decode("latin-1").splitlines(keepends=True))
     assert anyio.run(mended) == whole
+
+
+def mended_reads(reads: list[bytes], limit: int) -> list[bytes]:
+    """What ``MendedBody`` passes on for a body the transport delivers as ``reads``."""
+
+    class Body:
+        async def __aiter__(self):
+            for read in reads:
+                yield read
+
+    async def mended() -> list[bytes]:
+        return [chunk async for chunk in MendedBody(Body(), limit)]
+
+    return anyio.run(mended)
+
+
+LONE, FFFD = b'"\\ud800"', b'"\\ufffd"'
+
+
+def test_escaped_backslashes_before_u_text_and_uppercase_pairs_are_left_as_sent():
+    """An escaped backslash before "ud800" is text (a lone low escape after it is still mended), and a pair
+    written in upper case (``\\uDB40\\uDC00``) is one character: both stay as the server sent them."""
+    assert mend_lone_surrogates('"\\\\ud800"') == '"\\\\ud800"'
+    assert mend_lone_surrogates('"\\\\ud800\\udc00"') == '"\\\\ud800\\ufffd"'
+    assert mend_lone_surrogates('"\\uDB40\\uDC00"') == '"\\uDB40\\uDC00"'
+
+
+def test_a_body_read_after_a_first_read_without_a_backslash_is_passed_on_and_mended():
+    """A first read with no backslash is passed on at once and the reads after it still come, each line mended."""
+    assert b"".join(mended_reads([b'{"a": 1}\n', LONE + b"\n", b"tail"], 1 << 20)) == b'{"a": 1}\n' + FFFD + b"\ntail"
+
+
+def test_a_line_held_up_to_the_limit_is_mended_and_one_byte_more_is_passed_on_as_it_came():
+    """A line of exactly ``limit`` bytes held over several reads is mended at its newline; one of ``limit + 1``
+    bytes is passed on unmended, the pieces joined as read, and the count starts again at 0 after it,
+    after a line's rest without a backslash, and after a newline that starts a read; every whole line of a read is mended at once."""
+    line = LONE + b"x" * 12  # 20 bytes
+    assert b"".join(mended_reads([line[:10], line[10:], b"\n"], 20)) == FFFD + b"x" * 12 + b"\n"
+    longer = line + b"y"
+    assert mended_reads([longer[:10], longer[10:]], 20) == [longer]
+    assert b"".join(mended_reads([longer[:10], longer[10:], line, b"\n"], 20)) == longer + FFFD + b"x" * 12 + b"\n"
+    assert b"".join(mended_reads([LONE + b"\nb", line, b"\n"], 20)) == FFFD + b"\nb" + FFFD + b"x" * 12 + b"\n"
+    assert b"".join(mended_reads([LONE + b"\n" + LONE + b"\n", b"zz"], 10)) == FFFD + b"\n" + FFFD + b"\nzz"
+    assert b"".join(mended_reads([LONE, b"\n", LONE + b" more text 12"], 20)) == FFFD + b"\n" + LONE + b" more text 12"
+    assert b"".join(mended_reads([LONE + b"\n" + LONE, b" more text\n"], 1 << 20)) == FFFD + b"\n" + FFFD + b" more text\n"
+
+
+def test_only_a_body_without_a_content_encoding_is_mended():
+    """The response hook wraps a body whose Content-Encoding is missing, empty or identity (any case), never a compressed one."""
+    hook = mend_response(1 << 20)
+    for headers, wrapped in (({}, True), ({"Content-Encoding": ""}, True), ({"Content-Encoding": " Identity "}, True), ({"Content-Encoding": "gzip"}, False)):
+        response = httpx2.Response(200, headers=headers, stream=httpx2.ByteStream(b"{}"))
+        anyio.run(hook, response)
+        assert isinstance(response.stream, MendedBody) is wrapped, headers
