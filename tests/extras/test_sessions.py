@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -1007,3 +1008,45 @@ def test_a_second_chat_on_a_held_session_id_ends_with_one_line_saying_how_to_pic
     assert second.returncode == 2 and "Traceback" not in second.stderr and second.stdout == ""
     assert lines[-1].startswith("yiemagent: session 'chat' in ") and lines[-1].endswith("pick another conversation with --session-id NAME")
     assert f"(process {first.pid})" in lines[-1]
+
+
+def _rollback_journal_db(path) -> None:
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE t (x INTEGER)")
+        conn.commit()
+    assert _journal_mode(path) == "delete"
+
+
+def _journal_mode(path) -> str:
+    with closing(sqlite3.connect(path)) as conn:
+        return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+
+
+def test_opening_a_rollback_journal_database_waits_for_another_connections_write_lock(tmp_path):
+    """SQLite refuses the switch into WAL at once, without its busy handler, while another connection holds a write lock: the session waits for the lock (within ``timeout``) and opens in WAL mode."""
+    db = tmp_path / "s.db"
+    _rollback_journal_db(db)
+    writer = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")
+    released = threading.Timer(0.2, writer.execute, ("COMMIT",))
+    released.start()
+    try:
+        with SQLiteSession(db, "s", timeout=10) as session:
+            session.append(user("kept"))
+            assert [m.content[0].text for m in session.messages()] == ["kept"]
+    finally:
+        released.join()
+        writer.close()
+    assert _journal_mode(db) == "wal"
+
+
+def test_a_write_lock_held_past_the_timeout_fails_the_open_naming_the_lock(tmp_path):
+    """The wait for the switch into WAL is bounded by ``timeout``: a lock held past it is the OperationalError SQLite gave, the file left in its journal mode."""
+    db = tmp_path / "s.db"
+    _rollback_journal_db(db)
+    with closing(sqlite3.connect(db, isolation_level=None)) as writer:
+        writer.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            SQLiteSession(db, "s", timeout=0.2)
+        writer.execute("COMMIT")
+    assert _journal_mode(db) == "delete"

@@ -19,6 +19,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import IO, Any, Optional, Protocol, TypeVar, Union
 
@@ -199,6 +200,26 @@ class ConnectedSession:
         self.close()
 
 
+def _into_wal(conn: sqlite3.Connection, timeout: float) -> str:
+    """Put the database in WAL mode and return the journal mode it is in, waiting up to ``timeout`` for another connection's lock.
+
+    SQLite answers the switch out of a rollback journal "database is locked" at once, without its busy
+    handler, while another connection holds a write lock (waiting could deadlock it): eight sessions
+    opening one database of schema 1 at once saw it. So the switch is tried again, as the busy handler
+    would, until it is done or ``timeout`` has passed.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)  # a bounded wait for another connection's lock, once per open (not the loop)
+        pause = min(pause * 2, 0.05)
+
+
 class SQLiteSession(ConnectedSession):
     """A session stored in an SQLite database: one row per message, in order.
 
@@ -255,15 +276,15 @@ class SQLiteSession(ConnectedSession):
             self.path, timeout=timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            self._setup(synchronous.upper())
+            self._setup(synchronous.upper(), timeout)
         except BaseException:
             self._conn.close()
             raise
 
-    def _setup(self, synchronous: str) -> None:
+    def _setup(self, synchronous: str, timeout: float) -> None:
         conn = self._conn
         assert conn is not None
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        mode = _into_wal(conn, timeout)
         if str(mode).lower() != "wal":  # e.g. an in-memory database: works, without WAL's concurrency
             logger.warning("SQLite database %r is in journal mode %r, not WAL", self.path, mode)
         conn.execute(f"PRAGMA synchronous={synchronous}")
