@@ -148,10 +148,11 @@ def _execute_and_finalize(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
     emit: EventEmitter,
+    scope: call_context,
 ) -> FinalizedOutcome:
-    """EXECUTE then FINALIZE one prepared call and emit its end event; never raises."""
+    """EXECUTE then FINALIZE one prepared call and emit its end event; never raises. ``scope``: the call's, as PREPARE had it."""
     try:
-        with call_context(prep.tool_call.id):  # the call's RunContext, in the thread that runs it (types.py)
+        with scope:  # the call's RunContext, in the thread that runs it (types.py)
             executed = execute_prepared_tool_call(prep, signal, emit)
             finalized = finalize_executed_tool_call(context, assistant_msg, prep, executed, config, signal)
     except user_code_errors() as exc:  # a bug in this library must still not lose the call
@@ -177,7 +178,8 @@ def _start_and_prepare(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
     emit: EventEmitter,
-    allowance: Optional[ToolCallAllowance] = None,
+    allowance: Optional[ToolCallAllowance],
+    scope: call_context,
 ) -> PreparedToolCall | FinalizedOutcome | PendingApproval:
     """Emit the call's start event, then PREPARE it — unless the signal has already fired, or the call is past the cap.
 
@@ -195,7 +197,7 @@ def _start_and_prepare(
     elif allowance is not None and not allowance.admits(tool_call):
         prep = ImmediateOutcome(create_error_tool_result(allowance.refusal()), True)
     else:
-        with call_context(tool_call.id):  # before_tool_call sees the call's RunContext (types.py)
+        with scope:  # before_tool_call sees the call's RunContext (types.py)
             prep = prepare_tool_call(context, assistant_msg, tool_call, config, signal)
         if allowance is not None and not isinstance(prep, ImmediateOutcome):  # to be run now, or once approved
             allowance.take(tool_call)
@@ -268,12 +270,13 @@ def _run_batch(
     a prepared call runs here at once (sequential) or starts on the pool (parallel) before the next is prepared."""
     steps: list[FinalizedOutcome | PendingApproval | Future[FinalizedOutcome]] = []
     for tool_call in tool_calls:
-        step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance)
+        scope = call_context(tool_call.id)
+        step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance, scope)
         if isinstance(step, PreparedToolCall):
             if parallel:
-                steps.append(tool_pool.submit(_execute_and_finalize, context, assistant_msg, step, config, signal, emit))
+                steps.append(tool_pool.submit(_execute_and_finalize, context, assistant_msg, step, config, signal, emit, scope))
                 continue
-            step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit)
+            step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit, scope)
         steps.append(step)
     return _batch([step.result() if isinstance(step, Future) else step for step in steps])
 

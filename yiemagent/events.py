@@ -500,18 +500,23 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
     """Around one ``llm_call``: its deltas reach ``emit`` until the block ends; the client sees ``signal``.
 
     ``stream_to(relay, signal)`` and closing the relay after, as a class rather than a
-    generator: it is entered once per LLM round (docs/performance.md "W1").
+    generator: it is entered once per LLM round (docs/performance.md "W1"). When nobody
+    listens to ``emit`` (``EventEmitter.listened``) the deltas have nowhere to go: the call
+    still gets a target, so a client streams, counts a delta as shown and sees the abort
+    signal exactly as with a listener, but its deltas are dropped where they come in, with
+    no relay made for them.
     """
 
-    __slots__ = ("_relay", "_token")
+    __slots__ = ("_relay", "_signal", "_token")
 
     def __init__(self, emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> None:
-        self._relay = DeltaRelay(emit, run_id, round, signal)
+        self._relay = DeltaRelay(emit, run_id, round, signal) if emit.listened else None
+        self._signal = signal
         self._token: Optional[contextvars.Token[Optional[StreamTarget]]] = None
 
-    def __enter__(self) -> DeltaRelay:
+    def __enter__(self) -> Optional[DeltaRelay]:
         relay = self._relay
-        self._token = _target.set(StreamTarget(relay, relay._signal))
+        self._token = _target.set(StreamTarget(relay if relay is not None else _dropped, self._signal))
         return relay
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -519,4 +524,9 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
             if self._token is not None:
                 _target.reset(self._token)
         finally:
-            self._relay.close()
+            if self._relay is not None:
+                self._relay.close()
+
+
+def _dropped(kind: str, text: str) -> None:
+    """The target of a round's deltas when nobody listens to its events (``relay_deltas``)."""

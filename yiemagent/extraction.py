@@ -34,7 +34,7 @@ import json
 import logging
 from typing import Any, Optional
 
-from ._bounds import MAX_ARGUMENTS_DEPTH, JSONTooDeepError, NotJSONError, cap_text, clean_str, json_safe, loads_json, short_repr
+from ._bounds import MAX_ARGUMENTS_DEPTH, JSONTooDeepError, NotJSONError, _plainly_json, cap_text, clean_str, json_safe, loads_json, short_repr
 from ._format_cache import cached_calls, remember_calls
 from .types import AgentToolCall, AssistantMessage
 
@@ -97,6 +97,8 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
     if not isinstance(value, dict):
         kind = _JSON_TYPE_NAMES.get(type(value), f"a {type(value).__name__}")
         return {}, f"the arguments must be a JSON object, got {kind}: {short_repr(raw, 300)}"
+    if _plainly_json(value, MAX_ARGUMENTS_DEPTH):  # what json_safe returns as it is, in its one walk (the common case)
+        return value, None
     try:
         return json_safe(value, max_depth=MAX_ARGUMENTS_DEPTH, _path="arguments", strict_text=True), None
     except NotJSONError as exc:

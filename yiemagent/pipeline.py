@@ -44,6 +44,8 @@ from .types import (
     PendingApproval,
     PreparedToolCall,
     ToolResultMessage,
+    built,
+    utc_now,
 )
 
 __all__ = [
@@ -245,7 +247,7 @@ def prepare_tool_call(
             create_error_tool_result(f"Invalid arguments for tool {tool.name!r}: {tool_call.arguments_error}"), True
         )
     try:
-        prepared_call = prepare_tool_call_arguments(tool, tool_call)
+        prepared_call = prepare_tool_call_arguments(tool, tool_call) if tool.prepare_arguments is not None else tool_call
     except ToolArgumentsError as exc:
         return ImmediateOutcome(create_error_tool_result(str(exc)), True)
     except user_code_errors() as exc:
@@ -506,13 +508,16 @@ def create_tool_result_message(finalized: FinalizedOutcome) -> ToolResultMessage
     Decision 3: the role is "tool".
     """
     call, result = finalized.tool_call, finalized.result
-    return ToolResultMessage(
-        call.id,
-        call.name,
-        list(result.content),
-        result.details,
-        result.usage,
-        None,
-        finalized.is_error,
+    # ToolResultMessage(call.id, call.name, list(result.content), result.details, result.usage, None, finalized.is_error), in one step
+    return built(
+        ToolResultMessage,
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=list(result.content),
+        details=result.details,
+        usage=result.usage,
+        added_tool_names=None,
+        is_error=finalized.is_error,
+        timestamp=utc_now(),
     )
 

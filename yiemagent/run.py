@@ -41,7 +41,7 @@ from .types import (
     ToolResultMessage,
     UsageLimits,
     add_usage,
-    enter_run_context,
+    enter_run_context_later,
     leave_run_context,
 )
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
@@ -791,9 +791,9 @@ def _execute_batch(
     """Step 6's ``executeToolCalls``, with the run's context for its tools and hooks (``RunContext``, types.py)."""
     context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
     host.state.pending_tool_calls = {c.id for c in tool_calls}
-    snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
-    # beyond the spec: what tools and hooks see of the run (types.py current_run_context)
-    entered = enter_run_context(RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None))  # type: ignore[arg-type]  # the field's descriptor takes it
+    # beyond the spec: what tools and hooks see of the run (types.py current_run_context), made only if one asks
+    deps, rounds, usage, messages, count = getattr(host, "deps", None), run.rounds, run.usage, context.messages, len(context.messages)
+    entered = enter_run_context_later(lambda: RunContext(deps, run.id, rounds, usage, MessagesSnapshot(messages[:count]), None))  # type: ignore[arg-type]  # the field's descriptor takes it
     try:
         return execute_tool_calls_within(allowance, context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
     finally:
