@@ -110,7 +110,10 @@ class ToolCallAllowance:
 
 def should_terminate(finalized: list[FinalizedOutcome]) -> bool:
     """True only for a non-empty batch whose every result asks to terminate (spec §10 shouldTerminate)."""
-    return bool(finalized) and all(f.result.terminate for f in finalized)
+    for f in finalized:
+        if not f.result.terminate:
+            return False
+    return bool(finalized)
 
 
 def terminated_response(results: Sequence[ToolResultMessage], reply: Optional[AssistantMessage] = None) -> AssistantMessage:
@@ -210,9 +213,14 @@ def _start_and_prepare(
 
 
 def _batch(steps: Sequence[FinalizedOutcome | PendingApproval]) -> AgentToolCallBatch:
-    finalized = [s for s in steps if isinstance(s, FinalizedOutcome)]
-    deferred = [s for s in steps if isinstance(s, PendingApproval)]
-    terminate = should_terminate(finalized) and not deferred
+    finalized: list[FinalizedOutcome] = []
+    deferred: list[PendingApproval] = []
+    for step in steps:
+        if isinstance(step, FinalizedOutcome):
+            finalized.append(step)
+        else:
+            deferred.append(step)
+    terminate = not deferred and should_terminate(finalized)
     return AgentToolCallBatch([create_tool_result_message(f) for f in finalized], terminate, deferred)
 
 

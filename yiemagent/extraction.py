@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, Optional
 
 from ._bounds import MAX_ARGUMENTS_DEPTH, JSONTooDeepError, NotJSONError, _plainly_json, cap_text, clean_str, json_safe, loads_json, short_repr
@@ -108,6 +109,29 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
 _ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
+def _one_shot_encoder() -> Callable[[Any], str]:
+    """``_ARGUMENTS_ENCODER.encode``, with json's C encoder made once instead of at every call (as ``encode`` does).
+
+    The C encoder is json's own (``json.encoder.c_make_encoder``, what ``encode`` runs); it is
+    taken only where it exists and writes a probe as ``encode`` does, else ``encode`` itself.
+    It checks no circular reference: a dict that holds itself raises ``RecursionError``
+    where ``encode`` raises ``ValueError``, and goes back as ``"{}"`` all the same.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    encoder = _ARGUMENTS_ENCODER
+    try:
+        chunks = make(None, encoder.default, json.encoder.encode_basestring, None, encoder.key_separator, encoder.item_separator, False, False, False)  # type: ignore[misc]
+        probe = {"a": [1, 2.5, None, True, "é\n\"", {"b": -0.0}]}
+        if "".join(chunks(probe, 0)) == encoder.encode(probe):
+            return lambda value: "".join(chunks(value, 0)) if isinstance(value, dict) else encoder.encode(value)
+    except Exception:  # noqa: BLE001  another Python's json: its own encode is the answer
+        pass
+    return encoder.encode
+
+
+_encode_arguments = _one_shot_encoder()
+
+
 def arguments_json(arguments: Any) -> str:
     """Arguments as the JSON text that goes back to a server (decision 9); ``"{}"`` for what cannot.
 
@@ -115,7 +139,7 @@ def arguments_json(arguments: Any) -> str:
     cannot (a caller's own dict holding NaN) goes back as ``"{}"`` rather than raise.
     """
     try:
-        return _ARGUMENTS_ENCODER.encode(arguments)  # json.dumps(arguments, ensure_ascii=False, allow_nan=False), built once
+        return _encode_arguments(arguments)  # json.dumps(arguments, ensure_ascii=False, allow_nan=False), built once
     except (TypeError, ValueError, RecursionError):
         logger.warning("tool-call arguments that are not strict JSON were sent back as {}: %s", short_repr(arguments))
         return "{}"

@@ -212,6 +212,8 @@ class Channel(queue.Queue[Any]):
 
     def drain(self) -> list[Any]:
         """Take every item that is in the channel now, without blocking (closed or not)."""
+        if not self._qsize():  # read without the lock (one length): an item put meanwhile is the next drain's, as it would be after it
+            return []
         with self.not_empty:
             items = [self._get_with()[0] for _ in range(self._qsize())]
             if items:
@@ -585,6 +587,8 @@ class AgentCore:
 
     def take_added(self) -> list[AgentMessage]:
         """The messages ``add_message`` queued during the run, in order (the run answers what waits before each)."""
+        if not self._added:  # read without the lock: one added meanwhile is taken at the next round, as it would be after it
+            return []
         with self._wake:
             added = [message for message, _ in self._added]
             self._added.clear()

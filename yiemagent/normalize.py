@@ -249,8 +249,7 @@ def _plain_reply(reply: Any) -> Optional[CheckedReply]:
     content = reply.content
     if type(content) is not list or not isinstance(reply.timestamp, datetime) or not (reply.usage is None or isinstance(reply.usage, LLMUsage)):
         return None
-    for name in _OPTIONAL_TEXT_FIELDS:
-        value = getattr(reply, name)
+    for value in (reply.api, reply.provider, reply.model, reply.stop_reason, reply.error_message):  # _OPTIONAL_TEXT_FIELDS
         if value is not None and not _clean_text(value):
             return None
     calls: list[AgentToolCall] = []

@@ -236,11 +236,13 @@ class HistoryWriter:
         agent's run thread, where anything the session raises — ``SystemExit`` too — is
         contained (``pipeline.user_code_errors``): it must not strand the run's response.
         """
+        if self.session is None:  # nothing to store, nothing to order with a store: the list's own lock
+            with self.lock:
+                self.state.messages.append(message)
+            return
         with self.store_lock:
             with self.lock:
                 self.state.messages.append(message)
-                if self.session is None:
-                    return
                 if self._release_asked:  # the agent has ended; another agent may hold the session now
                     self._failure = self._failure or f"the agent has released the session {self.session!r}; a message was not stored"
                     return
@@ -295,6 +297,8 @@ class HistoryWriter:
 
     def take_failure(self) -> Optional[str]:
         """The first store failure since the last call, if any; clears it."""
+        if self._failure is None:  # read without the lock: a failure recorded meanwhile is the next call's, as it would be after it
+            return None
         with self.lock:
             failure, self._failure = self._failure, None
             return failure
