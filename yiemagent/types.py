@@ -610,10 +610,11 @@ class AbortSignal:
     ``_children`` and the transition to aborted; the flag itself is a ``threading.Event``.
     """
 
-    __slots__ = ("_event", "_lock", "_children", "_callbacks", "reason")
+    __slots__ = ("_event", "_fired", "_lock", "_children", "_callbacks", "reason")
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._fired = False  # True from just before _event is set: ``aborted`` reads it in one step, checked several times a round
         # guards _children, _callbacks and the one-way transition of _event
         self._lock = threading.Lock()
         self._children: set[AbortSignal] = set()
@@ -623,7 +624,7 @@ class AbortSignal:
     @property
     def aborted(self) -> bool:
         """True once ``abort()`` was called on this signal or on its parent."""
-        return self._event.is_set()
+        return self._fired
 
     def abort(self, reason: Optional[str] = None) -> None:
         """Fire the signal, and every child of it; later calls do nothing."""
@@ -631,6 +632,7 @@ class AbortSignal:
             if self._event.is_set():
                 return
             self.reason = reason
+            self._fired = True  # before the event: a thread woken by wait() finds it set
             self._event.set()
             children, self._children = self._children, set()
             callbacks, self._callbacks = self._callbacks, []
