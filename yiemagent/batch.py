@@ -28,6 +28,7 @@ from .types import (
     PreparedToolCall,
     TextContent,
     ToolResultMessage,
+    built,
     call_context,
 )
 from ._failures import describe_error, user_code_errors
@@ -221,7 +222,7 @@ def _batch(steps: Sequence[FinalizedOutcome | PendingApproval]) -> AgentToolCall
         else:
             deferred.append(step)
     terminate = not deferred and should_terminate(finalized)
-    return AgentToolCallBatch([create_tool_result_message(f) for f in finalized], terminate, deferred)
+    return built(AgentToolCallBatch, messages=[create_tool_result_message(f) for f in finalized], terminate=terminate, deferred=deferred)
 
 
 def execute_tool_calls_sequential(

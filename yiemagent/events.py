@@ -69,7 +69,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar
 
-from .types import AbortSignal, AgentContext, AgentToolResult, AssistantMessage, LLMUsage
+from .types import AbortSignal, AgentContext, AgentToolResult, AssistantMessage, LLMUsage, built
 
 __all__ = [
     "DELTA_KINDS",
@@ -516,7 +516,7 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
 
     def __enter__(self) -> Optional[DeltaRelay]:
         relay = self._relay
-        self._token = _target.set(StreamTarget(relay if relay is not None else _dropped, self._signal))
+        self._token = _target.set(built(StreamTarget, on_delta=relay if relay is not None else _dropped, signal=self._signal))
         return relay
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -272,8 +272,10 @@ def _read_only_wire(msg: Any) -> Optional[FrozenDict]:
             texts.append(block.text)
         elif type(block) is not dict or block.get("type") != "tool_calls" or type(block.get("tool_calls")) is not list:
             return None
-        elif any(type(e) is not dict or "extra_content" in e for e in block["tool_calls"]):  # an extra goes back (_reasoning_echo)
-            return None
+        else:
+            for entry in block["tool_calls"]:
+                if type(entry) is not dict or "extra_content" in entry:  # an extra goes back (_reasoning_echo)
+                    return None
     _, calls, _ = extract_tool_calls(msg)
     wire = FrozenDict(role="assistant", content="\n".join(texts))
     if calls:

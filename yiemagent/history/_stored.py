@@ -413,7 +413,7 @@ def _marked_assistant(data: dict[str, Any]) -> AgentMessage:
         api=get("api"),
         provider=get("provider"),
         model=get("model"),
-        usage=_usage(get("usage")),
+        usage=_usage(counts) if (counts := get("usage")) is not None else None,
         stop_reason=get("stop_reason"),
         error_message=get("error_message"),
         timestamp=parse_stamp(data["timestamp"]),
