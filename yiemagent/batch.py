@@ -9,6 +9,7 @@ naming the limit and never prepared or run (decision 20; docs/api.md "Limits tha
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from concurrent.futures import Future
 from collections.abc import Iterable, Sequence
@@ -256,7 +257,8 @@ def execute_tool_calls_parallel(
     Spec: §9 "Parallel Execution — executeToolCallsParallel()"; decision 6.
 
     Each prepared call starts on the pool as soon as it is prepared, as the spec schedules
-    its task inside the preparation loop. The pool (``yiemagent._threads``) always has a
+    its task inside the preparation loop; a batch of one call runs in this thread, in a copy
+    of its context (nothing would run beside it: the hand-off alone would cost). The pool (``yiemagent._threads``) always has a
     free thread per call in flight, so no call waits for a worker: a batch of N sleeping
     tools takes about as long as one. Every call is collected before returning; a tool
     with ``timeout_s`` that overruns does not hold the batch up (see
@@ -276,16 +278,24 @@ def _run_batch(
     parallel: bool,
 ) -> AgentToolCallBatch:
     """Both modes: the calls are prepared in call order in this thread (so a cap lets the first ones through);
-    a prepared call runs here at once (sequential) or starts on the pool (parallel) before the next is prepared."""
+    a prepared call runs here at once (sequential) or starts on the pool (parallel) before the next is prepared.
+
+    A parallel batch of one call has no other call to run beside it: it runs here, in a copy of
+    this thread's context as a pool thread would run it, without the hand-off to a pool thread
+    and back that the batch would wait for anyway (docs/performance.md "W1")."""
     steps: list[FinalizedOutcome | PendingApproval | Future[FinalizedOutcome]] = []
+    alone = len(tool_calls) == 1
     for tool_call in tool_calls:
         scope = call_context(tool_call.id)
         step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance, scope)
         if isinstance(step, PreparedToolCall):
-            if parallel:
+            if parallel and alone:
+                step = contextvars.copy_context().run(_execute_and_finalize, context, assistant_msg, step, config, signal, emit, scope)
+            elif parallel:
                 steps.append(tool_pool.submit(_execute_and_finalize, context, assistant_msg, step, config, signal, emit, scope))
                 continue
-            step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit, scope)
+            else:
+                step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit, scope)
         steps.append(step)
     return _batch([step.result() if isinstance(step, Future) else step for step in steps])
 
