@@ -112,10 +112,12 @@ _ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 def _one_shot_encoder() -> Callable[[Any], str]:
     """``_ARGUMENTS_ENCODER.encode``, with json's C encoder made once instead of at every call (as ``encode`` does).
 
-    The C encoder is json's own (``json.encoder.c_make_encoder``, what ``encode`` runs); it is
+    ``json.dumps(value, ensure_ascii=False, allow_nan=False)`` of a value that holds no
+    container twice over: the same text, or the same ``TypeError`` or ``ValueError``. The C
+    encoder is json's own (``json.encoder.c_make_encoder``, what ``encode`` runs); it is
     taken only where it exists and writes a probe as ``encode`` does, else ``encode`` itself.
     It checks no circular reference: a dict that holds itself raises ``RecursionError``
-    where ``encode`` raises ``ValueError``, and goes back as ``"{}"`` all the same.
+    where ``encode`` raises ``ValueError``.
     """
     make = getattr(json.encoder, "c_make_encoder", None)
     encoder = _ARGUMENTS_ENCODER
@@ -123,13 +125,15 @@ def _one_shot_encoder() -> Callable[[Any], str]:
         chunks = make(None, encoder.default, json.encoder.encode_basestring, None, encoder.key_separator, encoder.item_separator, False, False, False)  # type: ignore[misc]
         probe = {"a": [1, 2.5, None, True, "é\n\"", {"b": -0.0}]}
         if "".join(chunks(probe, 0)) == encoder.encode(probe):
-            return lambda value: "".join(chunks(value, 0)) if isinstance(value, dict) else encoder.encode(value)
+            return lambda value: "".join(chunks(value, 0))
     except Exception:  # noqa: BLE001  another Python's json: its own encode is the answer
         pass
     return encoder.encode
 
 
-_encode_arguments = _one_shot_encoder()
+json_text = _one_shot_encoder()
+"""``json.dumps(value, ensure_ascii=False, allow_nan=False)``, with json's C encoder made once (``_one_shot_encoder``)."""
+_encode_arguments = json_text
 
 
 def arguments_json(arguments: Any) -> str:

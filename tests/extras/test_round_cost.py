@@ -307,7 +307,15 @@ def test_reading_json_by_its_scanner_alone_is_what_decode_gives(text, constants)
 @settings(max_examples=500)
 @given(JSONISH)
 def test_arguments_written_by_the_c_encoder_are_what_json_dumps_writes(value):
-    """arguments_json gives json.dumps(ensure_ascii=False, allow_nan=False) of any value, or "{}" where that raises."""
+    """arguments_json gives json.dumps(ensure_ascii=False, allow_nan=False) of any value, or "{}" where that raises; json_text raises what it raises."""
+
+    def outcome(write):
+        try:
+            return ("text", write(value))
+        except (TypeError, ValueError) as exc:
+            return ("error", type(exc), str(exc))
+
+    assert outcome(extraction.json_text) == outcome(lambda v: json.dumps(v, ensure_ascii=False, allow_nan=False))
     arguments = {"v": value, "w": [value]}
     try:
         expected = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
