@@ -38,7 +38,8 @@ so two agents streaming at once never see each other's target. ``emit_delta`` ma
 called from any thread that holds the context; the agent's emitter serialises the sink.
 
 The agent's side: the run wraps each ``llm_call`` in ``relay_deltas(...)``, which opens
-the side channel (``stream_to``) with a ``DeltaRelay`` as its target. The relay turns each
+the side channel (``stream_to``) with a ``DeltaRelay`` as its target (when nobody listens
+to the emitter, a target that drops the deltas, with the same signal). The relay turns each
 ``emit_delta(kind, text)`` of the client into ``LLMDeltaEvent(run_id, round, kind, text)``
 and hands it to the agent's ``EventEmitter``, so that:
 
