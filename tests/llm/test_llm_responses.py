@@ -8,6 +8,7 @@ against OpenAI's documented input item shapes (openai-python's ``types/responses
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from hypothesis import given, settings
@@ -214,6 +215,16 @@ def test_a_reasoning_item_without_encrypted_content_is_not_sent_under_store_fals
     assert [i.get("type") for i in _next_input(stored, [UserMessage([TextContent("q")]), stored_reply, result])] == [None, "reasoning", "function_call", "function_call_output"]
 
 
+def test_a_reasoning_item_without_its_id_is_not_sent():
+    """A reasoning item that came without an id (the API requires one on input) stays out, its encrypted content notwithstanding."""
+    body = load("openai-responses-reasoning-tool-call.json")
+    del body["output"][0]["id"]
+    with LocalServer(lambda r: Reply(body=body)) as server:
+        client, reply = _reasoning_turn(server)
+    result = ToolResultMessage("call_gL7JE6GDeGGsFubqO2XGytyO", "update_plan", [TextContent("ok")])
+    assert [i.get("type") for i in _next_input(client, [UserMessage([TextContent("q")]), reply, result])] == [None, "function_call", "function_call_output"]
+
+
 def test_a_reasoning_item_goes_only_with_the_item_that_followed_it():
     """When the call that followed a reasoning item is gone from the turn (a hook dropped it), the reasoning item is not sent alone (the API answers 400)."""
     with LocalServer(lambda r: whole("openai-responses-reasoning-tool-call.json")) as server:
@@ -362,6 +373,18 @@ def test_caps_and_secrets_hold_as_in_the_chat_client():
     assert "sk-test-key-0123456789" not in str(info.value) and "sk-test-key-0123456789" not in repr(client_for(server))
 
 
+def test_a_stream_that_stalls_ends_at_the_deadline():
+    """The recorded stream held back after its first events ends at deadline_s with an LLMError naming it, not a partial reply."""
+    first = streams("openai-responses-stream-reasoning-tool-loop.jsonl")[0]
+    gate = threading.Event()
+    with LocalServer(lambda r: Reply(chunks=[sse(first[:5]), lambda: gate.wait(20), sse(first[5:])], headers=SSE)) as server:
+        try:
+            with pytest.raises(LLMError, match="deadline_s=0.5"):
+                client_for(server, stream=True, deadline_s=0.5)({"messages": [{"role": "user", "content": "q"}]})
+        finally:
+            gate.set()
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_a_stream_cut_anywhere_before_its_end_is_never_a_reply(data):
@@ -376,3 +399,64 @@ def test_a_stream_cut_anywhere_before_its_end_is_never_a_reply(data):
     assert info.value.retryable
     whole_stream = ResponsesStream()
     assert [whole_stream.add(e) for e in events][-1] is True and whole_stream.finish().stop_reason == "tool_use"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_any_cutting_of_several_summaries_emits_thinking_that_joins_into_the_reply(data):
+    """gpt-5's recorded five reasoning summaries, streamed in pieces cut anywhere, emit thinking that joins into the reply's (a blank line between two)."""
+    body = load("openai-responses-reasoning-tool-call.json")
+    reasoning = body["output"][0]
+    events: list[dict] = [{"type": "response.output_item.added", "output_index": 0, "item": {**reasoning, "summary": []}}]
+    for index, part in enumerate(reasoning["summary"]):
+        cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(part["text"]) - 1)), max_size=4)))
+        pieces = [part["text"][a:b] for a, b in zip([0, *cuts], [*cuts, len(part["text"])])]
+        events.append({"type": "response.reasoning_summary_part.added", "output_index": 0, "summary_index": index, "part": {"type": "summary_text", "text": ""}})
+        events += [{"type": "response.reasoning_summary_text.delta", "output_index": 0, "summary_index": index, "delta": p} for p in pieces]
+    events += [{"type": "response.output_item.done", "output_index": 0, "item": reasoning}, {"type": "response.completed", "response": body}]
+    emitted: list[str] = []
+    stream = ResponsesStream(emit=lambda kind, text: emitted.append(text) if kind == "thinking" else None)
+    for event in events:
+        stream.add(event)
+    reply = stream.finish()
+    assert "".join(emitted) == message_text(reply, "thinking") == "\n\n".join(p["text"] for p in reasoning["summary"])
+
+
+def _paths(value, path=()):
+    """Every path into a JSON value, the root included."""
+    yield path
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        yield from _paths(child, (*path, key))
+
+
+def _replaced(value, path, new):
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _replaced(value[path[0]], path[1:], new)
+    return copy
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_any_value_anywhere_in_a_recorded_reply_is_a_reply_error_or_a_turn_that_goes_back(data):
+    """A recorded body with any part replaced by any JSON value raises ValueError (an LLMError from the client) or reads into a turn whose next request can be sent."""
+    from strategies import json_values
+    from yiemagent.llm.responses import parse_responses_response
+
+    name = data.draw(st.sampled_from(["openai-responses-reasoning-tool-call.json", "openai-responses-reasoning-custom-tool-call.json", "openai-responses-reasoning-message.json"]))
+    body = load(name)
+    path = data.draw(st.sampled_from(list(_paths(body))))
+    hostile = _replaced(body, path, data.draw(json_values))
+    try:
+        reply = parse_responses_response(hostile, "h")
+    except ValueError:
+        return
+    history = [UserMessage([TextContent("q")]), reply, UserMessage([TextContent("next")])]
+    request = build_responses_request(format_msg_for_llm(AgentContext("", history, {})), "gpt-5", REASONING, "h")
+    json.dumps(request, allow_nan=False)
+    for index, item in enumerate(request["input"]):
+        if item.get("type") == "reasoning":  # with its id and encrypted content, never alone: the item after it, named by its id, followed it
+            assert isinstance(item["id"], str) and isinstance(item["encrypted_content"], str)
+            assert index + 1 < len(request["input"]) and isinstance(request["input"][index + 1].get("id"), str)

@@ -15,9 +15,10 @@ when it asks for reasoning (``"reasoning"`` in the options or the formatted dict
 that does not reason answers 400 "Encrypted content is not supported with this model").
 An assistant turn this server produced goes back item for item in its order: each
 reasoning item whole, immediately followed by the item that followed it (the API answers
-400 for a reasoning item without it), the message and calls with their ids. Under
-``store=False`` a reasoning item without its ``encrypted_content`` is not sent (the API
-answers "Item not found"). A turn from another server goes without reasoning (the rule of
+400 for a reasoning item without it), the message and calls with their ids. A
+reasoning item is not sent without its id, nor before an item without the id its server
+gave it, nor under ``store=False`` without its ``encrypted_content`` (the API answers
+"Item not found"). A turn from another server goes without reasoning (the rule of
 ``llm/openai.py``: a field is never sent to a server that did not produce it).
 
 Per-request options are those of ``OpenAIClient`` (keys of the options and of the
@@ -129,7 +130,7 @@ def _assistant_items(message: dict[str, Any], provider: Optional[str], store: bo
     for entry in output if isinstance(output, list) else []:
         kind = entry.get("type") if isinstance(entry, dict) else None
         if kind == "reasoning":
-            sendable = isinstance(entry.get("encrypted_content"), str) or (store and isinstance(entry.get("id"), str))
+            sendable = isinstance(entry.get("id"), str) and (store or isinstance(entry.get("encrypted_content"), str))
             items.append(entry if sendable else None)
         elif kind == "message" and not message_sent:
             items.append(_message_item(text, refusal, entry.get("id") if isinstance(entry.get("id"), str) else None))
@@ -139,8 +140,9 @@ def _assistant_items(message: dict[str, Any], provider: Optional[str], store: bo
         else:
             items.append(None)  # an item this client does not send back (a server tool's): the reasoning before it stays out too
     follower: Optional[dict[str, Any]] = None
-    for index in range(len(items) - 1, -1, -1):  # a reasoning item goes only immediately before the item that followed it
-        if items[index] is not None and items[index].get("type") == "reasoning" and follower is None:  # type: ignore[union-attr]
+    for index in range(len(items) - 1, -1, -1):  # a reasoning item goes only immediately before the item that followed it, named by its id
+        item = items[index]
+        if item is not None and item.get("type") == "reasoning" and not (follower is not None and isinstance(follower.get("id"), str)):
             items[index] = None
         follower = items[index]
     yield from (item for item in items if item is not None)
