@@ -422,6 +422,20 @@ def test_any_cutting_of_several_summaries_emits_thinking_that_joins_into_the_rep
     assert "".join(emitted) == message_text(reply, "thinking") == "\n\n".join(p["text"] for p in reasoning["summary"])
 
 
+def test_odd_parts_of_items_are_read_or_refused_by_name():
+    """A reasoning item whose summary is not a list still parses and goes back whole; a message whose content is not a list is an LLMError naming it."""
+    body = load("openai-responses-reasoning-tool-call.json")
+    body["output"][0]["summary"] = True
+    with LocalServer(lambda r: Reply(body=body)) as server:
+        client, reply = _reasoning_turn(server)
+    result = ToolResultMessage("call_gL7JE6GDeGGsFubqO2XGytyO", "update_plan", [TextContent("ok")])
+    assert _next_input(client, [UserMessage([TextContent("q")]), reply, result])[1] == body["output"][0]
+    odd = load("openai-responses-reasoning-message.json")
+    odd["output"][1]["content"] = True
+    with LocalServer(lambda r: Reply(body=odd)) as server, pytest.raises(LLMError, match="content is not a list but bool"):
+        client_for(server)({"messages": [{"role": "user", "content": "q"}]})
+
+
 def _paths(value, path=()):
     """Every path into a JSON value, the root included."""
     yield path
@@ -460,3 +474,24 @@ def test_any_value_anywhere_in_a_recorded_reply_is_a_reply_error_or_a_turn_that_
         if item.get("type") == "reasoning":  # with its id and encrypted content, never alone: the item after it, named by its id, followed it
             assert isinstance(item["id"], str) and isinstance(item["encrypted_content"], str)
             assert index + 1 < len(request["input"]) and isinstance(request["input"][index + 1].get("id"), str)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_any_value_anywhere_in_a_recorded_stream_is_a_reply_error_or_a_reply(data):
+    """The recorded reasoning stream with any part of one event replaced by any JSON value raises ValueError (an LLMError from the client) or gives a reply."""
+    from strategies import json_values
+
+    events = streams("openai-responses-stream-reasoning-tool-loop.jsonl")[0]
+    at = data.draw(st.integers(0, len(events) - 1))
+    path = data.draw(st.sampled_from(list(_paths(events[at]))))
+    events = [*events[:at], _replaced(events[at], path, data.draw(json_values)), *events[at + 1 :]]
+    stream = ResponsesStream()
+    try:
+        for event in events:
+            if stream.add(event):
+                break
+        reply = stream.finish(done=False)
+    except ValueError:
+        return
+    assert isinstance(reply, AssistantMessage)

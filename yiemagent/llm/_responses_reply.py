@@ -61,13 +61,19 @@ def _check_status(response: dict[str, Any]) -> None:
         raise error
 
 
+def _parts(item: dict[str, Any], key: str) -> list[Any]:
+    """An item's list of parts under ``key``; [] when it has none, or something else there (a reasoning item is kept whole whatever it holds)."""
+    parts = item.get(key)
+    return parts if isinstance(parts, list) else []
+
+
 def _summary(item: dict[str, Any]) -> list[str]:
     """A reasoning item's readable parts: its ``summary_text`` parts, else its ``reasoning_text`` content (gpt-oss servers)."""
-    texts = [p["text"] for p in item.get("summary") or [] if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"]]
+    texts = [p["text"] for p in _parts(item, "summary") if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"]]
     if not texts:
         texts = [
             p["text"]
-            for p in item.get("content") or []
+            for p in _parts(item, "content")
             if isinstance(p, dict) and p.get("type") == "reasoning_text" and isinstance(p.get("text"), str) and p["text"]
         ]
     return texts
@@ -102,7 +108,10 @@ def reply_from_output(output: Any, response: dict[str, Any], provider: str) -> A
             continue
         kept.append(_stub(item))
         if kind == "message":
-            for part in item.get("content") or []:
+            content = item.get("content")
+            if content is not None and not isinstance(content, list):
+                raise ReplyError(f"a message item's content is not a list but {type(content).__name__}")
+            for part in content or []:
                 part = require_object(part, "a message content part")
                 if part.get("type") == "output_text" and isinstance(part.get("text"), str):
                     text.append(part["text"])
@@ -162,6 +171,8 @@ class ResponsesStream:
     def add(self, event: Any) -> bool:
         event = require_object(event, "a stream event")
         kind = event.get("type")
+        if not isinstance(kind, str):  # not an event this reader knows, as any type it does not
+            return False
         if kind == "error":
             raise payload_error(event, forced=True)  # type: ignore[misc]
         if kind == "response.failed":

@@ -51,6 +51,11 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 _RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens"}
 
 
+def _listed(value: Any) -> list[Any]:
+    """``value`` when it is a list, else [] (a formatted dict is read leniently, as ``OpenAIClient`` reads it)."""
+    return value if isinstance(value, list) else []
+
+
 def _input_part(part: Any) -> Optional[dict[str, Any]]:
     """A chat content part as a Responses input part: text as ``input_text``, an image as ``input_image`` (or the text saying why it was not sent)."""
     if not isinstance(part, dict):
@@ -121,7 +126,7 @@ def _own_echo(message: dict[str, Any], provider: Optional[str]) -> Optional[dict
 def _assistant_items(message: dict[str, Any], provider: Optional[str], store: bool) -> Iterator[dict[str, Any]]:
     """An assistant turn's items: in the order its server sent them when it is this server's (see the module docstring), else text then calls."""
     text = content_text(message.get("content"))
-    calls = {c.get("id"): c for c in message.get("tool_calls") or [] if isinstance(c, dict)}
+    calls = {c.get("id"): c for c in _listed(message.get("tool_calls")) if isinstance(c, dict)}
     fields = _own_echo(message, provider) or {}
     refusal, output = fields.get("refusal"), fields.get("output")
     refusal = refusal if isinstance(refusal, str) else None
@@ -135,7 +140,7 @@ def _assistant_items(message: dict[str, Any], provider: Optional[str], store: bo
         elif kind == "message" and not message_sent:
             items.append(_message_item(text, refusal, entry.get("id") if isinstance(entry.get("id"), str) else None))
             message_sent = True
-        elif kind in ("function_call", "custom_tool_call") and entry.get("call_id") in calls:
+        elif kind in ("function_call", "custom_tool_call") and isinstance(entry.get("call_id"), str) and entry["call_id"] in calls:
             items.append(_call_item(calls.pop(entry["call_id"]), entry.get("id") if isinstance(entry.get("id"), str) else None))
         else:
             items.append(None)  # an item this client does not send back (a server tool's): the reasoning before it stays out too
@@ -168,7 +173,7 @@ def _input(messages: Any, provider: Optional[str], store: bool) -> tuple[list[st
             items.append(_user_item(message))
         elif role == "assistant":
             items.extend(_assistant_items(message, provider, store))
-            custom_ids.update(c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict) and c.get("type") == CUSTOM)
+            custom_ids.update(c.get("id") for c in _listed(message.get("tool_calls")) if isinstance(c, dict) and c.get("type") == CUSTOM)
         elif role == "tool":
             items.append(_output_item(message, custom_ids))
     return instructions, items
@@ -236,7 +241,7 @@ def build_responses_request(
     instructions, body["input"] = _input(formatted.get("messages", []), provider, body["store"] is not False)
     if any(instructions):
         body.setdefault("instructions", "\n\n".join(text for text in instructions if text))
-    tools = [t for t in (_tool(tool) for tool in [*((defaults or {}).get("tools") or []), *(formatted.get("tools") or [])]) if t is not None]
+    tools = [t for t in (_tool(tool) for tool in [*_listed((defaults or {}).get("tools")), *_listed(formatted.get("tools"))]) if t is not None]
     body.pop("tools", None)
     if tools:
         body["tools"] = tools
