@@ -133,6 +133,7 @@ OVERFLOW = {
 }
 # OpenAI Responses API replies and the request OpenAI accepted; their tests are in test_llm_responses.py (docs/streaming.md "The Responses API").
 RESPONSES_API = {
+    "openai-responses.schema.json",
     "openai-responses-reasoning-message.json",
     "openai-responses-reasoning-tool-call.json",
     "openai-responses-request-reasoning-tool-result.json",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 
+import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -60,6 +61,17 @@ def sse(events: list[dict]) -> bytes:
     return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
 
 
+SCHEMA = json.loads((FIXTURES / "openai-responses.schema.json").read_text())
+REQUEST = jsonschema.Draft202012Validator({"$ref": "#/$defs/CreateResponse", "$defs": SCHEMA["$defs"]})
+
+
+def valid(body: dict) -> dict:
+    """``body``, after checking it against OpenAI's documented CreateResponse schema (tests/fixtures/openai-responses.schema.json)."""
+    errors = [f"{list(e.absolute_path)}: {e.message[:200]}" for e in REQUEST.iter_errors(body)]
+    assert errors == [], errors
+    return body
+
+
 def client_for(server: LocalServer, **kwargs) -> OpenAIResponsesClient:
     return OpenAIResponsesClient("gpt-5", "sk-test-key-0123456789", base_url=f"{server.url}/v1", **{"max_retries": 0, **kwargs})
 
@@ -98,7 +110,7 @@ def test_the_reasoning_tool_turn_goes_back_as_openai_accepted_it():
         assert reply.usage.reasoning_tokens == 1792
         history = [UserMessage([TextContent(question)]), reply, ToolResultMessage(call["id"], "update_plan", [TextContent("plan updated")])]
         client(format_msg_for_llm(AgentContext(accepted["instructions"], history, {})))
-    sent = server.requests[1].json()
+    sent = valid(server.requests[1].json())
     assert (sent["instructions"], sent["include"], sent["reasoning"], sent["store"]) == (accepted["instructions"], accepted["include"], accepted["reasoning"], False)
     assert [item.get("type", "message") for item in sent["input"]] == [item.get("type", "message") for item in accepted["input"]]
     assert sent["input"][:2] == accepted["input"][:2]  # the user's message; the reasoning item whole, with its encrypted content
@@ -120,7 +132,7 @@ def test_a_reasoning_custom_tool_turn_goes_back_as_openai_accepted_it():
         assert (reply.stop_reason, call["type"], call["custom"]) == ("tool_use", "custom", {"name": "execute_sql", "input": "SELECT * FROM users;"})
         history = [UserMessage([TextContent(accepted["input"][0]["content"])]), reply, ToolResultMessage(call["id"], "execute_sql", [TextContent("Result: 3 rows returned")])]
         client(format_msg_for_llm(AgentContext("", history, {})))
-    sent = server.requests[1].json()
+    sent = valid(server.requests[1].json())
     accepted["input"][2]["input"] = "SELECT * FROM users;"  # the model's own text: pydantic-ai sent back its parsed form
     assert sent["input"] == accepted["input"] and sent["tools"] == accepted["tools"]
 
@@ -167,7 +179,7 @@ def test_an_agent_tool_loop_over_three_rounds_sends_the_reasoning_item_back_each
     assert reply.text == "The final result is **570**."
     assert [(s["op"], s["a"], s["b"]) for s in seen] == [("add", 12, 7), ("multiply", 19, 3), ("multiply", 57, 10)]
     reasoning = recorded[0][-1]["response"]["output"][0]  # as response.completed carries it (its encrypted content differs from output_item.done's)
-    bodies = [request.json() for request in server.requests]
+    bodies = [valid(request.json()) for request in server.requests]
     assert len(bodies) == 4
     for body in bodies:
         assert (body["store"], body["include"], body["stream"]) == (False, ["reasoning.encrypted_content"], True)
@@ -200,18 +212,18 @@ def _reasoning_turn(server: LocalServer, **kwargs) -> tuple[OpenAIResponsesClien
 
 
 def _next_input(client, history) -> list[dict]:
-    return build_responses_request(format_msg_for_llm(AgentContext("", history, {})), "gpt-5", client.options, client.provider, store=client.store)["input"]
+    return valid(build_responses_request(format_msg_for_llm(AgentContext("", history, {})), "gpt-5", client.options, client.provider, store=client.store))["input"]
 
 
 def test_a_reasoning_item_without_encrypted_content_is_not_sent_under_store_false():
-    """Under store=False a reasoning item that came without encrypted_content stays out (the API answers "Item not found"); with store=True it goes by id."""
+    """Under store=False a reasoning item that came without encrypted_content stays out, its call without its id (the API answers "Item not found", or 400 for a call missing its reasoning); with store=True it goes by id."""
     body = load("openai-responses-reasoning-tool-call.json")
     del body["output"][0]["encrypted_content"]
     with LocalServer(lambda r: Reply(body=body)) as server:
         client, reply = _reasoning_turn(server)
         stored, stored_reply = _reasoning_turn(server, store=True)
     result = ToolResultMessage("call_gL7JE6GDeGGsFubqO2XGytyO", "update_plan", [TextContent("ok")])
-    assert [i.get("type") for i in _next_input(client, [UserMessage([TextContent("q")]), reply, result])] == [None, "function_call", "function_call_output"]
+    assert [(i.get("type"), "id" in i) for i in _next_input(client, [UserMessage([TextContent("q")]), reply, result])] == [(None, False), ("function_call", False), ("function_call_output", False)]
     assert [i.get("type") for i in _next_input(stored, [UserMessage([TextContent("q")]), stored_reply, result])] == [None, "reasoning", "function_call", "function_call_output"]
 
 
@@ -222,7 +234,7 @@ def test_a_reasoning_item_without_its_id_is_not_sent():
     with LocalServer(lambda r: Reply(body=body)) as server:
         client, reply = _reasoning_turn(server)
     result = ToolResultMessage("call_gL7JE6GDeGGsFubqO2XGytyO", "update_plan", [TextContent("ok")])
-    assert [i.get("type") for i in _next_input(client, [UserMessage([TextContent("q")]), reply, result])] == [None, "function_call", "function_call_output"]
+    assert [(i.get("type"), "id" in i) for i in _next_input(client, [UserMessage([TextContent("q")]), reply, result])] == [(None, False), ("function_call", False), ("function_call_output", False)]
 
 
 def test_a_reasoning_item_goes_only_with_the_item_that_followed_it():
@@ -284,7 +296,7 @@ def _refusal_events() -> list[dict]:
 
 @pytest.mark.parametrize("streamed", [False, True])
 def test_a_refusal_part_is_stop_reason_refusal_and_fails_the_run(streamed):
-    """A refusal content part, whole or streamed as response.refusal.delta, is stop_reason "refusal" with its words; ask raises naming it."""
+    """A refusal content part, whole or streamed as response.refusal.delta, is stop_reason "refusal" with its words; ask raises naming it; it goes back in its message."""
     reply_of = (lambda: Reply(chunks=[sse(_refusal_events())], headers=SSE)) if streamed else (lambda: Reply(body=REFUSED))
     with LocalServer(lambda r: reply_of()) as server:
         client = client_for(server, stream=streamed)
@@ -292,6 +304,8 @@ def test_a_refusal_part_is_stop_reason_refusal_and_fails_the_run(streamed):
         with make_agent(client) as agent, pytest.raises(RunFailedError, match="refusal"):
             ask(agent, "q", timeout=20)
     assert (reply.stop_reason, reply.refusal, reply.text) == ("refusal", REFUSAL, "")
+    sent = _next_input(client, [UserMessage([TextContent("q")]), reply, UserMessage([TextContent("next")])])
+    assert sent[1] == {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed", "content": [{"type": "refusal", "refusal": REFUSAL}]}
 
 
 def test_images_of_user_messages_and_tool_results_go_as_input_image():
@@ -299,7 +313,7 @@ def test_images_of_user_messages_and_tool_results_go_as_input_image():
     image = ImageContent(PNG, "image/png")
     call = AssistantMessage([{"type": "tool_calls", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "shot", "arguments": "{}"}}]}], stop_reason="tool_use")
     history = [UserMessage([TextContent("look"), image]), call, ToolResultMessage("call_1", "shot", [TextContent("a screenshot"), image])]
-    items = build_responses_request(format_msg_for_llm(AgentContext("", history, {})), "gpt-5")["input"]
+    items = valid(build_responses_request(format_msg_for_llm(AgentContext("", history, {})), "gpt-5"))["input"]
     url = f"data:image/png;base64,{PNG}"
     assert items[0] == {"role": "user", "content": [{"type": "input_text", "text": "look"}, {"type": "input_image", "image_url": url, "detail": "auto"}]}
     assert items[1] == {"type": "function_call", "call_id": "call_1", "name": "shot", "arguments": "{}"}
@@ -316,7 +330,7 @@ def test_chat_options_become_their_responses_names():
         "tool_choice": {"type": "function", "function": {"name": "f"}},
         "response_format": {"type": "json_schema", "json_schema": {"name": "Location", "schema": schema, "strict": True}},
     }
-    body = build_responses_request(formatted, "gpt-5", {"max_tokens": 100, "reasoning_effort": "low", "text": {"verbosity": "low"}})
+    body = valid(build_responses_request(formatted, "gpt-5", {"max_tokens": 100, "reasoning_effort": "low", "text": {"verbosity": "low"}}))
     assert body["max_output_tokens"] == 100 and "max_tokens" not in body
     assert body["reasoning"] == {"effort": "low"} and body["include"] == ["reasoning.encrypted_content"]
     assert body["tool_choice"] == {"type": "function", "name": "f"}
@@ -423,13 +437,14 @@ def test_any_cutting_of_several_summaries_emits_thinking_that_joins_into_the_rep
 
 
 def test_odd_parts_of_items_are_read_or_refused_by_name():
-    """A reasoning item whose summary is not a list still parses and goes back whole; a message whose content is not a list is an LLMError naming it."""
+    """A reasoning item whose summary is not a list parses, and its turn goes back without reasoning or ids (the API would refuse it); a message whose content is not a list is an LLMError naming it."""
     body = load("openai-responses-reasoning-tool-call.json")
     body["output"][0]["summary"] = True
     with LocalServer(lambda r: Reply(body=body)) as server:
         client, reply = _reasoning_turn(server)
     result = ToolResultMessage("call_gL7JE6GDeGGsFubqO2XGytyO", "update_plan", [TextContent("ok")])
-    assert _next_input(client, [UserMessage([TextContent("q")]), reply, result])[1] == body["output"][0]
+    sent = _next_input(client, [UserMessage([TextContent("q")]), reply, result])
+    assert [(i.get("type"), "id" in i) for i in sent] == [(None, False), ("function_call", False), ("function_call_output", False)]
     odd = load("openai-responses-reasoning-message.json")
     odd["output"][1]["content"] = True
     with LocalServer(lambda r: Reply(body=odd)) as server, pytest.raises(LLMError, match="content is not a list but bool"):
@@ -468,7 +483,7 @@ def test_any_value_anywhere_in_a_recorded_reply_is_a_reply_error_or_a_turn_that_
     except ValueError:
         return
     history = [UserMessage([TextContent("q")]), reply, UserMessage([TextContent("next")])]
-    request = build_responses_request(format_msg_for_llm(AgentContext("", history, {})), "gpt-5", REASONING, "h")
+    request = valid(build_responses_request(format_msg_for_llm(AgentContext("", history, {})), "gpt-5", REASONING, "h"))
     json.dumps(request, allow_nan=False)
     for index, item in enumerate(request["input"]):
         if item.get("type") == "reasoning":  # with its id and encrypted content, never alone: the item after it, named by its id, followed it

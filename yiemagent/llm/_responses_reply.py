@@ -130,9 +130,10 @@ def reply_from_output(output: Any, response: dict[str, Any], provider: str) -> A
     reason = details.get("reason") if isinstance(details, dict) else None
     finish = _INCOMPLETE.get(reason if isinstance(reason, str) else "", "length") if response.get("status") == "incomplete" else "stop"
     usage = _usage(response.get("usage"))
-    echoed = {"output": kept} if reasoned else None
+    refused = "".join(refusal)
+    echoed = {"output": kept} if reasoned or refused else None  # a refusal goes back in its message, which needs its id
     model = response.get("model")
-    return _assistant_message("".join(text), _SEPARATOR.join(thinking), calls, finish, usage, model, provider, echoed, "".join(refusal), API)
+    return _assistant_message("".join(text), _SEPARATOR.join(thinking), calls, finish, usage, model, provider, echoed, refused, API)
 
 
 def parse_responses_response(body: Any, provider: str = "api.openai.com") -> AssistantMessage:

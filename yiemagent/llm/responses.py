@@ -15,10 +15,12 @@ when it asks for reasoning (``"reasoning"`` in the options or the formatted dict
 that does not reason answers 400 "Encrypted content is not supported with this model").
 An assistant turn this server produced goes back item for item in its order: each
 reasoning item whole, immediately followed by the item that followed it (the API answers
-400 for a reasoning item without it), the message and calls with their ids. A
-reasoning item is not sent without its id, nor before an item without the id its server
-gave it, nor under ``store=False`` without its ``encrypted_content`` (the API answers
-"Item not found"). A turn from another server goes without reasoning (the rule of
+400 for a reasoning item without it), the message and calls with their ids. All or
+nothing (``_own_items``): when any of it cannot go (a reasoning item without its id, its
+summary, or under ``store=False`` its ``encrypted_content``, for which the API answers
+"Item not found"; a follower a hook removed), the turn goes as another server's would,
+without reasoning and without ids (the API answers 400 for a call whose reasoning item
+is missing). A turn from another server goes without reasoning (the rule of
 ``llm/openai.py``: a field is never sent to a server that did not produce it).
 
 Per-request options are those of ``OpenAIClient`` (keys of the options and of the
@@ -48,6 +50,7 @@ from ..types import AssistantMessage
 __all__ = ["OpenAIResponsesClient", "ResponsesStream", "build_responses_request", "parse_responses_response"]
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
+_REASONING_KEYS = ("type", "id", "summary", "content", "encrypted_content", "status")  # a reasoning item's documented fields
 _RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens"}
 
 
@@ -108,7 +111,7 @@ def _message_item(text: str, refusal: Optional[str], item_id: Optional[str] = No
     """The assistant's text (and refusal) as an output message; with the id its server gave it, the form that server sent."""
     if item_id is None:
         return {"role": "assistant", "content": text} if text else None
-    parts: list[dict[str, Any]] = [{"type": "output_text", "text": text, "annotations": []}] if text else []
+    parts: list[dict[str, Any]] = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}] if text else []
     if refusal:
         parts.append({"type": "refusal", "refusal": refusal})
     return {"type": "message", "role": "assistant", "id": item_id, "status": "completed", "content": parts} if parts else None
@@ -123,38 +126,74 @@ def _own_echo(message: dict[str, Any], provider: Optional[str]) -> Optional[dict
     return fields if isinstance(fields, dict) else None
 
 
+def _text_parts(parts: Any, kind: str) -> bool:
+    """Whether ``parts`` is a list of ``{"type": kind, "text": str}`` parts, as a reasoning item's summary and content are documented."""
+    return isinstance(parts, list) and all(isinstance(p, dict) and p.get("type") == kind and isinstance(p.get("text"), str) for p in parts)
+
+
+def _reasoning_item(entry: dict[str, Any], store: bool) -> Optional[dict[str, Any]]:
+    """A reasoning item as it goes back, its documented fields as they came; None when the API would refuse it.
+
+    It needs its id and its summary (a list of ``summary_text`` parts), and under
+    ``store=False`` its ``encrypted_content`` (else "Item not found").
+    """
+    encrypted = entry.get("encrypted_content")
+    if not isinstance(entry.get("id"), str) or not _text_parts(entry.get("summary"), "summary_text"):
+        return None
+    if not (isinstance(encrypted, str) or (store and encrypted is None)):
+        return None
+    if "content" in entry and entry["content"] is not None and not _text_parts(entry["content"], "reasoning_text"):
+        return None
+    return {key: entry[key] for key in _REASONING_KEYS if key in entry and key != "status"}
+
+
+def _own_items(output: list[Any], text: str, refusal: Optional[str], calls: dict[Any, dict[str, Any]], store: bool) -> Optional[list[dict[str, Any]]]:
+    """The items of a turn this server produced, in its order, with their ids; None when it cannot go back so.
+
+    All or nothing: each reasoning item must go, immediately followed by the item that
+    followed it, which the API names by its id (it answers 400 for a reasoning item without
+    its follower, and for a call or message whose reasoning item is missing). A turn where
+    any of it is gone (a hook removed a call, a reasoning item the API would refuse, an
+    item of a server tool this client does not send) goes back as a turn of another server.
+    ``calls`` loses the calls placed here.
+    """
+    items: list[Optional[dict[str, Any]]] = []  # one per output entry: what goes back for it, None for nothing
+    placed: set[str] = set()
+    for entry in output:
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        item_id = entry.get("id") if isinstance(entry, dict) and isinstance(entry.get("id"), str) else None
+        if kind == "reasoning":
+            reasoning = _reasoning_item(entry, store)
+            if reasoning is None:
+                return None
+            items.append(reasoning)
+        elif kind == "message" and "message" not in placed and item_id is not None:
+            items.append(_message_item(text, refusal, item_id))
+            placed.add("message")
+        elif kind in ("function_call", "custom_tool_call") and item_id is not None and entry.get("call_id") in calls and isinstance(entry["call_id"], str):
+            items.append(_call_item(calls[entry["call_id"]], item_id))
+            placed.add(entry["call_id"])
+        else:
+            items.append(None)
+    for item, follower in zip(items, [*items[1:], None], strict=True):
+        if item is not None and item.get("type") == "reasoning" and follower is None:
+            return None
+    for call_id in placed - {"message"}:
+        del calls[call_id]
+    return [item for item in items if item is not None] + ([] if "message" in placed else [m for m in [_message_item(text, None)] if m])
+
+
 def _assistant_items(message: dict[str, Any], provider: Optional[str], store: bool) -> Iterator[dict[str, Any]]:
-    """An assistant turn's items: in the order its server sent them when it is this server's (see the module docstring), else text then calls."""
+    """An assistant turn's items: in the order its server sent them when it is this server's and can go back so (``_own_items``), else text then calls."""
     text = content_text(message.get("content"))
     calls = {c.get("id"): c for c in _listed(message.get("tool_calls")) if isinstance(c, dict)}
     fields = _own_echo(message, provider) or {}
     refusal, output = fields.get("refusal"), fields.get("output")
-    refusal = refusal if isinstance(refusal, str) else None
-    items: list[Optional[dict[str, Any]]] = []  # one per output entry: what goes back for it, None for nothing
-    message_sent = False
-    for entry in output if isinstance(output, list) else []:
-        kind = entry.get("type") if isinstance(entry, dict) else None
-        if kind == "reasoning":
-            sendable = isinstance(entry.get("id"), str) and (store or isinstance(entry.get("encrypted_content"), str))
-            items.append(entry if sendable else None)
-        elif kind == "message" and not message_sent:
-            items.append(_message_item(text, refusal, entry.get("id") if isinstance(entry.get("id"), str) else None))
-            message_sent = True
-        elif kind in ("function_call", "custom_tool_call") and isinstance(entry.get("call_id"), str) and entry["call_id"] in calls:
-            items.append(_call_item(calls.pop(entry["call_id"]), entry.get("id") if isinstance(entry.get("id"), str) else None))
-        else:
-            items.append(None)  # an item this client does not send back (a server tool's): the reasoning before it stays out too
-    follower: Optional[dict[str, Any]] = None
-    for index in range(len(items) - 1, -1, -1):  # a reasoning item goes only immediately before the item that followed it, named by its id
-        item = items[index]
-        if item is not None and item.get("type") == "reasoning" and not (follower is not None and isinstance(follower.get("id"), str)):
-            items[index] = None
-        follower = items[index]
-    yield from (item for item in items if item is not None)
-    if not message_sent:
-        item = _message_item(text, refusal)
-        if item is not None:
-            yield item
+    own = _own_items(output, text, refusal if isinstance(refusal, str) else None, calls, store) if isinstance(output, list) else None
+    if own is None:
+        item = _message_item(text, None)
+        own = [item] if item is not None else []
+    yield from own
     yield from (_call_item(call) for call in calls.values())
 
 
