@@ -2,18 +2,19 @@
 
 A reply's ``output`` is a list of items: ``message`` (``output_text`` and ``refusal``
 parts), ``function_call`` (``call_id``, ``name``, ``arguments``) and ``reasoning`` (its
-``summary`` parts, ``encrypted_content`` when asked for). The text is one ``TextContent``;
-each function call is a tool call whose id is its ``call_id`` (a ``custom_tool_call``, gpt-5's
-free-text tools, a custom call as ``llm/openai.py`` reads one); a refusal part is a
-``{"type": "refusal"}`` block and ``stop_reason "refusal"``; the reasoning summaries,
-joined by a blank line, are the thinking block's ``thinking``.
+``summary`` parts, ``encrypted_content`` when asked for). The text is one
+``TextContent``; each function call is a tool call whose id is its ``call_id`` (a
+``custom_tool_call``, gpt-5's free-text tools, a custom call as ``llm/openai.py`` reads
+one); a refusal part is a ``{"type": "refusal"}`` block and ``stop_reason "refusal"``;
+the reasoning summaries, joined by a blank line, are the thinking block's ``thinking``.
 
 Reasoning items go back (docs/streaming.md "Reasoning sent back", "The Responses API"):
-when the output holds one, the thinking block keeps ``reasoning_fields = {"output": [...]}``,
-the output in its order, each reasoning item whole (with its ``encrypted_content``) and
-every other item as its type and ids alone (the text and the calls are in the reply's own
-blocks). ``llm/responses.py`` sends it back to the server that produced it, each reasoning
-item immediately before the item that followed it.
+when the output holds one (or a refusal, which goes back in its message), the thinking
+block keeps ``reasoning_fields = {"output": [...]}``, the output in its order, each
+reasoning item whole (with its ``encrypted_content``) and every other item as its type
+and ids alone (the text and the calls are in the reply's own blocks). ``llm/responses.py``
+sends it back to the server that produced it, each reasoning item immediately before the
+item that followed it.
 
 Decision 13: ``input_tokens`` include the cached ones and ``output_tokens`` the reasoning
 ones (``openai._usage``). ``status`` ``incomplete`` is ``length`` (``max_output_tokens``) or

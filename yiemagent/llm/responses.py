@@ -4,9 +4,10 @@ OpenAI's API for its reasoning models: the reasoning items a model writes before
 call are kept across the tool loop, which chat completions cannot carry (docs/streaming.md
 "The Responses API"). The request is built from ``format_msg_for_llm``'s dict: the
 leading system messages as ``instructions``, user messages (and a later system message)
-as input messages (images as ``input_image`` parts), an assistant turn as its items (``message``, ``function_call`` by
-``call_id``; a custom call as ``custom_tool_call``), a tool result as
-``function_call_output`` (a tool's images inside its output, as ``input_image`` parts). Replies are read in ``_responses_reply``.
+as input messages (images as ``input_image`` parts), an assistant turn as its items
+(``message``, ``function_call`` by ``call_id``; a custom call as ``custom_tool_call``), a
+tool result as ``function_call_output`` (a tool's images inside its output, as
+``input_image`` parts). Replies are read in ``_responses_reply``.
 
 Reasoning (docs/conformance.md, OpenAI's "Reasoning models" guide, "Keeping reasoning items
 in context" and "Encrypted reasoning items"): with ``store=False`` (the default: the
