@@ -377,10 +377,14 @@ def test_context_length_exceeded_is_a_context_overflow_error():
 
 
 def test_caps_and_secrets_hold_as_in_the_chat_client():
-    """A reply past max_reply_bytes is an LLMError naming the cap; a key the server echoes in an error is masked."""
+    """A reply past max_reply_bytes, or a streamed event past max_event_bytes, is an LLMError naming the cap; a key the server echoes in an error is masked."""
     with LocalServer(lambda r: whole("openai-responses-reasoning-tool-call.json")) as server:
         with pytest.raises(LLMError, match="max_reply_bytes=1000"):
             client_for(server, max_reply_bytes=1000)({"messages": [{"role": "user", "content": "q"}]})
+    first = streams("openai-responses-stream-reasoning-tool-loop.jsonl")[0]
+    with LocalServer(lambda r: Reply(chunks=[sse(first)], headers=SSE)) as server:
+        with pytest.raises(LLMError, match="exceeds 1000 bytes"):
+            client_for(server, stream=True, max_event_bytes=1000)({"messages": [{"role": "user", "content": "q"}]})
     with LocalServer(lambda r: Reply(status=401, body={"error": {"message": "Incorrect API key provided: sk-test-key-0123456789"}})) as server:
         with pytest.raises(LLMError) as info:
             client_for(server)({"messages": [{"role": "user", "content": "q"}]})
