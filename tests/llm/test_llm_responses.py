@@ -514,3 +514,13 @@ def test_any_value_anywhere_in_a_recorded_stream_is_a_reply_error_or_a_reply(dat
     except ValueError:
         return
     assert isinstance(reply, AssistantMessage)
+
+
+def test_a_call_id_sent_twice_goes_back_once_per_call():
+    """Two function_call items sharing one call_id (the second renamed on the way in, docs/failures.md) go back once each, each call_id once."""
+    body = load("openai-responses-reasoning-tool-call.json")
+    body["output"].append({**body["output"][1], "id": "fc_second"})
+    with LocalServer(lambda r: Reply(body=body)) as server:
+        client, reply = _reasoning_turn(server)
+    calls = [i for i in _next_input(client, [UserMessage([TextContent("q")]), reply]) if i.get("type") == "function_call"]
+    assert [(c["call_id"], c.get("id")) for c in calls] == [("call_gL7JE6GDeGGsFubqO2XGytyO", body["output"][1]["id"]), ("call_gL7JE6GDeGGsFubqO2XGytyO_2", None)]

@@ -171,7 +171,7 @@ def _own_items(output: list[Any], text: str, refusal: Optional[str], calls: dict
         elif kind == "message" and "message" not in placed and item_id is not None:
             items.append(_message_item(text, refusal, item_id))
             placed.add("message")
-        elif kind in ("function_call", "custom_tool_call") and item_id is not None and entry.get("call_id") in calls and isinstance(entry["call_id"], str):
+        elif kind in ("function_call", "custom_tool_call") and item_id is not None and isinstance(entry.get("call_id"), str) and entry["call_id"] in calls.keys() - placed:
             items.append(_call_item(calls[entry["call_id"]], item_id))
             placed.add(entry["call_id"])
         else:
