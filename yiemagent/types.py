@@ -607,7 +607,8 @@ class AbortSignal:
     timeout stops that tool alone and an abort still reaches it.
 
     Thread safety: every method may be called from any thread. ``_lock`` guards
-    ``_children`` and the transition to aborted; the flag itself is a ``threading.Event``.
+    ``_children`` and the transition to aborted; the flag is ``_fired`` (read in one step,
+    set before the ``threading.Event`` that ``wait`` blocks on).
     """
 
     __slots__ = ("_event", "_fired", "_lock", "_children", "_callbacks", "reason")
