@@ -848,7 +848,8 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     run.took_first_input = True
     host.ring()
     logger.debug("run %d started: %d new message(s)%s", run.id, taken, " (continue_agent)" if continued else "")
-    host.emit(AgentRunStartEvent(run.id, taken))
+    if getattr(host.emit, "listened", True):  # nothing is built for a sink nobody set (events.py EventEmitter.listened)
+        host.emit(AgentRunStartEvent(run.id, taken))
     sub_runs = collecting(_late_usage_of(host, run))  # an agent_tool's sub-runs report their usage to this run (_sub_runs.py)
     try:
         # approvals first: their results go before any new message (decision 18)
@@ -880,5 +881,6 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
         "run %d ended: stop_reason %r after %d round(s) in %.3f s, %d input + %d output tokens",
         run.id, response.stop_reason, run.rounds, duration, run.usage.input_tokens, run.usage.output_tokens,
     )
-    host.emit(AgentRunEndEvent(run.id, response, run.rounds, duration, run.usage))
+    if getattr(host.emit, "listened", True):
+        host.emit(AgentRunEndEvent(run.id, response, run.rounds, duration, run.usage))
     return response

@@ -340,3 +340,23 @@ def test_text_blocks_checked_in_one_pass_are_what_the_block_by_block_check_gives
     kept = normalize_content(blocks)
     assert kept == normalize_content(tuple(blocks))  # a tuple goes block by block
     assert (kept is blocks) == all(a is b for a, b in zip(normalize_content(tuple(blocks)), blocks, strict=True))
+
+
+def test_a_run_nobody_listens_to_builds_no_run_events(monkeypatch):
+    """With no sink the run's start and end events are not built; with one, each is built and reaches it once."""
+    import yiemagent.run as run_module
+
+    built_events: list = []
+    for name in ("AgentRunStartEvent", "AgentRunEndEvent"):
+        real = getattr(run_module, name)
+        monkeypatch.setattr(run_module, name, lambda *a, _real=real, **k: built_events.append(_real.__name__) or _real(*a, **k))
+    with YiemAgent(llm_call=ScriptedLLM(["done"]), agent_event_sink=None) as agent:
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert built_events == []
+    seen: list = []
+    with YiemAgent(llm_call=ScriptedLLM(["done"]), agent_event_sink=seen.append) as agent:
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert built_events == ["AgentRunStartEvent", "AgentRunEndEvent"]
+    assert [type(e).__name__ for e in seen if type(e).__name__ in built_events] == built_events
