@@ -37,12 +37,15 @@ from ._threads import tool_pool
 from .events import EventEmitter, ToolExecEndEvent, ToolExecStartEvent, as_emitter
 from .pipeline import (
     ABORTED_MESSAGE,
+    call_tool,
     create_error_tool_result,
     create_tool_result_message,
     execute_prepared_tool_call,
     finalize_executed_tool_call,
     prepare_tool_call,
+    validate_required_args,
 )
+from ._bounds import json_copy
 
 __all__ = [
     "ToolCallAllowance",
@@ -214,6 +217,50 @@ def _start_and_prepare(
     return prep
 
 
+def _plain_call(context: AgentContext, tool_call: AgentToolCall, signal: Optional[AbortSignal], emit: EventEmitter, scope: call_context) -> Optional[FinalizedOutcome]:
+    """PREPARE -> EXECUTE -> FINALIZE of a plain call, in one step; None for any other call (docs/performance.md "W1").
+
+    Spec §8's three phases, for a call that takes none of their branches: its tool exists
+    and has no ``prepare_arguments``, no ``validate_required_args`` of its own, no
+    ``timeout_s`` and no ``requires_approval``; its arguments were read without a problem
+    and pass the tool's schema (the same check, ``validate_required_args``); the signal has
+    not fired. The batch makes it only when nothing else can act on the call: no
+    ``before_tool_call`` or ``after_tool_call`` hook, no ``max_tool_calls``, nobody
+    listening to the call's events (``_run_batch``). Such a call is validated, gets its
+    own copy of the arguments, and runs (``pipeline.call_tool``) in its ``RunContext``
+    scope, as the three phases would run it, without the outcome of each phase as an
+    object of its own. Anything else, or anything raised on the way, is left to the three
+    phases, which do it again from the start and name the cause: nothing has run yet.
+    ``tests/extras/test_round_cost.py`` holds it to the three phases (same results, same
+    history, same events).
+    """
+    tool = context.tools.get(tool_call.name)
+    if (
+        tool is None
+        or tool_call.arguments_error is not None
+        or tool.prepare_arguments is not None
+        or tool.validate_required_args is not None
+        or tool.timeout_s is not None
+        or tool.requires_approval
+        or (signal is not None and signal.aborted)
+    ):
+        return None
+    try:
+        if validate_required_args(tool_call.arguments, tool.input_schema) is not None:
+            return None
+    except user_code_errors():  # the three phases say what failed
+        return None
+    # the tool gets arguments of its own: the call in the history keeps what the model sent (as prepare_tool_call)
+    args = json_copy(tool_call.arguments)
+    try:
+        with scope:  # the call's RunContext, if the tool asks (types.py)
+            result, is_error = call_tool(tool, tool_call, args, signal, emit)
+    except user_code_errors() as exc:  # a bug in this library must still not lose the call (as _execute_and_finalize)
+        logger.exception("internal error while running tool %r", tool.name)
+        result, is_error = create_error_tool_result(f"Internal error running tool {tool.name!r}: {describe_error(exc)}"), True
+    return FinalizedOutcome(tool_call, result, is_error)
+
+
 def _batch(steps: Sequence[FinalizedOutcome | PendingApproval]) -> AgentToolCallBatch:
     finalized: list[FinalizedOutcome] = []
     deferred: list[PendingApproval] = []
@@ -282,11 +329,20 @@ def _run_batch(
 
     A parallel batch of one call has no other call to run beside it: it runs here, in a copy of
     this thread's context as a pool thread would run it, without the hand-off to a pool thread
-    and back that the batch would wait for anyway (docs/performance.md "W1")."""
+    and back that the batch would wait for anyway (docs/performance.md "W1"). When nothing but the
+    three phases can act on a call (no hook, no cap, no listener) and the batch runs its calls
+    here, a plain call takes the short way through them (``_plain_call``), any other the long one."""
     steps: list[FinalizedOutcome | PendingApproval | Future[FinalizedOutcome]] = []
     alone = len(tool_calls) == 1
+    # nothing but the three phases acts on a call: each may take the short way (_plain_call); a parallel batch of more runs them on the pool
+    plain = (not parallel or alone) and allowance is None and config.before_tool_call is None and config.after_tool_call is None and not emit.listened
     for tool_call in tool_calls:
         scope = call_context(tool_call.id)
+        if plain:
+            finished = contextvars.copy_context().run(_plain_call, context, tool_call, signal, emit, scope) if parallel else _plain_call(context, tool_call, signal, emit, scope)
+            if finished is not None:
+                steps.append(finished)
+                continue
         step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance, scope)
         if isinstance(step, PreparedToolCall):
             if parallel and alone:

@@ -316,11 +316,12 @@ class _PartialResultReporter:
     dropped.
     """
 
-    __slots__ = ("_emit", "_prep", "_lock", "_open", "_sub_runs")
+    __slots__ = ("_emit", "_call", "_args", "_lock", "_open", "_sub_runs")
 
-    def __init__(self, emit: EventEmitter, prep: PreparedToolCall) -> None:
+    def __init__(self, emit: EventEmitter, tool_call: AgentToolCall, args: dict[str, Any]) -> None:
         self._emit = emit
-        self._prep = prep
+        self._call = tool_call
+        self._args = args  # what the tool received: the update event shows them
         self._lock = threading.Lock()  # guards _open
         self._open = True
         self._sub_runs = sub_run_collector()  # the run this call belongs to (made in its batch, in the run's context)
@@ -329,15 +330,15 @@ class _PartialResultReporter:
         """Emit ``partial_result``; True when it was emitted, False when dropped (the call has ended)."""
         with self._lock:
             if not self._open:
-                logger.debug("partial result of %r after its end was dropped", self._prep.tool_call.id)
+                logger.debug("partial result of %r after its end was dropped", self._call.id)
                 return False
-            call = self._prep.tool_call
+            call = self._call
             if isinstance(partial_result, SubAgentEvent) and partial_result.tool_call_id == call.id:
                 self._emit(partial_result)  # a sub-agent's event reaches the sink as it is (tools/agent_tool.py)
                 if isinstance(partial_result.event, AgentRunEndEvent) and self._sub_runs is not None:
                     self._sub_runs(partial_result.event.usage)  # the sub-run's usage joins its parent run's (_sub_runs.py)
                 return True
-            self._emit(ToolExecUpdateEvent(call.id, call.name, self._prep.args, partial_result))
+            self._emit(ToolExecUpdateEvent(call.id, call.name, self._args, partial_result))
             return True
 
     def close(self) -> None:
@@ -402,38 +403,64 @@ def execute_prepared_tool_call(prep: PreparedToolCall, signal: Optional[AbortSig
     callback wraps each partial result in the update event the spec's §13 table names.
     """
     emit = as_emitter(event_sink)
-    reporter = _PartialResultReporter(emit, prep)
     tool = prep.tool
+    if tool.timeout_s is None:
+        return ExecutedOutcome(*call_tool(tool, prep.tool_call, prep.args, signal, emit))
+    reporter = _PartialResultReporter(emit, prep.tool_call, prep.args)
     error: Optional[BaseException] = None
     result: Any = None
     try:
-        if tool.timeout_s is None:
-            result = tool.execute(prep.tool_call.id, prep.args, signal, reporter)
-        else:
-            result, error, abandoned = _execute_with_timeout(prep, signal, reporter, tool.timeout_s)
-            if abandoned == "aborted":
-                return ExecutedOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
-            if abandoned == "timeout":
-                return ExecutedOutcome(
-                    create_error_tool_result(
-                        f"Tool {tool.name!r} timed out after {tool.timeout_s:g} s (its timeout_s limit); "
-                        "it was asked to stop and its result will be ignored"
-                    ),
-                    True,
-                )
-            if error is not None and not isinstance(error, user_code_errors()):
-                raise error  # KeyboardInterrupt from the tool's thread, run from the main thread: let it stop the caller
+        result, error, abandoned = _execute_with_timeout(prep, signal, reporter, tool.timeout_s)
+        if abandoned == "aborted":
+            return ExecutedOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
+        if abandoned == "timeout":
+            return ExecutedOutcome(
+                create_error_tool_result(
+                    f"Tool {tool.name!r} timed out after {tool.timeout_s:g} s (its timeout_s limit); "
+                    "it was asked to stop and its result will be ignored"
+                ),
+                True,
+            )
+        if error is not None and not isinstance(error, user_code_errors()):
+            raise error  # KeyboardInterrupt from the tool's thread, run from the main thread: let it stop the caller
     except user_code_errors() as exc:
         error = exc
     finally:
         reporter.close()
+    return ExecutedOutcome(*_executed(tool, result, error))
+
+
+def call_tool(
+    tool: AgentTool, tool_call: AgentToolCall, args: dict[str, Any], signal: Optional[AbortSignal], emit: EventEmitter
+) -> tuple[AgentToolResult, bool]:
+    """EXECUTE of a tool without ``timeout_s``, in this thread: (its result, is_error) (spec §8.2).
+
+    ``execute`` gets ``args`` and a ``_PartialResultReporter`` closed as soon as it returns
+    or raises; what it raised or returned wrong is an error result (``_executed``).
+    ``execute_prepared_tool_call`` and the batch's plain call (batch.py ``_plain_call``) both
+    run a tool this way.
+    """
+    reporter = _PartialResultReporter(emit, tool_call, args)
+    error: Optional[BaseException] = None
+    result: Any = None
+    try:
+        result = tool.execute(tool_call.id, args, signal, reporter)
+    except user_code_errors() as exc:
+        error = exc
+    finally:
+        reporter.close()
+    return _executed(tool, result, error)
+
+
+def _executed(tool: AgentTool, result: Any, error: Optional[BaseException]) -> tuple[AgentToolResult, bool]:
+    """What ``execute`` returned or raised, as EXECUTE's outcome: (the result, False), or (an error result naming the cause, True)."""
     if error is not None:
         logger.debug("tool %r raised", tool.name, exc_info=error)
-        return ExecutedOutcome(create_error_tool_result(f"Tool {tool.name!r} failed: {describe_error(error)}"), True)
+        return create_error_tool_result(f"Tool {tool.name!r} failed: {describe_error(error)}"), True
     problem = _check_result(tool, result)
     if problem is not None:
-        return ExecutedOutcome(create_error_tool_result(problem), True)
-    return ExecutedOutcome(result, False)
+        return create_error_tool_result(problem), True
+    return result, False
 
 
 def _apply_after_hook(result: AgentToolResult, is_error: bool, after: Mapping[str, Any]) -> tuple[AgentToolResult, bool]:

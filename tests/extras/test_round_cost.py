@@ -360,3 +360,102 @@ def test_a_run_nobody_listens_to_builds_no_run_events(monkeypatch):
         assert take_response(agent, timeout=10).stop_reason == "stop"
     assert built_events == ["AgentRunStartEvent", "AgentRunEndEvent"]
     assert [type(e).__name__ for e in seen if type(e).__name__ in built_events] == built_events
+
+
+# --- the plain call: the short way through PREPARE -> EXECUTE -> FINALIZE (batch._plain_call) ---
+
+_CALL_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["n"]}
+_TOOL_KINDS = ("plain", "raises", "wrong_type", "bad_block", "terminates", "asks_context", "reports", "mutates", "prepares", "validates", "approval", "timed", "unknown")
+
+
+def _batch_tools(log: list) -> dict:
+    """One tool of each kind; each logs what it received (arguments, its RunContext's call id, what a partial result returned)."""
+    from yiemagent import current_run_context
+
+    def execute_as(kind):
+        def execute(tool_call_id, args, signal, on_partial_result):
+            log.append((kind, tool_call_id, json.dumps(args, sort_keys=True)))
+            if kind == "raises":
+                raise RuntimeError(f"boom in {tool_call_id}")
+            if kind == "wrong_type":
+                return {"not": "a result"}
+            if kind == "bad_block":
+                return AgentToolResult([TextContent("ok"), 42])
+            if kind == "asks_context":
+                context = current_run_context()
+                log.append(("context", context.tool_call_id if context is not None else None))
+            if kind == "reports":
+                log.append(("reported", on_partial_result({"step": 1})))
+            if kind == "mutates":
+                args["n"] = -1  # the tool's own copy: the call in the history keeps what the model sent
+            return AgentToolResult([TextContent(f"{kind} {args.get('n')}")], {"id": tool_call_id}, terminate=kind == "terminates")
+
+        return execute
+
+    options = {
+        "prepares": {"prepare_arguments": lambda args: {**args, "n": 7}},
+        "validates": {"validate_required_args": lambda args: None if args.get("n") != 3 else "n may not be 3"},
+        "approval": {"requires_approval": True},
+        "timed": {"timeout_s": 30.0},
+    }
+    return {kind: AgentTool(kind, kind, kind, _CALL_SCHEMA, execute_as(kind), parallel_tool_execute=True, **options.get(kind, {})) for kind in _TOOL_KINDS if kind != "unknown"}
+
+
+_ARGUMENTS = st.sampled_from([({"n": 1}, None), ({"n": 3, "tags": ["a"]}, None), ({"n": "x"}, None), ({}, None), ({"tags": [1]}, None), ({}, "not JSON: Expecting value")])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(_TOOL_KINDS), _ARGUMENTS), min_size=1, max_size=4),
+    st.sampled_from(["sequential", "parallel"]),
+    st.booleans(),
+)
+def test_a_plain_call_taken_the_short_way_gives_what_the_three_phases_give(given_calls, mode, aborted):
+    """A batch whose plain calls take the short way gives the result messages, the ending and the tools' inputs (arguments, RunContext, partial results) the three phases give."""
+    import yiemagent.batch as batch_module
+    from yiemagent.types import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCall, AssistantMessage, RunContext, enter_run_context_later, leave_run_context
+
+    def run(short_way: bool):
+        log: list = []
+        tools = _batch_tools(log)
+        calls = [AgentToolCall(f"c{i}", kind, dict(arguments), "function", error) for i, (kind, (arguments, error)) in enumerate(given_calls)]
+        signal = AbortSignal()
+        if aborted:
+            signal.abort("stopped")
+        real = batch_module._plain_call
+        batch_module._plain_call = real if short_way else (lambda *a: None)
+        token = enter_run_context_later(lambda: RunContext(None, 1, 1, None, (), None))  # type: ignore[arg-type]
+        try:
+            result = batch_module.execute_tool_calls(AgentContext("", [], tools), AssistantMessage([]), calls, AgentLoopConfig(tool_execution=mode), signal, None)
+        finally:
+            leave_run_context(token)
+            batch_module._plain_call = real
+        messages = [(m.tool_call_id, m.tool_name, m.content, m.details, m.usage, m.is_error, m.role) for m in result.messages]
+        return messages, result.terminate, [(d.tool_call_id, d.reason) for d in result.deferred], sorted(log, key=repr), [c.arguments for c in calls]
+
+    short, long = run(True), run(False)
+    event("a plain call" if any(k in ("plain", "terminates", "asks_context", "reports", "mutates", "raises", "wrong_type", "bad_block") for k, _ in given_calls) else "none plain")
+    assert short == long
+
+
+def test_a_call_nothing_else_acts_on_takes_the_short_way_and_one_a_hook_sees_takes_the_three_phases(monkeypatch):
+    """With no hook, no cap and no sink a valid call never goes through prepare_tool_call; a before_tool_call hook, or a sink, sends it through the three phases."""
+    import yiemagent.batch as batch_module
+
+    prepared: list = []
+    real = batch_module.prepare_tool_call
+    monkeypatch.setattr(batch_module, "prepare_tool_call", lambda *a: prepared.append(a[2].id) or real(*a))
+    received: list = []
+    script = [tool_call_reply(("w1", "get_weather", '{"city": "Oslo"}')), "done"]
+    with YiemAgent(llm_call=ScriptedLLM(script), tools=[_weather_tool(received)], agent_event_sink=None) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert prepared == [] and received == [{"city": "Oslo"}]
+    with YiemAgent(llm_call=ScriptedLLM(script), tools=[_weather_tool(received)], agent_event_sink=None, before_tool_call=lambda ctx, signal: None) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    seen: list = []
+    with YiemAgent(llm_call=ScriptedLLM(script), tools=[_weather_tool(received)], agent_event_sink=seen.append) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert prepared == ["w1", "w1"] and [type(e).__name__ for e in seen].count("ToolExecEndEvent") == 1
