@@ -31,6 +31,8 @@ from .types import (
     ToolResultMessage,
     built,
     call_context,
+    enter_call_context,
+    leave_run_context,
 )
 from ._failures import describe_error, user_code_errors
 from ._threads import tool_pool
@@ -217,7 +219,7 @@ def _start_and_prepare(
     return prep
 
 
-def _plain_call(context: AgentContext, tool_call: AgentToolCall, signal: Optional[AbortSignal], emit: EventEmitter, scope: call_context) -> Optional[FinalizedOutcome]:
+def _plain_call(context: AgentContext, tool_call: AgentToolCall, signal: Optional[AbortSignal], emit: EventEmitter) -> Optional[FinalizedOutcome]:
     """PREPARE -> EXECUTE -> FINALIZE of a plain call, in one step; None for any other call (docs/performance.md "W1").
 
     Spec §8's three phases, for a call that takes none of their branches: its tool exists
@@ -228,7 +230,7 @@ def _plain_call(context: AgentContext, tool_call: AgentToolCall, signal: Optiona
     ``before_tool_call`` or ``after_tool_call`` hook, no ``max_tool_calls``, nobody
     listening to the call's events (``_run_batch``). Such a call is validated, gets its
     own copy of the arguments, and runs (``pipeline.call_tool``) in its ``RunContext``
-    scope, as the three phases would run it, without the outcome of each phase as an
+    scope (entered once: ``types.enter_call_context``), as the three phases would run it, without the outcome of each phase as an
     object of its own. Anything else, or anything raised on the way, is left to the three
     phases, which do it again from the start and name the cause: nothing has run yet.
     ``tests/extras/test_round_cost.py`` holds it to the three phases (same results, same
@@ -252,12 +254,15 @@ def _plain_call(context: AgentContext, tool_call: AgentToolCall, signal: Optiona
         return None
     # the tool gets arguments of its own: the call in the history keeps what the model sent (as prepare_tool_call)
     args = json_copy(tool_call.arguments)
+    scope = enter_call_context(tool_call.id)  # the call's RunContext, if the tool asks (types.py)
     try:
-        with scope:  # the call's RunContext, if the tool asks (types.py)
-            result, is_error = call_tool(tool, tool_call, args, signal, emit)
+        result, is_error = call_tool(tool, tool_call, args, signal, emit)
     except user_code_errors() as exc:  # a bug in this library must still not lose the call (as _execute_and_finalize)
         logger.exception("internal error while running tool %r", tool.name)
         result, is_error = create_error_tool_result(f"Internal error running tool {tool.name!r}: {describe_error(exc)}"), True
+    finally:
+        if scope is not None:
+            leave_run_context(scope)
     return FinalizedOutcome(tool_call, result, is_error)
 
 
@@ -337,12 +342,12 @@ def _run_batch(
     # nothing but the three phases acts on a call: each may take the short way (_plain_call); a parallel batch of more runs them on the pool
     plain = (not parallel or alone) and allowance is None and config.before_tool_call is None and config.after_tool_call is None and not emit.listened
     for tool_call in tool_calls:
-        scope = call_context(tool_call.id)
         if plain:
-            finished = contextvars.copy_context().run(_plain_call, context, tool_call, signal, emit, scope) if parallel else _plain_call(context, tool_call, signal, emit, scope)
+            finished = contextvars.copy_context().run(_plain_call, context, tool_call, signal, emit) if parallel else _plain_call(context, tool_call, signal, emit)
             if finished is not None:
                 steps.append(finished)
                 continue
+        scope = call_context(tool_call.id)
         step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance, scope)
         if isinstance(step, PreparedToolCall):
             if parallel and alone:

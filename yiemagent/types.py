@@ -78,6 +78,7 @@ __all__ = [
     "message_from_dict",
     "run_context",
     "enter_run_context",
+    "enter_call_context",
     "leave_run_context",
     "text_of",
     "utc_now",
@@ -1117,6 +1118,16 @@ def enter_run_context_later(make: Callable[[], RunContext]) -> contextvars.Token
 
 def leave_run_context(token: contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]) -> None:
     _current.reset(token)
+
+
+def enter_call_context(tool_call_id: str) -> Optional[contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]]:
+    """``call_context`` entered once, for a call whose three phases run in one step (batch.py ``_plain_call``).
+
+    Returns the token for ``leave_run_context``, or None outside a run (nothing entered).
+    The call's ``RunContext`` is made when first asked for, as with ``call_context``.
+    """
+    outer = _current.get()
+    return _current.set(_CallScope(outer, tool_call_id)) if outer is not None else None
 
 
 class call_context:  # noqa: N801  used as a function: ``with call_context(call_id):``

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import yiemagent.extraction as extraction
@@ -410,6 +410,8 @@ _ARGUMENTS = st.sampled_from([({"n": 1}, None), ({"n": 3, "tags": ["a"]}, None),
     st.sampled_from(["sequential", "parallel"]),
     st.booleans(),
 )
+@example([(kind, ({"n": 1}, None)) for kind in ("asks_context", "mutates", "reports", "terminates")], "sequential", False)
+@example([("asks_context", ({"n": 1}, None))], "parallel", False)
 def test_a_plain_call_taken_the_short_way_gives_what_the_three_phases_give(given_calls, mode, aborted):
     """A batch whose plain calls take the short way gives the result messages, the ending and the tools' inputs (arguments, RunContext, partial results) the three phases give."""
     import yiemagent.batch as batch_module
