@@ -1,22 +1,24 @@
-"""Every schedule of two turns of one conversation, a crash at every step boundary, every redelivery: each turn one answer, its own (docs/scale.md "Every schedule, walked").
+"""Every schedule of two turns of one conversation, a crash at every step boundary, every redelivery: each turn one outcome, its own (docs/scale.md "Every schedule, walked").
 
 The real turn code (``yiemagent/celery/_turns.py::run_turn``) on the test run's real
 PostgreSQL (tests/support/session_backends.py), its effects counted where they leave the
 process: each write of a message (``PostgresSession.append``), each write of a turn record
-(``Turns.claim``, ``Turns._set``) and each model call. A crash before effect k is that step
-raising ``Crash`` and every later effect of the run raising it too: the run's process is
-gone from there on, its connections close (and its hold with them), and the broker
-delivers its task again. A model failure at a call is a retryable ``LLMError``: the run
-ends with ``TurnFailed`` and Celery runs the task again.
+(``Turns.claim``, ``Turns._set``) and each model call (the example's fake model, in-process).
+A crash before effect k leaves what was stored before it: every write is committed when it
+returns, the process is gone from there on, its connections close (and its hold with
+them), and the broker delivers its task again; the walk reads the stored rows before each
+effect of a whole run, and checks on its first state that a run made to raise at that
+step (``Crash``, and every later effect raising too) leaves the same. A model failure at a
+call is a retryable ``LLMError``: the run ends with ``TurnFailed`` and Celery runs the task
+again; at the task's last attempt, a turn is closed as failed instead.
 
 Runs of one conversation never interleave between two effects: each write is checked to
 happen while the run's session holds the conversation (decision 17), so a schedule is a
 sequence of runs, each whole or cut at an effect. The walk is a depth-first search over
-those sequences from a snapshot of the stored rows (restored with their row ids before each
-run), with the states already walked merged (the stored conversation up to row ids, the
-deliveries left, the crashes and failures left): every schedule is walked, and each distinct
-state's runs are executed once. ``make test`` walks two turns; ``make test-deep``
-(HYPOTHESIS_PROFILE=deep) three.
+those sequences, with the states already walked merged (the stored conversation up to row
+ids, the deliveries left, what each turn's client was told, the faults left): every
+schedule is walked, and each distinct state's runs are executed once. ``make test`` walks
+two turns; ``make test-deep`` (HYPOTHESIS_PROFILE=deep) three.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Run:
 
     crash_at: Optional[int] = None
     fail_model_at: Optional[int] = None
+    last_attempt: bool = False  # the task's retries are spent: a turn this run cannot answer is closed as failed
     before: Optional[Callable[[], Any]] = None  # the stored rows, read before each effect
     trace: list[str] = field(default_factory=list)
     stored: list[Any] = field(default_factory=list)  # what ``before`` read before each effect
@@ -137,8 +140,9 @@ def model(runs: Runs) -> Callable[[dict], AssistantMessage]:
 class Walk:
     """The depth-first walk over schedules of ``turns`` (turn id -> question) of one conversation."""
 
-    def __init__(self, dsn: str, runs: Runs, turns: dict[str, str]) -> None:
+    def __init__(self, dsn: str, runs: Runs, turns: dict[str, str], *, closing: bool = False) -> None:
         self.dsn = dsn
+        self.closing = closing  # model failures at a last attempt too
         self.runs = runs
         self.turns = turns
         self.llm = model(runs)
@@ -183,17 +187,25 @@ class Walk:
         return bodies, rows
 
     def run(self, turn_id: str, plan: Run, path: list[str]) -> tuple[str, Any]:
-        """Run ``turn_id``'s task once under ``plan``: ("answered", reply), ("crashed", None) or ("retry", None)."""
+        """Run ``turn_id``'s task once under ``plan``: ("answered", reply), ("closed", cause), ("crashed", None) or ("retry", None)."""
         self.runs.current = plan
         self.executed += 1
         try:
-            result = _turns.run_turn(self.dsn, CONVERSATION, turn_id, self.turns[turn_id], self.make_agent, hold_timeout=5.0, reply_timeout=30.0)
+            result = _turns.run_turn(
+                self.dsn, CONVERSATION, turn_id, self.turns[turn_id], self.make_agent, hold_timeout=5.0, reply_timeout=30.0, last_attempt=plan.last_attempt
+            )
         except Crash:
             return "crashed", None
+        except _turns.TurnClosedError as exc:
+            if plan.dead:
+                return "crashed", None
+            cause = exc.reply.error_message
+            assert cause.startswith(f"turn {turn_id!r} of {CONVERSATION!r} failed: "), f"schedule {path}: turn {turn_id} closed with {cause!r}"
+            return "closed", cause
         except _turns.TurnFailed:
             if plan.dead:
                 return "crashed", None
-            assert plan.fail_model_at is not None, "a run whose model did not fail ended without an answer"
+            assert plan.fail_model_at is not None and not plan.last_attempt, f"schedule {path}: a run ended without an outcome"
             return "retry", None
         except Exception:
             if plan.dead:  # whatever the dead process raised on its way out: never seen by anyone
@@ -208,8 +220,8 @@ class Walk:
         assert result["turn_id"] == turn_id and reply in answers(self.turns[turn_id]), f"schedule {path}: turn {turn_id} got {reply!r}"
         return "answered", reply
 
-    def walk(self, snapshot: Any, pending: tuple[int, ...], told: tuple[Optional[str], ...], faults: int, path: list[str]) -> int:
-        """The number of schedules from the stored rows ``snapshot``, ``pending`` deliveries left per turn, ``told`` the answer each turn's client has; each walked.
+    def walk(self, snapshot: Any, pending: tuple[int, ...], told: tuple[Any, ...], faults: int, path: list[str]) -> int:
+        """The number of schedules from the stored rows ``snapshot``, ``pending`` deliveries left per turn, ``told`` the outcome each turn's client has; each walked.
 
         A turn's run is executed whole once, the stored rows read before each of its effects:
         a crash before effect k leaves what was stored then (every write is committed when it
@@ -232,13 +244,9 @@ class Walk:
             whole = Run(before=self.snapshot)
             outcome, reply = self.run(turn_id, whole, path + [f"{turn_id} whole"])
             after = self.snapshot()
-            assert outcome == "answered", f"{path + [turn_id]}: {outcome}"
-            assert told[index] in (None, reply), f"{path + [turn_id]}: answered {told[index]!r}, then {reply!r}"  # exactly one answer
+            total += self.delivered(after, pending, told, faults, path + [f"{turn_id} whole"], index, outcome, reply)
             if not path and faults:
                 self.check_crashes(snapshot, turn_id, whole, after)
-            done = tuple(n - 1 if i == index else n for i, n in enumerate(pending))
-            now_told = tuple(reply if i == index else t for i, t in enumerate(told))
-            total += self.walk(after, done, now_told, faults, path + [f"{turn_id} whole"])
             if not faults:
                 continue
             for k, stored in enumerate([*whole.stored, after], 1):
@@ -252,8 +260,21 @@ class Walk:
                 outcome, _ = self.run(turn_id, Run(fail_model_at=k), path + [step])
                 assert outcome == "retry", f"{path + [step]}: {outcome}"
                 total += self.walk(self.snapshot(), pending, told, faults - 1, path + [step])
+                if self.closing:  # the same failure at the task's last attempt: a turn is closed as failed
+                    self.restore(snapshot)
+                    step = f"{turn_id} model fails at effect {k}, its last attempt"
+                    outcome, reply = self.run(turn_id, Run(fail_model_at=k, last_attempt=True), path + [step])
+                    total += self.delivered(self.snapshot(), pending, told, faults - 1, path + [step], index, outcome, reply)
         self.schedules[key] = total
         return total
+
+    def delivered(self, snapshot: Any, pending: tuple[int, ...], told: tuple[Any, ...], faults: int, path: list[str], index: int, outcome: str, reply: Any) -> int:
+        """The schedules after a delivery of turn ``index`` that ended with ``outcome``: its client is told it, the same as ever."""
+        assert outcome in ("answered", "closed"), f"{path}: {outcome}"
+        assert told[index] in (None, (outcome, reply)), f"{path}: told {told[index]!r}, then {(outcome, reply)!r}"  # exactly one outcome
+        done = tuple(n - 1 if i == index else n for i, n in enumerate(pending))
+        now_told = tuple((outcome, reply) if i == index else t for i, t in enumerate(told))
+        return self.walk(snapshot, done, now_told, faults, path)
 
     def check_crashes(self, snapshot: Any, turn_id: str, whole: Run, after: Any) -> None:
         """A crash is what the walk takes it for: a run made to raise before effect k and to make no effect after stores what was stored before it."""
@@ -262,28 +283,34 @@ class Walk:
             outcome, _ = self.run(turn_id, Run(crash_at=k), [f"{turn_id} crash before effect {k}"])
             assert outcome == "crashed" and self.key(self.snapshot()) == self.key(stored), f"{turn_id} crash before effect {k}"
 
-    def check_end(self, path: list[str], told: tuple[Optional[str], ...]) -> None:
-        """Every delivery has run: each turn answered once, its own answer, and the history whole turns, valid to send."""
+    def check_end(self, path: list[str], told: tuple[Any, ...]) -> None:
+        """Every delivery has run: each turn one outcome, its own answer (or closed as failed), and the history whole turns, valid to send."""
         with PostgresSession(self.dsn, CONVERSATION) as session:
             history = session.messages()
         asked = [text_of(m) for m in history if isinstance(m, UserMessage)]
         assert sorted(asked) == sorted(self.turns.values()), f"{path}: questions stored {asked}"
-        finals = check_history(history, asked)
-        assert all(final in answers(q) for final, q in zip(finals, asked, strict=True)), f"{path}: {finals}"
-        records = {turn_id: (state, text) for turn_id, state, text in self.conn.execute(
-            "SELECT turn_id, state, answer FROM yiemagent_turns WHERE session_id = %s", (CONVERSATION,))}
-        assert records == {turn_id: ("answered", finals[asked.index(q)]) for turn_id, q in self.turns.items()}, path
-        assert told == tuple(finals[asked.index(q)] for q in self.turns.values()), path
+        outcome = dict(zip(self.turns.values(), told, strict=True))  # question -> what its client was told
+        failed = {q for q, (kind, _) in outcome.items() if kind == "closed"}
+        finals = dict(zip(asked, check_history(history, asked, failed), strict=True))
+        assert all(q in failed or finals[q] in answers(q) for q in asked), f"{path}: {finals}"
+        records = {turn_id: (state, text, error) for turn_id, state, text, error in self.conn.execute(
+            "SELECT turn_id, state, answer, error FROM yiemagent_turns WHERE session_id = %s", (CONVERSATION,))}
+        for turn_id, q in self.turns.items():
+            kind, said = outcome[q]
+            if kind == "closed":
+                assert records[turn_id][0] == "failed" and said.endswith(f"failed: {records[turn_id][2]}"), path
+            else:
+                assert records[turn_id][:2] == ("answered", finals[q]) and said == finals[q], path
 
 
 @contextmanager
-def walk_of(postgres_server, runs: Runs, count: int) -> Iterator[Walk]:
+def walk_of(postgres_server, runs: Runs, count: int, closing: bool) -> Iterator[Walk]:
     """A walk of ``count`` turns in a fresh database of the test run's server."""
     made = PostgresBackend(postgres_server)
     try:
         _turns.prepare(made.target)
         PostgresSession(made.target, CONVERSATION).close()  # the message tables
-        walk = Walk(made.target, runs, {f"{CONVERSATION}/{n}": f"q{n}" for n in range(1, count + 1)})
+        walk = Walk(made.target, runs, {f"{CONVERSATION}/{n}": f"q{n}" for n in range(1, count + 1)}, closing=closing)
         try:
             yield walk
         finally:
@@ -292,13 +319,14 @@ def walk_of(postgres_server, runs: Runs, count: int) -> Iterator[Walk]:
         made.drop()
 
 
-WALKS = [(3, 2)] if DEEP else [(2, 2)]  # (turns, faults per schedule): make test-deep walks three turns
+# (turns, faults per schedule, model failures at a last attempt among the faults); make test-deep walks three turns
+WALKS = [(3, 2, True)] if DEEP else [(2, 2, True)]
 
 
-@pytest.mark.parametrize(("count", "faults"), WALKS)
-def test_every_schedule_of_a_conversations_turns_with_crashes_and_redeliveries_answers_each_turn_once_with_its_own_answer(postgres_server, runs, count, faults):
-    """Every schedule of the turns' runs with up to ``faults`` crashes (before any effect, or before the acknowledgement) or model failures: each turn one answer, its own, the history valid."""
-    with walk_of(postgres_server, runs, count) as walk:
+@pytest.mark.parametrize(("count", "faults", "closing"), WALKS)
+def test_every_schedule_of_a_conversations_turns_with_crashes_and_redeliveries_answers_each_turn_once_with_its_own_answer(postgres_server, runs, count, faults, closing):
+    """Every schedule of the turns' runs with up to ``faults`` crashes (before any effect, or before the acknowledgement) or model failures (retried, or at a last attempt): each turn one outcome, its own answer or closed as failed, the history valid."""
+    with walk_of(postgres_server, runs, count, closing) as walk:
         schedules = walk.walk(walk.snapshot(), (1,) * count, (None,) * count, faults, path=[])
-    print(f"\n{count} turns, {faults} faults: {schedules} schedules walked; {len(walk.schedules)} states, {walk.executed} runs executed")
+    print(f"\n{count} turns, {faults} faults{', last attempts among them' if closing else ''}: {schedules} schedules walked; {len(walk.schedules)} states, {walk.executed} runs executed")
     assert schedules >= (1000 if count == 2 else 10000), "the walk walked fewer schedules than these turns and faults make: it misses some"
