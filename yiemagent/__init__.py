@@ -132,6 +132,7 @@ from .llm import (
     AnthropicClient,
     OfflineLLM,
     OpenAIClient,
+    OpenAIResponsesClient,
 )
 from .llm.fallback import FallbackLLM
 from .run_stream import RunStream
@@ -216,6 +217,7 @@ __all__ = [
     "MessageFormatError",
     "OfflineLLM",
     "OpenAIClient",
+    "OpenAIResponsesClient",
     "PendingApproval",
     "PostgresSession",
     "PreparedToolCall",
