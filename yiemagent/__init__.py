@@ -134,6 +134,7 @@ from .llm import (
     AnthropicClient,
     OfflineLLM,
     OpenAIClient,
+    OpenAIResponsesClient,
 )
 from .llm.fallback import FallbackLLM
 from .run_stream import RunStream
@@ -220,6 +221,7 @@ __all__ = [
     "MessageFormatError",
     "OfflineLLM",
     "OpenAIClient",
+    "OpenAIResponsesClient",
     "PendingApproval",
     "PostgresSession",
     "PreparedToolCall",

@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 
 from ..extraction import arguments_json, parse_tool_arguments
 from ..types import AssistantMessage, LLMUsage, TextContent, split_data_url
-from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
+from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient, StreamAccumulator
 from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count, unsendable
 
@@ -246,18 +246,28 @@ def _tool_call_entry(raw: Any) -> dict[str, Any]:
     return entry
 
 
-def _details(raw: dict[str, Any], key: str) -> dict[str, Any]:
-    value = raw.get(key)
-    return value if isinstance(value, dict) else {}
+def _details(raw: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """The first of ``keys`` in ``raw`` that holds an object; {} when none does."""
+    for key in keys:
+        value = raw.get(key)
+        if isinstance(value, dict):
+            return value
+    return {}
 
 
 def _usage(raw: Any) -> Optional[LLMUsage]:
-    """Decision 13 from an OpenAI-shaped ``usage`` (or Ollama's native counts)."""
+    """Decision 13 from an OpenAI-shaped ``usage``: chat completions' (or Ollama's native counts), or the Responses API's.
+
+    The Responses API names the same counts ``input_tokens`` and ``output_tokens``, with
+    ``input_tokens_details.cached_tokens`` and ``output_tokens_details.reasoning_tokens``;
+    its input includes the cached tokens and its output the reasoning ones, as chat's do.
+    """
     if not isinstance(raw, dict):
         return None
-    prompt_details, completion_details = _details(raw, "prompt_tokens_details"), _details(raw, "completion_tokens_details")
-    prompt = token_count(raw, "prompt_tokens", "prompt_eval_count")
-    completion = token_count(raw, "completion_tokens", "eval_count")
+    prompt_details = _details(raw, "prompt_tokens_details", "input_tokens_details")
+    completion_details = _details(raw, "completion_tokens_details", "output_tokens_details")
+    prompt = token_count(raw, "prompt_tokens", "prompt_eval_count", "input_tokens")
+    completion = token_count(raw, "completion_tokens", "eval_count", "output_tokens")
     reasoning = token_count(completion_details, "reasoning_tokens") or token_count(raw, "reasoning_tokens")
     if reasoning and token_count(raw, "total_tokens") == prompt + completion + reasoning:
         completion += reasoning  # xAI, Gemini: completion_tokens leave the reasoning out
@@ -312,6 +322,7 @@ def _assistant_message(
     provider: str,
     echoed: Optional[dict[str, Any]] = None,
     refusal: str = "",
+    api: str = API,
 ) -> AssistantMessage:
     blocks: list[Any] = []
     if thinking or echoed:
@@ -337,7 +348,7 @@ def _assistant_message(
     elif stop_reason is None or (stop_reason == "tool_use" and not tool_calls):
         stop_reason = "stop"
     return AssistantMessage(
-        blocks, api=API, provider=provider, model=model if isinstance(model, str) else None, usage=usage, stop_reason=stop_reason
+        blocks, api=api, provider=provider, model=model if isinstance(model, str) else None, usage=usage, stop_reason=stop_reason
     )
 
 
@@ -604,6 +615,8 @@ class OpenAIClient(HTTPClient):
     Thread safety: a client may serve several agents and threads at once.
     """
 
+    _LABEL = "OpenAI-compatible"  # the server's name in error messages
+
     def __init__(
         self,
         base_url: str,
@@ -629,7 +642,7 @@ class OpenAIClient(HTTPClient):
             all_headers["Authorization"] = f"Bearer {api_key}"
         self.provider = urlsplit(self.base_url).hostname or "openai"
         self._init_http(
-            "OpenAI-compatible",
+            self._LABEL,
             api_key=api_key,
             headers=all_headers,
             custom_headers=headers,
@@ -663,5 +676,5 @@ class OpenAIClient(HTTPClient):
     def _parse(self, reply: Any) -> AssistantMessage:
         return parse_openai_response(reply, self.provider)
 
-    def _accumulator(self, emit: Emit) -> OpenAIStream:
+    def _accumulator(self, emit: Emit) -> StreamAccumulator:
         return OpenAIStream(self.provider, emit)
