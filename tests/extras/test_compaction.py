@@ -341,3 +341,34 @@ def test_the_options_are_checked_where_the_agent_is_made():
         YiemAgent(llm_call=print, agent_event_sink=None, context_window=1000, compaction="trim")
     with YiemAgent(llm_call=print, agent_event_sink=None, model=LLMModel("m", context_window=3000), compaction=TrimHistory(10)) as agent:
         assert agent._core.compactor.window == 3000
+
+
+def test_a_summary_that_fails_leaves_the_old_turns_out_and_the_run_answers(caplog):
+    """A summariser that raises: the warning names it, no marker is stored, the request goes without the oldest turns and every turn is answered."""
+
+    def failing(formatted):
+        raise RuntimeError("summariser down")
+
+    requests = []
+    with YiemAgent(llm_call=tool_loop_llm(requests), agent_event_sink=None, tools=[lookup], context_window=2048, compaction=SummarizeHistory(600, llm_call=failing)) as agent:
+        for turn in range(8):
+            assert ask(agent, f"What about city {turn}?", timeout=30).text.startswith("answer")
+        history = agent.history()
+    assert not any(isinstance(m, CompactionMessage) for m in history)
+    assert "the summary could not be made (RuntimeError: summariser down)" in caplog.text
+    assert all(len(json.dumps(r)) < 2048 * 4 for r in requests)
+
+
+def test_the_summary_s_tokens_count_in_the_run_s_usage():
+    """What the summary request spent joins the run's usage (decision 13), beside the rounds' own."""
+    summaries = []
+
+    def summariser(formatted):
+        summaries.append(formatted)
+        return AssistantMessage([TextContent("short")], usage=LLMUsage(1000, 7))
+
+    with YiemAgent(llm_call=tool_loop_llm([]), agent_event_sink=None, tools=[lookup], context_window=2048, compaction=SummarizeHistory(600, llm_call=summariser)) as agent:
+        for turn in range(8):
+            ask(agent, f"What about city {turn}?", timeout=30)
+        usage = agent.usage
+    assert summaries and usage.input_tokens == 1000 * len(summaries) and usage.output_tokens == 7 * len(summaries)
