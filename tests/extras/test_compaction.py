@@ -10,19 +10,21 @@ would have sent.
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from helpers import FIXTURES, call, calls_reply
+from helpers import FIXTURES, EventRecorder, call, calls_reply
 from localserver import LocalServer, Reply
 from session_backends import backend, postgres_server  # noqa: F401  fixtures: each backend in turn
 from yiemagent import (
     ApprovalMessage,
     AssistantMessage,
     CompactionMessage,
+    LLMCallStartEvent,
     LLMModel,
     LLMUsage,
     SummarizeHistory,
@@ -33,6 +35,7 @@ from yiemagent import (
     YiemAgent,
     ask,
     count_tokens,
+    format_msg_for_llm,
     load_history,
     save_history,
     tool,
@@ -219,12 +222,15 @@ def wire_pairs_whole(formatted):
 
 @pytest.mark.parametrize("strategy", [TrimHistory(600), SummarizeHistory(600)], ids=["trim", "summarize"])
 def test_an_agent_answers_25_turns_whose_results_outgrow_the_window(strategy):
-    """With a 2,048-token window, 25 turns of long tool results are all answered; every request fits and keeps its pairs; the history keeps every message."""
-    requests, summaries = [], []
-    with YiemAgent(llm_call=tool_loop_llm(requests, summaries), agent_event_sink=None, system_prompt=SYSTEM, tools=[lookup], context_window=2048, compaction=strategy) as agent:
+    """With a 2,048-token window, 25 turns of long tool results are all answered; every request fits, keeps its pairs and is what formatting its messages afresh gives; the history keeps every message."""
+    requests, summaries, recorder = [], [], EventRecorder()
+    with YiemAgent(llm_call=tool_loop_llm(requests, summaries), agent_event_sink=recorder, system_prompt=SYSTEM, tools=[lookup], context_window=2048, compaction=strategy) as agent:
         for turn in range(25):
             assert ask(agent, f"What about city {turn}?", timeout=30).text.startswith("answer")
         history = agent.history()
+    for start, formatted in zip(recorder.of_type(LLMCallStartEvent), requests, strict=True):  # the formatting cache stays exact
+        fresh = AgentContext(start.context.system_prompt, copy.deepcopy(list(start.context.messages)), start.context.tools)
+        assert format_msg_for_llm(fresh) == formatted
     assert sum(isinstance(m, UserMessage) for m in history) == 25 and sum(isinstance(m, ToolResultMessage) for m in history) == 25
     for formatted in requests:
         wire_pairs_whole(formatted)
