@@ -466,3 +466,27 @@ def test_a_call_nothing_else_acts_on_takes_the_short_way_and_one_a_hook_sees_tak
         run_agent(agent, "go")
         assert take_response(agent, timeout=10).stop_reason == "stop"
     assert prepared == ["w1", "w1"] and [type(e).__name__ for e in seen].count("ToolExecEndEvent") == 1
+
+
+def test_an_object_built_in_one_step_is_the_one_init_makes_and_shares_nothing_with_another():
+    """types.built gives what __init__ gives (==, fields, repr, copies, replace, pickle), and two objects built from one mapping have fields of their own."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from yiemagent.types import AgentToolCall, AgentToolCallBatch, ToolResultMessage, built
+
+    when = ToolResultMessage("t", "n", []).timestamp
+    cases = [
+        (AgentToolCall, {"id": "c1", "name": "n", "arguments": {"a": 1}, "type": "function", "arguments_error": None}),
+        (ToolResultMessage, {"tool_call_id": "c1", "tool_name": "n", "content": [TextContent("x")], "details": {}, "usage": None, "added_tool_names": None, "is_error": False, "timestamp": when}),
+        (AgentToolCallBatch, {"messages": [], "terminate": False, "deferred": []}),
+    ]
+    for cls, fields in cases:
+        made, again, reference = built(cls, **fields), built(cls, **fields), cls(**fields)
+        assert made == reference and repr(made) == repr(reference)
+        assert dataclasses.asdict(made) == dataclasses.asdict(reference)
+        assert copy.copy(made) == reference and copy.deepcopy(made) == reference and pickle.loads(pickle.dumps(made)) == reference
+        assert dataclasses.replace(made) == reference
+        object.__setattr__(made, "_extra", 1)  # what the formatting cache does to a message
+        assert not hasattr(again, "_extra") and made == again
