@@ -523,8 +523,9 @@ def _text_attribute(owner: Any, name: str) -> Optional[str]:
 
 def _reported_usage(raw: Any) -> Optional[LLMUsage]:
     """The usage a reply reports, read before ``normalize_reply`` may refuse the reply (the round's tokens were spent)."""
-    usage = getattr(raw, "usage", None) if isinstance(raw, AssistantMessage) else None
-    return usage if isinstance(usage, LLMUsage) else None
+    # the exact type first: isinstance of a message class goes through ABCMeta (dataclasses_json's mixin), a call of its own
+    usage = getattr(raw, "usage", None) if type(raw) is AssistantMessage or isinstance(raw, AssistantMessage) else None
+    return usage if usage is not None and (type(usage) is LLMUsage or isinstance(usage, LLMUsage)) else None
 
 
 def _request_context(host: RunHost, steps: RunSteps) -> tuple[Optional[AgentContext], Optional[str]]:
