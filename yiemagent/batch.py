@@ -230,11 +230,12 @@ def _plain_call(context: AgentContext, tool_call: AgentToolCall, signal: Optiona
     ``before_tool_call`` or ``after_tool_call`` hook, no ``max_tool_calls``, nobody
     listening to the call's events (``_run_batch``). Such a call is validated, gets its
     own copy of the arguments, and runs (``pipeline.call_tool``) in its ``RunContext``
-    scope (entered once: ``types.enter_call_context``), as the three phases would run it, without the outcome of each phase as an
-    object of its own. Anything else, or anything raised on the way, is left to the three
-    phases, which do it again from the start and name the cause: nothing has run yet.
-    ``tests/extras/test_round_cost.py`` holds it to the three phases (same results, same
-    history, same events).
+    scope (entered once: ``types.enter_call_context``), as the three phases would run it,
+    without the outcome of each phase as an object of its own. Anything else, or anything
+    raised on the way, is left to the three phases, which do it again from the start and
+    name the cause: nothing has run yet. ``tests/extras/test_round_cost.py`` holds it to
+    the three phases: the same result messages, the same ending of the batch, the same
+    arguments, ``RunContext`` and partial-result answers for each tool.
     """
     tool = context.tools.get(tool_call.name)
     if (

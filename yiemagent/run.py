@@ -523,7 +523,7 @@ def _text_attribute(owner: Any, name: str) -> Optional[str]:
 
 def _reported_usage(raw: Any) -> Optional[LLMUsage]:
     """The usage a reply reports, read before ``normalize_reply`` may refuse the reply (the round's tokens were spent)."""
-    # the exact type first: isinstance of a message class goes through ABCMeta (dataclasses_json's mixin), a call of its own
+    # the exact types first: isinstance of a message or usage class goes through ABCMeta (dataclasses_json's mixin), a call of its own
     usage = getattr(raw, "usage", None) if type(raw) is AssistantMessage or isinstance(raw, AssistantMessage) else None
     return usage if usage is not None and (type(usage) is LLMUsage or isinstance(usage, LLMUsage)) else None
 
