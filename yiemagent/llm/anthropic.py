@@ -110,8 +110,14 @@ def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sent_citations(block: dict[str, Any]) -> list[Any]:
+    """The citations of a text Anthropic takes back: its own, each with the ``cited_text`` every Anthropic citation carries.
+
+    Another provider's (OpenAI's ``url_citation`` annotations, a history moved by
+    ``FallbackLLM`` or a session resumed with this client) are left out: Anthropic refuses
+    a citation of a type it does not know, and a field goes only to the server that made it.
+    """
     citations = block.get("citations")
-    return citations if isinstance(citations, list) else []
+    return [c for c in citations if isinstance(c, dict) and isinstance(c.get("cited_text"), str)] if isinstance(citations, list) else []
 
 
 def _text_block(block: dict[str, Any]) -> list[dict[str, Any]]:

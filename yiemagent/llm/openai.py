@@ -29,7 +29,10 @@ server documents as wanted back (``ECHOED_FIELDS``: ``reasoning_content``,
 that block as ``reasoning_fields`` exactly as they came, and go back unchanged, in the
 same field, to that server alone (docs/streaming.md "Reasoning sent back"). A refusal
 (``message.refusal``, ``delta.refusal``) is a ``{"type": "refusal"}`` block and
-``stop_reason "refusal"`` (``AssistantMessage.refusal``).
+``stop_reason "refusal"`` (``AssistantMessage.refusal``). Annotations (``message.annotations``,
+``delta.annotations``: a search model's ``url_citation``s) ride on the text block they index
+as its ``citations``, exactly as they came (``AssistantMessage.citations``, docs/api.md
+"Citations"); chat completions take none back, so they are not sent.
 
 Decision 13: ``prompt_tokens`` already include cached tokens and ``completion_tokens``
 reasoning ones (OpenAI, DeepSeek, Groq, OpenRouter, Mistral). Where a server counts
@@ -312,6 +315,7 @@ def _assistant_message(
     provider: str,
     echoed: Optional[dict[str, Any]] = None,
     refusal: str = "",
+    annotations: Optional[list[Any]] = None,
 ) -> AssistantMessage:
     blocks: list[Any] = []
     if thinking or echoed:
@@ -323,8 +327,8 @@ def _assistant_message(
         if echoed:
             block["reasoning_fields"] = echoed  # sent back to this provider alone (build_openai_request)
         blocks.append(block)
-    if text:
-        blocks.append(TextContent(text))
+    if text or annotations:
+        blocks.append(TextContent(text, annotations or None))  # the annotations beside the text they index (AssistantMessage.citations)
     if refusal:
         blocks.append({"type": "refusal", "refusal": refusal})
     if tool_calls:
@@ -373,7 +377,13 @@ def parse_openai_response(body: dict[str, Any], provider: str = "openai") -> Ass
     thinking = _reasoning(message) or thinking
     usage = _usage(body.get("usage") if isinstance(body.get("usage"), dict) else body)
     refusal = message.get("refusal") if isinstance(message.get("refusal"), str) else ""
-    return _assistant_message(text, thinking, raw_calls or [], finish_reason, usage, body.get("model"), provider, _echoed(message), refusal)
+    return _assistant_message(text, thinking, raw_calls or [], finish_reason, usage, body.get("model"), provider, _echoed(message), refusal, _annotations(message))
+
+
+def _annotations(message: dict[str, Any]) -> list[Any]:
+    """A message's or a delta's ``annotations`` (OpenAI's ``url_citation``s, search models): its objects as they came, [] when none."""
+    annotations = message.get("annotations")
+    return [a for a in annotations if isinstance(a, dict)] if isinstance(annotations, list) else []
 
 
 class OpenAIStream:
@@ -405,6 +415,7 @@ class OpenAIStream:
         self._details: list[dict[str, Any]] = []  # reasoning_details, a piece of one joined to it (_add_details)
         self._extra: dict[str, Any] = {}  # the message's extra_content (Gemini)
         self._refusal: list[str] = []
+        self._annotations: list[Any] = []  # delta.annotations, in the order they came (search models send them at the end)
 
     def add(self, chunk: Any) -> bool:
         if self._add_plain_text(chunk):
@@ -496,6 +507,7 @@ class OpenAIStream:
             self._extra = delta["extra_content"]
         if isinstance(delta.get("refusal"), str):
             self._refusal.append(delta["refusal"])
+        self._annotations += _annotations(delta)
 
     def _add_detail(self, detail: dict[str, Any]) -> None:
         """One streamed ``reasoning_details`` entry: a piece of the last entry when it has its ``index`` and ``type``.
@@ -551,7 +563,7 @@ class OpenAIStream:
         text, thinking = "".join(self._text), "".join(self._thinking)
         echoed = _echoed({"reasoning_content": None if self._reasoning_content is None else "".join(self._reasoning_content), "reasoning_details": self._details, "extra_content": self._extra})
         calls = _without_mirror(self._calls)
-        return _assistant_message(text, thinking, calls, self._finish_reason, self._usage, self._model, self.provider, echoed, "".join(self._refusal))
+        return _assistant_message(text, thinking, calls, self._finish_reason, self._usage, self._model, self.provider, echoed, "".join(self._refusal), self._annotations)
 
 
 def _without_mirror(calls: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
