@@ -37,7 +37,7 @@ from .registry import ToolStore, register_tool
 from .run import CONTINUE, NOTHING_TO_CONTINUE
 from .run_stream import AskLock, RunStream
 from .history.sessions import Session, hold_session, release_session
-from .typed.output import OutputSpec
+from .typed.output import OutputSpec, check_output_mode
 from .tools import agent_tools, register_builtin_tools, resolve_builtin_names
 
 __all__ = [
@@ -123,7 +123,9 @@ class YiemAgent:
     results, stored too, see ``history.complete_tool_calls``) and stores each message as it
     enters the history. ``agent.usage`` is the token usage summed over all runs.
     ``output_type`` / ``output_retries`` make the final answer typed (``typed/output.py``,
-    docs/api.md "Typed answers"); ``deps`` is what tools receive in their ``RunContext``
+    docs/api.md "Typed answers"); ``output_mode`` says how the model gives it: "tool" (the
+    ``final_result`` tool), "native" (the provider's JSON-schema mode), "auto" (native where
+    ``llm_call`` names its server's, else the tool; docs/api.md "Native typed answers"); ``deps`` is what tools receive in their ``RunContext``
     (``types.py``).
 
     Raises:
@@ -135,7 +137,7 @@ class YiemAgent:
             unknown name in ``builtin_tools``; two tools of one name in ``tools`` (or one
             named as a built-in asked for, or as a tool of the store given), naming it;
             ``output_type`` with a store that already has a ``final_result`` tool; a
-            negative ``output_retries``. Nothing is started or registered then.
+            negative ``output_retries``; an ``output_mode`` other than the three. Nothing is started or registered then.
         ToolDefinitionError: an ``output_type`` JSON Schema cannot express; a function in
             ``tools`` that ``tool()`` cannot wrap.
 
@@ -197,12 +199,14 @@ class YiemAgent:
         session: Optional[Session] = None,
         output_type: Any = None,
         output_retries: int = 1,
+        output_mode: str = "tool",
         deps: Any = None,
         usage_limits: Optional[UsageLimits] = None,
         tools: Iterable[Any] = (),
     ) -> None:
         _require_callable("llm_call", llm_call, optional=False)
-        output_spec = OutputSpec(output_type, output_retries) if output_type is not None else None
+        check_output_mode(output_mode)
+        output_spec = OutputSpec(output_type, output_retries, output_mode) if output_type is not None else None
         for argument, value in (
             ("agent_event_sink", agent_event_sink),
             ("prepare_context", prepare_context),

@@ -204,6 +204,25 @@ def _wire_message(message: dict[str, Any], legacy_ids: set[str], provider: Optio
     return wire
 
 
+NATIVE_BY_HOST = {"api.openai.com": "json_schema"}
+"""``OpenAIClient.native_output`` when it is not given: the servers known to take a ``json_schema`` ``response_format`` (docs/api.md "Native typed answers")."""
+_NATIVE_FORMS = ("json_schema", "json_object")
+
+
+def sent_response_format(body: dict[str, Any], native_output: Optional[str]) -> None:
+    """A ``json_schema`` ``response_format`` in the form the server takes: llama-cpp-python's ``{"type": "json_object", "schema": ...}`` for ``native_output`` "json_object".
+
+    llama-cpp-python's server refuses the ``json_schema`` type (its answer: "Input should be
+    'text' or 'json_object'") and constrains the reply to the schema given beside
+    ``json_object``. Any other ``response_format`` is sent as it is.
+    """
+    wanted = body.get("response_format")
+    if native_output != "json_object" or not isinstance(wanted, dict) or wanted.get("type") != "json_schema":
+        return
+    spec = wanted.get("json_schema")
+    body["response_format"] = {"type": "json_object", "schema": spec.get("schema", {}) if isinstance(spec, dict) else {}}
+
+
 def build_openai_request(
     formatted: dict[str, Any], model: str, defaults: Optional[dict[str, Any]] = None, provider: Optional[str] = None
 ) -> dict[str, Any]:
@@ -611,6 +630,12 @@ class OpenAIClient(HTTPClient):
         max_reply_bytes: the largest a whole reply may be, streamed or not (default 64 MiB,
             ``DEFAULT_MAX_REPLY_BYTES`` says why); past it an ``LLMError`` naming the cap, and
             nothing more is read. None: no cap.
+        native_output: the server's JSON-schema mode, for typed answers
+            (docs/api.md "Native typed answers"): "json_schema" (OpenAI's
+            ``response_format``, vLLM, llama.cpp's own server), "json_object"
+            (llama-cpp-python's server, which takes the schema beside ``json_object``), or
+            None: known by the host (``NATIVE_BY_HOST``: api.openai.com), else not known, so
+            ``output_mode="auto"`` gives the answer through the ``final_result`` tool.
         options, backoff_factor: request defaults; the base of the exponential backoff.
 
     Thread safety: a client may serve several agents and threads at once.
@@ -632,7 +657,10 @@ class OpenAIClient(HTTPClient):
         deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
         max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
         max_reply_bytes: Optional[int] = DEFAULT_MAX_REPLY_BYTES,
+        native_output: Optional[str] = None,
     ) -> None:
+        if native_output is not None and native_output not in _NATIVE_FORMS:
+            raise ValueError(f"native_output must be one of {', '.join(map(repr, _NATIVE_FORMS))} or None, got {native_output!r}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.options = dict(options or {})
@@ -640,6 +668,7 @@ class OpenAIClient(HTTPClient):
         if api_key:
             all_headers["Authorization"] = f"Bearer {api_key}"
         self.provider = urlsplit(self.base_url).hostname or "openai"
+        self.native_output = native_output or NATIVE_BY_HOST.get(self.provider)
         self._init_http(
             "OpenAI-compatible",
             api_key=api_key,
@@ -666,6 +695,7 @@ class OpenAIClient(HTTPClient):
 
     def _body(self, formatted: dict[str, Any]) -> dict[str, Any]:
         body = build_openai_request(formatted, self.model, self.options, self.provider)
+        sent_response_format(body, self.native_output)
         if self.stream:
             body.setdefault("stream", True)
         if body.get("stream"):
