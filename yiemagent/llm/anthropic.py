@@ -23,6 +23,10 @@ Server tools (docs/streaming.md "Server tools"): an assistant message whose wire
 assistant turn (a paused turn sent again, ``continue_agent``) has that turn's trailing
 whitespace cut, which Anthropic refuses at the end of a turn it is to continue.
 
+A typed answer asked of the provider (``response_format`` ``json_schema`` in the formatted
+dict, docs/api.md "Native typed answers") goes as Anthropic's structured output,
+``output_config.format``.
+
 Replies, whole or streamed, are read in ``_anthropic_reply`` (usage by decision 13,
 decision 14 for streams cut short).
 """

@@ -34,6 +34,10 @@ same field, to that server alone (docs/streaming.md "Reasoning sent back"). A re
 as its ``citations``, exactly as they came (``AssistantMessage.citations``, docs/api.md
 "Citations"); chat completions take none back, so they are not sent.
 
+A typed answer asked of the provider (docs/api.md "Native typed answers") is the formatted
+dict's ``response_format`` ``json_schema``, sent as it is, or in llama-cpp-python's form
+(``{"type": "json_object", "schema": ...}``) when the client's ``native_output`` says so.
+
 Decision 13: ``prompt_tokens`` already include cached tokens and ``completion_tokens``
 reasoning ones (OpenAI, DeepSeek, Groq, OpenRouter, Mistral). Where a server counts
 reasoning apart (xAI, Gemini: ``total_tokens == prompt + completion + reasoning``), the
