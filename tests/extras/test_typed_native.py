@@ -12,12 +12,14 @@ import json
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import FIXTURES, WAIT, make_agent
 from localserver import LocalServer, Reply
+from strategies import type_specs
 from yiemagent import AssistantMessage, TextContent, UserMessage, ask
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.llm.scripted import ScriptedLLM
@@ -258,3 +260,20 @@ def test_any_value_sent_as_the_schemas_instance_is_read_back_equal(index, data):
     verdict = spec.from_text(AssistantMessage([TextContent(json.dumps(as_instance(value), ensure_ascii=data.draw(st.booleans())))]), native=True)
     assert verdict.valid and verdict.value == value
     assert spec.response_format()["json_schema"]["schema"]["type"] == "object"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_native_answer_reads_as_the_final_result_tools_arguments_read(data):
+    """Property (differential): for any answer type and value, the schema asked of the provider is final_result's, and the text of its instance reads back as the tool's arguments do."""
+    spec_of_type = data.draw(type_specs, label="annotation")
+    value = data.draw(spec_of_type.values, label="value")
+    spec = OutputSpec(spec_of_type.annotation, 1, "native")
+    if spec.text_is_answer:  # output_type=str: the text itself, no schema asked
+        return
+    instance = json.loads(json.dumps({"response": spec_of_type.to_json(value)} if spec.wrapped else spec_of_type.to_json(value)))
+    schema = spec.response_format()["json_schema"]["schema"]
+    assert schema == spec.tool_schema and schema["type"] == "object"
+    jsonschema.validate(instance, schema)
+    native = spec.from_text(AssistantMessage([TextContent(json.dumps(instance))]), native=True)
+    assert native.valid and native.value == spec.decode(instance).value == value
