@@ -133,6 +133,7 @@ from .llm import (
     AnthropicClient,
     OfflineLLM,
     OpenAIClient,
+    OpenAIResponsesClient,
 )
 from .llm.fallback import FallbackLLM
 from .run_stream import RunStream
@@ -218,6 +219,7 @@ __all__ = [
     "MessageFormatError",
     "OfflineLLM",
     "OpenAIClient",
+    "OpenAIResponsesClient",
     "PendingApproval",
     "PostgresSession",
     "PreparedToolCall",

@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 
 from ..extraction import arguments_json, parse_tool_arguments
 from ..types import AssistantMessage, LLMUsage, TextContent, split_data_url
-from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
+from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient, StreamAccumulator
 from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._wire import Emit, ReplyError, content_text, join_url, payload_error, require_object, token_count, unsendable
 
@@ -272,18 +272,28 @@ def _tool_call_entry(raw: Any) -> dict[str, Any]:
     return entry
 
 
-def _details(raw: dict[str, Any], key: str) -> dict[str, Any]:
-    value = raw.get(key)
-    return value if isinstance(value, dict) else {}
+def _details(raw: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """The first of ``keys`` in ``raw`` that holds an object; {} when none does."""
+    for key in keys:
+        value = raw.get(key)
+        if isinstance(value, dict):
+            return value
+    return {}
 
 
 def _usage(raw: Any) -> Optional[LLMUsage]:
-    """Decision 13 from an OpenAI-shaped ``usage`` (or Ollama's native counts)."""
+    """Decision 13 from an OpenAI-shaped ``usage``: chat completions' (or Ollama's native counts), or the Responses API's.
+
+    The Responses API names the same counts ``input_tokens`` and ``output_tokens``, with
+    ``input_tokens_details.cached_tokens`` and ``output_tokens_details.reasoning_tokens``;
+    its input includes the cached tokens and its output the reasoning ones, as chat's do.
+    """
     if not isinstance(raw, dict):
         return None
-    prompt_details, completion_details = _details(raw, "prompt_tokens_details"), _details(raw, "completion_tokens_details")
-    prompt = token_count(raw, "prompt_tokens", "prompt_eval_count")
-    completion = token_count(raw, "completion_tokens", "eval_count")
+    prompt_details = _details(raw, "prompt_tokens_details", "input_tokens_details")
+    completion_details = _details(raw, "completion_tokens_details", "output_tokens_details")
+    prompt = token_count(raw, "prompt_tokens", "prompt_eval_count", "input_tokens")
+    completion = token_count(raw, "completion_tokens", "eval_count", "output_tokens")
     reasoning = token_count(completion_details, "reasoning_tokens") or token_count(raw, "reasoning_tokens")
     if reasoning and token_count(raw, "total_tokens") == prompt + completion + reasoning:
         completion += reasoning  # xAI, Gemini: completion_tokens leave the reasoning out
@@ -338,6 +348,7 @@ def _assistant_message(
     provider: str,
     echoed: Optional[dict[str, Any]] = None,
     refusal: str = "",
+    api: str = API,
     annotations: Optional[list[Any]] = None,
 ) -> AssistantMessage:
     blocks: list[Any] = []
@@ -364,7 +375,7 @@ def _assistant_message(
     elif stop_reason is None or (stop_reason == "tool_use" and not tool_calls):
         stop_reason = "stop"
     return AssistantMessage(
-        blocks, api=API, provider=provider, model=model if isinstance(model, str) else None, usage=usage, stop_reason=stop_reason
+        blocks, api=api, provider=provider, model=model if isinstance(model, str) else None, usage=usage, stop_reason=stop_reason
     )
 
 
@@ -400,7 +411,7 @@ def parse_openai_response(body: dict[str, Any], provider: str = "openai") -> Ass
     thinking = _reasoning(message) or thinking
     usage = _usage(body.get("usage") if isinstance(body.get("usage"), dict) else body)
     refusal = message.get("refusal") if isinstance(message.get("refusal"), str) else ""
-    return _assistant_message(text, thinking, raw_calls or [], finish_reason, usage, body.get("model"), provider, _echoed(message), refusal, _annotations(message))
+    return _assistant_message(text, thinking, raw_calls or [], finish_reason, usage, body.get("model"), provider, _echoed(message), refusal, annotations=_annotations(message))
 
 
 def _annotations(message: dict[str, Any]) -> list[Any]:
@@ -586,7 +597,7 @@ class OpenAIStream:
         text, thinking = "".join(self._text), "".join(self._thinking)
         echoed = _echoed({"reasoning_content": None if self._reasoning_content is None else "".join(self._reasoning_content), "reasoning_details": self._details, "extra_content": self._extra})
         calls = _without_mirror(self._calls)
-        return _assistant_message(text, thinking, calls, self._finish_reason, self._usage, self._model, self.provider, echoed, "".join(self._refusal), self._annotations)
+        return _assistant_message(text, thinking, calls, self._finish_reason, self._usage, self._model, self.provider, echoed, "".join(self._refusal), annotations=self._annotations)
 
 
 def _without_mirror(calls: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -645,6 +656,8 @@ class OpenAIClient(HTTPClient):
     Thread safety: a client may serve several agents and threads at once.
     """
 
+    _LABEL = "OpenAI-compatible"  # the server's name in error messages
+
     def __init__(
         self,
         base_url: str,
@@ -674,7 +687,7 @@ class OpenAIClient(HTTPClient):
         self.provider = urlsplit(self.base_url).hostname or "openai"
         self.native_output = native_output or NATIVE_BY_HOST.get(self.provider)
         self._init_http(
-            "OpenAI-compatible",
+            self._LABEL,
             api_key=api_key,
             headers=all_headers,
             custom_headers=headers,
@@ -709,5 +722,5 @@ class OpenAIClient(HTTPClient):
     def _parse(self, reply: Any) -> AssistantMessage:
         return parse_openai_response(reply, self.provider)
 
-    def _accumulator(self, emit: Emit) -> OpenAIStream:
+    def _accumulator(self, emit: Emit) -> StreamAccumulator:
         return OpenAIStream(self.provider, emit)
