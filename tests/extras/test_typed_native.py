@@ -21,7 +21,7 @@ from helpers import FIXTURES, WAIT, make_agent
 from localserver import LocalServer, Reply
 from strategies import type_specs
 from yiemagent import AssistantMessage, TextContent, UserMessage, ask
-from yiemagent.llm import AnthropicClient, OpenAIClient
+from yiemagent.llm import AnthropicClient, OpenAIClient, OpenAIResponsesClient
 from yiemagent.llm.scripted import ScriptedLLM
 from yiemagent.typed.output import OutputSpec
 
@@ -71,6 +71,21 @@ def anthropic_text(text: str, stream: bool) -> Reply:
     return Reply(body={"type": "message", "role": "assistant", "model": "m", "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}})
 
 
+def responses_text(text: str, stream: bool) -> Reply:
+    """A Responses API reply whose one message's output_text is ``text``; streamed as its item, the text delta and response.completed."""
+    message = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    body = {"id": "resp_1", "object": "response", "status": "completed", "model": "m", "output": [message], "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}
+    if stream:
+        events = [
+            {"type": "response.output_item.added", "output_index": 0, "item": {**message, "status": "in_progress", "content": []}},
+            {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "item_id": "msg_1", "delta": text},
+            {"type": "response.output_item.done", "output_index": 0, "item": message},
+            {"type": "response.completed", "response": body},
+        ]
+        return Reply(chunks=[_sse(events, named=True)], headers={"Content-Type": "text/event-stream"})
+    return Reply(body=body)
+
+
 def _refused(message: str) -> Reply:
     return Reply(status=400, body={"error": {"type": "invalid_request_error", "message": message}})
 
@@ -91,10 +106,16 @@ def _anthropic_schema(body: dict) -> Optional[dict]:
     return fmt.get("schema") if fmt.get("type") == "json_schema" and "response_format" not in body else None
 
 
+def _responses_schema(body: dict) -> Optional[dict]:
+    fmt = (body.get("text") or {}).get("format") or {}
+    return fmt.get("schema") if fmt.get("type") == "json_schema" and fmt.get("name") and "response_format" not in body else None
+
+
 SERVERS = {
     "openai": (lambda url, stream: OpenAIClient(f"{url}/v1", "m", max_retries=0, stream=stream), openai_text, _openai_schema),
     "llama-cpp-python": (lambda url, stream: OpenAIClient(f"{url}/v1", "m", max_retries=0, stream=stream, native_output="json_object"), openai_text, _llama_schema),
     "anthropic": (lambda url, stream: AnthropicClient("claude-sonnet-4-5", "k", base_url=url, max_retries=0, stream=stream), anthropic_text, _anthropic_schema),
+    "responses": (lambda url, stream: OpenAIResponsesClient("m", "k", base_url=f"{url}/v1", max_retries=0, stream=stream), responses_text, _responses_schema),
 }
 
 
@@ -191,6 +212,13 @@ AUTO_CASES = {
     "claude 4.5, open schema": (lambda url: AnthropicClient("claude-sonnet-4-5", "k", base_url=url, max_retries=0), City, False),
     "claude 3.5": (lambda url: AnthropicClient("claude-3-5-haiku-20241022", "k", base_url=url, max_retries=0), Weather, False),
 }
+
+
+def test_openai_and_its_responses_api_are_known_by_their_host():
+    """api.openai.com takes a json_schema (chat completions' response_format, the Responses API's text.format): both clients say so; another host is not known."""
+    assert OpenAIClient("https://api.openai.com/v1", "m").native_output == "json_schema"
+    assert OpenAIResponsesClient("m", "k").native_output == "json_schema"
+    assert OpenAIClient("http://127.0.0.1:8080/v1", "m").native_output is None
 
 
 @pytest.mark.parametrize("case", sorted(AUTO_CASES))
