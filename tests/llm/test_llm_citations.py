@@ -18,7 +18,8 @@ from localserver import LocalServer, Reply
 from strategies import cited_text_content, json_values, text_content
 from yiemagent import AnthropicClient, AssistantMessage, Citation, SQLiteSession, UserMessage, format_msg_for_llm
 from yiemagent.history._json import message_from_json, message_to_json
-from yiemagent.llm import OpenAIClient
+from yiemagent.llm import OpenAIClient, OpenAIResponsesClient
+from yiemagent.llm._responses_reply import parse_responses_response
 from yiemagent.types import AgentContext, TextContent
 
 SSE = {"Content-Type": "text/event-stream"}
@@ -65,6 +66,30 @@ def test_streamed_openai_annotations_are_the_replys_citations():
     reply = openai_reply("openai-stream-search-annotation.sse")
     assert reply.citations == [Citation("https://zh.wikipedia.org/wiki/%E4%B8%8A%E6%B5%B7%E4%B9%90%E9%AB%98%E4%B9%90%E5%9B%AD?utm_source=openai", "上海乐高乐园", None, 0, 0)]
     assert reply.stop_reason == "stop" and reply.text == ""
+
+
+def responses_reply(name: str) -> AssistantMessage:
+    """The recorded Responses API reply of ``name`` read by OpenAIResponsesClient, whole or streamed (each recorded event sent named after its type)."""
+    if name.endswith(".json"):
+        reply = reply_of(name)
+    else:
+        events = [json.loads(line) for line in (FIXTURES / name).read_text().splitlines() if line.strip()]
+        reply = Reply(chunks=["".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()], headers=SSE)
+    with LocalServer(lambda r: reply) as server:
+        return OpenAIResponsesClient("m", "k", base_url=f"{server.url}/v1", stream=not name.endswith(".json"), max_retries=0)(QUESTION)
+
+
+@pytest.mark.spec("14")
+@pytest.mark.parametrize("name", ["openai-responses-web-search-citations.json", "openai-responses-stream-web-search-citations.jsonl"])
+def test_responses_api_url_citations_are_the_replys_citations(name):
+    """The Responses API's output_text annotations (flat url_citations), whole and streamed, are reply.citations with the spans OpenAI indexed."""
+    lines = (FIXTURES / name).read_text().splitlines()
+    body = json.loads((FIXTURES / name).read_text()) if name.endswith(".json") else json.loads(lines[-1])["response"]
+    (part,) = [p for item in body["output"] if item["type"] == "message" for p in item["content"]]
+    reply = responses_reply(name)
+    assert reply.text == part["text"]
+    assert reply.citations == [Citation(a["url"], a["title"], None, a["start_index"], a["end_index"]) for a in part["annotations"]]
+    assert len(reply.citations) >= 10 and reply.text[reply.citations[0].start : reply.citations[0].end].startswith("([")
 
 
 @pytest.mark.spec("14")
@@ -135,3 +160,21 @@ def test_any_citation_objects_give_citations_or_none_never_an_error(raw, text):
     for citation in reply.citations:
         assert 0 <= citation.start <= citation.end <= len(text)
         assert all(v is None or isinstance(v, str) for v in (citation.url, citation.title, citation.cited_text))
+
+
+@pytest.mark.spec("14")
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 10**6))
+def test_responses_citations_keep_their_spans_when_the_text_comes_in_two_parts(cut):
+    """Property: the recorded output_text cut into two parts anywhere (each annotation in its part, its indices that part's) gives the same citations."""
+    body = json.loads((FIXTURES / "openai-responses-web-search-citations.json").read_text())
+    message = next(item for item in body["output"] if item["type"] == "message")
+    (part,) = message["content"]
+    text, at = part["text"], cut % (len(part["text"]) + 1)
+    kept = [a for a in part["annotations"] if a["end_index"] <= at or a["start_index"] >= at]  # none spans the cut
+    first = [a for a in kept if a["end_index"] <= at]
+    second = [{**a, "start_index": a["start_index"] - at, "end_index": a["end_index"] - at} for a in kept if a["start_index"] >= at and a not in first]
+    message["content"] = [{**part, "text": text[:at], "annotations": first}, {**part, "text": text[at:], "annotations": second}]
+    reply = parse_responses_response(body)
+    assert reply.text == text
+    assert reply.citations == [Citation(a["url"], a["title"], None, a["start_index"], a["end_index"]) for a in [*first, *[k for k in kept if k not in first]]]

@@ -119,7 +119,7 @@ REASONING_ECHO = {
     "openai-stream-refusal.sse",
 }
 # Citations: OpenAI's url_citation annotations, whole and streamed; their tests are in test_llm_citations.py (docs/api.md "Citations").
-CITATIONS = {"openai-search-annotations.json", "openai-stream-search-annotation.sse"}
+CITATIONS = {"openai-search-annotations.json", "openai-stream-search-annotation.sse", "openai-responses-web-search-citations.json", "openai-responses-stream-web-search-citations.jsonl"}
 # Anthropic server-tool replies; their tests are in test_llm_server_tools*.py (docs/streaming.md "Server tools").
 SERVER_TOOLS = {*server_tool_fixtures.STREAMS, *server_tool_fixtures.REPLIES, *server_tool_fixtures.REQUESTS, "anthropic-stream-tool-search-answer.jsonl"}
 # "Too long" answers; their tests are in test_llm_overflow.py (docs/failures.md "The history outgrew the context").
