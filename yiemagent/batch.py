@@ -9,6 +9,7 @@ naming the limit and never prepared or run (decision 20; docs/api.md "Limits tha
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from concurrent.futures import Future
 from collections.abc import Iterable, Sequence
@@ -28,6 +29,7 @@ from .types import (
     PreparedToolCall,
     TextContent,
     ToolResultMessage,
+    built,
     call_context,
 )
 from ._failures import describe_error, user_code_errors
@@ -110,7 +112,10 @@ class ToolCallAllowance:
 
 def should_terminate(finalized: list[FinalizedOutcome]) -> bool:
     """True only for a non-empty batch whose every result asks to terminate (spec §10 shouldTerminate)."""
-    return bool(finalized) and all(f.result.terminate for f in finalized)
+    for f in finalized:
+        if not f.result.terminate:
+            return False
+    return bool(finalized)
 
 
 def terminated_response(results: Sequence[ToolResultMessage], reply: Optional[AssistantMessage] = None) -> AssistantMessage:
@@ -148,10 +153,11 @@ def _execute_and_finalize(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
     emit: EventEmitter,
+    scope: call_context,
 ) -> FinalizedOutcome:
-    """EXECUTE then FINALIZE one prepared call and emit its end event; never raises."""
+    """EXECUTE then FINALIZE one prepared call and emit its end event; never raises. ``scope``: the call's, as PREPARE had it."""
     try:
-        with call_context(prep.tool_call.id):  # the call's RunContext, in the thread that runs it (types.py)
+        with scope:  # the call's RunContext, in the thread that runs it (types.py)
             executed = execute_prepared_tool_call(prep, signal, emit)
             finalized = finalize_executed_tool_call(context, assistant_msg, prep, executed, config, signal)
     except user_code_errors() as exc:  # a bug in this library must still not lose the call
@@ -177,7 +183,8 @@ def _start_and_prepare(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
     emit: EventEmitter,
-    allowance: Optional[ToolCallAllowance] = None,
+    allowance: Optional[ToolCallAllowance],
+    scope: call_context,
 ) -> PreparedToolCall | FinalizedOutcome | PendingApproval:
     """Emit the call's start event, then PREPARE it — unless the signal has already fired, or the call is past the cap.
 
@@ -195,7 +202,7 @@ def _start_and_prepare(
     elif allowance is not None and not allowance.admits(tool_call):
         prep = ImmediateOutcome(create_error_tool_result(allowance.refusal()), True)
     else:
-        with call_context(tool_call.id):  # before_tool_call sees the call's RunContext (types.py)
+        with scope:  # before_tool_call sees the call's RunContext (types.py)
             prep = prepare_tool_call(context, assistant_msg, tool_call, config, signal)
         if allowance is not None and not isinstance(prep, ImmediateOutcome):  # to be run now, or once approved
             allowance.take(tool_call)
@@ -208,10 +215,15 @@ def _start_and_prepare(
 
 
 def _batch(steps: Sequence[FinalizedOutcome | PendingApproval]) -> AgentToolCallBatch:
-    finalized = [s for s in steps if isinstance(s, FinalizedOutcome)]
-    deferred = [s for s in steps if isinstance(s, PendingApproval)]
-    terminate = should_terminate(finalized) and not deferred
-    return AgentToolCallBatch([create_tool_result_message(f) for f in finalized], terminate, deferred)
+    finalized: list[FinalizedOutcome] = []
+    deferred: list[PendingApproval] = []
+    for step in steps:
+        if isinstance(step, FinalizedOutcome):
+            finalized.append(step)
+        else:
+            deferred.append(step)
+    terminate = not deferred and should_terminate(finalized)
+    return built(AgentToolCallBatch, messages=[create_tool_result_message(f) for f in finalized], terminate=terminate, deferred=deferred)
 
 
 def execute_tool_calls_sequential(
@@ -245,7 +257,8 @@ def execute_tool_calls_parallel(
     Spec: §9 "Parallel Execution — executeToolCallsParallel()"; decision 6.
 
     Each prepared call starts on the pool as soon as it is prepared, as the spec schedules
-    its task inside the preparation loop. The pool (``yiemagent._threads``) always has a
+    its task inside the preparation loop; a batch of one call runs in this thread, in a copy
+    of its context (nothing would run beside it: the hand-off alone would cost). The pool (``yiemagent._threads``) always has a
     free thread per call in flight, so no call waits for a worker: a batch of N sleeping
     tools takes about as long as one. Every call is collected before returning; a tool
     with ``timeout_s`` that overruns does not hold the batch up (see
@@ -265,15 +278,24 @@ def _run_batch(
     parallel: bool,
 ) -> AgentToolCallBatch:
     """Both modes: the calls are prepared in call order in this thread (so a cap lets the first ones through);
-    a prepared call runs here at once (sequential) or starts on the pool (parallel) before the next is prepared."""
+    a prepared call runs here at once (sequential) or starts on the pool (parallel) before the next is prepared.
+
+    A parallel batch of one call has no other call to run beside it: it runs here, in a copy of
+    this thread's context as a pool thread would run it, without the hand-off to a pool thread
+    and back that the batch would wait for anyway (docs/performance.md "W1")."""
     steps: list[FinalizedOutcome | PendingApproval | Future[FinalizedOutcome]] = []
+    alone = len(tool_calls) == 1
     for tool_call in tool_calls:
-        step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance)
+        scope = call_context(tool_call.id)
+        step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance, scope)
         if isinstance(step, PreparedToolCall):
-            if parallel:
-                steps.append(tool_pool.submit(_execute_and_finalize, context, assistant_msg, step, config, signal, emit))
+            if parallel and alone:
+                step = contextvars.copy_context().run(_execute_and_finalize, context, assistant_msg, step, config, signal, emit, scope)
+            elif parallel:
+                steps.append(tool_pool.submit(_execute_and_finalize, context, assistant_msg, step, config, signal, emit, scope))
                 continue
-            step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit)
+            else:
+                step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit, scope)
         steps.append(step)
     return _batch([step.result() if isinstance(step, Future) else step for step in steps])
 

@@ -38,7 +38,8 @@ so two agents streaming at once never see each other's target. ``emit_delta`` ma
 called from any thread that holds the context; the agent's emitter serialises the sink.
 
 The agent's side: the run wraps each ``llm_call`` in ``relay_deltas(...)``, which opens
-the side channel (``stream_to``) with a ``DeltaRelay`` as its target. The relay turns each
+the side channel (``stream_to``) with a ``DeltaRelay`` as its target (when nobody listens
+to the emitter, a target that drops the deltas, with the same signal). The relay turns each
 ``emit_delta(kind, text)`` of the client into ``LLMDeltaEvent(run_id, round, kind, text)``
 and hands it to the agent's ``EventEmitter``, so that:
 
@@ -69,7 +70,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar
 
-from .types import AbortSignal, AgentContext, AgentToolResult, AssistantMessage, LLMUsage
+from .types import AbortSignal, AgentContext, AgentToolResult, AssistantMessage, LLMUsage, built
 
 __all__ = [
     "DELTA_KINDS",
@@ -500,18 +501,23 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
     """Around one ``llm_call``: its deltas reach ``emit`` until the block ends; the client sees ``signal``.
 
     ``stream_to(relay, signal)`` and closing the relay after, as a class rather than a
-    generator: it is entered once per LLM round (docs/performance.md "W1").
+    generator: it is entered once per LLM round (docs/performance.md "W1"). When nobody
+    listens to ``emit`` (``EventEmitter.listened``) the deltas have nowhere to go: the call
+    still gets a target, so a client streams, counts a delta as shown and sees the abort
+    signal exactly as with a listener, but its deltas are dropped where they come in, with
+    no relay made for them.
     """
 
-    __slots__ = ("_relay", "_token")
+    __slots__ = ("_relay", "_signal", "_token")
 
     def __init__(self, emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> None:
-        self._relay = DeltaRelay(emit, run_id, round, signal)
+        self._relay = DeltaRelay(emit, run_id, round, signal) if emit.listened else None
+        self._signal = signal
         self._token: Optional[contextvars.Token[Optional[StreamTarget]]] = None
 
-    def __enter__(self) -> DeltaRelay:
+    def __enter__(self) -> Optional[DeltaRelay]:
         relay = self._relay
-        self._token = _target.set(StreamTarget(relay, relay._signal))
+        self._token = _target.set(built(StreamTarget, on_delta=relay if relay is not None else _dropped, signal=self._signal))
         return relay
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -519,4 +525,9 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
             if self._token is not None:
                 _target.reset(self._token)
         finally:
-            self._relay.close()
+            if self._relay is not None:
+                self._relay.close()
+
+
+def _dropped(kind: str, text: str) -> None:
+    """The target of a round's deltas when nobody listens to its events (``relay_deltas``)."""

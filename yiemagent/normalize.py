@@ -43,6 +43,7 @@ from .types import (
     TextContent,
     ToolResultMessage,
     UserMessage,
+    built,
     is_base64,
     is_media_type,
 )
@@ -131,6 +132,8 @@ def normalize_content(content: Any, where: str = "content") -> list[Any]:
     Raises:
         MessageFormatError: ``content`` is neither a list, a tuple, a str nor None.
     """
+    if _clean_texts(content):
+        return content
     if content is None:
         return []
     if isinstance(content, str):
@@ -141,6 +144,16 @@ def normalize_content(content: Any, where: str = "content") -> list[Any]:
     if isinstance(content, list) and all(a is b for a, b in zip(blocks, content, strict=True)):
         return content
     return blocks
+
+
+def _clean_texts(content: Any) -> TypeGuard[list[Any]]:
+    """Whether ``content`` is a list of text blocks that ``normalize_content`` keeps as they are (no citations, clean text): checked in one pass."""
+    if type(content) is not list:
+        return False
+    for block in content:
+        if type(block) is not TextContent or block.citations is not None or not _clean_text(block.text):
+            return False
+    return True
 
 
 def _canonical_call(call: AgentToolCall, nested: bool) -> dict[str, Any]:
@@ -236,8 +249,7 @@ def _plain_reply(reply: Any) -> Optional[CheckedReply]:
     content = reply.content
     if type(content) is not list or not isinstance(reply.timestamp, datetime) or not (reply.usage is None or isinstance(reply.usage, LLMUsage)):
         return None
-    for name in _OPTIONAL_TEXT_FIELDS:
-        value = getattr(reply, name)
+    for value in (reply.api, reply.provider, reply.model, reply.stop_reason, reply.error_message):  # _OPTIONAL_TEXT_FIELDS
         if value is not None and not _clean_text(value):
             return None
     calls: list[AgentToolCall] = []
@@ -266,7 +278,7 @@ def _plain_reply(reply: Any) -> Optional[CheckedReply]:
             if problem is not None:
                 return None
             ids.add(call_id)
-            calls.append(AgentToolCall(call_id, call_name, arguments, "function", None))
+            calls.append(built(AgentToolCall, id=call_id, name=call_name, arguments=arguments, type="function", arguments_error=None))
     remember_calls(reply, tuple(calls))  # formatting, approvals and tracing read them from here (extraction.py)
     return CheckedReply(reply, calls, None)
 
@@ -318,7 +330,7 @@ def normalize_tool_result(message: ToolResultMessage) -> ToolResultMessage:
     ``details`` is not sent to the LLM and is kept as it is.
     """
     try:
-        content = normalize_content(message.content, f"result of {message.tool_name!r}")
+        content = message.content if _clean_texts(message.content) else normalize_content(message.content, f"result of {message.tool_name!r}")
     except MessageFormatError as exc:
         return replace(message, content=[TextContent(f"[the tool's content was dropped: {exc}]")], is_error=True)
     changes: dict[str, Any] = {}

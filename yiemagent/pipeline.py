@@ -43,7 +43,10 @@ from .types import (
     MessageContent,
     PendingApproval,
     PreparedToolCall,
+    TextContent,
     ToolResultMessage,
+    built,
+    utc_now,
 )
 
 __all__ = [
@@ -75,17 +78,19 @@ _CACHE_SIZE = 1024
 # cannot be reused by another object while the entry lives; the identity check below makes a
 # stale id harmless anyway.
 _cache: OrderedDict[int, tuple[Any, Validator, Optional[Callable[[Any], bool]]]] = OrderedDict()
-_cache_lock = threading.Lock()  # guards _cache
+_cache_lock = threading.Lock()  # orders the writers of _cache (a reader takes one entry in one C call, without it)
 
 
 def _compiled(schema: dict[str, Any]) -> tuple[Any, Validator, Optional[Callable[[Any], bool]]]:
     """The cache entry of this schema object: compiled once, the jsonschema validator beside its fast check."""
     key = id(schema)
-    with _cache_lock:
-        entry = _cache.get(key)
-        if entry is not None and entry[0] is schema:
+    entry = _cache.get(key)  # read without the lock: one C call, atomic; the lock orders the writers
+    if entry is not None and entry[0] is schema:
+        try:
             _cache.move_to_end(key)
-            return entry
+        except KeyError:  # another thread evicted it meanwhile: it is still this schema's
+            pass
+        return entry
     validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     validator = validator_class(schema)
     # _fast_schema.py: jsonschema's verdict for the common shapes of schema, in a few checks (draft 2020-12 only)
@@ -245,7 +250,7 @@ def prepare_tool_call(
             create_error_tool_result(f"Invalid arguments for tool {tool.name!r}: {tool_call.arguments_error}"), True
         )
     try:
-        prepared_call = prepare_tool_call_arguments(tool, tool_call)
+        prepared_call = prepare_tool_call_arguments(tool, tool_call) if tool.prepare_arguments is not None else tool_call
     except ToolArgumentsError as exc:
         return ImmediateOutcome(create_error_tool_result(str(exc)), True)
     except user_code_errors() as exc:
@@ -347,7 +352,7 @@ def _check_result(tool: AgentTool, result: Any) -> Optional[str]:
     if not isinstance(result.content, (list, tuple)):
         return f"Tool {tool.name!r} returned content of type {type(result.content).__name__}; expected a list of content blocks"
     for block in result.content:
-        if not isinstance(block, (MessageContent, dict)):
+        if type(block) is not TextContent and not isinstance(block, (MessageContent, dict)):  # a text block, most often: no ABC check
             return f"Tool {tool.name!r} returned a content block of type {type(block).__name__}; expected TextContent or ImageContent"
     return None
 
@@ -506,13 +511,16 @@ def create_tool_result_message(finalized: FinalizedOutcome) -> ToolResultMessage
     Decision 3: the role is "tool".
     """
     call, result = finalized.tool_call, finalized.result
-    return ToolResultMessage(
-        call.id,
-        call.name,
-        list(result.content),
-        result.details,
-        result.usage,
-        None,
-        finalized.is_error,
+    # ToolResultMessage(call.id, call.name, list(result.content), result.details, result.usage, None, finalized.is_error), in one step
+    return built(
+        ToolResultMessage,
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=list(result.content),
+        details=result.details,
+        usage=result.usage,
+        added_tool_names=None,
+        is_error=finalized.is_error,
+        timestamp=utc_now(),
     )
 

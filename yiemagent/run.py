@@ -41,7 +41,7 @@ from .types import (
     ToolResultMessage,
     UsageLimits,
     add_usage,
-    enter_run_context,
+    enter_run_context_later,
     leave_run_context,
 )
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
@@ -236,11 +236,13 @@ class HistoryWriter:
         agent's run thread, where anything the session raises — ``SystemExit`` too — is
         contained (``pipeline.user_code_errors``): it must not strand the run's response.
         """
+        if self.session is None:  # nothing to store, nothing to order with a store: the list's own lock
+            with self.lock:
+                self.state.messages.append(message)
+            return
         with self.store_lock:
             with self.lock:
                 self.state.messages.append(message)
-                if self.session is None:
-                    return
                 if self._release_asked:  # the agent has ended; another agent may hold the session now
                     self._failure = self._failure or f"the agent has released the session {self.session!r}; a message was not stored"
                     return
@@ -295,6 +297,8 @@ class HistoryWriter:
 
     def take_failure(self) -> Optional[str]:
         """The first store failure since the last call, if any; clears it."""
+        if self._failure is None:  # read without the lock: a failure recorded meanwhile is the next call's, as it would be after it
+            return None
         with self.lock:
             failure, self._failure = self._failure, None
             return failure
@@ -802,9 +806,9 @@ def _execute_batch(
     """Step 6's ``executeToolCalls``, with the run's context for its tools and hooks (``RunContext``, types.py)."""
     context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
     host.state.pending_tool_calls = {c.id for c in tool_calls}
-    snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
-    # beyond the spec: what tools and hooks see of the run (types.py current_run_context)
-    entered = enter_run_context(RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None))  # type: ignore[arg-type]  # the field's descriptor takes it
+    # beyond the spec: what tools and hooks see of the run (types.py current_run_context), made only if one asks
+    deps, rounds, usage, messages, count = getattr(host, "deps", None), run.rounds, run.usage, context.messages, len(context.messages)
+    entered = enter_run_context_later(lambda: RunContext(deps, run.id, rounds, usage, MessagesSnapshot(messages[:count]), None))  # type: ignore[arg-type]  # the field's descriptor takes it
     try:
         return execute_tool_calls_within(allowance, context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
     finally:
@@ -855,7 +859,8 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     run.took_first_input = True
     host.ring()
     logger.debug("run %d started: %d new message(s)%s", run.id, taken, " (continue_agent)" if continued else "")
-    host.emit(AgentRunStartEvent(run.id, taken))
+    if getattr(host.emit, "listened", True):  # nothing is built for a sink nobody set (events.py EventEmitter.listened)
+        host.emit(AgentRunStartEvent(run.id, taken))
     sub_runs = collecting(_late_usage_of(host, run))  # an agent_tool's sub-runs report their usage to this run (_sub_runs.py)
     try:
         # approvals first: their results go before any new message (decision 18)
@@ -887,5 +892,6 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
         "run %d ended: stop_reason %r after %d round(s) in %.3f s, %d input + %d output tokens",
         run.id, response.stop_reason, run.rounds, duration, run.usage.input_tokens, run.usage.output_tokens,
     )
-    host.emit(AgentRunEndEvent(run.id, response, run.rounds, duration, run.usage))
+    if getattr(host.emit, "listened", True):
+        host.emit(AgentRunEndEvent(run.id, response, run.rounds, duration, run.usage))
     return response

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any, Optional, TypeGuard, Union
+from typing import Any, Optional, TypeGuard, TypeVar, Union
 
 from dataclasses_json import DataClassJsonMixin, config
 
@@ -86,6 +86,25 @@ __all__ = [
 
 
 # --- 1. Message Types (spec §19) ----------------------------------------------------
+
+
+_T = TypeVar("_T")
+_new = object.__new__
+
+
+def built(cls: type[_T], **fields: Any) -> _T:
+    """An instance of the frozen dataclass ``cls`` as its own ``__init__`` leaves it, each field given, set in one step.
+
+    For the objects a round or a session read makes by the thousand (a stored message, a
+    tool call, a tool result: docs/performance.md): ``__init__`` sets a frozen dataclass's
+    fields one ``object.__setattr__`` at a time, which was a third of the building. The
+    caller gives every field ``__init__`` would set, in the class's order, already checked;
+    no ``__post_init__`` runs. The price: the instance keeps its fields in a dict of its own
+    (about 180 bytes more than ``__init__``'s).
+    """
+    made = _new(cls)
+    made.__dict__.update(fields)
+    return made
 
 
 def utc_now() -> datetime:
@@ -662,13 +681,15 @@ class AbortSignal:
     timeout stops that tool alone and an abort still reaches it.
 
     Thread safety: every method may be called from any thread. ``_lock`` guards
-    ``_children`` and the transition to aborted; the flag itself is a ``threading.Event``.
+    ``_children`` and the transition to aborted; the flag is ``_fired`` (read in one step,
+    set before the ``threading.Event`` that ``wait`` blocks on).
     """
 
-    __slots__ = ("_event", "_lock", "_children", "_callbacks", "reason")
+    __slots__ = ("_event", "_fired", "_lock", "_children", "_callbacks", "reason")
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._fired = False  # True from just before _event is set: ``aborted`` reads it in one step, checked several times a round
         # guards _children, _callbacks and the one-way transition of _event
         self._lock = threading.Lock()
         self._children: set[AbortSignal] = set()
@@ -678,7 +699,7 @@ class AbortSignal:
     @property
     def aborted(self) -> bool:
         """True once ``abort()`` was called on this signal or on its parent."""
-        return self._event.is_set()
+        return self._fired
 
     def abort(self, reason: Optional[str] = None) -> None:
         """Fire the signal, and every child of it; later calls do nothing."""
@@ -686,6 +707,7 @@ class AbortSignal:
             if self._event.is_set():
                 return
             self.reason = reason
+            self._fired = True  # before the event: a thread woken by wait() finds it set
             self._event.set()
             children, self._children = self._children, set()
             callbacks, self._callbacks = self._callbacks, []
@@ -1095,32 +1117,56 @@ RunContext.messages = _SnapshotField()  # type: ignore[assignment]  # after the 
 class _CallScope:
     """The ``RunContext`` of one tool call, made only if something asks for it (``current_run_context``).
 
-    A batch enters a call's scope twice per call (PREPARE, then EXECUTE and FINALIZE); a
-    tool that never asks for its context costs a run no ``RunContext`` per call
-    (docs/performance.md "W1"). Thread safety: used by the thread running the call; two
-    threads resolving it at once make equal contexts, one kept.
+    ``outer`` is the context the call belongs to: the batch's (a ``RunContext``, or a
+    ``_BatchScope`` not made yet) or an enclosing call's scope. A tool that never asks for
+    its context costs a run no ``RunContext`` per call, nor per batch (docs/performance.md
+    "W1"). Thread safety: used by the thread running the call; two threads resolving it at
+    once make equal contexts, one kept.
     """
 
     __slots__ = ("outer", "tool_call_id", "resolved")
 
-    def __init__(self, outer: RunContext, tool_call_id: str) -> None:
+    def __init__(self, outer: Union[RunContext, _CallScope, _BatchScope], tool_call_id: str) -> None:
         self.outer = outer
         self.tool_call_id = tool_call_id
         self.resolved: Optional[RunContext] = None
 
     def resolve(self) -> RunContext:
         if self.resolved is None:
-            self.resolved = self.outer.for_call(self.tool_call_id)
+            outer = self.outer
+            self.resolved = (outer if isinstance(outer, RunContext) else outer.resolve()).for_call(self.tool_call_id)
         return self.resolved
 
 
-_current: contextvars.ContextVar[Union[RunContext, _CallScope, None]] = contextvars.ContextVar("yiemagent_run_context", default=None)
+class _BatchScope:
+    """The ``RunContext`` of a batch (its ``tool_call_id`` None), made by ``make`` when a call first asks (``enter_run_context_later``).
+
+    Thread safety: the calls of a parallel batch may ask at once from their threads; one
+    lock makes the one context they all share (its snapshot copied once).
+    """
+
+    __slots__ = ("make", "resolved")
+
+    def __init__(self, make: Callable[[], RunContext]) -> None:
+        self.make = make
+        self.resolved: Optional[RunContext] = None
+
+    def resolve(self) -> RunContext:
+        if self.resolved is None:
+            with _resolving:
+                if self.resolved is None:
+                    self.resolved = self.make()
+        return self.resolved
+
+
+_resolving = threading.Lock()  # makes a _BatchScope's one context (rarely taken: only when a tool asks)
+_current: contextvars.ContextVar[Union[RunContext, _CallScope, _BatchScope, None]] = contextvars.ContextVar("yiemagent_run_context", default=None)
 
 
 def current_run_context() -> Optional[RunContext]:
     """The ``RunContext`` of the tool call this thread is running, or None outside a run's tools and hooks."""
     value = _current.get()
-    return value.resolve() if type(value) is _CallScope else value  # type: ignore[return-value]
+    return value if value is None or isinstance(value, RunContext) else value.resolve()
 
 
 @contextmanager
@@ -1133,38 +1179,49 @@ def run_context(context: Optional[RunContext]) -> Iterator[Optional[RunContext]]
         _current.reset(token)
 
 
-def enter_run_context(context: Optional[RunContext]) -> contextvars.Token[Union[RunContext, _CallScope, None]]:
+def enter_run_context(context: Optional[RunContext]) -> contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]:
     """``run_context`` without the ``with`` block, for the run's hot path: returns what ``leave_run_context`` takes."""
     return _current.set(context)
 
 
-def leave_run_context(token: contextvars.Token[Union[RunContext, _CallScope, None]]) -> None:
+def enter_run_context_later(make: Callable[[], RunContext]) -> contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]:
+    """``enter_run_context`` of the context ``make()`` returns, made only when a tool or hook first asks (once, shared)."""
+    return _current.set(_BatchScope(make))
+
+
+def leave_run_context(token: contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]) -> None:
     _current.reset(token)
 
 
 class call_context:  # noqa: N801  used as a function: ``with call_context(call_id):``
     """The current context with ``tool_call_id`` set, for one call's PREPARE, EXECUTE and FINALIZE; nothing outside a run.
 
-    A class, not a generator: it is entered twice per tool call (the per-call pipeline), and
-    outside a run it only reads the context variable. The call's ``RunContext`` is made
-    when first asked for (``_CallScope``).
+    A class, not a generator: a batch enters one per call twice (PREPARE, then EXECUTE and
+    FINALIZE, maybe in a tool thread), and outside a run it only reads the context
+    variable. The call's ``RunContext`` is made when first asked for (``_CallScope``), once
+    for both phases. Thread safety: entered by one thread at a time.
     """
 
-    __slots__ = ("_tool_call_id", "_token")
+    __slots__ = ("_tool_call_id", "_token", "_scope")
 
     def __init__(self, tool_call_id: str) -> None:
         self._tool_call_id = tool_call_id
-        self._token: Optional[contextvars.Token[Union[RunContext, _CallScope, None]]] = None
+        self._token: Optional[contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]] = None
+        self._scope: Optional[_CallScope] = None
 
     def __enter__(self) -> None:
-        outer = _current.get()
-        if outer is None:
-            return
-        self._token = _current.set(_CallScope(outer.resolve() if type(outer) is _CallScope else outer, self._tool_call_id))  # type: ignore[arg-type]
+        scope = self._scope
+        if scope is None:
+            outer = _current.get()
+            if outer is None:
+                return
+            scope = self._scope = _CallScope(outer, self._tool_call_id)
+        self._token = _current.set(scope)
 
     def __exit__(self, *exc_info: Any) -> None:
         if self._token is not None:
             _current.reset(self._token)
+            self._token = None
 
 
 @dataclass(frozen=True, slots=True)

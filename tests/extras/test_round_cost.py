@@ -213,3 +213,150 @@ def test_a_calls_run_context_is_made_only_for_a_tool_that_asks_for_it(monkeypatc
     assert made == ["a1"]
     (first, second), = seen
     assert first is second and first.tool_call_id == "a1"
+
+
+def test_a_round_nobody_listens_to_gets_a_stream_target_but_no_relay(monkeypatch):
+    """With no sink, the client still finds a stream target carrying the run's abort signal, and no delta relay is made."""
+    import yiemagent.events as events
+    from yiemagent import AssistantMessage
+    from yiemagent.streaming import current_abort_signal, current_stream, emit_delta
+
+    relays: list = []
+    real = events.DeltaRelay.__init__
+    monkeypatch.setattr(events.DeltaRelay, "__init__", lambda self, *a, **k: relays.append(a) or real(self, *a, **k))
+    seen: list = []
+
+    def llm_call(formatted):
+        seen.append((current_stream(), current_abort_signal()))
+        emit_delta("text", "dropped where it comes in")
+        return AssistantMessage([TextContent("done")], stop_reason="stop")
+
+    with YiemAgent(llm_call=llm_call, agent_event_sink=None) as agent:
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    (target, signal), = seen
+    assert target is not None and signal is not None and not signal.aborted
+    assert relays == []
+    events_seen: list = []
+    with YiemAgent(llm_call=llm_call, agent_event_sink=events_seen.append) as agent:  # a sink: the relay, and the delta reaches it
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert len(relays) == 1
+    assert [e.text for e in events_seen if isinstance(e, events.LLMDeltaEvent)] == ["dropped where it comes in"]
+
+
+def test_a_batch_whose_tools_never_ask_makes_no_run_context_and_one_that_asks_gets_one_per_call(monkeypatch):
+    """No RunContext at all for a batch nobody asks; a call's hook and tool read the very same one (one scope for both phases)."""
+    from yiemagent import RunContext, current_run_context
+
+    made: list = []
+    real = RunContext.__init__
+    monkeypatch.setattr(RunContext, "__init__", lambda self, *a, **k: made.append(a) or real(self, *a, **k))
+    quiet = AgentTool("quiet", "Quiet", "reads nothing", {"type": "object"}, lambda *a: AgentToolResult([TextContent("ok")]))
+    with YiemAgent(llm_call=ScriptedLLM([tool_call_reply(("q1", "quiet", "{}")), "done"]), tools=[quiet], agent_event_sink=None) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert made == []
+    seen: list = []
+
+    def reading(tool_call_id, args, signal, on_partial_result):
+        seen.append(("tool", current_run_context()))
+        return AgentToolResult([TextContent("ok")])
+
+    def before(ctx, signal):
+        seen.append(("hook", current_run_context()))
+
+    asking = AgentTool("asking", "Asking", "reads its context", {"type": "object"}, reading)
+    script = ScriptedLLM([tool_call_reply(("a1", "asking", "{}")), "done"])
+    with YiemAgent(llm_call=script, tools=[asking], agent_event_sink=None, before_tool_call=before) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    (hook, in_hook), (tool, in_tool) = seen
+    assert (hook, tool) == ("hook", "tool") and in_hook is in_tool and in_tool.tool_call_id == "a1"
+
+
+_TEXTS = st.text(max_size=12) | st.sampled_from(["{", "}", '{"a": 1}', '{"a": NaN}', '{"a": 1} ', ' {"a": 1}', '{"a": 1}x}', '{"a": 1e999}', '{"a": ' + "9" * 5000 + "}", "{" * 3000 + "}" * 3000])
+
+
+@settings(max_examples=500)
+@given(_TEXTS | st.builds(lambda t: "{" + t + "}", st.text(max_size=12)), st.booleans())
+def test_reading_json_by_its_scanner_alone_is_what_decode_gives(text, constants):
+    """loads_json's shortcut for a bare object gives decode's value, or raises what decode raises."""
+    from yiemagent import _bounds
+
+    def outcome(read):
+        try:
+            return ("value", repr(read(text)))
+        except Exception as exc:  # noqa: BLE001  the outcome compared, whatever it is
+            return ("error", type(exc), str(exc))
+
+    def decode(text):  # loads_json without its shortcut: the readers' own decode, long integers read again
+        try:
+            try:
+                return _bounds._READERS[constants, False].decode(text)
+            except (json.JSONDecodeError, _bounds._NotJSONConstant):
+                raise
+            except ValueError:
+                return _bounds._READERS[constants, True].decode(text)
+        except RecursionError:
+            raise _bounds.JSONTooDeepError("JSON nested too deeply to read") from None
+
+    assert outcome(lambda t: _bounds.loads_json(t, constants=constants)) == outcome(decode)
+
+
+@settings(max_examples=500)
+@given(JSONISH)
+def test_arguments_written_by_the_c_encoder_are_what_json_dumps_writes(value):
+    """arguments_json gives json.dumps(ensure_ascii=False, allow_nan=False) of any value, or "{}" where that raises; json_text raises what it raises."""
+
+    def outcome(write):
+        try:
+            return ("text", write(value))
+        except (TypeError, ValueError) as exc:
+            return ("error", type(exc), str(exc))
+
+    assert outcome(extraction.json_text) == outcome(lambda v: json.dumps(v, ensure_ascii=False, allow_nan=False))
+    arguments = {"v": value, "w": [value]}
+    try:
+        expected = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        expected = "{}"
+    assert extraction.arguments_json(arguments) == expected
+    assert extraction._encode_arguments is not extraction._ARGUMENTS_ENCODER.encode  # this Python's json has its C encoder
+
+
+_BLOCKS = st.lists(
+    st.builds(TextContent, st.text(max_size=6) | st.sampled_from(["\ud800", "a\udfffb"]), st.none() | st.just([]) | st.just([{"url": "u"}])),
+    max_size=4,
+)
+
+
+@settings(max_examples=300)
+@given(_BLOCKS)
+def test_text_blocks_checked_in_one_pass_are_what_the_block_by_block_check_gives(blocks):
+    """normalize_content's one pass over text blocks keeps exactly the lists its block-by-block check keeps, and nothing else."""
+    from yiemagent.normalize import normalize_content
+
+    kept = normalize_content(blocks)
+    assert kept == normalize_content(tuple(blocks))  # a tuple goes block by block
+    assert (kept is blocks) == all(a is b for a, b in zip(normalize_content(tuple(blocks)), blocks, strict=True))
+
+
+def test_a_run_nobody_listens_to_builds_no_run_events(monkeypatch):
+    """With no sink the run's start and end events are not built; with one, each is built and reaches it once."""
+    import yiemagent.run as run_module
+
+    built_events: list = []
+    for name in ("AgentRunStartEvent", "AgentRunEndEvent"):
+        real = getattr(run_module, name)
+        monkeypatch.setattr(run_module, name, lambda *a, _real=real, **k: built_events.append(_real.__name__) or _real(*a, **k))
+    with YiemAgent(llm_call=ScriptedLLM(["done"]), agent_event_sink=None) as agent:
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert built_events == []
+    seen: list = []
+    with YiemAgent(llm_call=ScriptedLLM(["done"]), agent_event_sink=seen.append) as agent:
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert built_events == ["AgentRunStartEvent", "AgentRunEndEvent"]
+    assert [type(e).__name__ for e in seen if type(e).__name__ in built_events] == built_events

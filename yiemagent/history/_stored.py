@@ -35,11 +35,11 @@ import re
 from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime, timezone
-from typing import Any, Optional, TypeGuard, TypeVar
+from typing import Any, Optional, TypeGuard
 
 from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS, parse_tool_arguments
 from ..normalize import _raw_calls
-from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage, is_base64, is_media_type
+from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, built, LLMUsage, TextContent, ToolResultMessage, UserMessage, is_base64, is_media_type
 
 __all__ = ["loads_row", "parse_stamp", "read_marked", "read_stored", "stored_calls"]
 
@@ -250,14 +250,8 @@ def _reply_content(raw: Any) -> Optional[list[Any]]:
 # without its one object.__setattr__ per field: that was a third of the time of this reader.
 # The price: each such message keeps its fields in a dict of its own (about 180 bytes more
 # than __init__'s inline values); setting them one by one costs a restart of 10,000 about 5 ms.
-_Message = TypeVar("_Message", bound=AgentMessage)
 _new = object.__new__
-
-
-def _built(cls: type[_Message], **fields: Any) -> _Message:
-    message = _new(cls)
-    message.__dict__.update(fields)
-    return message
+_built = built  # types.py: as __init__ leaves a message, in one step
 
 
 def _user(data: dict[str, Any]) -> Optional[AgentMessage]:
@@ -419,7 +413,7 @@ def _marked_assistant(data: dict[str, Any]) -> AgentMessage:
         api=get("api"),
         provider=get("provider"),
         model=get("model"),
-        usage=_usage(get("usage")),
+        usage=_usage(counts) if (counts := get("usage")) is not None else None,
         stop_reason=get("stop_reason"),
         error_message=get("error_message"),
         timestamp=parse_stamp(data["timestamp"]),

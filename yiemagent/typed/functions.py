@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import json
 import logging
 import re
 import typing
@@ -35,6 +34,7 @@ from ._parameter_fill import INJECTED, PIPELINE_PARAMETERS, RUN_CONTEXT, Injecte
 from ._codecs import NO_DEFAULT, Codec, InexpressibleType, codec_for, json_default, to_json_value, type_name
 from .._threads import run_coroutine
 from ..errors import ToolDefinitionError, ToolError
+from ..extraction import json_text
 from ..types import AbortSignal, AgentTool, AgentToolResult, MessageContent, TextContent
 
 __all__ = ["FunctionToolExecute", "PIPELINE_PARAMETERS", "TOOL_NAME_PATTERN", "to_tool_result", "tool"]
@@ -276,8 +276,7 @@ def to_tool_result(value: Any) -> AgentToolResult:
         return AgentToolResult([value])
     if isinstance(value, list) and value and all(isinstance(v, MessageContent) for v in value):
         return AgentToolResult(list(value))
-    text = json.dumps(to_json_value(value), ensure_ascii=False, allow_nan=False)
-    return AgentToolResult([TextContent(text)])
+    return AgentToolResult([TextContent(json_text(to_json_value(value)))])  # json.dumps(..., ensure_ascii=False, allow_nan=False)
 
 
 def _unwrap_partial(fn: Callable[..., Any]) -> tuple[Callable[..., Any], set[str]]:
