@@ -1,0 +1,126 @@
+"""A cheaper round keeps its promises under attack (docs/performance.md "W1"; spec §6, §9, §13).
+
+What a round no longer does when nobody listens, the flag ``AbortSignal.aborted`` reads, and
+a parallel batch of one call run in the calling thread: each held to what the round did
+before, with a sink set mid-round, a thread paused inside ``abort``, and hung tools.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import linecache
+import sys
+import threading
+
+import pytest
+
+from helpers import WAIT
+from yiemagent import AbortSignal, AgentTool, AgentToolResult, AssistantMessage, TextContent, YiemAgent, run_agent, take_response
+from yiemagent.events import LLMDeltaEvent
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.streaming import emit_delta
+
+
+def _pause_inside_abort_at(marker: str, reached: threading.Event, go_on: threading.Event):
+    """A trace function that stops the thread running ``AbortSignal.abort`` just before its line holding ``marker``."""
+
+    def local(frame, event, arg):
+        if event == "line" and marker in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
+            reached.set()
+            go_on.wait(WAIT)
+        return local
+
+    def calls(frame, event, arg):
+        return local if frame.f_code is AbortSignal.abort.__code__ else None
+
+    return calls
+
+
+def test_wait_returns_true_once_aborted_reads_true_in_another_thread():
+    """A thread that finds ``aborted`` true gets True from ``wait(0)`` too, though the aborting thread has not yet set the event."""
+    signal = AbortSignal()
+    reached, go_on = threading.Event(), threading.Event()
+
+    def aborter():
+        sys.settrace(_pause_inside_abort_at("self._event.set()", reached, go_on))
+        try:
+            signal.abort("stop")
+        finally:
+            sys.settrace(None)
+
+    thread = threading.Thread(target=aborter, daemon=True)
+    thread.start()
+    try:
+        assert reached.wait(WAIT)
+        seen = (signal.aborted, signal.wait(0), signal.reason)
+    finally:
+        go_on.set()
+        thread.join(WAIT)
+    assert seen == (True, True, "stop")
+
+
+def test_a_sink_set_during_a_round_nobody_listened_to_gets_the_rest_of_its_deltas():
+    """A sink set while the LLM call of a round that began unheard is streaming receives the deltas that come after, as a relay would give them."""
+    received: list = []
+    agent_box: list = []
+
+    def llm_call(formatted):
+        emit_delta("text", "before anyone listens ")
+        agent_box[0].agent_event_sink = received.append  # the caller sets a sink mid-round
+        emit_delta("text", "after")
+        return AssistantMessage([TextContent("before anyone listens after")], stop_reason="stop")
+
+    with YiemAgent(llm_call=llm_call, agent_event_sink=None) as agent:
+        agent_box.append(agent)
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+    deltas = [(e.kind, e.text) for e in received if isinstance(e, LLMDeltaEvent)]
+    assert deltas == [("text", "after")]
+
+
+def test_a_delta_of_a_round_that_began_unheard_never_comes_after_its_end_event():
+    """A delta emitted by a thread the LLM call left running, after the call returned, is dropped even once a sink listens (as a relay closed at the round's end drops it)."""
+    received: list = []
+    agent_box: list = []
+    late: list = []
+
+    def llm_call(formatted):
+        context = contextvars.copy_context()
+        late.append(lambda: context.run(emit_delta, "text", "too late"))
+        return AssistantMessage([TextContent("done")], stop_reason="stop")
+
+    with YiemAgent(llm_call=llm_call, agent_event_sink=None) as agent:
+        agent_box.append(agent)
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        agent.agent_event_sink = received.append
+        late[0]()
+    assert [e for e in received if isinstance(e, LLMDeltaEvent)] == []
+
+
+_seen_var: contextvars.ContextVar[str] = contextvars.ContextVar("attack_seen", default="unset")
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_parallel_batch_runs_its_tools_in_a_copy_of_the_run_threads_context(calls):
+    """In a parallel batch of one call or of two, a tool sees the run thread's context variables, and what it sets is not seen by the next round's tools."""
+    seen: list = []
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        seen.append((tool_call_id, _seen_var.get()))
+        _seen_var.set(f"set by {tool_call_id}")
+        return AgentToolResult([TextContent("ok")])
+
+    probe = AgentTool("probe", "Probe", "reads a context variable", {"type": "object"}, execute, parallel_tool_execute=True)
+    first = tool_call_reply(*[(f"a{i}", "probe", "{}") for i in range(calls)])
+    second = tool_call_reply(*[(f"b{i}", "probe", "{}") for i in range(calls)])
+
+    def llm_call(formatted, _script=ScriptedLLM([first, second, "done"])):
+        _seen_var.set("the run thread's")
+        return _script(formatted)
+
+    with YiemAgent(llm_call=llm_call, tools=[probe], agent_event_sink=None, parallel_tool_execute=True) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+    assert sorted(seen) == sorted([(f"a{i}", "the run thread's") for i in range(calls)] + [(f"b{i}", "the run thread's") for i in range(calls)])
