@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from helpers import WAIT
-from yiemagent import AbortSignal, AgentTool, AgentToolResult, AssistantMessage, TextContent, YiemAgent, run_agent, take_response
+from yiemagent import AbortSignal, AgentTool, AgentToolResult, AssistantMessage, TextContent, YiemAgent, run_agent, shutdown, take_response
 from yiemagent.events import LLMDeltaEvent
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
@@ -124,3 +124,32 @@ def test_a_parallel_batch_runs_its_tools_in_a_copy_of_the_run_threads_context(ca
         run_agent(agent, "go")
         assert take_response(agent, timeout=WAIT).stop_reason == "stop"
     assert sorted(seen) == sorted([(f"a{i}", "the run thread's") for i in range(calls)] + [(f"b{i}", "the run thread's") for i in range(calls)])
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("call", ["wait_until_idle", "take_response"])
+def test_a_tool_that_waits_for_its_own_agent_gets_an_error_naming_why_not_a_wait_for_ever(parallel, call):
+    """A tool (alone in its batch, run in the run thread, or on the pool) that waits for its own agent to be idle, or for its own run's response, gets a RuntimeError naming why, and the run goes on."""
+    agent_box: list = []
+    errors: list = []
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        agent = agent_box[0]
+        try:
+            agent.wait_until_idle() if call == "wait_until_idle" else take_response(agent)
+        except RuntimeError as exc:
+            errors.append(str(exc))
+        return AgentToolResult([TextContent("ok")])
+
+    waiter = AgentTool("waiter", "Waiter", "waits for its agent", {"type": "object"}, execute, parallel_tool_execute=True)
+    llm = ScriptedLLM([tool_call_reply(("w1", "waiter", "{}")), "done"])
+    agent = YiemAgent(llm_call=llm, tools=[waiter], agent_event_sink=None, parallel_tool_execute=parallel)
+    agent_box.append(agent)
+    try:
+        run_agent(agent, "go")
+        response = take_response(agent, timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=1)  # bounded: a run stuck waiting for itself is left on its daemon thread
+    assert response.stop_reason == "stop"
+    (error,) = errors
+    assert call in error and "own run" in error
