@@ -153,3 +153,33 @@ def test_a_tool_that_waits_for_its_own_agent_gets_an_error_naming_why_not_a_wait
     assert response.stop_reason == "stop"
     (error,) = errors
     assert call in error and "own run" in error
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+@pytest.mark.parametrize("ending", ["timeout", "abort"])
+def test_a_parallel_batch_of_a_hung_tool_ends_at_its_timeout_or_at_an_abort(calls, ending):
+    """A tool that ignores its signal, alone in a parallel batch (run in the calling thread) or beside another, is ended by its timeout_s or by an abort, as a pool-run batch ends it."""
+    from helpers import ASSISTANT, PARALLEL, context_with, make_tool, text_result
+    from yiemagent import AgentToolCall, execute_tool_calls
+
+    release, started = threading.Event(), threading.Event()
+
+    def stubborn(tool_call_id, args, signal, on_partial_result):
+        started.set()
+        release.wait(WAIT)  # ignores its signal
+        return text_result("late")
+
+    timeout_s = 0.2 if ending == "timeout" else WAIT
+    ctx = context_with(make_tool("stubborn", stubborn, timeout_s=timeout_s, parallel=True), make_tool("fast", parallel=True))
+    tool_calls = [AgentToolCall("a", "stubborn", {})] + ([AgentToolCall("b", "fast", {})] if calls == 2 else [])
+    signal = AbortSignal()
+    if ending == "abort":
+        threading.Thread(target=lambda: started.wait(WAIT) and signal.abort("stop"), daemon=True).start()
+    try:
+        batch = execute_tool_calls(ctx, ASSISTANT, tool_calls, PARALLEL, signal, None)
+    finally:
+        release.set()
+    first = batch.messages[0]
+    expected = "timed out after 0.2 s" if ending == "timeout" else "Operation aborted"
+    assert first.is_error and expected in first.content[0].text
+    assert len(batch.messages) == calls
