@@ -39,6 +39,7 @@ from .run_stream import AskLock, RunStream
 from .history.sessions import Session, hold_session, release_session
 from .typed.output import OutputSpec
 from .tools import agent_tools, register_builtin_tools, resolve_builtin_names
+from .context import make_compactor
 
 __all__ = [
     "YiemAgent",
@@ -124,7 +125,10 @@ class YiemAgent:
     enters the history. ``agent.usage`` is the token usage summed over all runs.
     ``output_type`` / ``output_retries`` make the final answer typed (``typed/output.py``,
     docs/api.md "Typed answers"); ``deps`` is what tools receive in their ``RunContext``
-    (``types.py``).
+    (``types.py``). ``context_window`` and ``compaction`` (``TrimHistory``, ``SummarizeHistory``)
+    decide what a request sends once the history outgrows the window (docs/sessions.md
+    "Long conversations"); one without the other is a ``ValueError`` (the window may come
+    from ``model.context_window``).
 
     Raises:
         TypeError: an argument has the wrong type (``llm_call``, the sink or a hook not
@@ -135,7 +139,8 @@ class YiemAgent:
             unknown name in ``builtin_tools``; two tools of one name in ``tools`` (or one
             named as a built-in asked for, or as a tool of the store given), naming it;
             ``output_type`` with a store that already has a ``final_result`` tool; a
-            negative ``output_retries``. Nothing is started or registered then.
+            negative ``output_retries``; ``compaction`` without a context window or
+            ``context_window`` without a ``compaction``. Nothing is started or registered then.
         ToolDefinitionError: an ``output_type`` JSON Schema cannot express; a function in
             ``tools`` that ``tool()`` cannot wrap.
 
@@ -200,8 +205,11 @@ class YiemAgent:
         deps: Any = None,
         usage_limits: Optional[UsageLimits] = None,
         tools: Iterable[Any] = (),
+        context_window: Optional[int] = None,
+        compaction: Any = None,
     ) -> None:
         _require_callable("llm_call", llm_call, optional=False)
+        compactor = make_compactor(compaction, context_window, model)
         output_spec = OutputSpec(output_type, output_retries) if output_type is not None else None
         for argument, value in (
             ("agent_event_sink", agent_event_sink),
@@ -256,6 +264,7 @@ class YiemAgent:
                 session=session,
                 output_spec=output_spec,
                 deps=deps,
+                compactor=compactor,
             )
         except BaseException:
             if session is not None:

@@ -285,8 +285,10 @@ class AgentCore:
         session: Optional[Session] = None,
         output_spec: Any = None,
         deps: Any = None,
+        compactor: Any = None,
     ) -> None:
         self.output_spec = output_spec  # typed/output.py OutputSpec, or None (beyond the spec)
+        self.compactor = compactor  # context/compaction.py Compactor, or None (beyond the spec)
         self.deps = deps  # handed to tools in their RunContext (types.py; beyond the spec)
         self.llm_call = llm_call
         self.prepare_context = prepare_context

@@ -37,6 +37,7 @@ from .types import (
     APPROVAL_DECISIONS,
     ApprovalMessage,
     AssistantMessage,
+    CompactionMessage,
     ImageContent,
     LLMUsage,
     MessageContent,
@@ -356,7 +357,7 @@ def normalize_message(message: AgentMessage) -> AgentMessage:
     Raises:
         MessageFormatError: the message cannot be sent to an LLM or stored; the text says why.
     """
-    if isinstance(message, (UserMessage, ToolResultMessage, ApprovalMessage)) and not isinstance(message.timestamp, datetime):
+    if isinstance(message, (UserMessage, ToolResultMessage, ApprovalMessage, CompactionMessage)) and not isinstance(message.timestamp, datetime):
         message = replace(message, timestamp=_timestamp(message))
     if isinstance(message, UserMessage):
         if message.content is None or not isinstance(message.content, (list, tuple, str)):
@@ -386,7 +387,9 @@ def normalize_message(message: AgentMessage) -> AgentMessage:
         return normalize_tool_result(message)
     if isinstance(message, ApprovalMessage):  # never sent; checked so that it stores and loads again
         return _normalize_approval(message)
-    raise MessageFormatError(f"{type(message).__name__} is not a UserMessage, AssistantMessage, ToolResultMessage or ApprovalMessage")
+    if isinstance(message, CompactionMessage):  # never sent as it is; checked so that it stores and loads again
+        return _normalize_compaction(message)
+    raise MessageFormatError(f"{type(message).__name__} is not a UserMessage, AssistantMessage, ToolResultMessage, ApprovalMessage or CompactionMessage")
 
 
 def _timestamp(message: AgentMessage) -> datetime:
@@ -398,6 +401,16 @@ def _timestamp(message: AgentMessage) -> datetime:
         return datetime.fromisoformat(message.timestamp)
     except ValueError:
         raise MessageFormatError(f"{kind} timestamp {short_repr(message.timestamp, 60)} is not ISO 8601") from None
+
+
+def _normalize_compaction(message: CompactionMessage) -> CompactionMessage:
+    """A summary checked (docs/sessions.md "Long conversations"): its summary a str (a lone surrogate becomes U+FFFD), ``through`` an int of at least 0."""
+    if not isinstance(message.summary, str):
+        raise MessageFormatError(f"CompactionMessage summary is {type(message.summary).__name__}; expected a str")
+    if isinstance(message.through, bool) or not isinstance(message.through, int) or message.through < 0:
+        raise MessageFormatError(f"CompactionMessage through is {short_repr(message.through, 40)}; expected an int of at least 0")
+    summary = clean_str(message.summary)
+    return message if summary is message.summary else replace(message, summary=summary)
 
 
 def _normalize_approval(message: ApprovalMessage) -> ApprovalMessage:

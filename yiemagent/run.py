@@ -109,6 +109,7 @@ class RunHost(Protocol):
         history(): a copy of the history.
         ring(): wake the loop thread (after the run took its first input).
         output_spec (optional, beyond the spec): the typed answer (``typed/output.py``), or None.
+        compactor (optional, beyond the spec): what a long conversation sends (``context/compaction.py``), or None.
         deps (optional, beyond the spec): what tools receive in their ``RunContext`` (``types.py``).
     """
 
@@ -480,6 +481,9 @@ def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optiona
     return taken, dropped, continued
 
 
+_OVERFLOWED = "LLM call failed: ContextOverflowError"
+"""How a round's error begins when the server said the request is too long (errors.py ``ContextOverflowError``)."""
+
 NOTHING_TO_CONTINUE = "cannot continue: the conversation history is empty; send a message with run_agent first"
 """Why ``continue_agent`` refuses an idle agent with no history, and why a run of continues alone on one ends "error"."""
 
@@ -648,6 +652,9 @@ class RunSteps:
       usage limits passed by the rounds so far and ``max_requests``, decision 20).
     - ``before_request``: after step 2, before step 3 formats and sends: the response that
       ends the run, or None (a request whose estimated input passes a token limit).
+    - ``compact``: after step 2, before ``before_request``: the context to send, compacted when the
+      history outgrows the context window, or the response that ends the run (nothing fits); called
+      again once after a ``ContextOverflowError`` (docs/sessions.md "Long conversations").
     - ``answer``: the typed answer (``_TypedAnswer``): it offers its tool after step 2,
       reads a reply without calls at step 5 and each batch after step 6.
     - ``allowance``: ``max_tool_calls``, handed to each batch (``batch.ToolCallAllowance``);
@@ -662,6 +669,7 @@ class RunSteps:
     before_request: Optional[Callable[[Run, AgentContext], Optional[AssistantMessage]]] = None
     answer: Optional[_TypedAnswer] = None
     allowance: Optional[ToolCallAllowance] = None
+    compact: Optional[Callable[[Run, AgentContext, bool], "AgentContext | AssistantMessage"]] = None
 
 
 def run_steps(host: RunHost, run: Run) -> RunSteps:
@@ -681,7 +689,9 @@ def run_steps(host: RunHost, run: Run) -> RunSteps:
         if limits.max_input_tokens is not None or limits.max_total_tokens is not None:  # decision 20: by its estimate
             before_request = lambda run, ctx: _stopped_by(_request_passes_tokens(limits, run.usage, ctx.system_prompt, ctx.messages, ctx.tools))  # noqa: E731
     answer = _TypedAnswer(spec, host, run) if spec is not None else None
-    return RunSteps(tuple(before_round), before_request, answer, _tool_call_allowance(limits, spec))
+    compactor = getattr(host, "compactor", None)  # YiemAgent(compaction=...): context/compaction.py
+    compact = (lambda run, ctx, overflowed: compactor.compact(host, run, ctx, overflowed)) if compactor is not None else None
+    return RunSteps(tuple(before_round), before_request, answer, _tool_call_allowance(limits, spec), compact)
 
 
 _LIMITS_OF_USAGE = ("max_input_tokens", "max_output_tokens", "max_total_tokens", "max_tool_calls")
@@ -726,6 +736,11 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if failure is not None:
             return _error_response(failure)
         ctx, error = _request_context(host, steps)  # step 2
+        if ctx is not None and steps.compact is not None:
+            compacted = steps.compact(run, ctx, False)
+            if isinstance(compacted, AssistantMessage):
+                return compacted
+            ctx = compacted
         if ctx is not None and steps.before_request is not None:
             stop = steps.before_request(run, ctx)
             if stop is not None:
@@ -734,6 +749,13 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if ctx is None:
             return _error_response(error or "no context")
         reply, tool_calls, error = _call_llm(host, run, ctx)  # steps 3 and 4 (and 5: normalize_reply extracts the calls)
+        if steps.compact is not None and error is not None and error.startswith(_OVERFLOWED) and not run.signal.aborted:
+            compacted = steps.compact(run, ctx, True)  # once after a ContextOverflowError: compact more, ask again
+            if isinstance(compacted, AssistantMessage):
+                return compacted
+            ctx = compacted
+            run.rounds += 1
+            reply, tool_calls, error = _call_llm(host, run, ctx)
         if reply is None and run.signal.aborted:  # _call_llm dropped the reply of an aborted call
             return _aborted_response(run)
         if error is not None or reply is None:

@@ -55,6 +55,7 @@ __all__ = [
     "ApprovalMessage",
     "AssistantMessage",
     "BeforeToolCallContext",
+    "CompactionMessage",
     "ExecutedOutcome",
     "FAILED_RUN_STOP_REASONS",
     "FinalizedOutcome",
@@ -574,11 +575,32 @@ class ApprovalMessage(AgentMessage):
     role: str = field(default="approval", init=False)
 
 
+@dataclass(frozen=True)
+class CompactionMessage(AgentMessage):
+    """A summary that stands for the oldest messages of the history, kept in it, never sent as it is.
+
+    Beyond the spec (docs/sessions.md "Long conversations", shared/spec/API.md "Long
+    conversations"). ``SummarizeHistory`` appends one when it summarises: ``summary`` is the
+    model's summary, ``through`` how many stored messages, from the first, it replaces.
+    The history keeps every message (sessions are append-only); a request carries the
+    latest summary with the messages from ``through`` on instead of the messages before.
+    The formatter sends no message for it; ``yiemagent.context`` reads it.
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    summary: str
+    through: int
+    timestamp: datetime = field(default_factory=utc_now, metadata=_TIMESTAMP)
+    role: str = field(default="compaction", init=False)
+
+
 _MESSAGE_TYPES: dict[str, type[AgentMessage]] = {
     "user": UserMessage,
     "assistant": AssistantMessage,
     "tool": ToolResultMessage,
     "approval": ApprovalMessage,
+    "compaction": CompactionMessage,
 }
 
 
@@ -586,7 +608,7 @@ def message_from_dict(data: dict[str, Any]) -> AgentMessage:
     """Rebuild any message from ``to_dict()`` output, choosing the type by ``role``.
 
     Raises:
-        ValueError: the role is not one of "user", "assistant", "tool", "approval".
+        ValueError: the role is not one of "user", "assistant", "tool", "approval", "compaction".
     """
     role = data.get("role")
     message_type = _MESSAGE_TYPES.get(role)  # type: ignore[arg-type]

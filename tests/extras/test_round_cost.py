@@ -99,10 +99,11 @@ def test_a_run_without_capabilities_has_only_the_seeds_steps():
     """An agent configuring no limit, no typed answer and no max_rounds gives its runs no step beyond spec §6's six."""
     steps = _steps_of(max_rounds=None)
     assert steps.before_round == () and steps.before_request is None and steps.answer is None and steps.allowance is None
+    assert steps.compact is None
 
 
 def test_each_capability_adds_its_own_step_and_no_other():
-    """max_rounds, each kind of usage limit and a typed answer each put their step in a run, and only theirs."""
+    """max_rounds, each kind of usage limit, a typed answer and a compaction each put their step in a run, and only theirs."""
     from yiemagent import UsageLimits
 
     assert len(_steps_of().before_round) == 1  # the default max_rounds (decision 12)
@@ -114,6 +115,10 @@ def test_each_capability_adds_its_own_step_and_no_other():
     assert calls.allowance is not None and calls.before_request is None and calls.answer is None
     typed = _steps_of(max_rounds=None, output_type=int)
     assert typed.answer is not None and typed.before_round == () and typed.before_request is None
+    from yiemagent import TrimHistory
+
+    compacted = _steps_of(max_rounds=None, context_window=4096, compaction=TrimHistory(1000))
+    assert compacted.compact is not None and compacted.before_round == () and compacted.before_request is None and compacted.answer is None
 
 
 def _mostly(usual: st.SearchStrategy, odd: st.SearchStrategy) -> st.SearchStrategy:

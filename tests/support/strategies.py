@@ -14,7 +14,7 @@ from uuid import UUID
 
 from hypothesis import strategies as st
 
-from yiemagent import AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
+from yiemagent import AssistantMessage, CompactionMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text()
 json_values = st.recursive(
@@ -292,7 +292,9 @@ rich_tool_result_messages = st.builds(
     st.booleans(),
     any_datetimes,
 )
-stored_messages = messages | rich_tool_result_messages
+# a summary that stands for the oldest messages (docs/sessions.md "Long conversations"): stored and loaded like any message
+compaction_messages = st.builds(CompactionMessage, st.text(st.characters(blacklist_categories=())), st.integers(0, 10**6), any_datetimes)
+stored_messages = messages | rich_tool_result_messages | compaction_messages
 
 # Details that plain JSON cannot write as they are (docs/sessions.md "The JSON form"): strs
 # with lone surrogates (as values and as keys), ints past Python's 4,300-digit int-to-str

@@ -39,7 +39,10 @@ from typing import Any, Optional, TypeGuard
 
 from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS, parse_tool_arguments
 from ..normalize import _raw_calls
-from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, built, LLMUsage, TextContent, ToolResultMessage, UserMessage, is_base64, is_media_type
+from ..types import (
+    APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, CompactionMessage, ImageContent, built, LLMUsage, TextContent, ToolResultMessage,
+    UserMessage, is_base64, is_media_type,
+)
 
 __all__ = ["loads_row", "parse_stamp", "read_marked", "read_stored", "stored_calls"]
 
@@ -52,6 +55,7 @@ _USER_KEYS = frozenset(("role", "content", "timestamp"))
 _ASSISTANT_KEYS = frozenset(("role", "content", "api", "provider", "model", "usage", "stop_reason", "error_message", "timestamp", "output"))
 _TOOL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "content", "details", "usage", "added_tool_names", "is_error", "timestamp"))
 _APPROVAL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "decision", "arguments", "reason", "timestamp"))
+_COMPACTION_KEYS = frozenset(("role", "summary", "through", "timestamp"))
 
 
 def _clean(text: Any) -> TypeGuard[str]:
@@ -328,6 +332,15 @@ def _approval(data: dict[str, Any]) -> Optional[AgentMessage]:
     return ApprovalMessage(call_id, name, decision, arguments, reason, stamp)
 
 
+def _compaction(data: dict[str, Any]) -> Optional[AgentMessage]:
+    if not data.keys() <= _COMPACTION_KEYS:
+        return None
+    summary, through, stamp = data.get("summary"), data.get("through"), _stamp(data.get("timestamp"))
+    if stamp is None or not _clean(summary) or type(through) is not int or through < 0:
+        return None
+    return CompactionMessage(summary, through, stamp)
+
+
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # undeclared in typeshed; the C scanner json.loads runs (json.decoder.JSONDecoder.raw_decode)
 
 
@@ -353,7 +366,7 @@ def loads_row(text: "str | bytes") -> Any:
     return json.loads(text)
 
 
-_READERS: dict[str, Callable[[dict[str, Any]], Optional[AgentMessage]]] = {"user": _user, "assistant": _assistant, "tool": _tool, "approval": _approval}
+_READERS: dict[str, Callable[[dict[str, Any]], Optional[AgentMessage]]] = {"user": _user, "assistant": _assistant, "tool": _tool, "approval": _approval, "compaction": _compaction}
 
 
 def read_stored(data: Any) -> Optional[AgentMessage]:
@@ -449,7 +462,13 @@ def _marked_approval(data: dict[str, Any]) -> AgentMessage:
     )
 
 
-_MARKED: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {"user": _marked_user, "assistant": _marked_assistant, "tool": _marked_tool, "approval": _marked_approval}
+def _marked_compaction(data: dict[str, Any]) -> AgentMessage:
+    return CompactionMessage(data["summary"], data["through"], parse_stamp(data["timestamp"]))
+
+
+_MARKED: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {
+    "user": _marked_user, "assistant": _marked_assistant, "tool": _marked_tool, "approval": _marked_approval, "compaction": _marked_compaction,
+}
 
 
 def read_marked(data: dict[str, Any]) -> AgentMessage:

@@ -23,6 +23,12 @@ Server tools (docs/streaming.md "Server tools"): an assistant message whose wire
 assistant turn (a paused turn sent again, ``continue_agent``) has that turn's trailing
 whitespace cut, which Anthropic refuses at the end of a turn it is to continue.
 
+Prompt caching (``cache=True``; docs/performance.md "Prompt caching"): ``cache_control``
+breakpoints on the last system block, the last tool and the last block of the newest turn,
+within Anthropic's maximum of four breakpoints a request (those the caller's ``options``
+already hold count). Anthropic caches the prefix up to each breakpoint; the next request,
+which begins with the same prefix, reads it back (``usage.cache_read_tokens``).
+
 Replies, whole or streamed, are read in ``_anthropic_reply`` (usage by decision 13,
 decision 14 for streams cut short).
 """
@@ -39,7 +45,7 @@ from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._wire import Emit, content_text, join_url, unsendable
 
-__all__ = ["AnthropicClient", "AnthropicStream", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
+__all__ = ["AnthropicClient", "AnthropicStream", "MAX_CACHE_BREAKPOINTS", "add_cache_breakpoints", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
 
 API_VERSION = "2023-06-01"
 
@@ -255,6 +261,56 @@ def _declared_tools(tools: Any) -> list[dict[str, Any]]:
     return declared
 
 
+MAX_CACHE_BREAKPOINTS = 4
+"""Anthropic's documented maximum of ``cache_control`` breakpoints in one request."""
+
+_EPHEMERAL = {"type": "ephemeral"}
+# the blocks Anthropic takes a cache_control on (a thinking block takes none: it is cached with its turn)
+_CACHEABLE = frozenset({"text", "image", "document", "tool_use", "tool_result", "search_result"})
+
+
+def add_cache_breakpoints(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with ``cache_control`` on its last system block, its last tool and the last block of its newest turn, in that order of need.
+
+    Anthropic caches tools, then the system prompt, then the messages, each prefix up to a
+    breakpoint; at most ``MAX_CACHE_BREAKPOINTS`` a request, those already in ``body``
+    (the caller's ``options``) counted. A string system prompt becomes one text block to
+    carry it. The dicts changed are copies: the request's own lists are new per call, the
+    blocks in them may be shared (read-only wires, docs/performance.md).
+    """
+    room = MAX_CACHE_BREAKPOINTS - _breakpoints(body)
+    tools = body.get("tools")
+    if room > 0 and isinstance(tools, list) and tools and isinstance(tools[-1], dict) and "cache_control" not in tools[-1]:
+        body["tools"] = [*tools[:-1], {**tools[-1], "cache_control": dict(_EPHEMERAL)}]
+        room -= 1
+    system = body.get("system")
+    if room > 0 and isinstance(system, str) and system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}]
+        room -= 1
+    elif room > 0 and isinstance(system, list) and system and isinstance(system[-1], dict) and "cache_control" not in system[-1]:
+        body["system"] = [*system[:-1], {**system[-1], "cache_control": dict(_EPHEMERAL)}]
+        room -= 1
+    messages = body.get("messages")
+    if room > 0 and isinstance(messages, list) and messages and isinstance(messages[-1].get("content"), list):
+        blocks = messages[-1]["content"]
+        for i in range(len(blocks) - 1, -1, -1):
+            if isinstance(blocks[i], dict) and blocks[i].get("type") in _CACHEABLE:
+                if "cache_control" not in blocks[i]:
+                    turn = {**messages[-1], "content": [*blocks[:i], {**blocks[i], "cache_control": dict(_EPHEMERAL)}, *blocks[i + 1:]]}
+                    body["messages"] = [*messages[:-1], turn]
+                break
+    return body
+
+
+def _breakpoints(value: Any) -> int:
+    """How many ``cache_control`` keys ``value`` holds, at any depth."""
+    if isinstance(value, dict):
+        return ("cache_control" in value) + sum(_breakpoints(v) for k, v in value.items() if k != "cache_control")
+    if isinstance(value, list):
+        return sum(_breakpoints(v) for v in value)
+    return 0
+
+
 class AnthropicClient(HTTPClient):
     """``llm_call`` for Anthropic's Messages API: POST ``{base_url}/v1/messages``.
 
@@ -264,7 +320,8 @@ class AnthropicClient(HTTPClient):
     ("auto", "required", a named function) is translated. Authenticates with the
     ``x-api-key`` and ``anthropic-version`` headers; ``headers`` adds others (masked like
     the key when they carry credentials). ``stream``, ``deadline_s``, ``timeout`` and
-    ``max_event_bytes`` and ``max_reply_bytes`` work as in ``OpenAIClient``.
+    ``max_event_bytes`` and ``max_reply_bytes`` work as in ``OpenAIClient``. ``cache=True``
+    places prompt-cache breakpoints (``add_cache_breakpoints``; docs/performance.md "Prompt caching").
 
     Thread safety: a client may serve several agents and threads at once.
     """
@@ -286,10 +343,12 @@ class AnthropicClient(HTTPClient):
         deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
         max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
         max_reply_bytes: Optional[int] = DEFAULT_MAX_REPLY_BYTES,
+        cache: bool = False,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.max_tokens = max_tokens
+        self.cache = bool(cache)
         self.options = dict(options or {})
         all_headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION, **(headers or {})}
         if api_key:
@@ -322,7 +381,7 @@ class AnthropicClient(HTTPClient):
         body = build_anthropic_request(formatted, self.model, self.max_tokens, self.options)
         if self.stream:
             body.setdefault("stream", True)
-        return body
+        return add_cache_breakpoints(body) if self.cache else body
 
     def _parse(self, reply: Any) -> AssistantMessage:
         return parse_anthropic_response(reply)
