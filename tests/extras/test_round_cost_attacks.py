@@ -99,37 +99,10 @@ def test_a_delta_of_a_round_that_began_unheard_never_comes_after_its_end_event()
     assert [e for e in received if isinstance(e, LLMDeltaEvent)] == []
 
 
-_seen_var: contextvars.ContextVar[str] = contextvars.ContextVar("attack_seen", default="unset")
-
-
-@pytest.mark.parametrize("calls", [1, 2])
-def test_a_parallel_batch_runs_its_tools_in_a_copy_of_the_run_threads_context(calls):
-    """In a parallel batch of one call or of two, a tool sees the run thread's context variables, and what it sets is not seen by the next round's tools."""
-    seen: list = []
-
-    def execute(tool_call_id, args, signal, on_partial_result):
-        seen.append((tool_call_id, _seen_var.get()))
-        _seen_var.set(f"set by {tool_call_id}")
-        return AgentToolResult([TextContent("ok")])
-
-    probe = AgentTool("probe", "Probe", "reads a context variable", {"type": "object"}, execute, parallel_tool_execute=True)
-    first = tool_call_reply(*[(f"a{i}", "probe", "{}") for i in range(calls)])
-    second = tool_call_reply(*[(f"b{i}", "probe", "{}") for i in range(calls)])
-
-    def llm_call(formatted, _script=ScriptedLLM([first, second, "done"])):
-        _seen_var.set("the run thread's")
-        return _script(formatted)
-
-    with YiemAgent(llm_call=llm_call, tools=[probe], agent_event_sink=None, parallel_tool_execute=True) as agent:
-        run_agent(agent, "go")
-        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
-    assert sorted(seen) == sorted([(f"a{i}", "the run thread's") for i in range(calls)] + [(f"b{i}", "the run thread's") for i in range(calls)])
-
-
 @pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("call", ["wait_until_idle", "take_response"])
 def test_a_tool_that_waits_for_its_own_agent_gets_an_error_naming_why_not_a_wait_for_ever(parallel, call):
-    """A tool (alone in its batch, run in the run thread, or on the pool) that waits for its own agent to be idle, or for its own run's response, gets a RuntimeError naming why, and the run goes on."""
+    """A tool (alone in its batch in the run thread, or on the pool) that waits for its own agent to be idle, or for its own run's response, gets a RuntimeError naming why, and the run goes on."""
     agent_box: list = []
     errors: list = []
 
