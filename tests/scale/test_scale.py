@@ -435,7 +435,7 @@ threading.Event().wait()
 
 
 def test_a_hold_left_by_a_killed_client_in_session_pooling_is_ended_by_the_pools_reset_and_the_next_client_holds():
-    """Through a real PgBouncer in session mode with one server process, a holder killed by SIGKILL leaves neither its lock nor its mark: the next client reaches that process and holds, and excludes another."""
+    """Through a real PgBouncer in session mode (one server process), a holder killed by SIGKILL leaves neither lock nor mark: the next client reaching that process holds, and excludes another."""
     with PostgresServer() as postgres, PgBouncerServer(postgres, pool_mode="session", pool_size=1) as pooler:
         child = subprocess.Popen([sys.executable, "-c", _POOLED_HOLDER, pooler.dsn], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
