@@ -37,7 +37,7 @@ from .registry import ToolStore, register_tool
 from .run import CONTINUE, NOTHING_TO_CONTINUE
 from .run_stream import AskLock, RunStream
 from .history.sessions import Session, hold_session, release_session
-from .typed.output import OutputSpec
+from .typed.output import OutputSpec, check_output_mode
 from .tools import agent_tools, register_builtin_tools, resolve_builtin_names
 from .context import make_compactor
 
@@ -124,7 +124,10 @@ class YiemAgent:
     results, stored too, see ``history.complete_tool_calls``) and stores each message as it
     enters the history. ``agent.usage`` is the token usage summed over all runs.
     ``output_type`` / ``output_retries`` make the final answer typed (``typed/output.py``,
-    docs/api.md "Typed answers"); ``deps`` is what tools receive in their ``RunContext``
+    docs/api.md "Typed answers"); ``output_mode`` says how the model gives it: "tool" (the
+    ``final_result`` tool), "native" (the provider's JSON-schema mode), "auto" (native where
+    ``llm_call`` names its server's, else the tool; docs/api.md "Native typed answers");
+    ``deps`` is what tools receive in their ``RunContext``
     (``types.py``). ``context_window`` and ``compaction`` (``TrimHistory``, ``SummarizeHistory``)
     decide what a request sends once the history outgrows the window (docs/sessions.md
     "Long conversations"); one without the other is a ``ValueError`` (the window may come
@@ -139,8 +142,9 @@ class YiemAgent:
             unknown name in ``builtin_tools``; two tools of one name in ``tools`` (or one
             named as a built-in asked for, or as a tool of the store given), naming it;
             ``output_type`` with a store that already has a ``final_result`` tool; a
-            negative ``output_retries``; ``compaction`` without a context window or
-            ``context_window`` without a ``compaction``. Nothing is started or registered then.
+            negative ``output_retries``; an ``output_mode`` other than the three; ``compaction``
+            without a context window or ``context_window`` without a ``compaction``. Nothing is
+            started or registered then.
         ToolDefinitionError: an ``output_type`` JSON Schema cannot express; a function in
             ``tools`` that ``tool()`` cannot wrap.
 
@@ -202,6 +206,7 @@ class YiemAgent:
         session: Optional[Session] = None,
         output_type: Any = None,
         output_retries: int = 1,
+        output_mode: str = "tool",
         deps: Any = None,
         usage_limits: Optional[UsageLimits] = None,
         tools: Iterable[Any] = (),
@@ -209,8 +214,9 @@ class YiemAgent:
         compaction: Any = None,
     ) -> None:
         _require_callable("llm_call", llm_call, optional=False)
+        check_output_mode(output_mode)
         compactor = make_compactor(compaction, context_window, model)
-        output_spec = OutputSpec(output_type, output_retries) if output_type is not None else None
+        output_spec = OutputSpec(output_type, output_retries, output_mode) if output_type is not None else None
         for argument, value in (
             ("agent_event_sink", agent_event_sink),
             ("prepare_context", prepare_context),
