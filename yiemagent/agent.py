@@ -286,7 +286,13 @@ class YiemAgent:
         return self._core.history()
 
     def wait_until_idle(self, timeout: Optional[float] = None) -> bool:
-        """Block until no run is active and nothing is queued; False if ``timeout`` passed first."""
+        """Block until no run is active and nothing is queued; False if ``timeout`` passed first.
+
+        Raises:
+            RuntimeError: called from inside the agent's own run (a tool, a hook, its event
+                sink, ``llm_call``), whose end would wait for this call (``_refuse_own_run``).
+        """
+        _refuse_own_run(self, "wait_until_idle()")
         return self._core.wait_until_idle(timeout)
 
     def __enter__(self) -> "YiemAgent":
@@ -342,6 +348,12 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
     agent.input_channel.put(_as_user_input(agent, message))
 
 
+def _refuse_own_run(agent: YiemAgent, verb: str) -> None:
+    """Raise ``RuntimeError`` naming ``verb`` when called from inside the agent's own run: it would wait for ever for that run to end."""
+    if agent._core.is_own_thread():
+        raise RuntimeError(f"{verb} from inside the agent's own run (a tool, a hook, its event sink, llm_call) would wait for ever for that run to end; use run_agent or add_message")
+
+
 def _send_alone(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], left: Callable[[], Optional[float]], verb: str, watch: Optional[Callable[[], Any]] = None) -> Any:
     """The first half of ``ask``, ``stream`` and ``resume``: take the agent's ask lock, wait until it is idle, ``send()``.
 
@@ -350,8 +362,7 @@ def _send_alone(agent: YiemAgent, send: Callable[[], None], timeout: Optional[fl
     is released and nothing was sent. Each ``TimeoutError`` names the timeout and what it
     waited for (the other call holding the lock by its ``verb``).
     """
-    if agent._core.is_own_thread():
-        raise RuntimeError(f"{verb} from inside the agent's own run (a tool, a hook, its event sink, llm_call) would wait for ever for that run to end; use run_agent or add_message")
+    _refuse_own_run(agent, verb)
     if not agent._ask_lock.acquire(left(), verb):
         raise TimeoutError(f"another {agent._ask_lock.verb} on this agent did not finish within {timeout} s")
     try:
@@ -463,10 +474,20 @@ def take_response(agent: YiemAgent, timeout: Optional[float] = None) -> Assistan
     source ended is woken and raises too. A run that ``shutdown`` left running (an LLM
     call that does not return) keeps the channel open until it delivers.
 
+    Called from inside the agent's own run, it takes a response already waiting and does
+    not wait for one: the next can only come once that run ends.
+
     Raises:
         TimeoutError: no response came within ``timeout`` seconds.
         AgentClosedError: the agent has been shut down and no response is left.
+        RuntimeError: called from inside the agent's own run with no response waiting.
     """
+    if agent._core.is_own_thread():
+        try:
+            own: AssistantMessage = agent.output_channel.get_nowait()
+            return own
+        except queue.Empty:
+            _refuse_own_run(agent, "take_response()")
     try:
         response: AssistantMessage = agent.output_channel.get(timeout=timeout)  # the channel holds the responses
         return response

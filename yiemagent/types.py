@@ -761,8 +761,12 @@ class AbortSignal:
                 pass
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Block until the signal fires or ``timeout`` seconds pass; return ``aborted``."""
-        return self._event.wait(timeout)
+        """Block until the signal fires or ``timeout`` seconds pass; return ``aborted``.
+
+        The flag is read first: ``abort`` sets it just before the event, and a thread that
+        read ``aborted`` as true in that moment must not be told False here.
+        """
+        return self._fired or self._event.wait(timeout)
 
     def child(self) -> AbortSignal:
         """A new signal that fires when this one does (at once if it already has)."""
