@@ -228,7 +228,7 @@ def _plain_call(context: AgentContext, tool_call: AgentToolCall, signal: Optiona
     and pass the tool's schema (the same check, ``validate_required_args``); the signal has
     not fired. The batch makes it only when nothing else can act on the call: no
     ``before_tool_call`` or ``after_tool_call`` hook, no ``max_tool_calls``, nobody
-    listening to the call's events (``_run_batch``). Such a call is validated, gets its
+    listening to the call's events as it starts (``_run_batch``). Such a call is validated, gets its
     own copy of the arguments, and runs (``pipeline.call_tool``) in its ``RunContext``
     scope (entered once: ``types.enter_call_context``), as the three phases would run it,
     without the outcome of each phase as an object of its own. Anything else, or anything
@@ -340,10 +340,11 @@ def _run_batch(
     here, a plain call takes the short way through them (``_plain_call``), any other the long one."""
     steps: list[FinalizedOutcome | PendingApproval | Future[FinalizedOutcome]] = []
     alone = len(tool_calls) == 1
-    # nothing but the three phases acts on a call: each may take the short way (_plain_call); a parallel batch of more runs them on the pool
-    plain = (not parallel or alone) and allowance is None and config.before_tool_call is None and config.after_tool_call is None and not emit.listened
+    # nothing but the three phases acts on a call: each may take the short way (_plain_call); a parallel batch of more runs them on the pool.
+    # Whether anyone listens is asked at each call: a sink set during a batch gets the events of the calls that start after it
+    plain = (not parallel or alone) and allowance is None and config.before_tool_call is None and config.after_tool_call is None
     for tool_call in tool_calls:
-        if plain:
+        if plain and not emit.listened:
             finished = contextvars.copy_context().run(_plain_call, context, tool_call, signal, emit) if parallel else _plain_call(context, tool_call, signal, emit)
             if finished is not None:
                 steps.append(finished)

@@ -490,3 +490,25 @@ def test_an_object_built_in_one_step_is_the_one_init_makes_and_shares_nothing_wi
         assert dataclasses.replace(made) == reference
         object.__setattr__(made, "_extra", 1)  # what the formatting cache does to a message
         assert not hasattr(again, "_extra") and made == again
+
+
+def test_a_sink_set_during_a_batch_gets_the_events_of_the_calls_that_start_after_it():
+    """The short way is chosen call by call: once a sink is set (here by the batch's first tool), each later call has its start and end events."""
+    from yiemagent.batch import execute_tool_calls
+    from yiemagent.events import EventEmitter, ToolExecEndEvent, ToolExecStartEvent
+    from yiemagent.types import AgentContext, AgentLoopConfig, AgentToolCall, AssistantMessage
+
+    emitter, seen = EventEmitter(None), []
+
+    def setting_the_sink(tool_call_id, args, signal, on_partial_result):
+        emitter.sink = seen.append
+        return AgentToolResult([TextContent("set")])
+
+    quiet = AgentTool("quiet", "Quiet", "nothing", {"type": "object"}, lambda *a: AgentToolResult([TextContent("ok")]))
+    setter = AgentTool("setter", "Setter", "sets the sink", {"type": "object"}, setting_the_sink)
+    calls = [AgentToolCall("c0", "setter", {}), AgentToolCall("c1", "quiet", {}), AgentToolCall("c2", "quiet", {})]
+    context = AgentContext("", [], {"quiet": quiet, "setter": setter})
+    batch = execute_tool_calls(context, AssistantMessage([]), calls, AgentLoopConfig(), None, emitter)
+    assert [m.tool_call_id for m in batch.messages] == ["c0", "c1", "c2"]
+    later = [(type(e).__name__, e.tool_call_id) for e in seen if isinstance(e, (ToolExecStartEvent, ToolExecEndEvent)) and e.tool_call_id != "c0"]
+    assert later == [("ToolExecStartEvent", "c1"), ("ToolExecEndEvent", "c1"), ("ToolExecStartEvent", "c2"), ("ToolExecEndEvent", "c2")]
