@@ -48,9 +48,11 @@ from typing import Any, Optional, Union
 
 from .._failures import describe_error, user_code_errors
 from .._format_cache import HistorySnapshot
+from ..events import stream_to
 from ..extraction import extract_tool_calls
+from ..normalize import normalize_reply
 from ..tokens import MESSAGE_OVERHEAD as MESSAGE_FRAME, count_tokens, estimate_text_tokens, message_tokens
-from ..types import AgentContext, AgentMessage, AssistantMessage, CompactionMessage, ImageContent, LLMModel, TextContent, ToolResultMessage, UserMessage, add_usage
+from ..types import AgentContext, AgentMessage, AssistantMessage, CompactionMessage, ImageContent, LLMModel, LLMUsage, TextContent, ToolResultMessage, UserMessage, add_usage
 
 __all__ = ["Compactor", "SummarizeHistory", "TrimHistory", "make_compactor", "OVERFLOW"]
 
@@ -202,8 +204,11 @@ class Compactor:
 
     # --- the step ------------------------------------------------------------------
 
-    def compact(self, host: Any, run: Any, ctx: AgentContext, overflowed: bool) -> Union[AgentContext, AssistantMessage]:
+    def compact(self, host: Any, run: Any, ctx: AgentContext, overflowed: bool, max_requests: Optional[int] = None) -> Union[AgentContext, AssistantMessage]:
         """The context to send (``ctx`` itself when it fits), or the response that ends the run (nothing can fit).
+
+        ``run``: the ``run.Run`` (its signal, usage and ``side_requests``); ``max_requests``:
+        the run's cap (decision 20), which a summary request leaves room under for the round's own.
 
         ``overflowed``: the server refused the request ``ctx`` became as too long
         (``ContextOverflowError``): the room shrinks for this agent from now on, and the
@@ -225,7 +230,7 @@ class Compactor:
             if fixed + summary_tokens + track.sums[n] - track.sums[cut] > limit:
                 new_cut = _cut_for(track, n, cut, min(keep, limit - fixed - _summary_room(limit)))
                 if new_cut > cut:
-                    made = self._summarise(host, run, messages, cut, new_cut, summary, limit, room)
+                    made = self._summarise(host, run, messages, cut, new_cut, summary, limit, room, max_requests)
                     cut, summary = new_cut, made  # a failed summary: the messages before the cut are left out of this request
         else:
             _check_cut(track, n, limit - fixed, min(keep, limit - fixed))
@@ -311,7 +316,7 @@ class Compactor:
 
     def _summarise(
         self, host: Any, run: Any, messages: Sequence[AgentMessage], cut: int, new_cut: int,
-        before: Optional[CompactionMessage], limit: int, room: int,
+        before: Optional[CompactionMessage], limit: int, room: int, max_requests: Optional[int],
     ) -> Optional[CompactionMessage]:
         """Summarise ``messages[cut:new_cut]`` (after the summary ``before``), store the marker, and return it; None when the model failed."""
         strategy = self.strategy
@@ -325,16 +330,8 @@ class Compactor:
         for chunk in _chunks([line for line in lines if line], max(32, budget - estimate_text_tokens(summary) - 16)):
             so_far = f"The summary so far:\n{summary}\n\n" if summary else ""
             request = {"messages": [{"role": "system", "content": instructions}, {"role": "user", "content": f"{so_far}The conversation:\n{chunk}"}]}
-            try:
-                reply = llm_call(request)
-            except user_code_errors() as exc:
-                logger.warning("the summary could not be made (%s): the oldest messages are left out of this request instead", describe_error(exc))
-                return None
-            usage = getattr(reply, "usage", None) if isinstance(reply, AssistantMessage) else None
-            run.usage = add_usage(run.usage, usage)
-            text = reply.text.strip() if isinstance(reply, AssistantMessage) and reply.stop_reason != "error" else ""
-            if not text:
-                why = getattr(reply, "error_message", None) or "the reply had no text"
+            text, why = _summary_reply(llm_call, request, run, max_requests)
+            if text is None:
                 logger.warning("the summary could not be made (%s): the oldest messages are left out of this request instead", why)
                 return None
             summary = text
@@ -414,6 +411,44 @@ class Compactor:
         cut = max(cut, track.user_starts[i]) if i >= 0 else cut
         units = _units_from(track, cut, len(messages))
         return sum(track.sums[units[p][1]] - track.sums[units[p][0]] for p in _required(track, units)) if units else 0
+
+
+_SUMMARY_FAILED = frozenset({"error", "refusal", "content_filter"})
+"""The stop reasons of a reply that holds no summary (a refusal's words are not one)."""
+
+
+def _summary_reply(llm_call: Callable[[dict[str, Any]], Any], request: dict[str, Any], run: Any, max_requests: Optional[int]) -> tuple[Optional[str], str]:
+    """One summary request, a request of the run: (the summary, "") or (None, why there is none).
+
+    It counts against ``max_requests`` (``run.side_requests``; it is not sent when the
+    round's own request would then pass the cap), sees the run's abort signal as a round's
+    call does (``current_abort_signal``; its deltas are not shown), its tokens join the
+    run's usage, and its reply is checked by ``normalize_reply`` (decision 15) before its
+    text is read.
+    """
+    if max_requests is not None and run.rounds + run.side_requests + 2 > max_requests:
+        return None, f"max_requests={max_requests} leaves no request for it"
+    run.side_requests += 1
+    try:
+        with stream_to(_not_shown, run.signal):
+            raw = llm_call(request)
+    except user_code_errors() as exc:
+        return None, describe_error(exc)
+    usage = getattr(raw, "usage", None) if isinstance(raw, AssistantMessage) else None
+    run.usage = add_usage(run.usage, usage if isinstance(usage, LLMUsage) else None)
+    if run.signal.aborted:
+        return None, f"the run was aborted: {run.signal.reason or 'aborted by abort()'}"
+    reply, _, error = normalize_reply(raw)
+    if reply is None:
+        return None, error or "the reply could not be read"
+    if reply.stop_reason in _SUMMARY_FAILED:
+        return None, reply.error_message or f"the reply's stop_reason is {reply.stop_reason!r}"
+    text = reply.text.strip()
+    return (text, "") if text else (None, "the reply had no text")
+
+
+def _not_shown(kind: str, text: str) -> None:
+    """Where a summary request's deltas go: nowhere (the user sees the rounds' replies only)."""
 
 
 def _prefix_within(text: str, tokens: int) -> int:
