@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import threading
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from helpers import EventRecorder, call, calls_reply
 from localserver import LocalServer, Reply
-from test_compaction import lookup
+from test_compaction import lookup, wire_pairs_whole
 from session_backends import backend, postgres_server  # noqa: F401  fixtures: each backend in turn
 from yiemagent import (
     AssistantMessage,
@@ -26,7 +29,10 @@ from yiemagent import (
     UserMessage,
     YiemAgent,
     abort,
+    approve,
     ask,
+    resume,
+    tool,
 )
 from yiemagent.llm import AnthropicClient, OpenAIClient
 
@@ -140,3 +146,156 @@ def test_the_summary_request_counts_against_max_requests():
             assert len(sent) - before <= 2, f"{len(sent) - before} requests sent in a run under max_requests=2"
             summarised += any(r["messages"][0]["content"].startswith(SUMMARY_PROMPT) for r in sent[before:] if r["messages"][0]["role"] == "system")
     assert summarised, "no run summarised"
+
+
+# --- capabilities met over many turns ---------------------------------------------------
+
+
+def test_a_summarised_session_loaded_by_an_agent_without_compaction_or_with_another_stays_valid(backend):
+    """A history holding markers, loaded by an agent without compaction, sends every message and never the marker; one with TrimHistory keeps its pairs whole and its window."""
+    with YiemAgent(llm_call=tool_loop([]), agent_event_sink=None, tools=[lookup], context_window=2048, compaction=SummarizeHistory(600), session=backend.open("s")) as agent:
+        for turn in range(10):
+            ask(agent, f"What about city {turn}?", timeout=30)
+    stored = backend.open("s").messages()
+    assert any(isinstance(m, CompactionMessage) for m in stored)
+    plain = []
+    with YiemAgent(llm_call=tool_loop(plain), agent_event_sink=None, tools=[lookup], session=backend.open("s")) as agent:
+        assert ask(agent, "And city 10?", timeout=30).text.startswith("answer")
+    sent = [m for m in plain[0]["messages"] if m["role"] != "system"]
+    assert len(sent) == sum(isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage)) for m in stored) + 1
+    assert not any(m["role"] == "compaction" or "Summary of the earlier" in json.dumps(m) for m in plain[0]["messages"])
+    wire_pairs_whole(plain[0])
+    trimmed = []
+    with YiemAgent(llm_call=tool_loop(trimmed), agent_event_sink=None, tools=[lookup], context_window=2048, compaction=TrimHistory(600), session=backend.open("s")) as agent:
+        assert ask(agent, "And city 11?", timeout=30).text.startswith("answer")
+    for formatted in trimmed:
+        wire_pairs_whole(formatted)
+        assert len(json.dumps(formatted)) < 2048 * 4
+
+
+def anthropic_server(seen, thinking=True):
+    """An Anthropic Messages API: a summary request gets a text; a user turn one tool_use (after a signed thinking block); a tool result a text."""
+
+    def respond(request):
+        body = request.json()
+        seen.append(body)
+        system = body.get("system")
+        system_text = system if isinstance(system, str) else "".join(b.get("text", "") for b in system or [])
+        usage = {"input_tokens": 100, "output_tokens": 5}
+        if system_text.startswith(SUMMARY_PROMPT):
+            content = [{"type": "text", "text": "The user asked about cities; all mild."}]
+            return Reply(body={"id": "m", "type": "message", "role": "assistant", "model": "c", "content": content, "stop_reason": "end_turn", "usage": usage})
+        last = body["messages"][-1]["content"]
+        if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+            content = [{"type": "text", "text": "answer"}]
+            return Reply(body={"id": "m", "type": "message", "role": "assistant", "model": "c", "content": content, "stop_reason": "end_turn", "usage": usage})
+        content = [{"type": "tool_use", "id": f"toolu_{len(seen)}", "name": "lookup", "input": {"city": "Oslo"}}]
+        if thinking:
+            content.insert(0, {"type": "thinking", "thinking": "I should look it up.", "signature": f"sig{len(seen)}"})
+        return Reply(body={"id": "m", "type": "message", "role": "assistant", "model": "c", "content": content, "stop_reason": "tool_use", "usage": usage})
+
+    return respond
+
+
+def count_breakpoints(value):
+    if isinstance(value, dict):
+        return ("cache_control" in value) + sum(count_breakpoints(v) for v in value.values())
+    return sum(count_breakpoints(v) for v in value) if isinstance(value, list) else 0
+
+
+def test_anthropic_cache_with_compaction_keeps_four_breakpoints_signed_thinking_and_a_clean_history(backend):
+    """AnthropicClient(cache=True) under SummarizeHistory over 12 turns: at most 4 breakpoints a request (summary requests too), each tool_use goes with its signed thinking, no marker reaches the history or the session."""
+    seen = []
+    with LocalServer(anthropic_server(seen)) as server:
+        client = AnthropicClient("claude-sonnet-4-5", "k", base_url=server.url, cache=True, max_tokens=512)
+        with YiemAgent(llm_call=client, agent_event_sink=None, system_prompt="Be brief.", tools=[lookup], context_window=2048, compaction=SummarizeHistory(600), session=backend.open("c")) as agent:
+            for turn in range(12):
+                assert ask(agent, f"What about city {turn}?", timeout=30).text == "answer"
+            history = agent.history()
+    assert any(isinstance(m, CompactionMessage) for m in history)
+    for body in seen:
+        assert count_breakpoints(body) <= 4
+        for i, message in enumerate(body["messages"]):
+            blocks = message["content"] if isinstance(message["content"], list) else []
+            if message["role"] == "assistant" and any(b.get("type") == "tool_use" for b in blocks):
+                assert blocks[0]["type"] == "thinking" and blocks[0]["signature"].startswith("sig")
+            if any(b.get("type") == "tool_result" for b in blocks):
+                assert body["messages"][i - 1]["role"] == "assistant"
+    assert "cache_control" not in json.dumps([m.to_dict() for m in history], default=str)
+    assert "cache_control" not in json.dumps([m.to_dict() for m in backend.open("c").messages()], default=str)
+
+
+def test_approvals_pending_across_a_compaction_run_and_every_request_keeps_its_pairs():
+    """Each turn's call is deferred, approved and resumed over 12 turns of a 2,048-token window: every approved call runs, every turn is answered, every request keeps its pairs."""
+    requests = []
+
+    def defer_all(ctx, signal):
+        return {"defer": True, "reason": "a person checks each lookup"}
+
+    with YiemAgent(llm_call=tool_loop(requests), agent_event_sink=None, tools=[lookup], before_tool_call=defer_all, context_window=2048, compaction=SummarizeHistory(600)) as agent:
+        for turn in range(12):
+            waiting = ask(agent, f"What about city {turn}?", timeout=30)
+            assert waiting.stop_reason == "awaiting_approval"
+            call_id = [m for m in agent.history() if isinstance(m, AssistantMessage)][-1].content[0]["tool_calls"][0]["id"]
+            approve(agent, call_id)
+            assert resume(agent, timeout=30).text.startswith("answer")
+        history = agent.history()
+    assert sum(isinstance(m, ToolResultMessage) and "Report on" in m.content[0].text for m in history) == 12
+    assert any(isinstance(m, CompactionMessage) for m in history)
+    for formatted in requests:
+        wire_pairs_whole(formatted)
+        assert len(json.dumps(formatted)) < 2048 * 4
+
+
+ODD_SUMMARIES = {
+    "a tool call": lambda: calls_reply(call("s1", "lookup", '{"city": "Oslo"}')),
+    "an empty text": lambda: AssistantMessage([TextContent("  ")]),
+    "an error": lambda: AssistantMessage([], stop_reason="error", error_message="server said no"),
+    "a refusal": lambda: AssistantMessage([TextContent("I won't.")], stop_reason="refusal"),
+    "a raise": lambda: (_ for _ in ()).throw(ConnectionResetError("gone")),
+    "not a message": lambda: {"content": "a dict"},
+    "None content": lambda: AssistantMessage(None),
+    "a good summary": lambda: AssistantMessage([TextContent("Cities were asked about; all mild.")]),
+}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(sorted(ODD_SUMMARIES)), min_size=1, max_size=6))
+def test_whatever_the_summariser_returns_every_turn_is_answered_and_only_a_summary_is_stored(replies):
+    """Property: a summariser that returns a tool call, an empty text, an error, a refusal, raises or returns no message never breaks a run; a marker only ever holds a real summary."""
+    answers = iter(replies * 20)
+    requests = []
+    with YiemAgent(llm_call=tool_loop(requests, lambda formatted: ODD_SUMMARIES[next(answers)]()), agent_event_sink=None, tools=[lookup], context_window=2048, compaction=SummarizeHistory(600)) as agent:
+        for turn in range(8):
+            assert ask(agent, f"What about city {turn}?", timeout=30).text.startswith("answer")
+        history = agent.history()
+    for marker in (m for m in history if isinstance(m, CompactionMessage)):
+        assert marker.summary == "Cities were asked about; all mild."
+    for formatted in requests:
+        wire_pairs_whole(formatted)
+
+
+def test_a_batch_whose_results_alone_outgrow_the_window_ends_its_run_naming_the_overflow_and_the_next_run_answers():
+    """Parallel results far beyond the window: that run ends "error" naming the overflow, and the next question is answered from a request that fits."""
+    requests = []
+
+    @tool
+    def dump(part: str) -> str:
+        """A huge result."""
+        return f"part {part}: " + "data " * 3000
+
+    def llm(formatted):
+        requests.append(formatted)
+        last = formatted["messages"][-1]
+        if last["role"] == "user" and "dump" in last["content"]:
+            return calls_reply(call("d1", "dump", '{"part": "a"}'), call("d2", "dump", '{"part": "b"}'))
+        return AssistantMessage([TextContent("answer")], stop_reason="stop")
+
+    for strategy in (TrimHistory(600), SummarizeHistory(600)):
+        requests.clear()
+        with YiemAgent(llm_call=llm, agent_event_sink=None, tools=[dump], context_window=2048, compaction=strategy) as agent:
+            assert ask(agent, "hello", timeout=30).text == "answer"
+            failed = ask(agent, "dump it all", timeout=30, check=False)
+            assert failed.stop_reason == "error" and failed.error_message.startswith("context overflow"), failed
+            assert ask(agent, "and now a short question", timeout=30).text == "answer"
+        assert len(json.dumps(requests[-1])) < 2048 * 4
