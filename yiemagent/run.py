@@ -753,7 +753,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if ctx is None:
             return _error_response(error or "no context")
         reply, tool_calls, error = _call_llm(host, run, ctx)  # steps 3 and 4 (and 5: normalize_reply extracts the calls)
-        if steps.compact is not None and error is not None and error.startswith(_OVERFLOWED) and not run.signal.aborted:
+        if steps.compact is not None and error is not None and error.startswith(_OVERFLOWED) and not _stopped(steps, run):
             compacted = steps.compact(run, ctx, True)  # once after a ContextOverflowError: compact more, ask again
             if isinstance(compacted, AssistantMessage):
                 return compacted
@@ -785,6 +785,15 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         response = _tool_round(host, run, steps, ctx, reply, tool_calls)  # step 6
         if response is not None:
             return response
+
+
+def _stopped(steps: RunSteps, run: Run) -> bool:
+    """Whether a request made again now would pass a cap of the run (``max_rounds``, ``max_requests``, usage) or follow its abort.
+
+    The request made again after a ``ContextOverflowError`` is a request like any (decision
+    20): when a cap forbids it, the run ends with the overflow that made it needed.
+    """
+    return run.signal.aborted or any(check(run) is not None for check in steps.before_round)
 
 
 def _tool_round(host: RunHost, run: Run, steps: RunSteps, ctx: AgentContext, reply: AssistantMessage, tool_calls: list[Any]) -> Optional[AssistantMessage]:

@@ -14,7 +14,7 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import EventRecorder, call, calls_reply
+from helpers import FIXTURES, EventRecorder, call, calls_reply
 from localserver import LocalServer, Reply
 from test_compaction import lookup, wire_pairs_whole
 from session_backends import backend, postgres_server  # noqa: F401  fixtures: each backend in turn
@@ -299,3 +299,25 @@ def test_a_batch_whose_results_alone_outgrow_the_window_ends_its_run_naming_the_
             assert failed.stop_reason == "error" and failed.error_message.startswith("context overflow"), failed
             assert ask(agent, "and now a short question", timeout=30).text == "answer"
         assert len(json.dumps(requests[-1])) < 2048 * 4
+
+
+def test_the_request_made_again_after_an_overflow_counts_against_max_requests():
+    """After a ContextOverflowError the request made again is a request like any: under max_requests=1 a run sends one, and its reply names the overflow (decision 20)."""
+    bodies = []
+
+    def respond(request):
+        bodies.append(request.body)
+        if len(request.body) > 3000:
+            return Reply(status=400, body=(FIXTURES / "llamacpp-error-400-exceed-context.json").read_bytes(), headers={"Content-Type": "application/json"})
+        return Reply(body=openai_reply({"role": "assistant", "content": "ok"}))
+
+    with LocalServer(respond) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", backoff_factor=0.001)
+        with YiemAgent(llm_call=client, agent_event_sink=None, context_window=4000, compaction=TrimHistory(500), usage_limits=UsageLimits(max_requests=1)) as agent:
+            overflowed = False
+            for turn in range(12):
+                before = len(bodies)
+                reply = ask(agent, f"question {turn}: " + "words " * 100, timeout=30, check=False)
+                assert len(bodies) - before <= 1, f"{len(bodies) - before} requests sent in a run under max_requests=1"
+                overflowed = overflowed or (reply.stop_reason == "error" and "ContextOverflowError" in reply.error_message)
+    assert overflowed, "no request overflowed"
