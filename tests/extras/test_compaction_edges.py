@@ -32,6 +32,7 @@ from yiemagent import (
     approve,
     ask,
     resume,
+    stream,
     tool,
 )
 from yiemagent.llm import AnthropicClient, OpenAIClient
@@ -321,3 +322,68 @@ def test_the_request_made_again_after_an_overflow_counts_against_max_requests():
                 assert len(bodies) - before <= 1, f"{len(bodies) - before} requests sent in a run under max_requests=1"
                 overflowed = overflowed or (reply.stop_reason == "error" and "ContextOverflowError" in reply.error_message)
     assert overflowed, "no request overflowed"
+
+
+def test_typed_answers_over_a_compacted_conversation_keep_their_final_result_pairs():
+    """output_type over 14 turns of a 2,048-token window, a third of the answers invalid first: each turn's output is right, and no request parts a final_result call from its result."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Town:
+        name: str
+        population: int
+
+    state = {"turn": 0, "sent": 0}
+    requests = []
+
+    def llm(formatted):
+        messages = formatted["messages"]
+        if messages[0]["role"] == "system" and messages[0]["content"].startswith(SUMMARY_PROMPT):
+            return AssistantMessage([TextContent("Towns were asked about.")])
+        requests.append(formatted)
+        state["sent"] += 1
+        turn, last = state["turn"], messages[-1]
+        if last["role"] == "user" and last["content"].startswith("Which town"):
+            return calls_reply(call(f"l{state['sent']}", "lookup", json.dumps({"city": f"town {turn}"})))
+        population = "many" if turn % 3 == 0 and last["role"] == "tool" and last.get("name", "lookup") != "final_result" and "Report on" in str(last["content"]) else turn
+        return calls_reply(call(f"f{state['sent']}", "final_result", json.dumps({"name": f"town {turn}", "population": population})))
+
+    with YiemAgent(llm_call=llm, agent_event_sink=None, tools=[lookup], output_type=Town, output_retries=2, context_window=2048, compaction=SummarizeHistory(600)) as agent:
+        for turn in range(14):
+            state["turn"] = turn
+            assert ask(agent, f"Which town is number {turn}?", timeout=30).output == Town(f"town {turn}", turn)
+        history = agent.history()
+    assert any(isinstance(m, CompactionMessage) for m in history)
+    for formatted in requests:
+        wire_pairs_whole(formatted)
+        assert len(json.dumps(formatted)) < 2048 * 4
+
+
+def sse(events) -> bytes:
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode() + b"data: [DONE]\n\n"
+
+
+def test_a_streamed_turn_that_summarises_shows_its_reply_and_never_the_summary():
+    """stream() over 10 turns of a streaming client: each turn's text is its reply's, the summary's deltas never reach the stream, and each stream ends with the run's reply."""
+
+    def respond(request):
+        body = request.json()
+        if body["messages"][0]["content"].startswith(SUMMARY_PROMPT):
+            text = [{"choices": [{"index": 0, "delta": {"content": "HIDDEN "}}]}, {"choices": [{"index": 0, "delta": {"content": "summary"}, "finish_reason": "stop"}]}]
+            return Reply(chunks=[sse(text)])
+        if body["messages"][-1]["role"] == "user":
+            chunks = [
+                {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": f"c{len(server.requests)}", "type": "function", "function": {"name": "lookup", "arguments": '{"city": "Oslo"}'}}]}}]},
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+            ]
+            return Reply(chunks=[sse(chunks)])
+        return Reply(chunks=[sse([{"choices": [{"index": 0, "delta": {"content": "the answer"}, "finish_reason": "stop"}]}])])
+
+    with LocalServer(respond) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", stream=True, backoff_factor=0.001)
+        with YiemAgent(llm_call=client, agent_event_sink=EventRecorder(), tools=[lookup], context_window=2048, compaction=SummarizeHistory(600)) as agent:
+            for turn in range(10):
+                run = stream(agent, f"What about city {turn}?", timeout=30)
+                assert "".join(run.text()) == "the answer" and run.reply.text == "the answer"
+            history = agent.history()
+    assert [m.summary for m in history if isinstance(m, CompactionMessage)][-1] == "HIDDEN summary"

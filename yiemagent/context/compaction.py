@@ -426,6 +426,8 @@ def _summary_reply(llm_call: Callable[[dict[str, Any]], Any], request: dict[str,
     run's usage, and its reply is checked by ``normalize_reply`` (decision 15) before its
     text is read.
     """
+    if run.signal.aborted:
+        return None, f"the run was aborted: {run.signal.reason or 'aborted by abort()'}"
     if max_requests is not None and run.rounds + run.side_requests + 2 > max_requests:
         return None, f"max_requests={max_requests} leaves no request for it"
     run.side_requests += 1
