@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import threading
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -387,3 +389,64 @@ def test_a_streamed_turn_that_summarises_shows_its_reply_and_never_the_summary()
                 assert "".join(run.text()) == "the answer" and run.reply.text == "the answer"
             history = agent.history()
     assert [m.summary for m in history if isinstance(m, CompactionMessage)][-1] == "HIDDEN summary"
+
+
+def test_a_sub_agent_s_long_single_turn_drops_its_oldest_rounds_and_the_parent_s_usage_holds_the_sub_run_s():
+    """An agent_tool sub-agent making 16 lookups in one turn of a 2,048-token window: every request fits and keeps its pairs, the sub-agent answers, and the parent's usage holds the sub-run's."""
+    from yiemagent import LLMUsage
+    from yiemagent.tools.agent_tool import agent_tool
+
+    sub_requests = []
+
+    def sub_llm(formatted):
+        sub_requests.append(formatted)
+        done = sum(m["role"] == "tool" for m in formatted["messages"])
+        if len(sub_requests) <= 16:
+            reply = calls_reply(call(f"s{len(sub_requests)}", "lookup", json.dumps({"city": f"city {len(sub_requests)}"})))
+        else:
+            reply = AssistantMessage([TextContent(f"looked up, {done} reports in view")], stop_reason="stop")
+        return AssistantMessage(reply.content, stop_reason=reply.stop_reason, usage=LLMUsage(10, 1))
+
+    research = agent_tool(lambda: YiemAgent(llm_call=sub_llm, agent_event_sink=None, tools=[lookup], context_window=2048, compaction=TrimHistory(600)), name="research", description="Researches.")
+    parent_script = iter([calls_reply(call("p1", "research", '{"task": "look up sixteen cities"}')), AssistantMessage([TextContent("done")], stop_reason="stop")])
+    with YiemAgent(llm_call=lambda formatted: next(parent_script), agent_event_sink=None, tools=[research]) as agent:
+        assert ask(agent, "research", timeout=60).text == "done"
+        history, usage = agent.history(), agent.usage
+    result = [m for m in history if isinstance(m, ToolResultMessage)][0]
+    assert not result.is_error and "looked up" in result.content[0].text
+    assert len(sub_requests) == 17 and usage.input_tokens == 170
+    for formatted in sub_requests:
+        wire_pairs_whole(formatted)
+        assert len(json.dumps(formatted)) < 2048 * 4
+    assert sum(m["role"] == "tool" for m in sub_requests[-1]["messages"]) < 16  # the oldest rounds were left out
+
+
+def reply_room_server(window, seen):
+    """An OpenAI-like server that refuses (context_length_exceeded) a request whose prompt (a quarter of its bytes) and max_tokens pass ``window``."""
+    refusal = (FIXTURES / "openai-error-400-context-length-exceeded.json").read_bytes()
+
+    def respond(request):
+        body = request.json()
+        seen.append(body)
+        if len(request.body) // 4 + body.get("max_tokens", 0) > window:
+            return Reply(status=400, body=refusal, headers={"Content-Type": "application/json"})
+        if body["messages"][-1]["role"] == "user":
+            message = {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{len(seen)}", "type": "function", "function": {"name": "lookup", "arguments": '{"city": "Oslo"}'}}]}
+            return Reply(body=openai_reply(message))
+        return Reply(body=openai_reply({"role": "assistant", "content": "ok"}))
+
+    return respond
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["client", "fallback"])
+def test_a_fallback_llm_leaves_the_reply_room_its_clients_ask_for(wrapped):
+    """FallbackLLM wrapping a client with max_tokens=3000: compaction leaves that room as for the client alone, so a server that counts prompt and reply never refuses a request and every turn is answered."""
+    from yiemagent import FallbackLLM
+
+    seen = []
+    with LocalServer(reply_room_server(5120, seen)) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", options={"max_tokens": 3000}, backoff_factor=0.001)
+        with YiemAgent(llm_call=FallbackLLM(client) if wrapped else client, agent_event_sink=None, tools=[lookup], context_window=4096, compaction=TrimHistory(800)) as agent:
+            for turn in range(10):
+                assert ask(agent, f"city {turn}?", timeout=30).text == "ok"
+    assert all(len(json.dumps(body)) // 4 + 3000 <= 5120 for body in seen), "a request was refused for the reply's room"

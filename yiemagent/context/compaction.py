@@ -51,7 +51,7 @@ from .._format_cache import HistorySnapshot
 from ..events import stream_to
 from ..extraction import extract_tool_calls
 from ..normalize import normalize_reply
-from ..tokens import MESSAGE_OVERHEAD as MESSAGE_FRAME, count_tokens, estimate_text_tokens, message_tokens
+from ..tokens import MESSAGE_OVERHEAD as MESSAGE_FRAME, count_tokens, estimate_text_tokens, message_tokens, reply_tokens
 from ..types import AgentContext, AgentMessage, AssistantMessage, CompactionMessage, ImageContent, LLMModel, LLMUsage, TextContent, ToolResultMessage, UserMessage, add_usage
 
 __all__ = ["Compactor", "SummarizeHistory", "TrimHistory", "make_compactor", "OVERFLOW"]
@@ -254,18 +254,9 @@ class Compactor:
     # --- the room --------------------------------------------------------------------
 
     def _reply_room(self, llm_call: Any) -> int:
-        """The request's ``max_tokens`` (the client's), else a quarter of the window (shared/spec/API.md "Long conversations")."""
-        try:
-            options = getattr(llm_call, "options", None)
-            candidates = [getattr(llm_call, "max_tokens", None)]
-            if isinstance(options, dict):
-                candidates += [options.get("max_tokens"), options.get("max_completion_tokens"), options.get("max_output_tokens")]
-        except user_code_errors():
-            candidates = []
-        for value in candidates:
-            if isinstance(value, int) and not isinstance(value, bool) and 0 < value < self.window:
-                return value
-        return self.window // 4
+        """The request's ``max_tokens`` (``tokens.reply_tokens``), else a quarter of the window (shared/spec/API.md "Long conversations")."""
+        asked = reply_tokens(llm_call)
+        return asked if asked is not None and asked < self.window else self.window // 4
 
     def _fixed_tokens(self, ctx: AgentContext) -> int:
         """The estimate of the system prompt, the tools and the request's framing (recomputed when they change)."""
