@@ -450,3 +450,22 @@ def test_a_fallback_llm_leaves_the_reply_room_its_clients_ask_for(wrapped):
             for turn in range(10):
                 assert ask(agent, f"city {turn}?", timeout=30).text == "ok"
     assert all(len(json.dumps(body)) // 4 + 3000 <= 5120 for body in seen), "a request was refused for the reply's room"
+
+
+def test_a_summary_far_longer_than_asked_never_makes_the_next_summary_request_outgrow_the_window():
+    """A model that answers a summary far longer than asked: the next summary request still fits the window (the summary so far is cut), and later summaries are made."""
+    summary_requests = []
+
+    def summariser(formatted):
+        summary_requests.append(formatted)
+        if len(summary_requests) == 1:
+            return AssistantMessage([TextContent("The user asked about cities. " + "Every report said mild and dry. " * 1000)])
+        return AssistantMessage([TextContent(f"Summary {len(summary_requests)}: cities, all mild.")])
+
+    with YiemAgent(llm_call=tool_loop([], summariser), agent_event_sink=None, tools=[lookup], context_window=2048, compaction=SummarizeHistory(600)) as agent:
+        for turn in range(14):
+            assert ask(agent, f"What about city {turn}?", timeout=30).text.startswith("answer")
+        history = agent.history()
+    assert len(summary_requests) >= 2
+    assert all(len(json.dumps(r)) < 2048 * 4 for r in summary_requests), [len(json.dumps(r)) for r in summary_requests]
+    assert [m.summary for m in history if isinstance(m, CompactionMessage)][-1].startswith("Summary")

@@ -318,8 +318,9 @@ class Compactor:
         budget = max(64, limit - estimate_text_tokens(instructions) - 16)
         lines = [_line(m, budget // 2) for m in messages[cut:new_cut]]
         summary = before.summary if before is not None else ""
-        for chunk in _chunks([line for line in lines if line], max(32, budget - estimate_text_tokens(summary) - 16)):
-            so_far = f"The summary so far:\n{summary}\n\n" if summary else ""
+        summary_room = _summary_room(limit)  # the summary so far is cut to it: a model may answer one far longer than asked
+        for chunk in _chunks([line for line in lines if line], max(32, budget - summary_room - 16)):  # room for the summary each chunk gives
+            so_far = f"The summary so far:\n{_cut_to(summary, summary_room)}\n\n" if summary else ""
             request = {"messages": [{"role": "system", "content": instructions}, {"role": "user", "content": f"{so_far}The conversation:\n{chunk}"}]}
             text, why = _summary_reply(llm_call, request, run, max_requests)
             if text is None:
@@ -452,6 +453,13 @@ def _prefix_within(text: str, tokens: int) -> int:
     while chars > 0 and estimate_text_tokens(text[:chars]) > tokens:
         chars = chars * 3 // 4
     return chars
+
+
+def _cut_to(text: str, tokens: int) -> str:
+    """``text``, or its longest prefix within about ``tokens`` ending ``_CUT_MARK`` when it is longer."""
+    if estimate_text_tokens(text) <= tokens:
+        return text
+    return text[: _prefix_within(text, tokens - estimate_text_tokens(_CUT_MARK))] + _CUT_MARK
 
 
 def _summary_room(limit: int) -> int:
