@@ -469,3 +469,42 @@ def test_a_summary_far_longer_than_asked_never_makes_the_next_summary_request_ou
     assert len(summary_requests) >= 2
     assert all(len(json.dumps(r)) < 2048 * 4 for r in summary_requests), [len(json.dumps(r)) for r in summary_requests]
     assert [m.summary for m in history if isinstance(m, CompactionMessage)][-1].startswith("Summary")
+
+
+def png(width, height):
+    """A base64 PNG header of ``width`` x ``height`` (what count_tokens reads an image's cost from)."""
+    import base64
+    import struct
+    import zlib
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = struct.pack(">I", len(ihdr)) + b"IHDR" + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + chunk + b"\x00" * 4000).decode()
+
+
+@pytest.mark.parametrize("strategy", [TrimHistory(600), SummarizeHistory(600)], ids=["trim", "summarize"])
+def test_images_in_a_long_conversation_count_by_their_size_and_every_request_fits(strategy):
+    """Each of 10 questions carries a 1,000 x 1,000 image (about 1,334 tokens): the request keeps the newest, counts each by its size (not its base64 length), fits the window, and the summary names an image without its data."""
+    from yiemagent import ImageContent, LLMCallStartEvent, count_tokens
+
+    summaries = []
+    requests = []
+
+    def summariser(formatted):
+        summaries.append(formatted)
+        return AssistantMessage([TextContent("Pictures of cities were shown.")])
+
+    recorder = EventRecorder()
+    with YiemAgent(llm_call=tool_loop(requests, summariser), agent_event_sink=recorder, tools=[lookup], context_window=4096, compaction=strategy) as agent:
+        for turn in range(10):
+            question = UserMessage([TextContent(f"What city is in picture {turn}?"), ImageContent(png(1000, 1000), "image/png")])
+            assert ask(agent, question, timeout=30).text.startswith("answer")
+    sent = [e.context for e in recorder.of_type(LLMCallStartEvent)]
+    for formatted in requests:
+        wire_pairs_whole(formatted)
+        assert "picture" in json.dumps(formatted["messages"][-1]) or formatted["messages"][-1]["role"] == "tool"
+    for ctx in sent:
+        assert count_tokens(list(ctx.messages), system_prompt=ctx.system_prompt, tools=list(ctx.tools.values())) <= 4096 - 1024
+    assert all(png(1000, 1000) not in json.dumps(s) for s in summaries)
+    assert not summaries or "[an image]" in json.dumps(summaries[0])
+
