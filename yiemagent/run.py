@@ -755,8 +755,8 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         reply, tool_calls, error = _call_llm(host, run, ctx)  # steps 3 and 4 (and 5: normalize_reply extracts the calls)
         if steps.compact is not None and error is not None and error.startswith(_OVERFLOWED) and not _stopped(steps, run):
             compacted = steps.compact(run, ctx, True)  # once after a ContextOverflowError: compact more, ask again
-            if isinstance(compacted, AssistantMessage):
-                return compacted
+            if isinstance(compacted, AssistantMessage):  # nothing smaller can be sent: the server's refusal ends the run
+                return _error_response(error)
             if run.signal.aborted:
                 return _aborted_response(run)
             ctx = compacted

@@ -508,3 +508,23 @@ def test_images_in_a_long_conversation_count_by_their_size_and_every_request_fit
     assert all(png(1000, 1000) not in json.dumps(s) for s in summaries)
     assert not summaries or "[an image]" in json.dumps(summaries[0])
 
+
+
+def test_repeated_overflows_never_shrink_the_room_until_nothing_fits():
+    """A server that refuses requests again and again (each refused run ends naming its overflow): the room shrinks, but never below half, so once the server accepts again a question is answered."""
+    refusing = threading.Event()
+    refusing.set()
+
+    def respond(request):
+        if refusing.is_set():
+            return Reply(status=400, body=(FIXTURES / "llamacpp-error-400-exceed-context.json").read_bytes(), headers={"Content-Type": "application/json"})
+        return Reply(body=openai_reply({"role": "assistant", "content": "ok"}))
+
+    with LocalServer(respond) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", backoff_factor=0.001)
+        with YiemAgent(llm_call=client, agent_event_sink=None, system_prompt="Answer briefly and kindly. " * 60, context_window=2048, compaction=TrimHistory(500)) as agent:
+            for turn in range(8):
+                refused = ask(agent, f"question {turn} " + "with some words " * 20, timeout=30, check=False)
+                assert refused.stop_reason == "error" and "ContextOverflowError" in refused.error_message
+            refusing.clear()
+            assert ask(agent, "hello", timeout=30).text == "ok"

@@ -77,6 +77,11 @@ _CUT_MARK = " [...]"
 _OVERFLOW_SHRINK = 0.75
 """After a ContextOverflowError the room is taken as this share of what it was (the estimate was short)."""
 
+_LEAST_SHARE = 0.5
+"""The least share of the room the overflows leave: the estimate is taken as at most twice short. A
+message the server refuses whatever is cut (it alone overflows) would otherwise shrink the room
+with each run until nothing fits."""
+
 
 def _check_keep(value: Any, owner: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -211,15 +216,19 @@ class Compactor:
         the run's cap (decision 20), which a summary request leaves room under for the round's own.
 
         ``overflowed``: the server refused the request ``ctx`` became as too long
-        (``ContextOverflowError``): the room shrinks for this agent from now on, and the
-        request is made again, smaller. May append a ``CompactionMessage`` (``host.append``).
+        (``ContextOverflowError``): the room shrinks for this agent from now on (to half at
+        least), and the request is made again with at most three quarters of the messages'
+        estimate (the response that ends the run when none that small can be sent). May
+        append a ``CompactionMessage`` (``host.append``).
         """
         if overflowed:
-            self.shrink *= _OVERFLOW_SHRINK
+            self.shrink = max(_LEAST_SHARE, self.shrink * _OVERFLOW_SHRINK)
         messages = ctx.messages
         room = self._reply_room(host.llm_call)
         limit = int((self.window - room) * self.shrink)
         fixed = self._fixed_tokens(ctx)
+        if overflowed:  # the messages sent again are fewer than those refused, whatever the room
+            limit = min(limit, fixed + int(sum(map(_sent_tokens, messages)) * _OVERFLOW_SHRINK))
         keep = self.strategy.keep_last_tokens
         track = self._track_of(messages, (limit, fixed, keep))
         n = len(messages)
