@@ -528,3 +528,36 @@ def test_repeated_overflows_never_shrink_the_room_until_nothing_fits():
                 assert refused.stop_reason == "error" and "ContextOverflowError" in refused.error_message
             refusing.clear()
             assert ask(agent, "hello", timeout=30).text == "ok"
+
+
+def test_a_follow_up_sent_during_the_summary_request_is_sent_in_the_same_run():
+    """A follow-up that arrives while the summary request is out is not lost: it joins the run and a later request of it carries it."""
+    from yiemagent import follow_up
+
+    in_summary, sent = threading.Event(), threading.Event()
+    requests = []
+
+    def summariser(formatted):
+        in_summary.set()
+        sent.wait(30)
+        return AssistantMessage([TextContent("Cities were asked about.")])
+
+    with YiemAgent(llm_call=tool_loop(requests, summariser), agent_event_sink=None, tools=[lookup], context_window=2048, compaction=SummarizeHistory(600)) as agent:
+
+        def send_when_summarising():
+            if in_summary.wait(60):
+                follow_up(agent, "and please add the weather in Bergen")
+            sent.set()
+
+        helper = threading.Thread(target=send_when_summarising, daemon=True)
+        helper.start()
+        for turn in range(10):
+            ask(agent, f"What about city {turn}?", timeout=60)
+            if sent.is_set():
+                break
+        helper.join(30)
+        assert agent.wait_until_idle(30)
+        history = agent.history()
+    assert in_summary.is_set()
+    assert any(isinstance(m, UserMessage) and "Bergen" in m.content[0].text for m in history)
+    assert any("Bergen" in json.dumps(r) for r in requests), "the follow-up was never sent"
