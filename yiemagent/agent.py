@@ -37,7 +37,7 @@ from .registry import ToolStore, register_tool
 from .run import CONTINUE, NOTHING_TO_CONTINUE
 from .run_stream import AskLock, RunStream
 from .history.sessions import Session, hold_session, release_session
-from .typed.output import OutputSpec
+from .typed.output import OutputSpec, check_output_mode
 from .tools import agent_tools, register_builtin_tools, resolve_builtin_names
 from .context import make_compactor
 
@@ -124,7 +124,10 @@ class YiemAgent:
     results, stored too, see ``history.complete_tool_calls``) and stores each message as it
     enters the history. ``agent.usage`` is the token usage summed over all runs.
     ``output_type`` / ``output_retries`` make the final answer typed (``typed/output.py``,
-    docs/api.md "Typed answers"); ``deps`` is what tools receive in their ``RunContext``
+    docs/api.md "Typed answers"); ``output_mode`` says how the model gives it: "tool" (the
+    ``final_result`` tool), "native" (the provider's JSON-schema mode), "auto" (native where
+    ``llm_call`` names its server's, else the tool; docs/api.md "Native typed answers");
+    ``deps`` is what tools receive in their ``RunContext``
     (``types.py``). ``context_window`` and ``compaction`` (``TrimHistory``, ``SummarizeHistory``)
     decide what a request sends once the history outgrows the window (docs/sessions.md
     "Long conversations"); one without the other is a ``ValueError`` (the window may come
@@ -139,8 +142,9 @@ class YiemAgent:
             unknown name in ``builtin_tools``; two tools of one name in ``tools`` (or one
             named as a built-in asked for, or as a tool of the store given), naming it;
             ``output_type`` with a store that already has a ``final_result`` tool; a
-            negative ``output_retries``; ``compaction`` without a context window or
-            ``context_window`` without a ``compaction``. Nothing is started or registered then.
+            negative ``output_retries``; an ``output_mode`` other than the three; ``compaction``
+            without a context window or ``context_window`` without a ``compaction``. Nothing is
+            started or registered then.
         ToolDefinitionError: an ``output_type`` JSON Schema cannot express; a function in
             ``tools`` that ``tool()`` cannot wrap.
 
@@ -202,6 +206,7 @@ class YiemAgent:
         session: Optional[Session] = None,
         output_type: Any = None,
         output_retries: int = 1,
+        output_mode: str = "tool",
         deps: Any = None,
         usage_limits: Optional[UsageLimits] = None,
         tools: Iterable[Any] = (),
@@ -209,8 +214,9 @@ class YiemAgent:
         compaction: Any = None,
     ) -> None:
         _require_callable("llm_call", llm_call, optional=False)
+        check_output_mode(output_mode)
         compactor = make_compactor(compaction, context_window, model)
-        output_spec = OutputSpec(output_type, output_retries) if output_type is not None else None
+        output_spec = OutputSpec(output_type, output_retries, output_mode) if output_type is not None else None
         for argument, value in (
             ("agent_event_sink", agent_event_sink),
             ("prepare_context", prepare_context),
@@ -280,7 +286,13 @@ class YiemAgent:
         return self._core.history()
 
     def wait_until_idle(self, timeout: Optional[float] = None) -> bool:
-        """Block until no run is active and nothing is queued; False if ``timeout`` passed first."""
+        """Block until no run is active and nothing is queued; False if ``timeout`` passed first.
+
+        Raises:
+            RuntimeError: called from inside the agent's own run (a tool, a hook, its event
+                sink, ``llm_call``), whose end would wait for this call (``_refuse_own_run``).
+        """
+        _refuse_own_run(self, "wait_until_idle()")
         return self._core.wait_until_idle(timeout)
 
     def __enter__(self) -> "YiemAgent":
@@ -336,6 +348,12 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
     agent.input_channel.put(_as_user_input(agent, message))
 
 
+def _refuse_own_run(agent: YiemAgent, verb: str) -> None:
+    """Raise ``RuntimeError`` naming ``verb`` when called from inside the agent's own run: it would wait for ever for that run to end."""
+    if agent._core.is_own_thread():
+        raise RuntimeError(f"{verb} from inside the agent's own run (a tool, a hook, its event sink, llm_call) would wait for ever for that run to end; use run_agent or add_message")
+
+
 def _send_alone(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], left: Callable[[], Optional[float]], verb: str, watch: Optional[Callable[[], Any]] = None) -> Any:
     """The first half of ``ask``, ``stream`` and ``resume``: take the agent's ask lock, wait until it is idle, ``send()``.
 
@@ -344,8 +362,7 @@ def _send_alone(agent: YiemAgent, send: Callable[[], None], timeout: Optional[fl
     is released and nothing was sent. Each ``TimeoutError`` names the timeout and what it
     waited for (the other call holding the lock by its ``verb``).
     """
-    if agent._core.is_own_thread():
-        raise RuntimeError(f"{verb} from inside the agent's own run (a tool, a hook, its event sink, llm_call) would wait for ever for that run to end; use run_agent or add_message")
+    _refuse_own_run(agent, verb)
     if not agent._ask_lock.acquire(left(), verb):
         raise TimeoutError(f"another {agent._ask_lock.verb} on this agent did not finish within {timeout} s")
     try:
@@ -457,10 +474,20 @@ def take_response(agent: YiemAgent, timeout: Optional[float] = None) -> Assistan
     source ended is woken and raises too. A run that ``shutdown`` left running (an LLM
     call that does not return) keeps the channel open until it delivers.
 
+    Called from inside the agent's own run, it takes a response already waiting and does
+    not wait for one: the next can only come once that run ends.
+
     Raises:
         TimeoutError: no response came within ``timeout`` seconds.
         AgentClosedError: the agent has been shut down and no response is left.
+        RuntimeError: called from inside the agent's own run with no response waiting.
     """
+    if agent._core.is_own_thread():
+        try:
+            own: AssistantMessage = agent.output_channel.get_nowait()
+            return own
+        except queue.Empty:
+            _refuse_own_run(agent, "take_response()")
     try:
         response: AssistantMessage = agent.output_channel.get(timeout=timeout)  # the channel holds the responses
         return response

@@ -541,7 +541,7 @@ def _request_context(host: RunHost, steps: RunSteps) -> tuple[Optional[AgentCont
     return ctx, None
 
 
-def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[AssistantMessage], Any, Optional[str]]:
+def _call_llm(host: RunHost, run: Run, ctx: AgentContext, answer: Optional[_TypedAnswer] = None) -> tuple[Optional[AssistantMessage], Any, Optional[str]]:
     """Steps 3-4: format the prepared context, call the LLM. Returns (reply, calls, error).
 
     The reply is checked by ``normalize_reply`` before anything else sees it (decision 15).
@@ -557,6 +557,8 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[Assi
         formatted = host.format_msg_for_llm(ctx, emit)
     except user_code_errors() as exc:
         return None, [], f"format_msg_for_llm raised {describe_error(exc)}"
+    if answer is not None:  # beyond the spec: a typed answer asked of the provider (docs/api.md "Native typed answers")
+        formatted = answer.request(formatted)
     if getattr(emit, "listened", True):  # nothing is built for a sink nobody set (events.py EventEmitter.listened)
         model, provider = _requested_model(host)
         emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
@@ -591,25 +593,34 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[Assi
 
 
 class _TypedAnswer:
-    """The typed answer's steps (docs/api.md "Typed answers"): offer its tool, read a text reply, read a batch.
+    """The typed answer's steps (docs/api.md "Typed answers"): offer its tool or ask for its schema, read a text reply, read a batch.
 
-    Made once per run, only when the agent has an ``output_type``. Run thread only.
+    Made once per run, only when the agent has an ``output_type``; ``native`` (the
+    provider's JSON-schema mode, docs/api.md "Native typed answers") is settled then,
+    from ``output_mode`` and the ``llm_call`` of that run. Run thread only.
     """
 
-    __slots__ = ("spec", "host", "run")
+    __slots__ = ("spec", "host", "run", "native")
 
     def __init__(self, spec: OutputSpec, host: RunHost, run: Run) -> None:
         self.spec, self.host, self.run = spec, host, run
+        self.native = spec.native_for(host.llm_call)
 
     def offer(self, ctx: AgentContext) -> AgentContext:
-        """After step 2: the prepared context, with the final-answer tool when the answer has one."""
-        if self.spec.tool is None:
+        """After step 2: the prepared context, with the final-answer tool when the answer has one and is not asked of the provider."""
+        if self.spec.tool is None or self.native:
             return ctx
         return AgentContext(ctx.system_prompt, ctx.messages, offered_tools(ctx.tools, self.spec))
 
+    def request(self, formatted: Any) -> Any:
+        """Step 3: the formatted request, with the answer's ``response_format`` when the provider is asked for it (a copy: the formatter's dict is left as it is)."""
+        if not self.native or not isinstance(formatted, dict):
+            return formatted
+        return {**formatted, "response_format": self.spec.response_format()}
+
     def read_text(self, reply: AssistantMessage) -> tuple[AssistantMessage, Optional[AssistantMessage]]:
         """Step 5 found no call: append the reply (with its ``output`` when valid); returns (reply, the run's response or None to go on)."""
-        verdict = self.spec.from_text(reply)
+        verdict = self.spec.from_text(reply, self.native)
         if verdict.valid:
             reply = replace(reply, output=verdict.value)
         self.host.append(reply)
@@ -618,7 +629,7 @@ class _TypedAnswer:
         self.run.invalid_answers += 1
         if self.run.invalid_answers > self.spec.retries:
             return reply, output_invalid_response(verdict.why or "", self.spec.retries)
-        self.host.append(self.spec.retry_message(verdict.why or ""))
+        self.host.append(self.spec.retry_message(verdict.why or "", self.native))
         return reply, None
 
     def read_batch(self, reply: AssistantMessage, calls: list[Any], results: list[ToolResultMessage]) -> Optional[AssistantMessage]:
@@ -752,7 +763,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         run.rounds += 1
         if ctx is None:
             return _error_response(error or "no context")
-        reply, tool_calls, error = _call_llm(host, run, ctx)  # steps 3 and 4 (and 5: normalize_reply extracts the calls)
+        reply, tool_calls, error = _call_llm(host, run, ctx, steps.answer)  # steps 3 and 4 (and 5: normalize_reply extracts the calls)
         if steps.compact is not None and error is not None and error.startswith(_OVERFLOWED) and not _stopped(steps, run):
             compacted = steps.compact(run, ctx, True)  # once after a ContextOverflowError: compact more, ask again
             if isinstance(compacted, AssistantMessage):  # nothing smaller can be sent: the server's refusal ends the run
@@ -761,7 +772,7 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
                 return _aborted_response(run)
             ctx = compacted
             run.rounds += 1
-            reply, tool_calls, error = _call_llm(host, run, ctx)
+            reply, tool_calls, error = _call_llm(host, run, ctx, steps.answer)
         if reply is None and run.signal.aborted:  # _call_llm dropped the reply of an aborted call
             return _aborted_response(run)
         if error is not None or reply is None:

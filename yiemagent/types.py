@@ -55,6 +55,7 @@ __all__ = [
     "ApprovalMessage",
     "AssistantMessage",
     "BeforeToolCallContext",
+    "Citation",
     "CompactionMessage",
     "ExecutedOutcome",
     "FAILED_RUN_STOP_REASONS",
@@ -454,6 +455,58 @@ class UserMessage(AgentMessage):
     role: str = field(default="user", init=False)
 
 
+@dataclass(frozen=True)
+class Citation:
+    """One source a reply cites (shared/spec/API.md "Today's models, turn after turn"; docs/api.md "Citations").
+
+    ``url`` and ``title`` name the source (None where the provider gives none: an
+    Anthropic document has a title and no URL); ``cited_text`` is the text quoted from the
+    source (Anthropic's ``cited_text``; None for OpenAI's ``url_citation``, which quotes
+    nothing); ``start``/``end`` are offsets in ``AssistantMessage.text`` of the words that
+    cite it: OpenAI's ``start_index``/``end_index`` (kept within the text), and for
+    Anthropic the span of the cited text block.
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    url: Optional[str]
+    title: Optional[str]
+    cited_text: Optional[str]
+    start: int
+    end: int
+
+
+def _str_or_none(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+def _offset(value: Any, length: int) -> int:
+    """An offset a provider sent, as an int within ``0..length`` (0 for what is not an int)."""
+    return min(max(value, 0), length) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def citation_of(raw: Any, start: int, text: str) -> Optional[Citation]:
+    """The ``Citation`` of one citation object a provider sent beside ``text`` (a text block that starts at ``start`` in the reply's text); None for what is not one.
+
+    OpenAI's ``{"type": "url_citation", "url_citation": {url, title, start_index,
+    end_index}}`` (chat completions; the Responses API has the fields flat) cites the
+    words between its indices in that text; any other object is Anthropic's (``url`` or a
+    search result's ``source``; ``title`` or ``document_title``; ``cited_text``), citing
+    the whole block.
+    """
+    if not isinstance(raw, dict):
+        return None
+    if raw.get("type") == "url_citation":
+        nested = raw.get("url_citation")
+        inner: dict[Any, Any] = nested if isinstance(nested, dict) else raw
+        begin = _offset(inner.get("start_index"), len(text))
+        end = max(_offset(inner.get("end_index", len(text)), len(text)), begin)
+        return Citation(_str_or_none(inner.get("url")), _str_or_none(inner.get("title")), None, start + begin, start + end)
+    url = _str_or_none(raw.get("url")) or _str_or_none(raw.get("source"))
+    title = _str_or_none(raw.get("title")) or _str_or_none(raw.get("document_title"))
+    return Citation(url, title, _str_or_none(raw.get("cited_text")), start, start + len(text))
+
+
 # The stop reasons of a run that did not do what it was asked (docs/api.md "A run that fails
 # says so"): ``ask`` and ``stream`` raise ``RunFailedError`` for them, the OTel sink marks the
 # run's span ERROR (docs/tracing.md "Status"). "awaiting_approval" is not one: the run waits
@@ -512,6 +565,27 @@ class AssistantMessage(AgentMessage):
         """
         words = [b["refusal"] for b in self.content if isinstance(b, dict) and b.get("type") == "refusal" and isinstance(b.get("refusal"), str)] if isinstance(self.content, (list, tuple)) else []
         return "".join(words) if words else None
+
+    @property
+    def citations(self) -> list[Citation]:
+        """The sources the reply cites, in the order of its text (shared/spec/API.md "Today's models, turn after turn"; docs/api.md "Citations").
+
+        Built from the citation objects each text block carries as the provider sent them
+        (``TextContent.citations``: OpenAI's ``url_citation`` annotations, Anthropic's
+        ``citations``), each with its span in ``text``; [] when there are none.
+        """
+        found: list[Citation] = []
+        start = 0
+        for block in self.content if isinstance(self.content, (list, tuple)) else []:
+            if isinstance(block, TextContent) and isinstance(block.text, str):
+                for raw in block.citations if isinstance(block.citations, list) else []:
+                    citation = citation_of(raw, start, block.text)
+                    if citation is not None:
+                        found.append(citation)
+                start += len(block.text)
+            elif isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+                start += len(block["text"])  # counted as ``text`` counts it
+        return found
 
     def raise_for_failure(self) -> "AssistantMessage":
         """This reply, or ``RunFailedError`` when its run failed (beyond the spec, docs/api.md "A run that fails says so").
@@ -687,8 +761,12 @@ class AbortSignal:
                 pass
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Block until the signal fires or ``timeout`` seconds pass; return ``aborted``."""
-        return self._event.wait(timeout)
+        """Block until the signal fires or ``timeout`` seconds pass; return ``aborted``.
+
+        The flag is read first: ``abort`` sets it just before the event, and a thread that
+        read ``aborted`` as true in that moment must not be told False here.
+        """
+        return self._fired or self._event.wait(timeout)
 
     def child(self) -> AbortSignal:
         """A new signal that fires when this one does (at once if it already has)."""

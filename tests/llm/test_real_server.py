@@ -13,7 +13,9 @@ import os
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import requests
@@ -271,3 +273,24 @@ def test_a_conversation_that_outgrows_the_context_is_answered_with_each_strategy
         history = agent.history()
     assert sum(m.role == "user" for m in history) == 25 and sum(m.role == "tool" for m in history) == 25
     assert sum(m.role == "compaction" for m in history) > 0 if isinstance(strategy, SummarizeHistory) else True
+
+
+@dataclass(frozen=True)
+class Forecast:
+    city: Literal["Paris", "London", "Tokyo"]
+    temperature_c: int
+    sky: Literal["sunny", "cloudy", "rainy"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_native_typed_answer_from_the_tiny_model_is_valid_every_time(server, stream):
+    """Native typed answers on llama-cpp-python's server (native_output="json_object"): SmolLM2-135M's answer is a valid Forecast at the first try, run after run, sampled with several seeds."""
+    outputs = []
+    for seed in range(4):
+        client = OpenAIClient(server, "smollm2", timeout=120, options={"seed": seed, "max_tokens": 96}, stream=stream, native_output="json_object")
+        with YiemAgent(llm_call=client, agent_event_sink=None, output_type=Forecast, output_mode="auto", output_retries=0) as agent:
+            reply = ask(agent, "What is the weather like in Paris today?", timeout=300)
+            rounds = sum(m.role == "assistant" for m in agent.history())
+        assert isinstance(reply.output, Forecast) and rounds == 1, reply.error_message
+        outputs.append(reply.output)
+    assert len(outputs) == 4

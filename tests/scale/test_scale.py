@@ -422,3 +422,33 @@ def test_a_hold_through_pgbouncer_in_transaction_mode_is_refused_naming_the_pool
                 first.release()
                 second.acquire()
                 assert second.held
+
+
+_POOLED_HOLDER = """
+import sys, threading
+from yiemagent import PostgresSession
+session = PostgresSession(sys.argv[1], "c")
+session.acquire()
+print("held", flush=True)
+threading.Event().wait()
+"""
+
+
+def test_a_hold_left_by_a_killed_client_in_session_pooling_is_ended_by_the_pools_reset_and_the_next_client_holds():
+    """Through a real PgBouncer in session mode (one server process), a holder killed by SIGKILL leaves neither lock nor mark: the next client reaching that process holds, and excludes another."""
+    with PostgresServer() as postgres, PgBouncerServer(postgres, pool_mode="session", pool_size=1) as pooler:
+        child = subprocess.Popen([sys.executable, "-c", _POOLED_HOLDER, pooler.dsn], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "held", child.stderr.read()
+            child.kill()
+            child.wait(timeout=60)
+        finally:
+            child.kill()
+            child.stdout.close()
+            child.stderr.close()
+        with PostgresSession(pooler.dsn, "c", hold_timeout=30) as next_client:
+            next_client.acquire()  # waits for the one server process, which PgBouncer resets (DISCARD ALL) as the killed client leaves
+            assert next_client.held
+            with PostgresSession(postgres.dsn, "c") as other, pytest.raises(SessionInUseError, match="is held by another agent"):
+                other.acquire()
+            next_client.release()

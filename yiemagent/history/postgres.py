@@ -64,9 +64,13 @@ KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 10, 5, 3
 # The hold's statement. A server process marks each lock it holds for a client with a setting of its own
 # (yiemagent.hold_<key>, no privilege needed): a process that has the mark already holds the lock for another client, its
 # connections shared by a pooler in transaction mode, and is refused (pooled); only one without it takes the lock ({take}, true once taken)
-# and is marked. One statement, so one server process answers all of it, through any pooler; the CTEs run in order.
+# and is marked. A mark counts only where the server's lock table (pg_lock_status(), what the view pg_locks shows, which a role may be
+# denied) has the process holding the lock: one left without it (a pooler's reset that released the locks but kept the settings) is
+# stale, and the lock is taken. One statement, so one server process answers all of it, through any pooler; the CTEs run in order.
 _TAKE = (
-    "WITH before AS MATERIALIZED (SELECT COALESCE(current_setting('yiemagent.hold_' || %s, true), '') = 'held' AS pooled),"
+    "WITH before AS MATERIALIZED (SELECT COALESCE(current_setting('yiemagent.hold_' || %s, true), '') = 'held'"
+    " AND EXISTS (SELECT 1 FROM pg_lock_status() WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND classid = %s AND objid = %s AND objsubid = 2) AS pooled),"
     " took AS MATERIALIZED (SELECT pooled, CASE WHEN pooled THEN NULL ELSE {take} END AS taken FROM before)"
     " SELECT pooled, taken, CASE WHEN taken THEN set_config('yiemagent.hold_' || %s, 'held', false) END FROM took"
 )
@@ -262,7 +266,7 @@ class PostgresSession(ConnectedSession):
                 raise SessionInUseError(f"session {self.session_id!r} in {self.where} is already held by an agent using this PostgresSession")
             key = self._key(conn)
             if self.hold_timeout <= 0:
-                pooled, taken, _ = _one_row(conn.execute(_TAKE.format(take="pg_try_advisory_lock(%s, %s)"), (str(key), LOCK_CLASS, key, str(key))).fetchone())
+                pooled, taken, _ = _one_row(conn.execute(_TAKE.format(take="pg_try_advisory_lock(%s, %s)"), (str(key), LOCK_CLASS, key, LOCK_CLASS, key, str(key))).fetchone())
             else:
                 pooled, taken = self._wait_for_lock(conn, key)
             if pooled:
@@ -297,7 +301,7 @@ class PostgresSession(ConnectedSession):
             with conn.transaction():  # SET LOCAL ends with it; the session-level lock does not
                 conn.execute(f"SET LOCAL lock_timeout = {wait_ms}")
                 conn.execute(f"SET LOCAL statement_timeout = {wait_ms + int(self.timeout * 1000)}")
-                pooled, _, _ = _one_row(conn.execute(_TAKE.format(take="(SELECT true FROM pg_advisory_lock(%s, %s))"), (str(key), LOCK_CLASS, key, str(key))).fetchone())
+                pooled, _, _ = _one_row(conn.execute(_TAKE.format(take="(SELECT true FROM pg_advisory_lock(%s, %s))"), (str(key), LOCK_CLASS, key, LOCK_CLASS, key, str(key))).fetchone())
         except psycopg.errors.LockNotAvailable:
             return False, False
         return bool(pooled), not pooled

@@ -3,7 +3,8 @@
 A reply's ``output`` is a list of items: ``message`` (``output_text`` and ``refusal``
 parts), ``function_call`` (``call_id``, ``name``, ``arguments``) and ``reasoning`` (its
 ``summary`` parts, ``encrypted_content`` when asked for). The text is one
-``TextContent``; each function call is a tool call whose id is its ``call_id`` (a
+``TextContent`` (with its parts' ``url_citation`` annotations as its citations, docs/api.md
+"Citations"); each function call is a tool call whose id is its ``call_id`` (a
 ``custom_tool_call``, gpt-5's free-text tools, a custom call as ``llm/openai.py`` reads
 one); a refusal part is a ``{"type": "refusal"}`` block and ``stop_reason "refusal"``;
 the reasoning summaries, joined by a blank line, are the thinking block's ``thinking``.
@@ -98,6 +99,7 @@ def reply_from_output(output: Any, response: dict[str, Any], provider: str) -> A
     thinking: list[str] = []
     calls: list[dict[str, Any]] = []
     kept: list[dict[str, Any]] = []
+    annotations: list[Any] = []  # the output_text parts' url_citations, their spans in the joined text
     reasoned = False
     for raw in output:
         item = require_object(raw, "an output item")
@@ -115,6 +117,7 @@ def reply_from_output(output: Any, response: dict[str, Any], provider: str) -> A
             for part in content or []:
                 part = require_object(part, "a message content part")
                 if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                    annotations += _annotations_at(part, sum(map(len, text)))
                     text.append(part["text"])
                 elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
                     refusal.append(part["refusal"])
@@ -134,7 +137,15 @@ def reply_from_output(output: Any, response: dict[str, Any], provider: str) -> A
     refused = "".join(refusal)
     echoed = {"output": kept} if reasoned or refused else None  # a refusal goes back in its message, which needs its id
     model = response.get("model")
-    return _assistant_message("".join(text), _SEPARATOR.join(thinking), calls, finish, usage, model, provider, echoed, refused, API)
+    return _assistant_message("".join(text), _SEPARATOR.join(thinking), calls, finish, usage, model, provider, echoed, refused, API, annotations)
+
+
+def _annotations_at(part: dict[str, Any], offset: int) -> list[Any]:
+    """An ``output_text`` part's annotations (``url_citation``s, ``AssistantMessage.citations``): as they came, their indices moved by ``offset`` when the part does not start the text."""
+    annotations = [a for a in _parts(part, "annotations") if isinstance(a, dict)]
+    if not offset:
+        return annotations
+    return [{**a, **{k: a[k] + offset for k in ("start_index", "end_index") if isinstance(a.get(k), int) and not isinstance(a.get(k), bool)}} for a in annotations]
 
 
 def parse_responses_response(body: Any, provider: str = "api.openai.com") -> AssistantMessage:

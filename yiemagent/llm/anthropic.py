@@ -23,6 +23,10 @@ Server tools (docs/streaming.md "Server tools"): an assistant message whose wire
 assistant turn (a paused turn sent again, ``continue_agent``) has that turn's trailing
 whitespace cut, which Anthropic refuses at the end of a turn it is to continue.
 
+A typed answer asked of the provider (``response_format`` ``json_schema`` in the formatted
+dict, docs/api.md "Native typed answers") goes as Anthropic's structured output,
+``output_config.format``.
+
 Prompt caching (``cache=True``; docs/performance.md "Prompt caching"): ``cache_control``
 breakpoints on the last system block, the last tool and the last block of the newest turn,
 within Anthropic's maximum of four breakpoints a request (those the caller's ``options``
@@ -36,6 +40,7 @@ decision 14 for streams cut short).
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Optional
 
 from ..extraction import parse_tool_arguments
@@ -116,8 +121,14 @@ def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sent_citations(block: dict[str, Any]) -> list[Any]:
+    """The citations of a text Anthropic takes back: its own, each with the ``cited_text`` every Anthropic citation carries.
+
+    Another provider's (OpenAI's ``url_citation`` annotations, a history moved by
+    ``FallbackLLM`` or a session resumed with this client) are left out: Anthropic refuses
+    a citation of a type it does not know, and a field goes only to the server that made it.
+    """
     citations = block.get("citations")
-    return citations if isinstance(citations, list) else []
+    return [c for c in citations if isinstance(c, dict) and isinstance(c.get("cited_text"), str)] if isinstance(citations, list) else []
 
 
 def _text_block(block: dict[str, Any]) -> list[dict[str, Any]]:
@@ -237,6 +248,7 @@ def build_anthropic_request(formatted: dict[str, Any], model: str, max_tokens: i
             body[key] = value
     if "tool_choice" in body:
         body["tool_choice"] = _tool_choice(body["tool_choice"])
+    _output_format(body)
     body.pop("parallel_tool_calls", None)
     if system:
         body["system"] = "\n\n".join(s for s in system if s)
@@ -245,6 +257,24 @@ def build_anthropic_request(formatted: dict[str, Any], model: str, max_tokens: i
     if tools:
         body["tools"] = tools
     return body
+
+
+STRUCTURED_OUTPUT_MODELS = re.compile(r"claude-(?:opus|sonnet|haiku)-(?:4-[5-9]|[5-9])(?![0-9])")
+"""The models Anthropic documents structured outputs for (Claude Sonnet 4.5, Opus 4.5, Haiku 4.5, the 4.6s and later): ``AnthropicClient.native_output``."""
+
+
+def _output_format(body: dict[str, Any]) -> None:
+    """A ``json_schema`` ``response_format`` (a typed answer's, docs/api.md "Native typed answers") as Anthropic's structured output format.
+
+    ``output_config: {"format": {"type": "json_schema", "schema": ...}}``, the generally
+    available form (no beta header; the beta's ``output_format`` is its old name).
+    Anthropic has no ``response_format``: one of another kind is left out.
+    """
+    wanted = body.pop("response_format", None)
+    spec = wanted.get("json_schema") if isinstance(wanted, dict) and wanted.get("type") == "json_schema" else None
+    if isinstance(spec, dict):
+        config = body.get("output_config")
+        body["output_config"] = {**(config if isinstance(config, dict) else {}), "format": {"type": "json_schema", "schema": spec.get("schema", {})}}
 
 
 def _declared_tools(tools: Any) -> list[dict[str, Any]]:
@@ -323,8 +353,15 @@ class AnthropicClient(HTTPClient):
     ``max_event_bytes`` and ``max_reply_bytes`` work as in ``OpenAIClient``. ``cache=True``
     places prompt-cache breakpoints (``add_cache_breakpoints``; docs/performance.md "Prompt caching").
 
+    ``native_output`` ("output_config" for a model Anthropic documents structured outputs for,
+    ``STRUCTURED_OUTPUT_MODELS``, else None; may be set) tells ``output_mode="auto"`` that a
+    typed answer can be asked as Anthropic's structured output (docs/api.md "Native typed
+    answers"); a ``response_format`` of the formatted dict is sent as ``output_config.format``.
+
     Thread safety: a client may serve several agents and threads at once.
     """
+
+    native_output: Optional[str] = None
 
     def __init__(
         self,
@@ -346,6 +383,8 @@ class AnthropicClient(HTTPClient):
         cache: bool = False,
     ) -> None:
         self.model = model
+        # typed answers (docs/api.md "Native typed answers"): the models with structured outputs; may be set after construction
+        self.native_output = "output_config" if STRUCTURED_OUTPUT_MODELS.search(model) else None
         self.base_url = base_url.rstrip("/")
         self.max_tokens = max_tokens
         self.cache = bool(cache)

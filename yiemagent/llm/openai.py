@@ -29,7 +29,14 @@ server documents as wanted back (``ECHOED_FIELDS``: ``reasoning_content``,
 that block as ``reasoning_fields`` exactly as they came, and go back unchanged, in the
 same field, to that server alone (docs/streaming.md "Reasoning sent back"). A refusal
 (``message.refusal``, ``delta.refusal``) is a ``{"type": "refusal"}`` block and
-``stop_reason "refusal"`` (``AssistantMessage.refusal``).
+``stop_reason "refusal"`` (``AssistantMessage.refusal``). Annotations (``message.annotations``,
+``delta.annotations``: a search model's ``url_citation``s) ride on the text block they index
+as its ``citations``, exactly as they came (``AssistantMessage.citations``, docs/api.md
+"Citations"); chat completions take none back, so they are not sent.
+
+A typed answer asked of the provider (docs/api.md "Native typed answers") is the formatted
+dict's ``response_format`` ``json_schema``, sent as it is, or in llama-cpp-python's form
+(``{"type": "json_object", "schema": ...}``) when the client's ``native_output`` says so.
 
 Decision 13: ``prompt_tokens`` already include cached tokens and ``completion_tokens``
 reasoning ones (OpenAI, DeepSeek, Groq, OpenRouter, Mistral). Where a server counts
@@ -201,6 +208,25 @@ def _wire_message(message: dict[str, Any], legacy_ids: set[str], provider: Optio
     return wire
 
 
+NATIVE_BY_HOST = {"api.openai.com": "json_schema"}
+"""``OpenAIClient.native_output`` when it is not given: the servers known to take a ``json_schema`` ``response_format`` (docs/api.md "Native typed answers")."""
+_NATIVE_FORMS = ("json_schema", "json_object")
+
+
+def sent_response_format(body: dict[str, Any], native_output: Optional[str]) -> None:
+    """A ``json_schema`` ``response_format`` in the form the server takes: llama-cpp-python's ``{"type": "json_object", "schema": ...}`` for ``native_output`` "json_object".
+
+    llama-cpp-python's server refuses the ``json_schema`` type (its answer: "Input should be
+    'text' or 'json_object'") and constrains the reply to the schema given beside
+    ``json_object``. Any other ``response_format`` is sent as it is.
+    """
+    wanted = body.get("response_format")
+    if native_output != "json_object" or not isinstance(wanted, dict) or wanted.get("type") != "json_schema":
+        return
+    spec = wanted.get("json_schema")
+    body["response_format"] = {"type": "json_object", "schema": spec.get("schema", {}) if isinstance(spec, dict) else {}}
+
+
 def build_openai_request(
     formatted: dict[str, Any], model: str, defaults: Optional[dict[str, Any]] = None, provider: Optional[str] = None
 ) -> dict[str, Any]:
@@ -323,6 +349,7 @@ def _assistant_message(
     echoed: Optional[dict[str, Any]] = None,
     refusal: str = "",
     api: str = API,
+    annotations: Optional[list[Any]] = None,
 ) -> AssistantMessage:
     blocks: list[Any] = []
     if thinking or echoed:
@@ -334,8 +361,8 @@ def _assistant_message(
         if echoed:
             block["reasoning_fields"] = echoed  # sent back to this provider alone (build_openai_request)
         blocks.append(block)
-    if text:
-        blocks.append(TextContent(text))
+    if text or annotations:
+        blocks.append(TextContent(text, annotations or None))  # the annotations beside the text they index (AssistantMessage.citations)
     if refusal:
         blocks.append({"type": "refusal", "refusal": refusal})
     if tool_calls:
@@ -384,7 +411,13 @@ def parse_openai_response(body: dict[str, Any], provider: str = "openai") -> Ass
     thinking = _reasoning(message) or thinking
     usage = _usage(body.get("usage") if isinstance(body.get("usage"), dict) else body)
     refusal = message.get("refusal") if isinstance(message.get("refusal"), str) else ""
-    return _assistant_message(text, thinking, raw_calls or [], finish_reason, usage, body.get("model"), provider, _echoed(message), refusal)
+    return _assistant_message(text, thinking, raw_calls or [], finish_reason, usage, body.get("model"), provider, _echoed(message), refusal, annotations=_annotations(message))
+
+
+def _annotations(message: dict[str, Any]) -> list[Any]:
+    """A message's or a delta's ``annotations`` (OpenAI's ``url_citation``s, search models): its objects as they came, [] when none."""
+    annotations = message.get("annotations")
+    return [a for a in annotations if isinstance(a, dict)] if isinstance(annotations, list) else []
 
 
 class OpenAIStream:
@@ -416,6 +449,7 @@ class OpenAIStream:
         self._details: list[dict[str, Any]] = []  # reasoning_details, a piece of one joined to it (_add_details)
         self._extra: dict[str, Any] = {}  # the message's extra_content (Gemini)
         self._refusal: list[str] = []
+        self._annotations: list[Any] = []  # delta.annotations, in the order they came (search models send them at the end)
 
     def add(self, chunk: Any) -> bool:
         if self._add_plain_text(chunk):
@@ -507,6 +541,7 @@ class OpenAIStream:
             self._extra = delta["extra_content"]
         if isinstance(delta.get("refusal"), str):
             self._refusal.append(delta["refusal"])
+        self._annotations += _annotations(delta)
 
     def _add_detail(self, detail: dict[str, Any]) -> None:
         """One streamed ``reasoning_details`` entry: a piece of the last entry when it has its ``index`` and ``type``.
@@ -562,7 +597,7 @@ class OpenAIStream:
         text, thinking = "".join(self._text), "".join(self._thinking)
         echoed = _echoed({"reasoning_content": None if self._reasoning_content is None else "".join(self._reasoning_content), "reasoning_details": self._details, "extra_content": self._extra})
         calls = _without_mirror(self._calls)
-        return _assistant_message(text, thinking, calls, self._finish_reason, self._usage, self._model, self.provider, echoed, "".join(self._refusal))
+        return _assistant_message(text, thinking, calls, self._finish_reason, self._usage, self._model, self.provider, echoed, "".join(self._refusal), annotations=self._annotations)
 
 
 def _without_mirror(calls: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -610,6 +645,12 @@ class OpenAIClient(HTTPClient):
         max_reply_bytes: the largest a whole reply may be, streamed or not (default 64 MiB,
             ``DEFAULT_MAX_REPLY_BYTES`` says why); past it an ``LLMError`` naming the cap, and
             nothing more is read. None: no cap.
+        native_output: the server's JSON-schema mode, for typed answers
+            (docs/api.md "Native typed answers"): "json_schema" (OpenAI's
+            ``response_format``, vLLM, llama.cpp's own server), "json_object"
+            (llama-cpp-python's server, which takes the schema beside ``json_object``), or
+            None: known by the host (``NATIVE_BY_HOST``: api.openai.com), else not known, so
+            ``output_mode="auto"`` gives the answer through the ``final_result`` tool.
         options, backoff_factor: request defaults; the base of the exponential backoff.
 
     Thread safety: a client may serve several agents and threads at once.
@@ -633,7 +674,10 @@ class OpenAIClient(HTTPClient):
         deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
         max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
         max_reply_bytes: Optional[int] = DEFAULT_MAX_REPLY_BYTES,
+        native_output: Optional[str] = None,
     ) -> None:
+        if native_output is not None and native_output not in _NATIVE_FORMS:
+            raise ValueError(f"native_output must be one of {', '.join(map(repr, _NATIVE_FORMS))} or None, got {native_output!r}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.options = dict(options or {})
@@ -641,6 +685,7 @@ class OpenAIClient(HTTPClient):
         if api_key:
             all_headers["Authorization"] = f"Bearer {api_key}"
         self.provider = urlsplit(self.base_url).hostname or "openai"
+        self.native_output = native_output or NATIVE_BY_HOST.get(self.provider)
         self._init_http(
             self._LABEL,
             api_key=api_key,
@@ -667,6 +712,7 @@ class OpenAIClient(HTTPClient):
 
     def _body(self, formatted: dict[str, Any]) -> dict[str, Any]:
         body = build_openai_request(formatted, self.model, self.options, self.provider)
+        sent_response_format(body, self.native_output)
         if self.stream:
             body.setdefault("stream", True)
         if body.get("stream"):
