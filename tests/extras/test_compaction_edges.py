@@ -561,3 +561,31 @@ def test_a_follow_up_sent_during_the_summary_request_is_sent_in_the_same_run():
     assert in_summary.is_set()
     assert any(isinstance(m, UserMessage) and "Bergen" in m.content[0].text for m in history)
     assert any("Bergen" in json.dumps(r) for r in requests), "the follow-up was never sent"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(["ok", "overflow"]), min_size=1, max_size=40), st.sampled_from(["trim", "summarize"]))
+def test_whatever_overflows_a_model_answers_each_run_ends_in_at_most_two_requests_and_the_agent_recovers(behaviours, strategy):
+    """Property: a model that refuses any requests as too long: each run sends at most two requests (and summaries), ends with the answer or the overflow named, and once the model accepts again a question is answered."""
+    from yiemagent import ContextOverflowError
+
+    script = iter(behaviours)
+    per_run = []
+
+    def llm(formatted):
+        if formatted["messages"][0]["content"].startswith(SUMMARY_PROMPT):
+            return AssistantMessage([TextContent("Questions were asked.")])
+        per_run[-1] += 1
+        if next(script, "ok") == "overflow":
+            raise ContextOverflowError("the request is longer than the model's context window")
+        return AssistantMessage([TextContent("ok")], stop_reason="stop")
+
+    compaction = TrimHistory(300) if strategy == "trim" else SummarizeHistory(300)
+    with YiemAgent(llm_call=llm, agent_event_sink=None, system_prompt="Answer briefly. " * 40, context_window=1024, compaction=compaction) as agent:
+        for turn in range(len(behaviours) + 1):
+            per_run.append(0)
+            reply = ask(agent, f"question {turn} " + "and some words " * 15, timeout=30, check=False)
+            assert per_run[-1] <= 2
+            assert reply.text == "ok" or (reply.stop_reason == "error" and "ContextOverflowError" in reply.error_message), reply
+        per_run.append(0)
+        assert ask(agent, "hello", timeout=30).text == "ok"
