@@ -589,3 +589,40 @@ def test_whatever_overflows_a_model_answers_each_run_ends_in_at_most_two_request
             assert reply.text == "ok" or (reply.stop_reason == "error" and "ContextOverflowError" in reply.error_message), reply
         per_run.append(0)
         assert ask(agent, "hello", timeout=30).text == "ok"
+
+
+def test_a_long_anthropic_tool_loop_with_thinking_drops_whole_rounds_and_keeps_each_signature_with_its_tool_use():
+    """One turn of 14 signed-thinking tool rounds in a 2,048-token window: the oldest rounds are left out whole, each tool_use goes with its signed thinking and is answered in the next turn, the newest round is always sent."""
+    seen = []
+
+    def respond(request):
+        body = request.json()
+        seen.append(body)
+        usage = {"input_tokens": 100, "output_tokens": 5}
+        if len(seen) > 14:
+            return Reply(body={"id": "m", "type": "message", "role": "assistant", "model": "c", "content": [{"type": "text", "text": "answer"}], "stop_reason": "end_turn", "usage": usage})
+        content = [
+            {"type": "thinking", "thinking": f"round {len(seen)}: look it up", "signature": f"sig{len(seen)}"},
+            {"type": "tool_use", "id": f"toolu_{len(seen)}", "name": "lookup", "input": {"city": f"city {len(seen)}"}},
+        ]
+        return Reply(body={"id": "m", "type": "message", "role": "assistant", "model": "c", "content": content, "stop_reason": "tool_use", "usage": usage})
+
+    with LocalServer(respond) as server:
+        client = AnthropicClient("claude-sonnet-4-5", "k", base_url=server.url, cache=True, max_tokens=512)
+        with YiemAgent(llm_call=client, agent_event_sink=None, tools=[lookup], max_rounds=20, context_window=2048, compaction=SummarizeHistory(600)) as agent:
+            assert ask(agent, "Look up many cities.", timeout=60).text == "answer"
+    assert len(seen) == 15
+    for index, body in enumerate(seen):
+        messages = body["messages"]
+        assert messages[0]["role"] == "user" and "Look up many cities." in json.dumps(messages[0])
+        for i, message in enumerate(messages):
+            blocks = message["content"] if isinstance(message["content"], list) else []
+            uses = [b["id"] for b in blocks if b.get("type") == "tool_use"]
+            if uses:
+                assert blocks[0]["type"] == "thinking" and blocks[0]["signature"] == f"sig{uses[0].split('_')[1]}"
+                answered = [b["tool_use_id"] for b in messages[i + 1]["content"] if b.get("type") == "tool_result"]
+                assert answered == uses
+        if index:
+            assert f"toolu_{index}" in json.dumps(messages[-2:])  # the newest round is sent
+        assert count_breakpoints(body) <= 4
+    assert sum(1 for m in seen[-1]["messages"] if m["role"] == "assistant") < 14  # the oldest rounds were left out
