@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import datetime, timezone
 
 import pytest
 
@@ -29,11 +30,14 @@ from yiemagent import (
     TrimHistory,
     UsageLimits,
     UserMessage,
+    MessageFormatError,
     YiemAgent,
     abort,
     approve,
     ask,
+    follow_up,
     resume,
+    run_agent,
     stream,
     tool,
 )
@@ -626,3 +630,15 @@ def test_a_long_anthropic_tool_loop_with_thinking_drops_whole_rounds_and_keeps_e
             assert f"toolu_{index}" in json.dumps(messages[-2:])  # the newest round is sent
         assert count_breakpoints(body) <= 4
     assert sum(1 for m in seen[-1]["messages"] if m["role"] == "assistant") < 14  # the oldest rounds were left out
+
+
+def test_a_compaction_message_sent_to_an_agent_is_refused_naming_it_and_the_agent_answers_on():
+    """A CompactionMessage is the compaction's own record, never a caller's input: ask, run_agent and follow_up refuse it at once (it ran a request of no messages), and the agent answers the next question."""
+    requests: list = []
+    with YiemAgent(llm_call=tool_loop(requests), agent_event_sink=None) as agent:
+        marker = CompactionMessage("a summary", 0, datetime.now(timezone.utc))
+        for send in (lambda: ask(agent, marker, timeout=20), lambda: run_agent(agent, marker), lambda: follow_up(agent, marker)):
+            with pytest.raises(MessageFormatError, match="a CompactionMessage is written by the agent's compaction"):
+                send()
+        assert requests == [] and agent.history() == []
+        assert ask(agent, "hi", timeout=20).text == "answer 2"
