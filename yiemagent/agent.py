@@ -31,7 +31,7 @@ from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
 from .history import each_message, history_from_session
 from .run import DEFAULT_MAX_ROUNDS, check_max_rounds
-from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, UsageLimits
+from .types import AgentMessage, AgentState, AssistantMessage, CompactionMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, UsageLimits
 from .normalize import normalize_message
 from .registry import ToolStore, register_tool
 from .run import CONTINUE, NOTHING_TO_CONTINUE
@@ -319,6 +319,8 @@ def _as_user_input(agent: YiemAgent, message: Any) -> Any:
         raise AgentClosedError("the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages")
     if isinstance(message, str):
         return {"role": "user", "content": message}
+    if isinstance(message, CompactionMessage):  # the agent's compaction makes these; one sent alone gave a request of no messages
+        raise MessageFormatError("a CompactionMessage is written by the agent's compaction (docs/sessions.md), not sent to it: send the summary as a UserMessage")
     if isinstance(message, AgentMessage):
         return normalize_message(message)  # raises MessageFormatError for what cannot be sent again
     normalize_message(openai_to_user_message(message))  # validate now, in the caller's thread: raises MessageFormatError

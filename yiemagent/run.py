@@ -156,6 +156,7 @@ class Run:
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
     tool_calls: int = 0  # tool calls let through max_tool_calls (batch.ToolCallAllowance: run, or deferred for approval)
     invalid_answers: int = 0  # beyond the spec: typed answers that failed their check (typed/output.py)
+    side_requests: int = 0  # LLM requests beside the rounds' (compaction's summaries): they count against max_requests
     # the usage of its agent_tool calls' sub-runs, not yet folded into usage (_sub_runs.py; add_late_sub_run_usage)
     late_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # guards late, ended
     late: list[LLMUsage] = field(default_factory=list, repr=False, compare=False)
@@ -697,12 +698,13 @@ def run_steps(host: RunHost, run: Run) -> RunSteps:
         if any(getattr(limits, name) is not None for name in _LIMITS_OF_USAGE):  # checked where max_rounds is: after a round's results are in the history
             before_round.append(lambda run: _usage_passed(limits, run))
         if limits.max_requests is not None:  # decision 20: a request beyond max_requests is not sent
-            before_round.append(lambda run: _stopped_by(_requests_passed(limits, run.rounds)))
+            before_round.append(lambda run: _stopped_by(_requests_passed(limits, run.rounds + run.side_requests)))
         if limits.max_input_tokens is not None or limits.max_total_tokens is not None:  # decision 20: by its estimate
             before_request = lambda run, ctx: _stopped_by(_request_passes_tokens(limits, run.usage, ctx.system_prompt, ctx.messages, ctx.tools))  # noqa: E731
     answer = _TypedAnswer(spec, host, run) if spec is not None else None
     compactor = getattr(host, "compactor", None)  # YiemAgent(compaction=...): context/compaction.py
-    compact = (lambda run, ctx, overflowed: compactor.compact(host, run, ctx, overflowed)) if compactor is not None else None
+    max_requests = limits.max_requests if limits is not None else None
+    compact = (lambda run, ctx, overflowed: compactor.compact(host, run, ctx, overflowed, max_requests)) if compactor is not None else None
     return RunSteps(tuple(before_round), before_request, answer, _tool_call_allowance(limits, spec), compact)
 
 
@@ -752,6 +754,8 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
             compacted = steps.compact(run, ctx, False)
             if isinstance(compacted, AssistantMessage):
                 return compacted
+            if run.signal.aborted:  # during a summary request: nothing more is sent
+                return _aborted_response(run)
             ctx = compacted
         if ctx is not None and steps.before_request is not None:
             stop = steps.before_request(run, ctx)
@@ -761,10 +765,12 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if ctx is None:
             return _error_response(error or "no context")
         reply, tool_calls, error = _call_llm(host, run, ctx, steps.answer)  # steps 3 and 4 (and 5: normalize_reply extracts the calls)
-        if steps.compact is not None and error is not None and error.startswith(_OVERFLOWED) and not run.signal.aborted:
+        if steps.compact is not None and error is not None and error.startswith(_OVERFLOWED) and not _stopped(steps, run):
             compacted = steps.compact(run, ctx, True)  # once after a ContextOverflowError: compact more, ask again
-            if isinstance(compacted, AssistantMessage):
-                return compacted
+            if isinstance(compacted, AssistantMessage):  # nothing smaller can be sent: the server's refusal ends the run
+                return _error_response(error)
+            if run.signal.aborted:
+                return _aborted_response(run)
             ctx = compacted
             run.rounds += 1
             reply, tool_calls, error = _call_llm(host, run, ctx, steps.answer)
@@ -791,6 +797,15 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         response = _tool_round(host, run, steps, ctx, reply, tool_calls)  # step 6
         if response is not None:
             return response
+
+
+def _stopped(steps: RunSteps, run: Run) -> bool:
+    """Whether a request made again now would pass a cap of the run (``max_rounds``, ``max_requests``, usage) or follow its abort.
+
+    The request made again after a ``ContextOverflowError`` is a request like any (decision
+    20): when a cap forbids it, the run ends with the overflow that made it needed.
+    """
+    return run.signal.aborted or any(check(run) is not None for check in steps.before_round)
 
 
 def _tool_round(host: RunHost, run: Run, steps: RunSteps, ctx: AgentContext, reply: AssistantMessage, tool_calls: list[Any]) -> Optional[AssistantMessage]:

@@ -48,9 +48,11 @@ from typing import Any, Optional, Union
 
 from .._failures import describe_error, user_code_errors
 from .._format_cache import HistorySnapshot
+from ..events import stream_to
 from ..extraction import extract_tool_calls
-from ..tokens import MESSAGE_OVERHEAD as MESSAGE_FRAME, count_tokens, estimate_text_tokens, message_tokens
-from ..types import AgentContext, AgentMessage, AssistantMessage, CompactionMessage, ImageContent, LLMModel, TextContent, ToolResultMessage, UserMessage, add_usage
+from ..normalize import normalize_reply
+from ..tokens import MESSAGE_OVERHEAD as MESSAGE_FRAME, count_tokens, estimate_text_tokens, message_tokens, reply_tokens
+from ..types import AgentContext, AgentMessage, AssistantMessage, CompactionMessage, ImageContent, LLMModel, LLMUsage, TextContent, ToolResultMessage, UserMessage, add_usage
 
 __all__ = ["Compactor", "SummarizeHistory", "TrimHistory", "make_compactor", "OVERFLOW"]
 
@@ -74,6 +76,11 @@ _CUT_MARK = " [...]"
 
 _OVERFLOW_SHRINK = 0.75
 """After a ContextOverflowError the room is taken as this share of what it was (the estimate was short)."""
+
+_LEAST_SHARE = 0.5
+"""The least share of the room the overflows leave: the estimate is taken as at most twice short. A
+message the server refuses whatever is cut (it alone overflows) would otherwise shrink the room
+with each run until nothing fits."""
 
 
 def _check_keep(value: Any, owner: str) -> int:
@@ -202,19 +209,26 @@ class Compactor:
 
     # --- the step ------------------------------------------------------------------
 
-    def compact(self, host: Any, run: Any, ctx: AgentContext, overflowed: bool) -> Union[AgentContext, AssistantMessage]:
+    def compact(self, host: Any, run: Any, ctx: AgentContext, overflowed: bool, max_requests: Optional[int] = None) -> Union[AgentContext, AssistantMessage]:
         """The context to send (``ctx`` itself when it fits), or the response that ends the run (nothing can fit).
 
+        ``run``: the ``run.Run`` (its signal, usage and ``side_requests``); ``max_requests``:
+        the run's cap (decision 20), which a summary request leaves room under for the round's own.
+
         ``overflowed``: the server refused the request ``ctx`` became as too long
-        (``ContextOverflowError``): the room shrinks for this agent from now on, and the
-        request is made again, smaller. May append a ``CompactionMessage`` (``host.append``).
+        (``ContextOverflowError``): the room shrinks for this agent from now on (to half at
+        least), and the request is made again with at most three quarters of the messages'
+        estimate (the response that ends the run when none that small can be sent). May
+        append a ``CompactionMessage`` (``host.append``).
         """
         if overflowed:
-            self.shrink *= _OVERFLOW_SHRINK
+            self.shrink = max(_LEAST_SHARE, self.shrink * _OVERFLOW_SHRINK)
         messages = ctx.messages
         room = self._reply_room(host.llm_call)
         limit = int((self.window - room) * self.shrink)
         fixed = self._fixed_tokens(ctx)
+        if overflowed:  # the messages sent again are fewer than those refused, whatever the room
+            limit = min(limit, fixed + int(sum(map(_sent_tokens, messages)) * _OVERFLOW_SHRINK))
         keep = self.strategy.keep_last_tokens
         track = self._track_of(messages, (limit, fixed, keep))
         n = len(messages)
@@ -225,7 +239,7 @@ class Compactor:
             if fixed + summary_tokens + track.sums[n] - track.sums[cut] > limit:
                 new_cut = _cut_for(track, n, cut, min(keep, limit - fixed - _summary_room(limit)))
                 if new_cut > cut:
-                    made = self._summarise(host, run, messages, cut, new_cut, summary, limit, room)
+                    made = self._summarise(host, run, messages, cut, new_cut, summary, limit, room, max_requests)
                     cut, summary = new_cut, made  # a failed summary: the messages before the cut are left out of this request
         else:
             _check_cut(track, n, limit - fixed, min(keep, limit - fixed))
@@ -249,18 +263,9 @@ class Compactor:
     # --- the room --------------------------------------------------------------------
 
     def _reply_room(self, llm_call: Any) -> int:
-        """The request's ``max_tokens`` (the client's), else a quarter of the window (shared/spec/API.md "Long conversations")."""
-        try:
-            options = getattr(llm_call, "options", None)
-            candidates = [getattr(llm_call, "max_tokens", None)]
-            if isinstance(options, dict):
-                candidates += [options.get("max_tokens"), options.get("max_completion_tokens"), options.get("max_output_tokens")]
-        except user_code_errors():
-            candidates = []
-        for value in candidates:
-            if isinstance(value, int) and not isinstance(value, bool) and 0 < value < self.window:
-                return value
-        return self.window // 4
+        """The request's ``max_tokens`` (``tokens.reply_tokens``), else a quarter of the window (shared/spec/API.md "Long conversations")."""
+        asked = reply_tokens(llm_call)
+        return asked if asked is not None and asked < self.window else self.window // 4
 
     def _fixed_tokens(self, ctx: AgentContext) -> int:
         """The estimate of the system prompt, the tools and the request's framing (recomputed when they change)."""
@@ -311,7 +316,7 @@ class Compactor:
 
     def _summarise(
         self, host: Any, run: Any, messages: Sequence[AgentMessage], cut: int, new_cut: int,
-        before: Optional[CompactionMessage], limit: int, room: int,
+        before: Optional[CompactionMessage], limit: int, room: int, max_requests: Optional[int],
     ) -> Optional[CompactionMessage]:
         """Summarise ``messages[cut:new_cut]`` (after the summary ``before``), store the marker, and return it; None when the model failed."""
         strategy = self.strategy
@@ -322,19 +327,12 @@ class Compactor:
         budget = max(64, limit - estimate_text_tokens(instructions) - 16)
         lines = [_line(m, budget // 2) for m in messages[cut:new_cut]]
         summary = before.summary if before is not None else ""
-        for chunk in _chunks([line for line in lines if line], max(32, budget - estimate_text_tokens(summary) - 16)):
-            so_far = f"The summary so far:\n{summary}\n\n" if summary else ""
+        summary_room = _summary_room(limit)  # the summary so far is cut to it: a model may answer one far longer than asked
+        for chunk in _chunks([line for line in lines if line], max(32, budget - summary_room - 16)):  # room for the summary each chunk gives
+            so_far = f"The summary so far:\n{_cut_to(summary, summary_room)}\n\n" if summary else ""
             request = {"messages": [{"role": "system", "content": instructions}, {"role": "user", "content": f"{so_far}The conversation:\n{chunk}"}]}
-            try:
-                reply = llm_call(request)
-            except user_code_errors() as exc:
-                logger.warning("the summary could not be made (%s): the oldest messages are left out of this request instead", describe_error(exc))
-                return None
-            usage = getattr(reply, "usage", None) if isinstance(reply, AssistantMessage) else None
-            run.usage = add_usage(run.usage, usage)
-            text = reply.text.strip() if isinstance(reply, AssistantMessage) and reply.stop_reason != "error" else ""
-            if not text:
-                why = getattr(reply, "error_message", None) or "the reply had no text"
+            text, why = _summary_reply(llm_call, request, run, max_requests)
+            if text is None:
                 logger.warning("the summary could not be made (%s): the oldest messages are left out of this request instead", why)
                 return None
             summary = text
@@ -416,6 +414,46 @@ class Compactor:
         return sum(track.sums[units[p][1]] - track.sums[units[p][0]] for p in _required(track, units)) if units else 0
 
 
+_SUMMARY_FAILED = frozenset({"error", "refusal", "content_filter"})
+"""The stop reasons of a reply that holds no summary (a refusal's words are not one)."""
+
+
+def _summary_reply(llm_call: Callable[[dict[str, Any]], Any], request: dict[str, Any], run: Any, max_requests: Optional[int]) -> tuple[Optional[str], str]:
+    """One summary request, a request of the run: (the summary, "") or (None, why there is none).
+
+    It counts against ``max_requests`` (``run.side_requests``; it is not sent when the
+    round's own request would then pass the cap), sees the run's abort signal as a round's
+    call does (``current_abort_signal``; its deltas are not shown), its tokens join the
+    run's usage, and its reply is checked by ``normalize_reply`` (decision 15) before its
+    text is read.
+    """
+    if run.signal.aborted:
+        return None, f"the run was aborted: {run.signal.reason or 'aborted by abort()'}"
+    if max_requests is not None and run.rounds + run.side_requests + 2 > max_requests:
+        return None, f"max_requests={max_requests} leaves no request for it"
+    run.side_requests += 1
+    try:
+        with stream_to(_not_shown, run.signal):
+            raw = llm_call(request)
+    except user_code_errors() as exc:
+        return None, describe_error(exc)
+    usage = getattr(raw, "usage", None) if isinstance(raw, AssistantMessage) else None
+    run.usage = add_usage(run.usage, usage if isinstance(usage, LLMUsage) else None)
+    if run.signal.aborted:
+        return None, f"the run was aborted: {run.signal.reason or 'aborted by abort()'}"
+    reply, _, error = normalize_reply(raw)
+    if reply is None:
+        return None, error or "the reply could not be read"
+    if reply.stop_reason in _SUMMARY_FAILED:
+        return None, reply.error_message or f"the reply's stop_reason is {reply.stop_reason!r}"
+    text = reply.text.strip()
+    return (text, "") if text else (None, "the reply had no text")
+
+
+def _not_shown(kind: str, text: str) -> None:
+    """Where a summary request's deltas go: nowhere (the user sees the rounds' replies only)."""
+
+
 def _prefix_within(text: str, tokens: int) -> int:
     """The length of the longest prefix of ``text`` (found by halving) whose estimate is at most ``tokens``; 0 when none."""
     if tokens <= 0:
@@ -424,6 +462,13 @@ def _prefix_within(text: str, tokens: int) -> int:
     while chars > 0 and estimate_text_tokens(text[:chars]) > tokens:
         chars = chars * 3 // 4
     return chars
+
+
+def _cut_to(text: str, tokens: int) -> str:
+    """``text``, or its longest prefix within about ``tokens`` ending ``_CUT_MARK`` when it is longer."""
+    if estimate_text_tokens(text) <= tokens:
+        return text
+    return text[: _prefix_within(text, tokens - estimate_text_tokens(_CUT_MARK))] + _CUT_MARK
 
 
 def _summary_room(limit: int) -> int:
