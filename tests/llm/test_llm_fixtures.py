@@ -132,6 +132,18 @@ OVERFLOW = {
     "vllm-error-400-max-context.json",
     "gemini-error-400-input-token-count.json",
     "openrouter-stream-overflow-midstream.sse",
+    # verbatim recordings of servers' "too long" answers (each .txt cites the issue it was pasted into)
+    "anthropic-recorded-400-prompt-too-long.json",
+    "anthropic-recorded-413-request-exceeds-context-window.json",
+    "anthropic-recorded-400-exceed-context-limit.json",
+    "llamacpp-recorded-400-exceed-context.json",
+    "openai-recorded-400-context-length-exceeded.json",
+    "gemini-recorded-400-input-token-count.json",
+    "vllm-recorded-400-max-context.json",
+    "openrouter-recorded-200-overflow-body.json",
+    "openrouter-recorded-400-provider-raw-overflow.json",
+    "openai-recorded-400-max-context-code-null.json",
+    "llamacpp-recorded-500-context-size-exceeded.json",
 }
 # OpenAI Responses API replies and the request OpenAI accepted; their tests are in test_llm_responses.py (docs/streaming.md "The Responses API").
 RESPONSES_API = {

@@ -33,6 +33,19 @@ OVERFLOW_STREAMS = {
     "anthropic-stream-error-prompt-too-long.sse": "prompt is too long",
     "openrouter-stream-overflow-midstream.sse": "maximum context length is 32768 tokens",
 }
+# verbatim recordings of real servers' "too long" answers -> (status served, status the error keeps, the server's words it keeps)
+RECORDED = {
+    "anthropic-recorded-400-prompt-too-long.json": (400, 400, "prompt is too long: 208310 tokens > 200000 maximum"),
+    "anthropic-recorded-413-request-exceeds-context-window.json": (413, 413, "Request size exceeds model context window"),
+    "anthropic-recorded-400-exceed-context-limit.json": (400, 400, "exceed context limit: 199759 + 8192 > 200000"),
+    "llamacpp-recorded-400-exceed-context.json": (400, 400, "exceeds the available context size (8192 tokens)"),
+    "openai-recorded-400-context-length-exceeded.json": (400, 400, "maximum context length is 4097 tokens"),
+    "gemini-recorded-400-input-token-count.json": (400, 400, "exceeds the maximum number of tokens allowed (131072)"),
+    "vllm-recorded-400-max-context.json": (400, 400, "maximum context length is 6048 tokens"),
+    "openrouter-recorded-200-overflow-body.json": (200, 400, "This endpoint's maximum context length is 131072 tokens"),
+    "openrouter-recorded-400-provider-raw-overflow.json": (400, 400, "maximum context length is 262144 tokens"),
+    "openai-recorded-400-max-context-code-null.json": (400, 400, "maximum context length is 4097 tokens, however you requested 4130"),
+}
 # recorded 400s that are not an overflow
 OTHER_400S = ["openai-error-400-invalid-value.json", "anthropic-error-400.json", "groq-error-400-tool-use-failed.json"]
 
@@ -59,6 +72,26 @@ def test_a_too_long_answer_is_a_context_overflow_error(name, stream):
     assert isinstance(error, LLMError) and error.status == 400 and error.retryable is False
     assert OVERFLOW_BODIES[name] in str(error) and "longer than the model's context window" in str(error)
     assert len(server.requests) == 1, "sending the same request again fails the same way"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_a_recorded_too_long_answer_is_a_context_overflow_error(name, stream):
+    """Each server's "too long" answer as it was recorded, served with its status, is a ContextOverflowError, not retried, keeping the server's words."""
+    served, kept, words = RECORDED[name]
+    with LocalServer(lambda r: _error_reply(name, status=served)) as server:
+        with pytest.raises(ContextOverflowError) as info:
+            _client(name, server.url, stream)(FORMATTED)
+    assert info.value.status == kept and info.value.retryable is False and words in str(info.value)
+    assert len(server.requests) == 1, "sending the same request again fails the same way"
+
+
+def test_llama_servers_recorded_500_context_size_exceeded_stays_a_retried_llm_error():
+    """The documented limit (docs/failures.md "The history outgrew the context"): llama-server's 500 "Context size has been exceeded." is a 5xx, retried, and names its words."""
+    with LocalServer(lambda r: _error_reply("llamacpp-recorded-500-context-size-exceeded.json", status=500)) as server:
+        with pytest.raises(LLMError, match="Context size has been exceeded") as info:
+            OpenAIClient(f"{server.url}/v1", "m", max_retries=1, backoff_factor=0.001)(FORMATTED)
+    assert type(info.value) is LLMError and info.value.status == 500 and len(server.requests) == 2
 
 
 @pytest.mark.parametrize("name", sorted(OVERFLOW_STREAMS))
@@ -96,7 +129,10 @@ _PHRASES = [
     "Your input exceeds the context window of this model.",
     "This model's maximum prompt length is 131072 but the request contains 537812 tokens",
     "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length",
+    "Request size exceeds model context window",
+    "input length and `max_tokens` exceed context limit: 199759 + 8192 > 200000",
 ]
+_BY_CHANCE = ["prompt is too long", "exceeds the context window", "exceeds model context window", "exceed context limit", "exceeds the available context size"]
 _words = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=60)
 _OVERFLOW_KINDS = ["context_length_exceeded", "exceed_context_size_error"]
 _kinds = st.sampled_from(["invalid_request_error", "invalid_value", "tool_use_failed", "BadRequestError", None, *_OVERFLOW_KINDS])
@@ -116,7 +152,7 @@ def test_only_the_recognised_shapes_become_context_overflow_errors(before, after
     message = before + (f" {phrase} " if phrase else "") + after
     body = {"type": "error", "error": {"type": kind, "message": message}} if anthropic else {"error": {"message": message, "type": kind, "code": kind}}
     said = phrase is not None or kind in _OVERFLOW_KINDS
-    said = said or any(p in message.lower() for p in ["prompt is too long", "exceeds the context window", "exceeds the available context size"])  # spelt by chance
+    said = said or any(p in message.lower() for p in _BY_CHANCE)  # spelt by chance
     recognised = said and status != 429
     with LocalServer(lambda r: Reply(status=status, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})) as server:
         client = AnthropicClient("m", "k", base_url=server.url, max_retries=0) if anthropic else OpenAIClient(f"{server.url}/v1", "m", max_retries=0)

@@ -51,7 +51,8 @@ _ERROR_TYPE_STATUS = {
 _OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})  # OpenAI, llama.cpp
 _OVERFLOW_WORDS = re.compile(
     r"prompt is too long"  # Anthropic: "prompt is too long: 213462 tokens > 200000 maximum"
-    r"|exceeds the context window"  # OpenAI: "Your input exceeds the context window of this model"
+    r"|exceeds (?:the |model )?context window"  # OpenAI: "Your input exceeds the context window of this model"; Anthropic 413: "Request size exceeds model context window"
+    r"|exceed context limit"  # Anthropic: "input length and `max_tokens` exceed context limit: 199759 + 8192 > 200000"
     r"|maximum context length is \d+"  # OpenAI, vLLM, OpenRouter: "This model's maximum context length is 8192 tokens"
     r"|exceeds the available context size"  # llama.cpp
     r"|input token count.{0,40} exceeds the maximum number of tokens"  # Gemini
