@@ -11,7 +11,7 @@ must do to get the same bytes in and out:
    ``json.loads`` of the stored rows; beside it, ``load_history`` of the same messages
    saved to a file against ``json.loads`` of the file.
 
-Goals (issue "Nothing lost at the new edges", item 18): 1.3x, 2x and 2x. Nothing is asserted.
+Goals: 1.3x, 2x and 2x. Nothing is asserted.
 """
 
 from __future__ import annotations

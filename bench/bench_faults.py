@@ -1,4 +1,4 @@
-"""Issue 9: the cost of one hostile reply, and of the normaliser on ordinary replies (decision 15).
+"""docs/failures.md: the cost of one hostile reply, and of the normaliser on ordinary replies (decision 15).
 
 Prints each figure beside its goal; no asserts (``make bench``).
 """

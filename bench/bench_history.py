@@ -1,4 +1,4 @@
-"""`make bench`: what a long history costs per LLM round and per turn (issue 12).
+"""`make bench`: what a long history costs per LLM round and per turn (docs/performance.md).
 
 Three figures, each beside its goal:
 

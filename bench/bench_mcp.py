@@ -1,4 +1,4 @@
-"""`make bench`: what an MCP tool call costs through MCPClient (issue 15).
+"""`make bench`: what an MCP tool call costs through MCPClient (docs/mcp.md).
 
 Figures, each beside its goal, on this machine: connecting to mcp-server-time over stdio
 (start, initialize), one tools/call round trip over stdio and over streamable HTTP (the

@@ -1,4 +1,4 @@
-"""`make bench`: server-sent events parse in linear time (issue 10, class 2); a reply's size is capped.
+"""`make bench`: server-sent events parse in linear time (docs/conformance.md "The LLM clients: decisions 13 and 14"); a reply's size is capped.
 
 The old reader rebuilt its line buffer on every 512-byte chunk: one 1 MB event took
 0.65 s, 4 MB 11 s, 100 MB never ended. Here one 10 MB event and a 10,000-event stream
@@ -131,7 +131,7 @@ def stream_cost() -> None:
 
 
 def main() -> None:
-    print("SSE parser (issue 10), fed in 512-byte chunks")
+    print("SSE parser, fed in 512-byte chunks")
     small, large = one_event(1), one_event(10)
     report("one event,   1 MB vs 10 MB       ", best_of(5, lambda: feed(small, SSEParser(None))), best_of(5, lambda: feed(large, SSEParser(None))))
     few, lots = many_events(1000), many_events(10000)

@@ -1,4 +1,4 @@
-"""`make bench` (issue 14): what streaming costs the agent per delta.
+"""`make bench` (docs/streaming.md): what streaming costs the agent per delta.
 
 A streamed reply reaches the sink one ``LLMDeltaEvent`` per fragment, through the relay
 and the agent's serialising emitter. The goal: the agent's share per delta stays far
@@ -36,7 +36,7 @@ def per_delta_us(sink) -> float:
 
 
 def main() -> None:
-    print("streaming (issue 14): the agent's cost per delta, goal < 50 µs (a token every ~5 ms at 200 tokens/s)")
+    print("streaming: the agent's cost per delta, goal < 50 µs (a token every ~5 ms at 200 tokens/s)")
     print(f"  no sink:                  {per_delta_us(None):7.2f} µs per delta")
     print(f"  a sink that keeps events: {per_delta_us([].append):7.2f} µs per delta")
     out = io.StringIO()

@@ -1,4 +1,4 @@
-"""The command line streams from a server (issue 14): a real subprocess against a real local SSE server.
+"""The command line streams from a server (docs/streaming.md): a real subprocess against a real local SSE server.
 
 ``SSEServer`` answers each POST with server-sent events written one at a time as HTTP
 chunks, and can hold the rest of a reply back until the test opens a gate — so a test can

@@ -1,4 +1,4 @@
-"""The console printer: a streamed reply is shown as it is written (issue 14)."""
+"""The console printer: a streamed reply is shown as it is written (docs/streaming.md)."""
 
 from __future__ import annotations
 

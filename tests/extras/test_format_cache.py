@@ -1,4 +1,4 @@
-"""The cached fast path of format_msg_for_llm (issue 12) against the plain reference formatter.
+"""The cached fast path of format_msg_for_llm (docs/performance.md "What is cached") against the plain reference formatter.
 
 Spec §14 (formatMsgForLLM); docs/performance.md says what is cached and what invalidates it.
 """

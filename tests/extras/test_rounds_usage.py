@@ -1,4 +1,4 @@
-"""Agent options of issue 13: max_rounds (decision 12), builtin_tools, and usage per run and per agent (decision 13)."""
+"""Agent options (docs/api.md "Agent options, history and sessions"): max_rounds (decision 12), builtin_tools, and usage per run and per agent (decision 13)."""
 
 from __future__ import annotations
 

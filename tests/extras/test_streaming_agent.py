@@ -1,4 +1,4 @@
-"""The agent side of streaming (issue 14): a custom llm_call's deltas reach the sink as LLMDeltaEvent.
+"""The agent side of streaming (docs/streaming.md): a custom llm_call's deltas reach the sink as LLMDeltaEvent.
 
 The llm_calls here stream through the documented protocol (yiemagent.events,
 docs/streaming.md) — from the calling thread and from threads of their own carrying the

@@ -1,4 +1,4 @@
-"""The public functions raced from several threads, then shutdown (issue 9, decision 16; add_message, issue 13).
+"""The public functions raced from several threads, then shutdown (docs/failures.md "Shutdown (decision 16)"; add_message: docs/api.md).
 
 Each step of the state machine starts several operations at once on a barrier, each on
 its own thread, and joins them with a deadline: no call may block for ever. Teardown

@@ -1,4 +1,4 @@
-"""The agent core under attack (review of issues 9, 13 and 14 merged): add_message racing the
+"""The agent core under attack (docs/conformance.md "Review 2: the merged agent core"): add_message racing the
 run's ends and shutdown, a session that hangs or raises, usage of rounds that failed.
 
 Each test names the promise it checks; each failed before the fix it came with.

@@ -1,4 +1,4 @@
-"""Fault injection: every phase of a run x every kind of failure (issue 9).
+"""Fault injection: every phase of a run x every kind of failure (docs/failures.md).
 
 Each cell runs one agent through a run in which one phase fails once, then a second
 run, and checks: the loop survives, each tool call has exactly one result, a response

@@ -1,4 +1,4 @@
-"""The agent under faults and hostile input (issue 9; decisions 15 and 16): one test per class of failure."""
+"""The agent under faults and hostile input (docs/failures.md; decisions 15 and 16): one test per class of failure."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Behaviours an audit found unguarded: each test here fails under a one-line break of the code it names.
 
-Issue 11 broke the code on purpose, one line at a time, and listed the breaks the suite
+An audit broke the code on purpose, one line at a time, and listed the breaks the suite
 let through. Each test below names the break it catches; docs/conformance.md cites them.
 Also here: the tests of the decisions docs/conformance.md records where the spec
 contradicts itself.

@@ -90,7 +90,7 @@ ERRORS = {
 }
 STREAM_ERRORS = {"groq-stream-error-event.sse": "Tool call validation failed"}
 REQUESTS = {"openai-request-tool-roundtrip.json", "openai-request-tool-image.json", "anthropic-request-tool-result.json", "ollama-native-request-tool-result.json"}
-# Shapes written from the providers' docs for issue 10; their tests are in test_llm_reasoning.py and test_llm_wire.py.
+# Shapes written from the providers' docs (docs/streaming.md "Reasoning sent back"); their tests are in test_llm_reasoning.py and test_llm_wire.py.
 ISSUE_10 = {
     "anthropic-stream-thinking-tool-use.sse",
     "anthropic-stream-error-overloaded.sse",

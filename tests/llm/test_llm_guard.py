@@ -1,4 +1,4 @@
-"""The call guard (issue 10 class 5, issue 14 abort): tripping shuts the call's socket down, whenever the socket becomes known."""
+"""The call guard (the deadline and the abort, docs/conformance.md "The LLM clients: decisions 13 and 14"): tripping shuts the call's socket down, whenever the socket becomes known."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reasoning kept and sent back where required (issue 10 class 8), and usage by decision 13 on each provider's shape (class 9)."""
+"""Reasoning kept and sent back where required (docs/streaming.md "Reasoning sent back"), and usage by decision 13 on each provider's shape."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def thinking_blocks(message):
     return [b for b in message.content if isinstance(b, dict) and b.get("type") == "thinking"]
 
 
-# --- class 8: reasoning ------------------------------------------------------------------
+# --- reasoning --------------------------------------------------------------------------
 
 
 @pytest.mark.spec("14")
@@ -131,7 +131,7 @@ def test_openai_style_reasoning_is_kept(name, start):
         assert message_text(call(name), "thinking").startswith(start)
 
 
-# --- class 9: usage by decision 13 ----------------------------------------------------------
+# --- usage by decision 13 ----------------------------------------------------------------
 
 USAGE = {
     # name: (input, output, cache_read, cache_write, reasoning)

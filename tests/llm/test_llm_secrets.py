@@ -1,4 +1,4 @@
-"""No secret leaves the process (issue 10 class 7): the key and every credential header, masked everywhere, echoes included."""
+"""No secret leaves the process (docs/architecture.md `_secrets.py`): the key and every credential header, masked everywhere, echoes included."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The client side of streaming (issue 14): deltas as bytes arrive, abort closes the connection, any chunking joins the same."""
+"""The client side of streaming (docs/streaming.md): deltas as bytes arrive, abort closes the connection, any chunking joins the same."""
 
 from __future__ import annotations
 

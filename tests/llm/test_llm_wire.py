@@ -1,4 +1,4 @@
-"""Issue 10 against a real local server: every failure an LLMError, nothing garbled, nothing invented (decision 14), the deadline, capped error bodies."""
+"""The LLM clients against a real local server (docs/conformance.md): every failure an LLMError, nothing garbled, nothing invented (decision 14), the deadline, capped error bodies."""
 
 from __future__ import annotations
 

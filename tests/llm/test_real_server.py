@@ -188,7 +188,7 @@ def test_a_forced_call_is_always_a_single_call(server):
 
 
 def test_a_streamed_answer_arrives_in_deltas_that_join_to_its_final_text(server):
-    """Issue 14 against the real server: with stream=True the answer comes as several text deltas, between the round's start and end, joined equal to the final text."""
+    """Streaming (docs/streaming.md) against the real server: with stream=True the answer comes as several text deltas, between the round's start and end, joined equal to the final text."""
     recorder = EventRecorder()
     client = OpenAIClient(server, "smollm2", timeout=120, options={"temperature": 0, "seed": 1, "max_tokens": 48}, stream=True)
     with YiemAgent(llm_call=client, agent_event_sink=recorder, system_prompt="You are a helpful assistant.") as agent:

@@ -1,4 +1,4 @@
-"""_failures.py: what a failure becomes (spec §12 "errors as results"; issue 9)."""
+"""_failures.py: what a failure becomes (spec §12 "errors as results"; docs/failures.md)."""
 
 from __future__ import annotations
 

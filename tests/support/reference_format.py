@@ -1,5 +1,5 @@
-"""The plain reference formatter: ``format_msg_for_llm`` as it was before issue 12, copied verbatim
-(plus issue 10's ``thinking_blocks`` and the ``content_blocks`` of Anthropic's server
+"""The plain reference formatter: ``format_msg_for_llm`` as it was before the formatting cache (docs/performance.md), copied verbatim
+(plus the ``thinking_blocks`` of docs/streaming.md "Reasoning sent back" and the ``content_blocks`` of Anthropic's server
 tools, docs/streaming.md, the changes to the wire format since).
 
 No cache, nothing shared: every call builds every dict afresh from the messages. The
@@ -51,7 +51,7 @@ def assistant_message_to_openai(msg: AssistantMessage) -> dict[str, Any]:
     wire: dict[str, Any] = {"role": "assistant", "content": text_of(msg.content)}
     thinking = [b for b in msg.content if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")]
     if thinking:
-        wire["thinking_blocks"] = thinking  # issue 10: reasoning goes back to providers that need it
+        wire["thinking_blocks"] = thinking  # docs/streaming.md "Reasoning sent back"
     if calls:
         wire["tool_calls"] = [
             {

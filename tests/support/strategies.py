@@ -253,7 +253,7 @@ def _matches(value: Any, annotation: Any) -> bool:
 matches_annotation = _matches
 
 
-# Streaming (issue 14): a reply's thinking and text, each cut into pieces at drawn points,
+# Streaming (docs/streaming.md): a reply's thinking and text, each cut into pieces at drawn points,
 # the pieces of the two kinds interleaved in a drawn order (each kind's own order kept).
 def _cut(draw: st.DrawFn, text: str) -> list[str]:
     cuts = sorted(draw(st.sets(st.integers(1, len(text) - 1), max_size=len(text) - 1))) if len(text) > 1 else []
@@ -269,7 +269,7 @@ def streamed_replies(draw: st.DrawFn) -> tuple[str, str, list[tuple[str, str]]]:
     order = draw(st.permutations(["thinking"] * len(pieces["thinking"]) + ["text"] * len(pieces["text"])))
     return thinking, text, [(kind, pieces[kind].pop(0)) for kind in order]
 
-# Values a tool may put in ``details`` beyond JSON (issue 13: save_history / SQLiteSession keep them)
+# Values a tool may put in ``details`` beyond JSON (docs/api.md "Agent options, history and sessions": save_history / SQLiteSession keep them)
 # whole seconds: Python 3.11's datetime.fromisoformat drops a fraction of a second from an
 # offset (docs/sessions.md says so); no time zone has one
 offsets = st.builds(
@@ -337,7 +337,7 @@ any_details = st.dictionaries(
     max_size=4,
 )
 
-# --- server-sent events (issue 10): events, their wire form, and ways to cut bytes into chunks ---
+# --- server-sent events (the LLM clients' stream readers): events, their wire form, and ways to cut bytes into chunks ---
 
 # Text of one SSE line: any character but CR and LF (U+0085, U+2028, U+2029 and NUL included).
 sse_line_text = st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=12)
@@ -368,7 +368,7 @@ def cut(body: bytes, positions) -> list[bytes]:
 # Streamed replies: a list of ("text" | "thinking", fragment) in the order the model sent them.
 stream_fragments = st.lists(st.tuples(st.sampled_from(["text", "thinking"]), st.text(min_size=1, max_size=8)), max_size=8)
 
-# Hostile LLM replies (issue 9, decision 15): anything a model or a broken client could return.
+# Hostile LLM replies (docs/failures.md, decision 15): anything a model or a broken client could return.
 class Nested(dict):
     """``{"a": {"a": ...}}`` ``depth`` levels deep, with a short repr (hypothesis prints failing examples)."""
 
@@ -436,7 +436,7 @@ hostile_replies = st.builds(
 mcp_tool_names = st.lists(st.text(min_size=1, max_size=130), max_size=8, unique=True)
 mcp_prefixes = st.none() | st.text(min_size=1, max_size=20)
 
-# --- Issue 12: histories for the formatting cache (every message and content kind of spec §7/§19) ---
+# --- histories for the formatting cache (docs/performance.md) (every message and content kind of spec §7/§19) ---
 # Arguments in every form a server sends: a dict, a JSON string, double-encoded, empty, null,
 # invalid JSON, JSON that is not an object.
 raw_arguments = st.one_of(
