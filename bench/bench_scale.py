@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from scale_cluster import Cluster  # noqa: E402
+from scale_cluster import EXAMPLE, Cluster  # noqa: E402
 
 LATENCY_MS = 50
 CONVERSATIONS, TURNS = 32, 3
@@ -65,36 +65,55 @@ def machine_busy() -> tuple[float, float]:
     return (sum(values) - idle) / TICK, sum(values) / TICK
 
 
+FLOOR = ROOT / "bench" / "celery_floor"
+
+
+def measure(cluster: Cluster, workers: int, app_dir: Path, prefix: str) -> dict:
+    """One run of the example's client on ``workers`` fresh workers of the app in ``app_dir``: its rate and CPU a turn."""
+    started = cluster.start_workers(workers, threads=THREADS, app_dir=app_dir)
+    before = cluster.llm_requests()
+    cpu_before = sum(cpu_seconds(w.pid) for w in started)
+    busy_before, total_before = machine_busy()
+    client_before, servers_before = children_cpu(), servers_cpu(cluster)
+    summary = Cluster.summary(cluster.client(CONVERSATIONS, TURNS, prefix, app_dir=app_dir))
+    requests = cluster.llm_requests() - before
+    worker_cpu = sum(cpu_seconds(w.pid) for w in started) - cpu_before
+    client_cpu, server_cpu = children_cpu() - client_before, servers_cpu(cluster) - servers_before
+    busy_after, total_after = machine_busy()
+    for worker in started:
+        worker.stop()
+    cluster.workers.clear()
+    assert not summary["failures"], summary["failures"][:3]
+    turns = len(summary["results"])
+    assert turns == CONVERSATIONS * TURNS, turns
+    return {
+        "rate": summary["turns_per_second"], "requests": requests / summary["seconds"], "worker": worker_cpu / turns, "client": client_cpu / turns,
+        "servers": server_cpu / turns, "busy": (busy_after - busy_before) / (total_after - total_before),
+    }
+
+
 def main() -> None:
-    print(f"examples/celery_service: {CONVERSATIONS} conversations x {TURNS} turns, fake model {LATENCY_MS} ms per request, {THREADS} threads per worker:")
+    print(f"examples/celery_service: {CONVERSATIONS} conversations x {TURNS} turns, fake model {LATENCY_MS} ms per request, {THREADS} threads per worker;")
+    print("  the floor: the same turns as a bare Celery task (bench/celery_floor/app.py: the same model requests and inserts, no yiemagent)")
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp, Cluster(Path(tmp), latency_ms=LATENCY_MS, durable=True) as cluster:
         base = None
         for workers in (1, 2, 4):
-            started = cluster.start_workers(workers, threads=THREADS)
-            before = cluster.llm_requests()
-            cpu_before = sum(cpu_seconds(w.pid) for w in started)
-            busy_before, total_before = machine_busy()
-            client_before, servers_before = children_cpu(), servers_cpu(cluster)
-            summary = Cluster.summary(cluster.client(CONVERSATIONS, TURNS, f"bench-{workers}"))
-            requests = cluster.llm_requests() - before
-            worker_cpu = sum(cpu_seconds(w.pid) for w in started) - cpu_before
-            client_cpu, server_cpu = children_cpu() - client_before, servers_cpu(cluster) - servers_before
-            busy_after, total_after = machine_busy()
-            turns = len(summary["results"])
-            for worker in started:
-                worker.stop()
-            cluster.workers.clear()
-            assert not summary["failures"], summary["failures"][:3]
-            rate = summary["turns_per_second"]
-            base = base or rate
             ideal = workers * THREADS / (2 * LATENCY_MS / 1000)
-            print(
-                f"  {workers} worker(s): {rate:6.1f} turns/s  ({rate / base:.2f}x of 1 worker; {rate / ideal:.0%} of the {ideal:.0f} turns/s"
-                f" the model's wait allows)  {requests / summary['seconds']:6.1f} LLM requests/s;"
-                f" CPU a turn: workers {worker_cpu / turns * 1e3:3.0f} ms, client {client_cpu / turns * 1e3:3.0f} ms,"
-                f" PostgreSQL+Redis {server_cpu / turns * 1e3:3.0f} ms; machine busy {(busy_after - busy_before) / (total_after - total_before):.0%}"
-            )
+            service = measure(cluster, workers, EXAMPLE, f"bench-{workers}")
             time.sleep(0.5)
+            floor = measure(cluster, workers, FLOOR, f"floor-{workers}")
+            time.sleep(0.5)
+            base = base or service["rate"]
+            for name, m in (("service", service), ("floor", floor)):
+                print(
+                    f"  {workers} worker(s), {name:7s}: {m['rate']:6.1f} turns/s  ({m['rate'] / ideal:.0%} of the {ideal:.0f} turns/s the model's wait allows)"
+                    f"  {m['requests']:6.1f} LLM requests/s; CPU a turn: workers {m['worker'] * 1e3:5.1f} ms, client {m['client'] * 1e3:3.0f} ms,"
+                    f" PostgreSQL+Redis {m['servers'] * 1e3:3.0f} ms; machine busy {m['busy']:.0%}"
+                )
+            print(
+                f"  {workers} worker(s), service/floor: {service['rate'] / floor['rate']:.2f}x the turns/s ({service['rate'] / base:.2f}x of 1 worker's service),"
+                f" {service['worker'] / floor['worker']:.1f}x the worker CPU a turn (+{(service['worker'] - floor['worker']) * 1e3:.1f} ms)"
+            )
 
 
 if __name__ == "__main__":

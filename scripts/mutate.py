@@ -45,11 +45,12 @@ SPEC_MODULES = [
 ]
 OTHER_MODULES = [
     "history/_json", "history/_stored", "history/files", "history/sessions", "history/_locked_files", "history/postgres", "history/__init__",
-    "llm/_sse", "llm/_http", "llm/_wire", "llm/_anthropic_reply", "llm/_client", "llm/_guard", "llm/openai", "llm/anthropic",
-    "llm/fallback", "llm/offline", "llm/scripted", "llm/__init__",
+    "llm/_sse", "llm/_http", "llm/_wire", "llm/_anthropic_reply", "llm/_client", "llm/_guard", "llm/_openai_reply", "llm/_openai_request", "llm/openai", "llm/anthropic",
+    "llm/_responses_reply", "llm/responses", "llm/fallback", "llm/offline", "llm/scripted", "llm/__init__",
     "_secrets", "_log_masking", "_bounds", "_threads", "_format_cache", "_fast_schema", "_sub_runs",
     "types", "events", "streaming", "normalize", "approvals", "tokens", "errors", "__init__", "__main__",
-    "typed/_codecs", "typed/functions", "typed/_parameter_fill", "typed/output", "typed/__init__",
+    "typed/_codecs", "typed/_execute", "typed/functions", "typed/_parameter_fill", "typed/output", "typed/__init__",
+    "context/compaction", "context/__init__",
     "tools/agent_tool",
     "cli/console", "cli/commands", "cli/demo", "cli/_weather_service", "cli/__init__",
     "mcp/_convert", "mcp/_core", "mcp/_follow", "mcp/_listing", "mcp/_session", "mcp/_stdio", "mcp/_surrogates", "mcp/client", "mcp/__init__",

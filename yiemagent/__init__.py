@@ -19,6 +19,7 @@ Where each part lives (the spec's sections):
     tools/                   §15, §17, §18: getWeather, getTime, writeTool, ...
     typed/                   tool() and output_type: Python types, JSON Schema
     approvals                calls that wait for a person: approve, reject
+    context/                 long conversations: TrimHistory, SummarizeHistory
     llm/                     the clients, FallbackLLM, OfflineLLM, ScriptedLLM
     history/                 save_history, load_history, SQLite and PostgreSQL
     cli/                     python -m yiemagent demo | ask | chat
@@ -64,6 +65,8 @@ from .types import (
     ApprovalMessage,
     AssistantMessage,
     BeforeToolCallContext,
+    Citation,
+    CompactionMessage,
     FAILED_RUN_STOP_REASONS,
     ExecutedOutcome,
     FinalizedOutcome,
@@ -132,6 +135,7 @@ from .llm import (
     AnthropicClient,
     OfflineLLM,
     OpenAIClient,
+    OpenAIResponsesClient,
 )
 from .llm.fallback import FallbackLLM
 from .run_stream import RunStream
@@ -163,6 +167,7 @@ from .history.sessions import (
 from .history.postgres import PostgresSession
 from .tools.agent_tool import agent_tool
 from .tokens import count_tokens
+from .context import SummarizeHistory, TrimHistory
 from .tools import (
     get_time_tool,
     get_weather_tool,
@@ -197,6 +202,8 @@ __all__ = [
     "ApprovalMessage",
     "AssistantMessage",
     "BeforeToolCallContext",
+    "Citation",
+    "CompactionMessage",
     "ContextOverflowError",
     "EmptyHistoryError",
     "ExecutedOutcome",
@@ -216,6 +223,7 @@ __all__ = [
     "MessageFormatError",
     "OfflineLLM",
     "OpenAIClient",
+    "OpenAIResponsesClient",
     "PendingApproval",
     "PostgresSession",
     "PreparedToolCall",
@@ -225,6 +233,7 @@ __all__ = [
     "SQLiteSession",
     "SessionInUseError",
     "SubAgentEvent",
+    "SummarizeHistory",
     "TextContent",
     "ToolArgumentsError",
     "ToolDefinitionError",
@@ -235,6 +244,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolSchemaError",
     "ToolStore",
+    "TrimHistory",
     "UsageLimits",
     "UserMessage",
     "YiemAgent",

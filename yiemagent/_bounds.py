@@ -37,6 +37,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -133,6 +134,9 @@ _READERS = {
 }
 
 
+_SCANNERS: dict[bool, Callable[[str, int], tuple[Any, int]]] = {constants: _READERS[constants, False].scan_once for constants in (False, True)}  # type: ignore[attr-defined]  # undeclared in typeshed
+
+
 def loads_json(text: "str | bytes", *, constants: bool = False) -> Any:
     """``text`` parsed as strict JSON; a number it cannot hold becomes an ``UnreadableNumber``.
 
@@ -144,6 +148,13 @@ def loads_json(text: "str | bytes", *, constants: bool = False) -> Any:
     """
     if not isinstance(text, str):
         text = text.decode(json.detect_encoding(text), "surrogatepass") if isinstance(text, (bytes, bytearray)) else text
+    elif text[:1] == "{" and text[-1:] == "}":  # the common case, a bare object: json's C scanner alone, without decode's steps around it
+        try:
+            value, end = _SCANNERS[constants](text, 0)
+            if end == len(text):
+                return value
+        except (StopIteration, ValueError, RecursionError):
+            pass  # read again below, which raises what decode raises
     try:
         try:
             return _READERS[constants, False].decode(text)
@@ -195,6 +206,12 @@ def json_copy(value: Any) -> Any:
     What a tool receives is never the tool call's own object, which the history holds: a
     tool that changed its arguments in place would change the model's message (spec §8.2).
     """
+    if type(value) is dict:  # copied in C, then each container inside replaced by its own copy
+        copied = value.copy()
+        for k, v in value.items():
+            if isinstance(v, (dict, list)):
+                copied[k] = json_copy(v)
+        return copied
     if isinstance(value, dict):
         return {k: json_copy(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -70,22 +70,26 @@ def compile_fast_check(schema: Any, *, top: bool = True) -> Optional[Check]:
         return None
     checks: list[Check] = []
     kind = schema.get("type")
-    if kind is not None:
-        names = [kind] if isinstance(kind, str) else kind
-        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n in _TYPES for n in names):
-            return None
+    names = [kind] if isinstance(kind, str) else kind
+    if kind is not None and (not isinstance(names, list) or not names or not all(isinstance(n, str) and n in _TYPES for n in names)):
+        return None
+    enum = "enum" in schema
+    # a type check another check implies is left out (one call fewer per value): an enum of strings holds only strings,
+    # and an object check made for "type": "object" refuses what is not a dict
+    only_objects = names == ["object"]
+    if names is not None and not (enum and "string" in names) and not only_objects:
         if len(names) == 1:
             checks.append(_TYPES[names[0]])
         else:
             alternatives = [_TYPES[n] for n in names]
             checks.append(lambda v: any(check(v) for check in alternatives))
-    if "enum" in schema:
+    if enum:
         members = schema["enum"]
         if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
             return None
         allowed = frozenset(members)
         checks.append(lambda v: isinstance(v, str) and v in allowed)
-    object_check = _object_check(schema)
+    object_check = _object_check(schema, only_objects)
     if object_check is None:
         return None
     if object_check is not _NOTHING:
@@ -114,8 +118,11 @@ def _NOTHING(value: Any) -> bool:  # noqa: N802  a marker: the schema says nothi
     return True
 
 
-def _object_check(schema: dict[str, Any]) -> Optional[Check]:
-    """The check of ``properties``, ``required`` and ``additionalProperties`` (applied to dicts only), ``_NOTHING``, or None."""
+def _object_check(schema: dict[str, Any], only_objects: bool = False) -> Optional[Check]:
+    """The check of ``properties``, ``required`` and ``additionalProperties`` (applied to dicts only), ``_NOTHING``, or None.
+
+    ``only_objects``: the schema's type is "object": the check also refuses a value that is not a dict (it is then the type's check too).
+    """
     properties = schema.get("properties", {})
     required = schema.get("required", [])
     extra = schema.get("additionalProperties", True)
@@ -131,7 +138,7 @@ def _object_check(schema: dict[str, Any]) -> Optional[Check]:
     if extra_check is None:
         return None
     if not compiled and not required and extra is True:
-        return _NOTHING
+        return _TYPES["object"] if only_objects else _NOTHING
     needed = tuple(required)
     items = tuple(compiled.items())
     open_ended = extra is True or extra == {}
@@ -139,7 +146,7 @@ def _object_check(schema: dict[str, Any]) -> Optional[Check]:
 
     def check(value: Any) -> bool:
         if not isinstance(value, dict):
-            return True
+            return not only_objects
         for name in needed:
             if name not in value:
                 return False

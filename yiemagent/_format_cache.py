@@ -339,19 +339,23 @@ def remember_calls(msg: Any, calls: tuple[Any, ...]) -> None:
 
 
 def _wire_of(msg: Message, convert: Callable[[Message], Optional[dict[str, Any]]]) -> dict[str, Any]:
-    """The read-only wire dict of one message, made by ``convert`` on first use and then remembered."""
+    """The read-only wire dict of one message, made by ``convert`` on first use and then remembered.
+
+    ``convert`` gives a plain dict, frozen here, or a ``FrozenDict`` it built read-only all
+    the way down itself (formatting's common shapes), kept as it is.
+    """
     cache = _cache_of(msg)
     wire = cache.wire if cache is not None else None
     if wire is None:
         plain = convert(msg)
-        wire = _SKIP if plain is None else freeze(plain)
+        wire = _SKIP if plain is None else plain if type(plain) is FrozenDict else freeze(plain)
         if cache is not None:
             cache.wire = wire
     return wire
 
 
 def _wires_of(messages: list[Message], convert: Callable[[Message], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:
-    return [wire for wire in (_wire_of(m, convert) for m in messages) if wire is not _SKIP]
+    return [wire for m in messages if (wire := _wire_of(m, convert)) is not _SKIP]
 
 
 def history_wires(given: Any, convert: Callable[[Message], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:

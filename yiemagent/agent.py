@@ -31,14 +31,15 @@ from .formatting import openai_to_user_message
 from .formatting import prepare_context as default_prepare_context
 from .history import each_message, history_from_session
 from .run import DEFAULT_MAX_ROUNDS, check_max_rounds
-from .types import AgentMessage, AgentState, AssistantMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, UsageLimits
+from .types import AgentMessage, AgentState, AssistantMessage, CompactionMessage, DEFAULT_SYSTEM_PROMPT, LLMModel, UsageLimits
 from .normalize import normalize_message
 from .registry import ToolStore, register_tool
 from .run import CONTINUE, NOTHING_TO_CONTINUE
 from .run_stream import AskLock, RunStream
 from .history.sessions import Session, hold_session, release_session
-from .typed.output import OutputSpec
+from .typed.output import OutputSpec, check_output_mode
 from .tools import agent_tools, register_builtin_tools, resolve_builtin_names
+from .context import make_compactor
 
 __all__ = [
     "YiemAgent",
@@ -123,8 +124,14 @@ class YiemAgent:
     results, stored too, see ``history.complete_tool_calls``) and stores each message as it
     enters the history. ``agent.usage`` is the token usage summed over all runs.
     ``output_type`` / ``output_retries`` make the final answer typed (``typed/output.py``,
-    docs/api.md "Typed answers"); ``deps`` is what tools receive in their ``RunContext``
-    (``types.py``).
+    docs/api.md "Typed answers"); ``output_mode`` says how the model gives it: "tool" (the
+    ``final_result`` tool), "native" (the provider's JSON-schema mode), "auto" (native where
+    ``llm_call`` names its server's, else the tool; docs/api.md "Native typed answers");
+    ``deps`` is what tools receive in their ``RunContext``
+    (``types.py``). ``context_window`` and ``compaction`` (``TrimHistory``, ``SummarizeHistory``)
+    decide what a request sends once the history outgrows the window (docs/sessions.md
+    "Long conversations"); one without the other is a ``ValueError`` (the window may come
+    from ``model.context_window``).
 
     Raises:
         TypeError: an argument has the wrong type (``llm_call``, the sink or a hook not
@@ -135,7 +142,9 @@ class YiemAgent:
             unknown name in ``builtin_tools``; two tools of one name in ``tools`` (or one
             named as a built-in asked for, or as a tool of the store given), naming it;
             ``output_type`` with a store that already has a ``final_result`` tool; a
-            negative ``output_retries``. Nothing is started or registered then.
+            negative ``output_retries``; an ``output_mode`` other than the three; ``compaction``
+            without a context window or ``context_window`` without a ``compaction``. Nothing is
+            started or registered then.
         ToolDefinitionError: an ``output_type`` JSON Schema cannot express; a function in
             ``tools`` that ``tool()`` cannot wrap.
 
@@ -197,12 +206,17 @@ class YiemAgent:
         session: Optional[Session] = None,
         output_type: Any = None,
         output_retries: int = 1,
+        output_mode: str = "tool",
         deps: Any = None,
         usage_limits: Optional[UsageLimits] = None,
         tools: Iterable[Any] = (),
+        context_window: Optional[int] = None,
+        compaction: Any = None,
     ) -> None:
         _require_callable("llm_call", llm_call, optional=False)
-        output_spec = OutputSpec(output_type, output_retries) if output_type is not None else None
+        check_output_mode(output_mode)
+        compactor = make_compactor(compaction, context_window, model)
+        output_spec = OutputSpec(output_type, output_retries, output_mode) if output_type is not None else None
         for argument, value in (
             ("agent_event_sink", agent_event_sink),
             ("prepare_context", prepare_context),
@@ -256,6 +270,7 @@ class YiemAgent:
                 session=session,
                 output_spec=output_spec,
                 deps=deps,
+                compactor=compactor,
             )
         except BaseException:
             if session is not None:
@@ -271,7 +286,13 @@ class YiemAgent:
         return self._core.history()
 
     def wait_until_idle(self, timeout: Optional[float] = None) -> bool:
-        """Block until no run is active and nothing is queued; False if ``timeout`` passed first."""
+        """Block until no run is active and nothing is queued; False if ``timeout`` passed first.
+
+        Raises:
+            RuntimeError: called from inside the agent's own run (a tool, a hook, its event
+                sink, ``llm_call``), whose end would wait for this call (``_refuse_own_run``).
+        """
+        _refuse_own_run(self, "wait_until_idle()")
         return self._core.wait_until_idle(timeout)
 
     def __enter__(self) -> "YiemAgent":
@@ -298,6 +319,8 @@ def _as_user_input(agent: YiemAgent, message: Any) -> Any:
         raise AgentClosedError("the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages")
     if isinstance(message, str):
         return {"role": "user", "content": message}
+    if isinstance(message, CompactionMessage):  # the agent's compaction makes these; one sent alone gave a request of no messages
+        raise MessageFormatError("a CompactionMessage is written by the agent's compaction (docs/sessions.md), not sent to it: send the summary as a UserMessage")
     if isinstance(message, AgentMessage):
         return normalize_message(message)  # raises MessageFormatError for what cannot be sent again
     normalize_message(openai_to_user_message(message))  # validate now, in the caller's thread: raises MessageFormatError
@@ -327,6 +350,12 @@ def run_agent(agent: YiemAgent, message: Any) -> None:
     agent.input_channel.put(_as_user_input(agent, message))
 
 
+def _refuse_own_run(agent: YiemAgent, verb: str) -> None:
+    """Raise ``RuntimeError`` naming ``verb`` when called from inside the agent's own run: it would wait for ever for that run to end."""
+    if agent._core.is_own_thread():
+        raise RuntimeError(f"{verb} from inside the agent's own run (a tool, a hook, its event sink, llm_call) would wait for ever for that run to end; use run_agent or add_message")
+
+
 def _send_alone(agent: YiemAgent, send: Callable[[], None], timeout: Optional[float], left: Callable[[], Optional[float]], verb: str, watch: Optional[Callable[[], Any]] = None) -> Any:
     """The first half of ``ask``, ``stream`` and ``resume``: take the agent's ask lock, wait until it is idle, ``send()``.
 
@@ -335,8 +364,7 @@ def _send_alone(agent: YiemAgent, send: Callable[[], None], timeout: Optional[fl
     is released and nothing was sent. Each ``TimeoutError`` names the timeout and what it
     waited for (the other call holding the lock by its ``verb``).
     """
-    if agent._core.is_own_thread():
-        raise RuntimeError(f"{verb} from inside the agent's own run (a tool, a hook, its event sink, llm_call) would wait for ever for that run to end; use run_agent or add_message")
+    _refuse_own_run(agent, verb)
     if not agent._ask_lock.acquire(left(), verb):
         raise TimeoutError(f"another {agent._ask_lock.verb} on this agent did not finish within {timeout} s")
     try:
@@ -448,10 +476,20 @@ def take_response(agent: YiemAgent, timeout: Optional[float] = None) -> Assistan
     source ended is woken and raises too. A run that ``shutdown`` left running (an LLM
     call that does not return) keeps the channel open until it delivers.
 
+    Called from inside the agent's own run, it takes a response already waiting and does
+    not wait for one: the next can only come once that run ends.
+
     Raises:
         TimeoutError: no response came within ``timeout`` seconds.
         AgentClosedError: the agent has been shut down and no response is left.
+        RuntimeError: called from inside the agent's own run with no response waiting.
     """
+    if agent._core.is_own_thread():
+        try:
+            own: AssistantMessage = agent.output_channel.get_nowait()
+            return own
+        except queue.Empty:
+            _refuse_own_run(agent, "take_response()")
     try:
         response: AssistantMessage = agent.output_channel.get(timeout=timeout)  # the channel holds the responses
         return response

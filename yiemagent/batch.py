@@ -9,6 +9,7 @@ naming the limit and never prepared or run (decision 20; docs/api.md "Limits tha
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from concurrent.futures import Future
 from collections.abc import Iterable, Sequence
@@ -28,19 +29,25 @@ from .types import (
     PreparedToolCall,
     TextContent,
     ToolResultMessage,
+    built,
     call_context,
+    enter_call_context,
+    leave_run_context,
 )
 from ._failures import describe_error, user_code_errors
 from ._threads import tool_pool
 from .events import EventEmitter, ToolExecEndEvent, ToolExecStartEvent, as_emitter
 from .pipeline import (
     ABORTED_MESSAGE,
+    call_tool,
     create_error_tool_result,
     create_tool_result_message,
     execute_prepared_tool_call,
     finalize_executed_tool_call,
     prepare_tool_call,
+    validate_required_args,
 )
+from ._bounds import json_copy
 
 __all__ = [
     "ToolCallAllowance",
@@ -110,7 +117,10 @@ class ToolCallAllowance:
 
 def should_terminate(finalized: list[FinalizedOutcome]) -> bool:
     """True only for a non-empty batch whose every result asks to terminate (spec §10 shouldTerminate)."""
-    return bool(finalized) and all(f.result.terminate for f in finalized)
+    for f in finalized:
+        if not f.result.terminate:
+            return False
+    return bool(finalized)
 
 
 def terminated_response(results: Sequence[ToolResultMessage], reply: Optional[AssistantMessage] = None) -> AssistantMessage:
@@ -148,10 +158,11 @@ def _execute_and_finalize(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
     emit: EventEmitter,
+    scope: call_context,
 ) -> FinalizedOutcome:
-    """EXECUTE then FINALIZE one prepared call and emit its end event; never raises."""
+    """EXECUTE then FINALIZE one prepared call and emit its end event; never raises. ``scope``: the call's, as PREPARE had it."""
     try:
-        with call_context(prep.tool_call.id):  # the call's RunContext, in the thread that runs it (types.py)
+        with scope:  # the call's RunContext, in the thread that runs it (types.py)
             executed = execute_prepared_tool_call(prep, signal, emit)
             finalized = finalize_executed_tool_call(context, assistant_msg, prep, executed, config, signal)
     except user_code_errors() as exc:  # a bug in this library must still not lose the call
@@ -177,7 +188,8 @@ def _start_and_prepare(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
     emit: EventEmitter,
-    allowance: Optional[ToolCallAllowance] = None,
+    allowance: Optional[ToolCallAllowance],
+    scope: call_context,
 ) -> PreparedToolCall | FinalizedOutcome | PendingApproval:
     """Emit the call's start event, then PREPARE it — unless the signal has already fired, or the call is past the cap.
 
@@ -195,7 +207,7 @@ def _start_and_prepare(
     elif allowance is not None and not allowance.admits(tool_call):
         prep = ImmediateOutcome(create_error_tool_result(allowance.refusal()), True)
     else:
-        with call_context(tool_call.id):  # before_tool_call sees the call's RunContext (types.py)
+        with scope:  # before_tool_call sees the call's RunContext (types.py)
             prep = prepare_tool_call(context, assistant_msg, tool_call, config, signal)
         if allowance is not None and not isinstance(prep, ImmediateOutcome):  # to be run now, or once approved
             allowance.take(tool_call)
@@ -207,11 +219,64 @@ def _start_and_prepare(
     return prep
 
 
+def _plain_call(context: AgentContext, tool_call: AgentToolCall, signal: Optional[AbortSignal], emit: EventEmitter) -> Optional[FinalizedOutcome]:
+    """PREPARE -> EXECUTE -> FINALIZE of a plain call, in one step; None for any other call (docs/performance.md "W1").
+
+    Spec §8's three phases, for a call that takes none of their branches: its tool exists
+    and has no ``prepare_arguments``, no ``validate_required_args`` of its own, no
+    ``timeout_s`` and no ``requires_approval``; its arguments were read without a problem
+    and pass the tool's schema (the same check, ``validate_required_args``); the signal has
+    not fired. The batch makes it only when nothing else can act on the call: no
+    ``before_tool_call`` or ``after_tool_call`` hook, no ``max_tool_calls``, nobody
+    listening to the call's events as it starts (``_run_batch``). Such a call is validated, gets its
+    own copy of the arguments, and runs (``pipeline.call_tool``) in its ``RunContext``
+    scope (entered once: ``types.enter_call_context``), as the three phases would run it,
+    without the outcome of each phase as an object of its own. Anything else, or anything
+    raised on the way, is left to the three phases, which do it again from the start and
+    name the cause: nothing has run yet. ``tests/extras/test_round_cost.py`` holds it to
+    the three phases: the same result messages, the same ending of the batch, the same
+    arguments, ``RunContext`` and partial-result answers for each tool.
+    """
+    tool = context.tools.get(tool_call.name)
+    if (
+        tool is None
+        or tool_call.arguments_error is not None
+        or tool.prepare_arguments is not None
+        or tool.validate_required_args is not None
+        or tool.timeout_s is not None
+        or tool.requires_approval
+        or (signal is not None and signal.aborted)
+    ):
+        return None
+    try:
+        if validate_required_args(tool_call.arguments, tool.input_schema) is not None:
+            return None
+    except user_code_errors():  # the three phases say what failed
+        return None
+    # the tool gets arguments of its own: the call in the history keeps what the model sent (as prepare_tool_call)
+    args = json_copy(tool_call.arguments)
+    scope = enter_call_context(tool_call.id)  # the call's RunContext, if the tool asks (types.py)
+    try:
+        result, is_error = call_tool(tool, tool_call, args, signal, emit)
+    except user_code_errors() as exc:  # a bug in this library must still not lose the call (as _execute_and_finalize)
+        logger.exception("internal error while running tool %r", tool.name)
+        result, is_error = create_error_tool_result(f"Internal error running tool {tool.name!r}: {describe_error(exc)}"), True
+    finally:
+        if scope is not None:
+            leave_run_context(scope)
+    return FinalizedOutcome(tool_call, result, is_error)
+
+
 def _batch(steps: Sequence[FinalizedOutcome | PendingApproval]) -> AgentToolCallBatch:
-    finalized = [s for s in steps if isinstance(s, FinalizedOutcome)]
-    deferred = [s for s in steps if isinstance(s, PendingApproval)]
-    terminate = should_terminate(finalized) and not deferred
-    return AgentToolCallBatch([create_tool_result_message(f) for f in finalized], terminate, deferred)
+    finalized: list[FinalizedOutcome] = []
+    deferred: list[PendingApproval] = []
+    for step in steps:
+        if isinstance(step, FinalizedOutcome):
+            finalized.append(step)
+        else:
+            deferred.append(step)
+    terminate = not deferred and should_terminate(finalized)
+    return built(AgentToolCallBatch, messages=[create_tool_result_message(f) for f in finalized], terminate=terminate, deferred=deferred)
 
 
 def execute_tool_calls_sequential(
@@ -245,7 +310,8 @@ def execute_tool_calls_parallel(
     Spec: §9 "Parallel Execution — executeToolCallsParallel()"; decision 6.
 
     Each prepared call starts on the pool as soon as it is prepared, as the spec schedules
-    its task inside the preparation loop. The pool (``yiemagent._threads``) always has a
+    its task inside the preparation loop; a batch of one call runs in this thread, in a copy
+    of its context (nothing would run beside it: the hand-off alone would cost). The pool (``yiemagent._threads``) always has a
     free thread per call in flight, so no call waits for a worker: a batch of N sleeping
     tools takes about as long as one. Every call is collected before returning; a tool
     with ``timeout_s`` that overruns does not hold the batch up (see
@@ -265,15 +331,34 @@ def _run_batch(
     parallel: bool,
 ) -> AgentToolCallBatch:
     """Both modes: the calls are prepared in call order in this thread (so a cap lets the first ones through);
-    a prepared call runs here at once (sequential) or starts on the pool (parallel) before the next is prepared."""
+    a prepared call runs here at once (sequential) or starts on the pool (parallel) before the next is prepared.
+
+    A parallel batch of one call has no other call to run beside it: it runs here, in a copy of
+    this thread's context as a pool thread would run it, without the hand-off to a pool thread
+    and back that the batch would wait for anyway (docs/performance.md "W1"). When nothing but the
+    three phases can act on a call (no hook, no cap, no listener) and the batch runs its calls
+    here, a plain call takes the short way through them (``_plain_call``), any other the long one."""
     steps: list[FinalizedOutcome | PendingApproval | Future[FinalizedOutcome]] = []
+    alone = len(tool_calls) == 1
+    # nothing but the three phases acts on a call: each may take the short way (_plain_call); a parallel batch of more runs them on the pool.
+    # Whether anyone listens is asked at each call: a sink set during a batch gets the events of the calls that start after it
+    plain = (not parallel or alone) and allowance is None and config.before_tool_call is None and config.after_tool_call is None
     for tool_call in tool_calls:
-        step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance)
-        if isinstance(step, PreparedToolCall):
-            if parallel:
-                steps.append(tool_pool.submit(_execute_and_finalize, context, assistant_msg, step, config, signal, emit))
+        if plain and not emit.listened:
+            finished = contextvars.copy_context().run(_plain_call, context, tool_call, signal, emit) if parallel else _plain_call(context, tool_call, signal, emit)
+            if finished is not None:
+                steps.append(finished)
                 continue
-            step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit)
+        scope = call_context(tool_call.id)
+        step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance, scope)
+        if isinstance(step, PreparedToolCall):
+            if parallel and alone:
+                step = contextvars.copy_context().run(_execute_and_finalize, context, assistant_msg, step, config, signal, emit, scope)
+            elif parallel:
+                steps.append(tool_pool.submit(_execute_and_finalize, context, assistant_msg, step, config, signal, emit, scope))
+                continue
+            else:
+                step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit, scope)
         steps.append(step)
     return _batch([step.result() if isinstance(step, Future) else step for step in steps])
 

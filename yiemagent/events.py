@@ -38,7 +38,8 @@ so two agents streaming at once never see each other's target. ``emit_delta`` ma
 called from any thread that holds the context; the agent's emitter serialises the sink.
 
 The agent's side: the run wraps each ``llm_call`` in ``relay_deltas(...)``, which opens
-the side channel (``stream_to``) with a ``DeltaRelay`` as its target. The relay turns each
+the side channel (``stream_to``) with a ``DeltaRelay`` as its target (when nobody listens
+to the emitter, a target that drops the deltas until someone does, with the same signal). The relay turns each
 ``emit_delta(kind, text)`` of the client into ``LLMDeltaEvent(run_id, round, kind, text)``
 and hands it to the agent's ``EventEmitter``, so that:
 
@@ -69,7 +70,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar
 
-from .types import AbortSignal, AgentContext, AgentToolResult, AssistantMessage, LLMUsage
+from .types import AbortSignal, AgentContext, AgentToolResult, AssistantMessage, LLMUsage, built
 
 __all__ = [
     "DELTA_KINDS",
@@ -500,23 +501,60 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
     """Around one ``llm_call``: its deltas reach ``emit`` until the block ends; the client sees ``signal``.
 
     ``stream_to(relay, signal)`` and closing the relay after, as a class rather than a
-    generator: it is entered once per LLM round (docs/performance.md "W1").
+    generator: it is entered once per LLM round (docs/performance.md "W1"). When nobody
+    listens to ``emit`` (``EventEmitter.listened``) as the round begins, the call still
+    gets a target, so a client streams, counts a delta as shown and sees the abort signal
+    exactly as with a listener: the target is this object, which drops each delta while
+    nobody listens and makes the round's relay when someone does (a sink set or a stream
+    tapped mid-round gets the rest of the round's deltas, as it would from a relay made at
+    the start). No relay is made for a round nobody listens to.
+
+    Thread safety: a delta may come from any thread carrying the call's context;
+    ``_late_relays`` orders the making of a late relay with the block's end, so a delta
+    never reaches the sink after the round has ended.
     """
 
-    __slots__ = ("_relay", "_token")
+    __slots__ = ("_emit", "_run_id", "_round", "_relay", "_signal", "_token", "_over")
 
     def __init__(self, emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> None:
-        self._relay = DeltaRelay(emit, run_id, round, signal)
+        self._emit = emit
+        self._run_id = run_id
+        self._round = round
+        self._relay = DeltaRelay(emit, run_id, round, signal) if emit.listened else None
+        self._signal = signal
         self._token: Optional[contextvars.Token[Optional[StreamTarget]]] = None
+        self._over = False  # the block has ended: no relay is made any more (under _late_relays)
 
-    def __enter__(self) -> DeltaRelay:
+    def __enter__(self) -> Optional[DeltaRelay]:
         relay = self._relay
-        self._token = _target.set(StreamTarget(relay, relay._signal))
+        self._token = _target.set(built(StreamTarget, on_delta=relay if relay is not None else self, signal=self._signal))
         return relay
+
+    def __call__(self, kind: str, text: str) -> None:
+        """The ``on_delta`` of a round nobody listened to as it began: dropped while nobody listens, relayed once someone does."""
+        if not self._emit.listened:
+            return
+        with _late_relays:
+            relay = self._relay
+            if relay is None:
+                if self._over:
+                    _stream_logger.debug("a %s delta of run %d round %d after llm_call returned was dropped", kind, self._run_id, self._round)
+                    return
+                relay = self._relay = DeltaRelay(self._emit, self._run_id, self._round, self._signal)
+        relay(kind, text)
 
     def __exit__(self, *exc_info: Any) -> None:
         try:
             if self._token is not None:
                 _target.reset(self._token)
         finally:
-            self._relay.close()
+            relay = self._relay
+            if relay is None:  # a round that began unheard: a late delta may be making its relay now
+                with _late_relays:
+                    self._over = True
+                    relay = self._relay
+            if relay is not None:
+                relay.close()
+
+
+_late_relays = threading.Lock()  # orders relay_deltas' late relay with its block's end (taken once by a round that began unheard)

@@ -32,9 +32,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, Optional
 
-from ._bounds import MAX_ARGUMENTS_DEPTH, JSONTooDeepError, NotJSONError, cap_text, clean_str, json_safe, loads_json, short_repr
+from ._bounds import MAX_ARGUMENTS_DEPTH, JSONTooDeepError, NotJSONError, _plainly_json, cap_text, clean_str, json_safe, loads_json, short_repr
 from ._format_cache import cached_calls, remember_calls
 from .types import AgentToolCall, AssistantMessage
 
@@ -97,6 +98,8 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
     if not isinstance(value, dict):
         kind = _JSON_TYPE_NAMES.get(type(value), f"a {type(value).__name__}")
         return {}, f"the arguments must be a JSON object, got {kind}: {short_repr(raw, 300)}"
+    if _plainly_json(value, MAX_ARGUMENTS_DEPTH):  # what json_safe returns as it is, in its one walk (the common case)
+        return value, None
     try:
         return json_safe(value, max_depth=MAX_ARGUMENTS_DEPTH, _path="arguments", strict_text=True), None
     except NotJSONError as exc:
@@ -106,6 +109,33 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], Optional[str]]:
 _ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
+def _one_shot_encoder() -> Callable[[Any], str]:
+    """``_ARGUMENTS_ENCODER.encode``, with json's C encoder made once instead of at every call (as ``encode`` does).
+
+    ``json.dumps(value, ensure_ascii=False, allow_nan=False)`` of a value that holds no
+    container twice over: the same text, or the same ``TypeError`` or ``ValueError``. The C
+    encoder is json's own (``json.encoder.c_make_encoder``, what ``encode`` runs); it is
+    taken only where it exists and writes a probe as ``encode`` does, else ``encode`` itself.
+    It checks no circular reference: a dict that holds itself raises ``RecursionError``
+    where ``encode`` raises ``ValueError``.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    encoder = _ARGUMENTS_ENCODER
+    try:
+        chunks = make(None, encoder.default, json.encoder.encode_basestring, None, encoder.key_separator, encoder.item_separator, False, False, False)  # type: ignore[misc]
+        probe = {"a": [1, 2.5, None, True, "é\n\"", {"b": -0.0}]}
+        if "".join(chunks(probe, 0)) == encoder.encode(probe):
+            return lambda value: "".join(chunks(value, 0))
+    except Exception:  # noqa: BLE001  another Python's json: its own encode is the answer
+        pass
+    return encoder.encode
+
+
+json_text = _one_shot_encoder()
+"""``json.dumps(value, ensure_ascii=False, allow_nan=False)``, with json's C encoder made once (``_one_shot_encoder``)."""
+_encode_arguments = json_text
+
+
 def arguments_json(arguments: Any) -> str:
     """Arguments as the JSON text that goes back to a server (decision 9); ``"{}"`` for what cannot.
 
@@ -113,7 +143,7 @@ def arguments_json(arguments: Any) -> str:
     cannot (a caller's own dict holding NaN) goes back as ``"{}"`` rather than raise.
     """
     try:
-        return _ARGUMENTS_ENCODER.encode(arguments)  # json.dumps(arguments, ensure_ascii=False, allow_nan=False), built once
+        return _encode_arguments(arguments)  # json.dumps(arguments, ensure_ascii=False, allow_nan=False), built once
     except (TypeError, ValueError, RecursionError):
         logger.warning("tool-call arguments that are not strict JSON were sent back as {}: %s", short_repr(arguments))
         return "{}"

@@ -23,7 +23,7 @@ import binascii
 from itertools import islice
 from typing import Any, Optional
 
-from ._format_cache import HistorySnapshot, history_wires
+from ._format_cache import FrozenDict, FrozenList, HistorySnapshot, history_wires
 from .errors import MessageFormatError
 from .extraction import arguments_json, extract_tool_calls
 from .types import (
@@ -227,6 +227,12 @@ def tool_to_openai(tool: AgentTool) -> dict[str, Any]:
 
 
 def _message_to_openai(msg: AgentMessage) -> dict[str, Any] | None:
+    """The wire dict of one message for ``format_msg_for_llm``; the common shapes come read-only already (``_read_only_wire``)."""
+    kind = type(msg)
+    if kind is ToolResultMessage or kind is AssistantMessage:
+        wire = _read_only_wire(msg)
+        if wire is not None:
+            return wire
     if isinstance(msg, UserMessage):
         return user_message_to_openai(msg)
     if isinstance(msg, AssistantMessage):
@@ -234,6 +240,51 @@ def _message_to_openai(msg: AgentMessage) -> dict[str, Any] | None:
     if isinstance(msg, ToolResultMessage):
         return tool_result_message_to_openai(msg)
     return None
+
+
+def _read_only_wire(msg: Any) -> Optional[FrozenDict]:
+    """The read-only wire of a message of the shape a round makes, built as it is cached; None for any other.
+
+    Those shapes: a tool result whose content is text blocks, and a reply whose content is
+    text blocks without citations and ``tool_calls`` blocks whose entries carry no
+    ``extra_content``. Their wire is what ``tool_result_message_to_openai`` and
+    ``assistant_message_to_openai`` make, frozen (``_format_cache.freeze``): the same keys in
+    the same order, the same values (a differential test holds the two to each other,
+    tests/extras/test_format_cache.py), without making the plain dicts first and copying
+    them (docs/performance.md "W1").
+    """
+    texts: list[str] = []
+    content = msg.content
+    if type(content) is not list:
+        return None
+    if type(msg) is ToolResultMessage:
+        for block in content:
+            if type(block) is not TextContent or type(block.text) is not str:
+                return None
+            texts.append(block.text)
+        if type(msg.tool_call_id) is not str or type(msg.tool_name) is not str or type(msg.is_error) is not bool:
+            return None
+        return FrozenDict(role="tool", tool_call_id=msg.tool_call_id, content="\n".join(texts), name=msg.tool_name, is_error=msg.is_error)
+    for block in content:
+        if type(block) is TextContent:
+            if block.citations is not None or type(block.text) is not str:
+                return None
+            texts.append(block.text)
+        elif type(block) is not dict or block.get("type") != "tool_calls" or type(block.get("tool_calls")) is not list:
+            return None
+        else:
+            for entry in block["tool_calls"]:
+                if type(entry) is not dict or "extra_content" in entry:  # an extra goes back (_reasoning_echo)
+                    return None
+    _, calls, _ = extract_tool_calls(msg)
+    wire = FrozenDict(role="assistant", content="\n".join(texts))
+    if calls:
+        entries = [
+            FrozenDict(id=call.id, type=call.type, function=FrozenDict(name=call.name, arguments=arguments_json(call.arguments)))
+            for call in calls
+        ]
+        dict.__setitem__(wire, "tool_calls", FrozenList(entries))  # still being built: nobody holds it yet
+    return wire
 
 
 def format_msg_for_llm(ctx: AgentContext, event_sink: Any = None) -> dict[str, Any]:

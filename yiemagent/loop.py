@@ -43,6 +43,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
+from ._format_cache import History
 from .errors import AgentClosedError
 from .events import EventEmitter, call_unstreamed
 from .types import AgentLoopConfig, AgentMessage, AgentState, AssistantMessage, LLMUsage, UsageLimits, UsageMeter
@@ -211,6 +212,8 @@ class Channel(queue.Queue[Any]):
 
     def drain(self) -> list[Any]:
         """Take every item that is in the channel now, without blocking (closed or not)."""
+        if not self._qsize():  # read without the lock (one length): an item put meanwhile is the next drain's, as it would be after it
+            return []
         with self.not_empty:
             items = [self._get_with()[0] for _ in range(self._qsize())]
             if items:
@@ -282,8 +285,10 @@ class AgentCore:
         session: Optional[Session] = None,
         output_spec: Any = None,
         deps: Any = None,
+        compactor: Any = None,
     ) -> None:
         self.output_spec = output_spec  # typed/output.py OutputSpec, or None (beyond the spec)
+        self.compactor = compactor  # context/compaction.py Compactor, or None (beyond the spec)
         self.deps = deps  # handed to tools in their RunContext (types.py; beyond the spec)
         self.llm_call = llm_call
         self.prepare_context = prepare_context
@@ -558,9 +563,15 @@ class AgentCore:
         with self._wake:
             return self._run is not None or bool(self._carry) or not (self.input_channel.empty() and self.follow_up_channel.empty())
 
+    _loop_config: Optional[AgentLoopConfig] = None  # the last one made: a batch reuses it while the hooks and mode are the same
+
     def loop_config(self) -> AgentLoopConfig:
         """The hooks and execution mode for the next batch (read afresh, so a change applies at once)."""
-        return AgentLoopConfig(self.before_tool_call, self.after_tool_call, "parallel" if self.parallel_tool_execute else "sequential")
+        mode = "parallel" if self.parallel_tool_execute else "sequential"
+        config = self._loop_config
+        if config is None or config.before_tool_call is not self.before_tool_call or config.after_tool_call is not self.after_tool_call or config.tool_execution != mode:
+            config = self._loop_config = AgentLoopConfig(self.before_tool_call, self.after_tool_call, mode)
+        return config
 
     def take_input(self) -> list[Any]:
         """Every queued input item, in order ([] once closing: ``shutdown`` returns those)."""
@@ -578,6 +589,8 @@ class AgentCore:
 
     def take_added(self) -> list[AgentMessage]:
         """The messages ``add_message`` queued during the run, in order (the run answers what waits before each)."""
+        if not self._added:  # read without the lock: one added meanwhile is taken at the next round, as it would be after it
+            return []
         with self._wake:
             added = [message for message, _ in self._added]
             self._added.clear()
@@ -641,7 +654,8 @@ class AgentCore:
     def history(self) -> list[AgentMessage]:
         """A copy of the conversation history, safe to take from any thread."""
         with self._history_lock:
-            return list(self.state.messages)
+            messages = self.state.messages
+            return messages[:] if type(messages) is History else list(messages)  # a History's slice is one copy in C; list() goes item by item
 
     def ring(self) -> None:
         """Wake the loop thread: something it waits on may have changed."""

@@ -37,12 +37,14 @@ from .types import (
     APPROVAL_DECISIONS,
     ApprovalMessage,
     AssistantMessage,
+    CompactionMessage,
     ImageContent,
     LLMUsage,
     MessageContent,
     TextContent,
     ToolResultMessage,
     UserMessage,
+    built,
     is_base64,
     is_media_type,
 )
@@ -131,6 +133,8 @@ def normalize_content(content: Any, where: str = "content") -> list[Any]:
     Raises:
         MessageFormatError: ``content`` is neither a list, a tuple, a str nor None.
     """
+    if _clean_texts(content):
+        return content
     if content is None:
         return []
     if isinstance(content, str):
@@ -141,6 +145,16 @@ def normalize_content(content: Any, where: str = "content") -> list[Any]:
     if isinstance(content, list) and all(a is b for a, b in zip(blocks, content, strict=True)):
         return content
     return blocks
+
+
+def _clean_texts(content: Any) -> TypeGuard[list[Any]]:
+    """Whether ``content`` is a list of text blocks that ``normalize_content`` keeps as they are (no citations, clean text): checked in one pass."""
+    if type(content) is not list:
+        return False
+    for block in content:
+        if type(block) is not TextContent or block.citations is not None or not _clean_text(block.text):
+            return False
+    return True
 
 
 def _canonical_call(call: AgentToolCall, nested: bool) -> dict[str, Any]:
@@ -236,8 +250,7 @@ def _plain_reply(reply: Any) -> Optional[CheckedReply]:
     content = reply.content
     if type(content) is not list or not isinstance(reply.timestamp, datetime) or not (reply.usage is None or isinstance(reply.usage, LLMUsage)):
         return None
-    for name in _OPTIONAL_TEXT_FIELDS:
-        value = getattr(reply, name)
+    for value in (reply.api, reply.provider, reply.model, reply.stop_reason, reply.error_message):  # _OPTIONAL_TEXT_FIELDS
         if value is not None and not _clean_text(value):
             return None
     calls: list[AgentToolCall] = []
@@ -266,7 +279,7 @@ def _plain_reply(reply: Any) -> Optional[CheckedReply]:
             if problem is not None:
                 return None
             ids.add(call_id)
-            calls.append(AgentToolCall(call_id, call_name, arguments, "function", None))
+            calls.append(built(AgentToolCall, id=call_id, name=call_name, arguments=arguments, type="function", arguments_error=None))
     remember_calls(reply, tuple(calls))  # formatting, approvals and tracing read them from here (extraction.py)
     return CheckedReply(reply, calls, None)
 
@@ -318,7 +331,7 @@ def normalize_tool_result(message: ToolResultMessage) -> ToolResultMessage:
     ``details`` is not sent to the LLM and is kept as it is.
     """
     try:
-        content = normalize_content(message.content, f"result of {message.tool_name!r}")
+        content = message.content if _clean_texts(message.content) else normalize_content(message.content, f"result of {message.tool_name!r}")
     except MessageFormatError as exc:
         return replace(message, content=[TextContent(f"[the tool's content was dropped: {exc}]")], is_error=True)
     changes: dict[str, Any] = {}
@@ -344,7 +357,7 @@ def normalize_message(message: AgentMessage) -> AgentMessage:
     Raises:
         MessageFormatError: the message cannot be sent to an LLM or stored; the text says why.
     """
-    if isinstance(message, (UserMessage, ToolResultMessage, ApprovalMessage)) and not isinstance(message.timestamp, datetime):
+    if isinstance(message, (UserMessage, ToolResultMessage, ApprovalMessage, CompactionMessage)) and not isinstance(message.timestamp, datetime):
         message = replace(message, timestamp=_timestamp(message))
     if isinstance(message, UserMessage):
         if message.content is None or not isinstance(message.content, (list, tuple, str)):
@@ -374,7 +387,9 @@ def normalize_message(message: AgentMessage) -> AgentMessage:
         return normalize_tool_result(message)
     if isinstance(message, ApprovalMessage):  # never sent; checked so that it stores and loads again
         return _normalize_approval(message)
-    raise MessageFormatError(f"{type(message).__name__} is not a UserMessage, AssistantMessage, ToolResultMessage or ApprovalMessage")
+    if isinstance(message, CompactionMessage):  # never sent as it is; checked so that it stores and loads again
+        return _normalize_compaction(message)
+    raise MessageFormatError(f"{type(message).__name__} is not a UserMessage, AssistantMessage, ToolResultMessage, ApprovalMessage or CompactionMessage")
 
 
 def _timestamp(message: AgentMessage) -> datetime:
@@ -386,6 +401,16 @@ def _timestamp(message: AgentMessage) -> datetime:
         return datetime.fromisoformat(message.timestamp)
     except ValueError:
         raise MessageFormatError(f"{kind} timestamp {short_repr(message.timestamp, 60)} is not ISO 8601") from None
+
+
+def _normalize_compaction(message: CompactionMessage) -> CompactionMessage:
+    """A summary checked (docs/sessions.md "Long conversations"): its summary a str (a lone surrogate becomes U+FFFD), ``through`` an int of at least 0."""
+    if not isinstance(message.summary, str):
+        raise MessageFormatError(f"CompactionMessage summary is {type(message.summary).__name__}; expected a str")
+    if isinstance(message.through, bool) or not isinstance(message.through, int) or message.through < 0:
+        raise MessageFormatError(f"CompactionMessage through is {short_repr(message.through, 40)}; expected an int of at least 0")
+    summary = clean_str(message.summary)
+    return message if summary is message.summary else replace(message, summary=summary)
 
 
 def _normalize_approval(message: ApprovalMessage) -> ApprovalMessage:

@@ -43,7 +43,10 @@ from .types import (
     MessageContent,
     PendingApproval,
     PreparedToolCall,
+    TextContent,
     ToolResultMessage,
+    built,
+    utc_now,
 )
 
 __all__ = [
@@ -75,17 +78,19 @@ _CACHE_SIZE = 1024
 # cannot be reused by another object while the entry lives; the identity check below makes a
 # stale id harmless anyway.
 _cache: OrderedDict[int, tuple[Any, Validator, Optional[Callable[[Any], bool]]]] = OrderedDict()
-_cache_lock = threading.Lock()  # guards _cache
+_cache_lock = threading.Lock()  # orders the writers of _cache (a reader takes one entry in one C call, without it)
 
 
 def _compiled(schema: dict[str, Any]) -> tuple[Any, Validator, Optional[Callable[[Any], bool]]]:
     """The cache entry of this schema object: compiled once, the jsonschema validator beside its fast check."""
     key = id(schema)
-    with _cache_lock:
-        entry = _cache.get(key)
-        if entry is not None and entry[0] is schema:
+    entry = _cache.get(key)  # read without the lock: one C call, atomic; the lock orders the writers
+    if entry is not None and entry[0] is schema:
+        try:
             _cache.move_to_end(key)
-            return entry
+        except KeyError:  # another thread evicted it meanwhile: it is still this schema's
+            pass
+        return entry
     validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     validator = validator_class(schema)
     # _fast_schema.py: jsonschema's verdict for the common shapes of schema, in a few checks (draft 2020-12 only)
@@ -245,7 +250,7 @@ def prepare_tool_call(
             create_error_tool_result(f"Invalid arguments for tool {tool.name!r}: {tool_call.arguments_error}"), True
         )
     try:
-        prepared_call = prepare_tool_call_arguments(tool, tool_call)
+        prepared_call = prepare_tool_call_arguments(tool, tool_call) if tool.prepare_arguments is not None else tool_call
     except ToolArgumentsError as exc:
         return ImmediateOutcome(create_error_tool_result(str(exc)), True)
     except user_code_errors() as exc:
@@ -311,11 +316,12 @@ class _PartialResultReporter:
     dropped.
     """
 
-    __slots__ = ("_emit", "_prep", "_lock", "_open", "_sub_runs")
+    __slots__ = ("_emit", "_call", "_args", "_lock", "_open", "_sub_runs")
 
-    def __init__(self, emit: EventEmitter, prep: PreparedToolCall) -> None:
+    def __init__(self, emit: EventEmitter, tool_call: AgentToolCall, args: dict[str, Any]) -> None:
         self._emit = emit
-        self._prep = prep
+        self._call = tool_call
+        self._args = args  # what the tool received: the update event shows them
         self._lock = threading.Lock()  # guards _open
         self._open = True
         self._sub_runs = sub_run_collector()  # the run this call belongs to (made in its batch, in the run's context)
@@ -324,15 +330,15 @@ class _PartialResultReporter:
         """Emit ``partial_result``; True when it was emitted, False when dropped (the call has ended)."""
         with self._lock:
             if not self._open:
-                logger.debug("partial result of %r after its end was dropped", self._prep.tool_call.id)
+                logger.debug("partial result of %r after its end was dropped", self._call.id)
                 return False
-            call = self._prep.tool_call
+            call = self._call
             if isinstance(partial_result, SubAgentEvent) and partial_result.tool_call_id == call.id:
                 self._emit(partial_result)  # a sub-agent's event reaches the sink as it is (tools/agent_tool.py)
                 if isinstance(partial_result.event, AgentRunEndEvent) and self._sub_runs is not None:
                     self._sub_runs(partial_result.event.usage)  # the sub-run's usage joins its parent run's (_sub_runs.py)
                 return True
-            self._emit(ToolExecUpdateEvent(call.id, call.name, self._prep.args, partial_result))
+            self._emit(ToolExecUpdateEvent(call.id, call.name, self._args, partial_result))
             return True
 
     def close(self) -> None:
@@ -347,7 +353,7 @@ def _check_result(tool: AgentTool, result: Any) -> Optional[str]:
     if not isinstance(result.content, (list, tuple)):
         return f"Tool {tool.name!r} returned content of type {type(result.content).__name__}; expected a list of content blocks"
     for block in result.content:
-        if not isinstance(block, (MessageContent, dict)):
+        if type(block) is not TextContent and not isinstance(block, (MessageContent, dict)):  # a text block, most often: no ABC check
             return f"Tool {tool.name!r} returned a content block of type {type(block).__name__}; expected TextContent or ImageContent"
     return None
 
@@ -397,38 +403,64 @@ def execute_prepared_tool_call(prep: PreparedToolCall, signal: Optional[AbortSig
     callback wraps each partial result in the update event the spec's §13 table names.
     """
     emit = as_emitter(event_sink)
-    reporter = _PartialResultReporter(emit, prep)
     tool = prep.tool
+    if tool.timeout_s is None:
+        return ExecutedOutcome(*call_tool(tool, prep.tool_call, prep.args, signal, emit))
+    reporter = _PartialResultReporter(emit, prep.tool_call, prep.args)
     error: Optional[BaseException] = None
     result: Any = None
     try:
-        if tool.timeout_s is None:
-            result = tool.execute(prep.tool_call.id, prep.args, signal, reporter)
-        else:
-            result, error, abandoned = _execute_with_timeout(prep, signal, reporter, tool.timeout_s)
-            if abandoned == "aborted":
-                return ExecutedOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
-            if abandoned == "timeout":
-                return ExecutedOutcome(
-                    create_error_tool_result(
-                        f"Tool {tool.name!r} timed out after {tool.timeout_s:g} s (its timeout_s limit); "
-                        "it was asked to stop and its result will be ignored"
-                    ),
-                    True,
-                )
-            if error is not None and not isinstance(error, user_code_errors()):
-                raise error  # KeyboardInterrupt from the tool's thread, run from the main thread: let it stop the caller
+        result, error, abandoned = _execute_with_timeout(prep, signal, reporter, tool.timeout_s)
+        if abandoned == "aborted":
+            return ExecutedOutcome(create_error_tool_result(ABORTED_MESSAGE), True)
+        if abandoned == "timeout":
+            return ExecutedOutcome(
+                create_error_tool_result(
+                    f"Tool {tool.name!r} timed out after {tool.timeout_s:g} s (its timeout_s limit); "
+                    "it was asked to stop and its result will be ignored"
+                ),
+                True,
+            )
+        if error is not None and not isinstance(error, user_code_errors()):
+            raise error  # KeyboardInterrupt from the tool's thread, run from the main thread: let it stop the caller
     except user_code_errors() as exc:
         error = exc
     finally:
         reporter.close()
+    return ExecutedOutcome(*_executed(tool, result, error))
+
+
+def call_tool(
+    tool: AgentTool, tool_call: AgentToolCall, args: dict[str, Any], signal: Optional[AbortSignal], emit: EventEmitter
+) -> tuple[AgentToolResult, bool]:
+    """EXECUTE of a tool without ``timeout_s``, in this thread: (its result, is_error) (spec §8.2).
+
+    ``execute`` gets ``args`` and a ``_PartialResultReporter`` closed as soon as it returns
+    or raises; what it raised or returned wrong is an error result (``_executed``).
+    ``execute_prepared_tool_call`` and the batch's plain call (batch.py ``_plain_call``) both
+    run a tool this way.
+    """
+    reporter = _PartialResultReporter(emit, tool_call, args)
+    error: Optional[BaseException] = None
+    result: Any = None
+    try:
+        result = tool.execute(tool_call.id, args, signal, reporter)
+    except user_code_errors() as exc:
+        error = exc
+    finally:
+        reporter.close()
+    return _executed(tool, result, error)
+
+
+def _executed(tool: AgentTool, result: Any, error: Optional[BaseException]) -> tuple[AgentToolResult, bool]:
+    """What ``execute`` returned or raised, as EXECUTE's outcome: (the result, False), or (an error result naming the cause, True)."""
     if error is not None:
         logger.debug("tool %r raised", tool.name, exc_info=error)
-        return ExecutedOutcome(create_error_tool_result(f"Tool {tool.name!r} failed: {describe_error(error)}"), True)
+        return create_error_tool_result(f"Tool {tool.name!r} failed: {describe_error(error)}"), True
     problem = _check_result(tool, result)
     if problem is not None:
-        return ExecutedOutcome(create_error_tool_result(problem), True)
-    return ExecutedOutcome(result, False)
+        return create_error_tool_result(problem), True
+    return result, False
 
 
 def _apply_after_hook(result: AgentToolResult, is_error: bool, after: Mapping[str, Any]) -> tuple[AgentToolResult, bool]:
@@ -506,13 +538,16 @@ def create_tool_result_message(finalized: FinalizedOutcome) -> ToolResultMessage
     Decision 3: the role is "tool".
     """
     call, result = finalized.tool_call, finalized.result
-    return ToolResultMessage(
-        call.id,
-        call.name,
-        list(result.content),
-        result.details,
-        result.usage,
-        None,
-        finalized.is_error,
+    # ToolResultMessage(call.id, call.name, list(result.content), result.details, result.usage, None, finalized.is_error), in one step
+    return built(
+        ToolResultMessage,
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=list(result.content),
+        details=result.details,
+        usage=result.usage,
+        added_tool_names=None,
+        is_error=finalized.is_error,
+        timestamp=utc_now(),
     )
 

@@ -41,7 +41,7 @@ from .types import (
     ToolResultMessage,
     UsageLimits,
     add_usage,
-    enter_run_context,
+    enter_run_context_later,
     leave_run_context,
 )
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
@@ -109,6 +109,7 @@ class RunHost(Protocol):
         history(): a copy of the history.
         ring(): wake the loop thread (after the run took its first input).
         output_spec (optional, beyond the spec): the typed answer (``typed/output.py``), or None.
+        compactor (optional, beyond the spec): what a long conversation sends (``context/compaction.py``), or None.
         deps (optional, beyond the spec): what tools receive in their ``RunContext`` (``types.py``).
     """
 
@@ -155,6 +156,7 @@ class Run:
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
     tool_calls: int = 0  # tool calls let through max_tool_calls (batch.ToolCallAllowance: run, or deferred for approval)
     invalid_answers: int = 0  # beyond the spec: typed answers that failed their check (typed/output.py)
+    side_requests: int = 0  # LLM requests beside the rounds' (compaction's summaries): they count against max_requests
     # the usage of its agent_tool calls' sub-runs, not yet folded into usage (_sub_runs.py; add_late_sub_run_usage)
     late_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # guards late, ended
     late: list[LLMUsage] = field(default_factory=list, repr=False, compare=False)
@@ -236,11 +238,13 @@ class HistoryWriter:
         agent's run thread, where anything the session raises — ``SystemExit`` too — is
         contained (``pipeline.user_code_errors``): it must not strand the run's response.
         """
+        if self.session is None:  # nothing to store, nothing to order with a store: the list's own lock
+            with self.lock:
+                self.state.messages.append(message)
+            return
         with self.store_lock:
             with self.lock:
                 self.state.messages.append(message)
-                if self.session is None:
-                    return
                 if self._release_asked:  # the agent has ended; another agent may hold the session now
                     self._failure = self._failure or f"the agent has released the session {self.session!r}; a message was not stored"
                     return
@@ -295,6 +299,8 @@ class HistoryWriter:
 
     def take_failure(self) -> Optional[str]:
         """The first store failure since the last call, if any; clears it."""
+        if self._failure is None:  # read without the lock: a failure recorded meanwhile is the next call's, as it would be after it
+            return None
         with self.lock:
             failure, self._failure = self._failure, None
             return failure
@@ -476,6 +482,9 @@ def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optiona
     return taken, dropped, continued
 
 
+_OVERFLOWED = "LLM call failed: ContextOverflowError"
+"""How a round's error begins when the server said the request is too long (errors.py ``ContextOverflowError``)."""
+
 NOTHING_TO_CONTINUE = "cannot continue: the conversation history is empty; send a message with run_agent first"
 """Why ``continue_agent`` refuses an idle agent with no history, and why a run of continues alone on one ends "error"."""
 
@@ -515,8 +524,9 @@ def _text_attribute(owner: Any, name: str) -> Optional[str]:
 
 def _reported_usage(raw: Any) -> Optional[LLMUsage]:
     """The usage a reply reports, read before ``normalize_reply`` may refuse the reply (the round's tokens were spent)."""
-    usage = getattr(raw, "usage", None) if isinstance(raw, AssistantMessage) else None
-    return usage if isinstance(usage, LLMUsage) else None
+    # the exact types first: isinstance of a message or usage class goes through ABCMeta (dataclasses_json's mixin), a call of its own
+    usage = getattr(raw, "usage", None) if type(raw) is AssistantMessage or isinstance(raw, AssistantMessage) else None
+    return usage if usage is not None and (type(usage) is LLMUsage or isinstance(usage, LLMUsage)) else None
 
 
 def _request_context(host: RunHost, steps: RunSteps) -> tuple[Optional[AgentContext], Optional[str]]:
@@ -532,7 +542,7 @@ def _request_context(host: RunHost, steps: RunSteps) -> tuple[Optional[AgentCont
     return ctx, None
 
 
-def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[AssistantMessage], Any, Optional[str]]:
+def _call_llm(host: RunHost, run: Run, ctx: AgentContext, answer: Optional[_TypedAnswer] = None) -> tuple[Optional[AssistantMessage], Any, Optional[str]]:
     """Steps 3-4: format the prepared context, call the LLM. Returns (reply, calls, error).
 
     The reply is checked by ``normalize_reply`` before anything else sees it (decision 15).
@@ -548,6 +558,8 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[Assi
         formatted = host.format_msg_for_llm(ctx, emit)
     except user_code_errors() as exc:
         return None, [], f"format_msg_for_llm raised {describe_error(exc)}"
+    if answer is not None:  # beyond the spec: a typed answer asked of the provider (docs/api.md "Native typed answers")
+        formatted = answer.request(formatted)
     if getattr(emit, "listened", True):  # nothing is built for a sink nobody set (events.py EventEmitter.listened)
         model, provider = _requested_model(host)
         emit(LLMCallStartEvent(run.id, run.rounds, len(ctx.messages), model, provider, ctx))
@@ -582,25 +594,34 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext) -> tuple[Optional[Assi
 
 
 class _TypedAnswer:
-    """The typed answer's steps (docs/api.md "Typed answers"): offer its tool, read a text reply, read a batch.
+    """The typed answer's steps (docs/api.md "Typed answers"): offer its tool or ask for its schema, read a text reply, read a batch.
 
-    Made once per run, only when the agent has an ``output_type``. Run thread only.
+    Made once per run, only when the agent has an ``output_type``; ``native`` (the
+    provider's JSON-schema mode, docs/api.md "Native typed answers") is settled then,
+    from ``output_mode`` and the ``llm_call`` of that run. Run thread only.
     """
 
-    __slots__ = ("spec", "host", "run")
+    __slots__ = ("spec", "host", "run", "native")
 
     def __init__(self, spec: OutputSpec, host: RunHost, run: Run) -> None:
         self.spec, self.host, self.run = spec, host, run
+        self.native = spec.native_for(host.llm_call)
 
     def offer(self, ctx: AgentContext) -> AgentContext:
-        """After step 2: the prepared context, with the final-answer tool when the answer has one."""
-        if self.spec.tool is None:
+        """After step 2: the prepared context, with the final-answer tool when the answer has one and is not asked of the provider."""
+        if self.spec.tool is None or self.native:
             return ctx
         return AgentContext(ctx.system_prompt, ctx.messages, offered_tools(ctx.tools, self.spec))
 
+    def request(self, formatted: Any) -> Any:
+        """Step 3: the formatted request, with the answer's ``response_format`` when the provider is asked for it (a copy: the formatter's dict is left as it is)."""
+        if not self.native or not isinstance(formatted, dict):
+            return formatted
+        return {**formatted, "response_format": self.spec.response_format()}
+
     def read_text(self, reply: AssistantMessage) -> tuple[AssistantMessage, Optional[AssistantMessage]]:
         """Step 5 found no call: append the reply (with its ``output`` when valid); returns (reply, the run's response or None to go on)."""
-        verdict = self.spec.from_text(reply)
+        verdict = self.spec.from_text(reply, self.native)
         if verdict.valid:
             reply = replace(reply, output=verdict.value)
         self.host.append(reply)
@@ -609,7 +630,7 @@ class _TypedAnswer:
         self.run.invalid_answers += 1
         if self.run.invalid_answers > self.spec.retries:
             return reply, output_invalid_response(verdict.why or "", self.spec.retries)
-        self.host.append(self.spec.retry_message(verdict.why or ""))
+        self.host.append(self.spec.retry_message(verdict.why or "", self.native))
         return reply, None
 
     def read_batch(self, reply: AssistantMessage, calls: list[Any], results: list[ToolResultMessage]) -> Optional[AssistantMessage]:
@@ -644,6 +665,9 @@ class RunSteps:
       usage limits passed by the rounds so far and ``max_requests``, decision 20).
     - ``before_request``: after step 2, before step 3 formats and sends: the response that
       ends the run, or None (a request whose estimated input passes a token limit).
+    - ``compact``: after step 2, before ``before_request``: the context to send, compacted when the
+      history outgrows the context window, or the response that ends the run (nothing fits); called
+      again once after a ``ContextOverflowError`` (docs/sessions.md "Long conversations").
     - ``answer``: the typed answer (``_TypedAnswer``): it offers its tool after step 2,
       reads a reply without calls at step 5 and each batch after step 6.
     - ``allowance``: ``max_tool_calls``, handed to each batch (``batch.ToolCallAllowance``);
@@ -658,6 +682,7 @@ class RunSteps:
     before_request: Optional[Callable[[Run, AgentContext], Optional[AssistantMessage]]] = None
     answer: Optional[_TypedAnswer] = None
     allowance: Optional[ToolCallAllowance] = None
+    compact: Optional[Callable[[Run, AgentContext, bool], "AgentContext | AssistantMessage"]] = None
 
 
 def run_steps(host: RunHost, run: Run) -> RunSteps:
@@ -673,11 +698,14 @@ def run_steps(host: RunHost, run: Run) -> RunSteps:
         if any(getattr(limits, name) is not None for name in _LIMITS_OF_USAGE):  # checked where max_rounds is: after a round's results are in the history
             before_round.append(lambda run: _usage_passed(limits, run))
         if limits.max_requests is not None:  # decision 20: a request beyond max_requests is not sent
-            before_round.append(lambda run: _stopped_by(_requests_passed(limits, run.rounds)))
+            before_round.append(lambda run: _stopped_by(_requests_passed(limits, run.rounds + run.side_requests)))
         if limits.max_input_tokens is not None or limits.max_total_tokens is not None:  # decision 20: by its estimate
             before_request = lambda run, ctx: _stopped_by(_request_passes_tokens(limits, run.usage, ctx.system_prompt, ctx.messages, ctx.tools))  # noqa: E731
     answer = _TypedAnswer(spec, host, run) if spec is not None else None
-    return RunSteps(tuple(before_round), before_request, answer, _tool_call_allowance(limits, spec))
+    compactor = getattr(host, "compactor", None)  # YiemAgent(compaction=...): context/compaction.py
+    max_requests = limits.max_requests if limits is not None else None
+    compact = (lambda run, ctx, overflowed: compactor.compact(host, run, ctx, overflowed, max_requests)) if compactor is not None else None
+    return RunSteps(tuple(before_round), before_request, answer, _tool_call_allowance(limits, spec), compact)
 
 
 _LIMITS_OF_USAGE = ("max_input_tokens", "max_output_tokens", "max_total_tokens", "max_tool_calls")
@@ -722,6 +750,13 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         if failure is not None:
             return _error_response(failure)
         ctx, error = _request_context(host, steps)  # step 2
+        if ctx is not None and steps.compact is not None:
+            compacted = steps.compact(run, ctx, False)
+            if isinstance(compacted, AssistantMessage):
+                return compacted
+            if run.signal.aborted:  # during a summary request: nothing more is sent
+                return _aborted_response(run)
+            ctx = compacted
         if ctx is not None and steps.before_request is not None:
             stop = steps.before_request(run, ctx)
             if stop is not None:
@@ -729,7 +764,16 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         run.rounds += 1
         if ctx is None:
             return _error_response(error or "no context")
-        reply, tool_calls, error = _call_llm(host, run, ctx)  # steps 3 and 4 (and 5: normalize_reply extracts the calls)
+        reply, tool_calls, error = _call_llm(host, run, ctx, steps.answer)  # steps 3 and 4 (and 5: normalize_reply extracts the calls)
+        if steps.compact is not None and error is not None and error.startswith(_OVERFLOWED) and not _stopped(steps, run):
+            compacted = steps.compact(run, ctx, True)  # once after a ContextOverflowError: compact more, ask again
+            if isinstance(compacted, AssistantMessage):  # nothing smaller can be sent: the server's refusal ends the run
+                return _error_response(error)
+            if run.signal.aborted:
+                return _aborted_response(run)
+            ctx = compacted
+            run.rounds += 1
+            reply, tool_calls, error = _call_llm(host, run, ctx, steps.answer)
         if reply is None and run.signal.aborted:  # _call_llm dropped the reply of an aborted call
             return _aborted_response(run)
         if error is not None or reply is None:
@@ -753,6 +797,15 @@ def _rounds(host: RunHost, run: Run) -> AssistantMessage:
         response = _tool_round(host, run, steps, ctx, reply, tool_calls)  # step 6
         if response is not None:
             return response
+
+
+def _stopped(steps: RunSteps, run: Run) -> bool:
+    """Whether a request made again now would pass a cap of the run (``max_rounds``, ``max_requests``, usage) or follow its abort.
+
+    The request made again after a ``ContextOverflowError`` is a request like any (decision
+    20): when a cap forbids it, the run ends with the overflow that made it needed.
+    """
+    return run.signal.aborted or any(check(run) is not None for check in steps.before_round)
 
 
 def _tool_round(host: RunHost, run: Run, steps: RunSteps, ctx: AgentContext, reply: AssistantMessage, tool_calls: list[Any]) -> Optional[AssistantMessage]:
@@ -791,9 +844,9 @@ def _execute_batch(
     """Step 6's ``executeToolCalls``, with the run's context for its tools and hooks (``RunContext``, types.py)."""
     context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
     host.state.pending_tool_calls = {c.id for c in tool_calls}
-    snapshot = MessagesSnapshot(context.messages)  # copied only if a tool or hook reads it (types.py)
-    # beyond the spec: what tools and hooks see of the run (types.py current_run_context)
-    entered = enter_run_context(RunContext(getattr(host, "deps", None), run.id, run.rounds, run.usage, snapshot, None))  # type: ignore[arg-type]  # the field's descriptor takes it
+    # beyond the spec: what tools and hooks see of the run (types.py current_run_context), made only if one asks
+    deps, rounds, usage, messages, count = getattr(host, "deps", None), run.rounds, run.usage, context.messages, len(context.messages)
+    entered = enter_run_context_later(lambda: RunContext(deps, run.id, rounds, usage, MessagesSnapshot(messages[:count]), None))  # type: ignore[arg-type]  # the field's descriptor takes it
     try:
         return execute_tool_calls_within(allowance, context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
     finally:
@@ -844,7 +897,8 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     run.took_first_input = True
     host.ring()
     logger.debug("run %d started: %d new message(s)%s", run.id, taken, " (continue_agent)" if continued else "")
-    host.emit(AgentRunStartEvent(run.id, taken))
+    if getattr(host.emit, "listened", True):  # nothing is built for a sink nobody set (events.py EventEmitter.listened)
+        host.emit(AgentRunStartEvent(run.id, taken))
     sub_runs = collecting(_late_usage_of(host, run))  # an agent_tool's sub-runs report their usage to this run (_sub_runs.py)
     try:
         # approvals first: their results go before any new message (decision 18)
@@ -876,5 +930,6 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
         "run %d ended: stop_reason %r after %d round(s) in %.3f s, %d input + %d output tokens",
         run.id, response.stop_reason, run.rounds, duration, run.usage.input_tokens, run.usage.output_tokens,
     )
-    host.emit(AgentRunEndEvent(run.id, response, run.rounds, duration, run.usage))
+    if getattr(host.emit, "listened", True):
+        host.emit(AgentRunEndEvent(run.id, response, run.rounds, duration, run.usage))
     return response

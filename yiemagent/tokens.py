@@ -30,9 +30,10 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
+from ._failures import user_code_errors
 from .types import AgentMessage, AgentTool, AssistantMessage, ImageContent, TextContent
 
-__all__ = ["IMAGE_TOKENS_UNKNOWN", "count_tokens", "estimate_text_tokens"]
+__all__ = ["IMAGE_TOKENS_UNKNOWN", "count_tokens", "estimate_text_tokens", "reply_tokens"]
 
 IMAGE_TOKENS_UNKNOWN = 1600
 """An image whose size cannot be read: Anthropic's most for one image (docs: "about 1,600 tokens")."""
@@ -118,6 +119,27 @@ def count_tokens(
         total += TOOL_OVERHEAD + estimate_text_tokens(tool.name) + estimate_text_tokens(tool.description)
         total += _value_tokens(tool.input_schema)
     return total
+
+
+_REPLY_OPTIONS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def reply_tokens(llm_call: Any) -> Optional[int]:
+    """The tokens an ``llm_call`` lets a reply take, or None when it does not say (docs/sessions.md "Long conversations").
+
+    Its ``max_tokens`` attribute (a client's, or ``FallbackLLM``'s: the largest of its
+    clients'), else the ``max_tokens``, ``max_completion_tokens`` or ``max_output_tokens``
+    of its ``options``: the first that is a positive int. A window must leave that room
+    for the reply beside the request.
+    """
+    try:
+        options = getattr(llm_call, "options", None)
+        candidates = [getattr(llm_call, "max_tokens", None)]
+        if isinstance(options, dict):
+            candidates += [options.get(name) for name in _REPLY_OPTIONS]
+    except user_code_errors():  # a property of user code that raises says nothing
+        return None
+    return next((v for v in candidates if isinstance(v, int) and not isinstance(v, bool) and v > 0), None)
 
 
 def message_tokens(message: AgentMessage) -> int:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any, Optional, TypeGuard, Union
+from typing import Any, Optional, TypeGuard, TypeVar, Union
 
 from dataclasses_json import DataClassJsonMixin, config
 
@@ -55,6 +55,8 @@ __all__ = [
     "ApprovalMessage",
     "AssistantMessage",
     "BeforeToolCallContext",
+    "Citation",
+    "CompactionMessage",
     "ExecutedOutcome",
     "FAILED_RUN_STOP_REASONS",
     "FinalizedOutcome",
@@ -78,6 +80,7 @@ __all__ = [
     "message_from_dict",
     "run_context",
     "enter_run_context",
+    "enter_call_context",
     "leave_run_context",
     "text_of",
     "utc_now",
@@ -85,6 +88,25 @@ __all__ = [
 
 
 # --- 1. Message Types (spec §19) ----------------------------------------------------
+
+
+_T = TypeVar("_T")
+_new = object.__new__
+
+
+def built(cls: type[_T], **fields: Any) -> _T:
+    """An instance of the frozen dataclass ``cls`` as its own ``__init__`` leaves it, each field given, set in one step.
+
+    For the objects a round or a session read makes by the thousand (a stored message, a
+    tool call, a tool result: docs/performance.md): ``__init__`` sets a frozen dataclass's
+    fields one ``object.__setattr__`` at a time, which was a third of the building. The
+    caller gives every field ``__init__`` would set, in the class's order, already checked;
+    no ``__post_init__`` runs. The price: the instance keeps its fields in a dict of its own
+    (about 180 bytes more than ``__init__``'s).
+    """
+    made = _new(cls)
+    made.__dict__.update(fields)
+    return made
 
 
 def utc_now() -> datetime:
@@ -434,6 +456,58 @@ class UserMessage(AgentMessage):
     role: str = field(default="user", init=False)
 
 
+@dataclass(frozen=True)
+class Citation:
+    """One source a reply cites (shared/spec/API.md "Today's models, turn after turn"; docs/api.md "Citations").
+
+    ``url`` and ``title`` name the source (None where the provider gives none: an
+    Anthropic document has a title and no URL); ``cited_text`` is the text quoted from the
+    source (Anthropic's ``cited_text``; None for OpenAI's ``url_citation``, which quotes
+    nothing); ``start``/``end`` are offsets in ``AssistantMessage.text`` of the words that
+    cite it: OpenAI's ``start_index``/``end_index`` (kept within the text), and for
+    Anthropic the span of the cited text block.
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    url: Optional[str]
+    title: Optional[str]
+    cited_text: Optional[str]
+    start: int
+    end: int
+
+
+def _str_or_none(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+def _offset(value: Any, length: int) -> int:
+    """An offset a provider sent, as an int within ``0..length`` (0 for what is not an int)."""
+    return min(max(value, 0), length) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def citation_of(raw: Any, start: int, text: str) -> Optional[Citation]:
+    """The ``Citation`` of one citation object a provider sent beside ``text`` (a text block that starts at ``start`` in the reply's text); None for what is not one.
+
+    OpenAI's ``{"type": "url_citation", "url_citation": {url, title, start_index,
+    end_index}}`` (chat completions; the Responses API has the fields flat) cites the
+    words between its indices in that text; any other object is Anthropic's (``url`` or a
+    search result's ``source``; ``title`` or ``document_title``; ``cited_text``), citing
+    the whole block.
+    """
+    if not isinstance(raw, dict):
+        return None
+    if raw.get("type") == "url_citation":
+        nested = raw.get("url_citation")
+        inner: dict[Any, Any] = nested if isinstance(nested, dict) else raw
+        begin = _offset(inner.get("start_index"), len(text))
+        end = max(_offset(inner.get("end_index", len(text)), len(text)), begin)
+        return Citation(_str_or_none(inner.get("url")), _str_or_none(inner.get("title")), None, start + begin, start + end)
+    url = _str_or_none(raw.get("url")) or _str_or_none(raw.get("source"))
+    title = _str_or_none(raw.get("title")) or _str_or_none(raw.get("document_title"))
+    return Citation(url, title, _str_or_none(raw.get("cited_text")), start, start + len(text))
+
+
 # The stop reasons of a run that did not do what it was asked (docs/api.md "A run that fails
 # says so"): ``ask`` and ``stream`` raise ``RunFailedError`` for them, the OTel sink marks the
 # run's span ERROR (docs/tracing.md "Status"). "awaiting_approval" is not one: the run waits
@@ -492,6 +566,27 @@ class AssistantMessage(AgentMessage):
         """
         words = [b["refusal"] for b in self.content if isinstance(b, dict) and b.get("type") == "refusal" and isinstance(b.get("refusal"), str)] if isinstance(self.content, (list, tuple)) else []
         return "".join(words) if words else None
+
+    @property
+    def citations(self) -> list[Citation]:
+        """The sources the reply cites, in the order of its text (shared/spec/API.md "Today's models, turn after turn"; docs/api.md "Citations").
+
+        Built from the citation objects each text block carries as the provider sent them
+        (``TextContent.citations``: OpenAI's ``url_citation`` annotations, Anthropic's
+        ``citations``), each with its span in ``text``; [] when there are none.
+        """
+        found: list[Citation] = []
+        start = 0
+        for block in self.content if isinstance(self.content, (list, tuple)) else []:
+            if isinstance(block, TextContent) and isinstance(block.text, str):
+                for raw in block.citations if isinstance(block.citations, list) else []:
+                    citation = citation_of(raw, start, block.text)
+                    if citation is not None:
+                        found.append(citation)
+                start += len(block.text)
+            elif isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+                start += len(block["text"])  # counted as ``text`` counts it
+        return found
 
     def raise_for_failure(self) -> "AssistantMessage":
         """This reply, or ``RunFailedError`` when its run failed (beyond the spec, docs/api.md "A run that fails says so").
@@ -555,11 +650,32 @@ class ApprovalMessage(AgentMessage):
     role: str = field(default="approval", init=False)
 
 
+@dataclass(frozen=True)
+class CompactionMessage(AgentMessage):
+    """A summary that stands for the oldest messages of the history, kept in it, never sent as it is.
+
+    Beyond the spec (docs/sessions.md "Long conversations", shared/spec/API.md "Long
+    conversations"). ``SummarizeHistory`` appends one when it summarises: ``summary`` is the
+    model's summary, ``through`` how many stored messages, from the first, it replaces.
+    The history keeps every message (sessions are append-only); a request carries the
+    latest summary with the messages from ``through`` on instead of the messages before.
+    The formatter sends no message for it; ``yiemagent.context`` reads it.
+
+    Thread safety: immutable; may be shared between threads.
+    """
+
+    summary: str
+    through: int
+    timestamp: datetime = field(default_factory=utc_now, metadata=_TIMESTAMP)
+    role: str = field(default="compaction", init=False)
+
+
 _MESSAGE_TYPES: dict[str, type[AgentMessage]] = {
     "user": UserMessage,
     "assistant": AssistantMessage,
     "tool": ToolResultMessage,
     "approval": ApprovalMessage,
+    "compaction": CompactionMessage,
 }
 
 
@@ -567,7 +683,7 @@ def message_from_dict(data: dict[str, Any]) -> AgentMessage:
     """Rebuild any message from ``to_dict()`` output, choosing the type by ``role``.
 
     Raises:
-        ValueError: the role is not one of "user", "assistant", "tool", "approval".
+        ValueError: the role is not one of "user", "assistant", "tool", "approval", "compaction".
     """
     role = data.get("role")
     message_type = _MESSAGE_TYPES.get(role)  # type: ignore[arg-type]
@@ -588,13 +704,15 @@ class AbortSignal:
     timeout stops that tool alone and an abort still reaches it.
 
     Thread safety: every method may be called from any thread. ``_lock`` guards
-    ``_children`` and the transition to aborted; the flag itself is a ``threading.Event``.
+    ``_children`` and the transition to aborted; the flag is ``_fired`` (read in one step,
+    set before the ``threading.Event`` that ``wait`` blocks on).
     """
 
-    __slots__ = ("_event", "_lock", "_children", "_callbacks", "reason")
+    __slots__ = ("_event", "_fired", "_lock", "_children", "_callbacks", "reason")
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._fired = False  # True from just before _event is set: ``aborted`` reads it in one step, checked several times a round
         # guards _children, _callbacks and the one-way transition of _event
         self._lock = threading.Lock()
         self._children: set[AbortSignal] = set()
@@ -604,7 +722,7 @@ class AbortSignal:
     @property
     def aborted(self) -> bool:
         """True once ``abort()`` was called on this signal or on its parent."""
-        return self._event.is_set()
+        return self._fired
 
     def abort(self, reason: Optional[str] = None) -> None:
         """Fire the signal, and every child of it; later calls do nothing."""
@@ -612,6 +730,7 @@ class AbortSignal:
             if self._event.is_set():
                 return
             self.reason = reason
+            self._fired = True  # before the event: a thread woken by wait() finds it set
             self._event.set()
             children, self._children = self._children, set()
             callbacks, self._callbacks = self._callbacks, []
@@ -643,8 +762,12 @@ class AbortSignal:
                 pass
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Block until the signal fires or ``timeout`` seconds pass; return ``aborted``."""
-        return self._event.wait(timeout)
+        """Block until the signal fires or ``timeout`` seconds pass; return ``aborted``.
+
+        The flag is read first: ``abort`` sets it just before the event, and a thread that
+        read ``aborted`` as true in that moment must not be told False here.
+        """
+        return self._fired or self._event.wait(timeout)
 
     def child(self) -> AbortSignal:
         """A new signal that fires when this one does (at once if it already has)."""
@@ -1021,32 +1144,56 @@ RunContext.messages = _SnapshotField()  # type: ignore[assignment]  # after the 
 class _CallScope:
     """The ``RunContext`` of one tool call, made only if something asks for it (``current_run_context``).
 
-    A batch enters a call's scope twice per call (PREPARE, then EXECUTE and FINALIZE); a
-    tool that never asks for its context costs a run no ``RunContext`` per call
-    (docs/performance.md "W1"). Thread safety: used by the thread running the call; two
-    threads resolving it at once make equal contexts, one kept.
+    ``outer`` is the context the call belongs to: the batch's (a ``RunContext``, or a
+    ``_BatchScope`` not made yet) or an enclosing call's scope. A tool that never asks for
+    its context costs a run no ``RunContext`` per call, nor per batch (docs/performance.md
+    "W1"). Thread safety: used by the thread running the call; two threads resolving it at
+    once make equal contexts, one kept.
     """
 
     __slots__ = ("outer", "tool_call_id", "resolved")
 
-    def __init__(self, outer: RunContext, tool_call_id: str) -> None:
+    def __init__(self, outer: Union[RunContext, _CallScope, _BatchScope], tool_call_id: str) -> None:
         self.outer = outer
         self.tool_call_id = tool_call_id
         self.resolved: Optional[RunContext] = None
 
     def resolve(self) -> RunContext:
         if self.resolved is None:
-            self.resolved = self.outer.for_call(self.tool_call_id)
+            outer = self.outer
+            self.resolved = (outer if isinstance(outer, RunContext) else outer.resolve()).for_call(self.tool_call_id)
         return self.resolved
 
 
-_current: contextvars.ContextVar[Union[RunContext, _CallScope, None]] = contextvars.ContextVar("yiemagent_run_context", default=None)
+class _BatchScope:
+    """The ``RunContext`` of a batch (its ``tool_call_id`` None), made by ``make`` when a call first asks (``enter_run_context_later``).
+
+    Thread safety: the calls of a parallel batch may ask at once from their threads; one
+    lock makes the one context they all share (its snapshot copied once).
+    """
+
+    __slots__ = ("make", "resolved")
+
+    def __init__(self, make: Callable[[], RunContext]) -> None:
+        self.make = make
+        self.resolved: Optional[RunContext] = None
+
+    def resolve(self) -> RunContext:
+        if self.resolved is None:
+            with _resolving:
+                if self.resolved is None:
+                    self.resolved = self.make()
+        return self.resolved
+
+
+_resolving = threading.Lock()  # makes a _BatchScope's one context (rarely taken: only when a tool asks)
+_current: contextvars.ContextVar[Union[RunContext, _CallScope, _BatchScope, None]] = contextvars.ContextVar("yiemagent_run_context", default=None)
 
 
 def current_run_context() -> Optional[RunContext]:
     """The ``RunContext`` of the tool call this thread is running, or None outside a run's tools and hooks."""
     value = _current.get()
-    return value.resolve() if type(value) is _CallScope else value  # type: ignore[return-value]
+    return value if value is None or isinstance(value, RunContext) else value.resolve()
 
 
 @contextmanager
@@ -1059,38 +1206,59 @@ def run_context(context: Optional[RunContext]) -> Iterator[Optional[RunContext]]
         _current.reset(token)
 
 
-def enter_run_context(context: Optional[RunContext]) -> contextvars.Token[Union[RunContext, _CallScope, None]]:
+def enter_run_context(context: Optional[RunContext]) -> contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]:
     """``run_context`` without the ``with`` block, for the run's hot path: returns what ``leave_run_context`` takes."""
     return _current.set(context)
 
 
-def leave_run_context(token: contextvars.Token[Union[RunContext, _CallScope, None]]) -> None:
+def enter_run_context_later(make: Callable[[], RunContext]) -> contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]:
+    """``enter_run_context`` of the context ``make()`` returns, made only when a tool or hook first asks (once, shared)."""
+    return _current.set(_BatchScope(make))
+
+
+def leave_run_context(token: contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]) -> None:
     _current.reset(token)
+
+
+def enter_call_context(tool_call_id: str) -> Optional[contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]]:
+    """``call_context`` entered once, for a call whose three phases run in one step (batch.py ``_plain_call``).
+
+    Returns the token for ``leave_run_context``, or None outside a run (nothing entered).
+    The call's ``RunContext`` is made when first asked for, as with ``call_context``.
+    """
+    outer = _current.get()
+    return _current.set(_CallScope(outer, tool_call_id)) if outer is not None else None
 
 
 class call_context:  # noqa: N801  used as a function: ``with call_context(call_id):``
     """The current context with ``tool_call_id`` set, for one call's PREPARE, EXECUTE and FINALIZE; nothing outside a run.
 
-    A class, not a generator: it is entered twice per tool call (the per-call pipeline), and
-    outside a run it only reads the context variable. The call's ``RunContext`` is made
-    when first asked for (``_CallScope``).
+    A class, not a generator: a batch enters one per call twice (PREPARE, then EXECUTE and
+    FINALIZE, maybe in a tool thread), and outside a run it only reads the context
+    variable. The call's ``RunContext`` is made when first asked for (``_CallScope``), once
+    for both phases. Thread safety: entered by one thread at a time.
     """
 
-    __slots__ = ("_tool_call_id", "_token")
+    __slots__ = ("_tool_call_id", "_token", "_scope")
 
     def __init__(self, tool_call_id: str) -> None:
         self._tool_call_id = tool_call_id
-        self._token: Optional[contextvars.Token[Union[RunContext, _CallScope, None]]] = None
+        self._token: Optional[contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]] = None
+        self._scope: Optional[_CallScope] = None
 
     def __enter__(self) -> None:
-        outer = _current.get()
-        if outer is None:
-            return
-        self._token = _current.set(_CallScope(outer.resolve() if type(outer) is _CallScope else outer, self._tool_call_id))  # type: ignore[arg-type]
+        scope = self._scope
+        if scope is None:
+            outer = _current.get()
+            if outer is None:
+                return
+            scope = self._scope = _CallScope(outer, self._tool_call_id)
+        self._token = _current.set(scope)
 
     def __exit__(self, *exc_info: Any) -> None:
         if self._token is not None:
             _current.reset(self._token)
+            self._token = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,8 +219,8 @@ def test_the_package_is_exactly_what_the_api_reference_says():
         ("— built\n\n```python\nOpenAIClient(..., *, stream=False)", "— being built\n\n```python\nOpenAIClient(..., *, stream=False, chunked=True)", None),
         ("OpenAIClient(..., *, stream=False)", "OpenAIClient(..., *, headers=1)", "parameter 'headers' is"),
         # wherever a "being built" subsection stands in the page, an absent parameter passes; "built" requires it
-        ("— built\n\n```python\nYiemAgent(..., *, output_type=None, output_retries=1)", "— being built\n\n```python\nYiemAgent(..., *, output_type=None, output_retries=1, output_mode=1)", None),
-        ("YiemAgent(..., *, output_type=None, output_retries=1)", "YiemAgent(..., *, output_type=None, output_retries=1, output_mode=1)", "no parameter 'output_mode'"),
+        ("— built\n\n```python\nYiemAgent(..., *, output_type=None, output_retries=1)", "— being built\n\n```python\nYiemAgent(..., *, output_type=None, output_retries=1, output_style=1)", None),
+        ("YiemAgent(..., *, output_type=None, output_retries=1)", "YiemAgent(..., *, output_type=None, output_retries=1, output_style=1)", "no parameter 'output_style'"),
     ],
 )
 def test_the_check_notices_each_kind_of_difference(old, new, complaint):

@@ -111,3 +111,18 @@ def test_valid_arguments_never_reach_jsonschemas_error_listing(monkeypatch):
     assert validate_required_args({"city": 1}, schema) is not None
     assert len(listed) == 1
 
+
+
+@settings(max_examples=300)
+@given(
+    st.one_of(TYPES, st.lists(TYPES, min_size=1, max_size=3)),
+    st.lists(st.sampled_from(["metric", "imperial", "1"]), min_size=1, max_size=2),
+    st.booleans(),
+    st.sampled_from(["metric", "imperial", "1", 1, None, {}, {"city": "x"}, []]),
+)
+def test_a_type_beside_an_enum_or_properties_gives_jsonschemas_verdict(types, members, with_enum, value):
+    """A type the fast check leaves to the enum or the object check beside it (an enum of strings, "type": "object" with properties) still counts as in jsonschema."""
+    schema = {"type": types, "enum": members} if with_enum else {"type": types, "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    check = compile_fast_check(schema)
+    assert check is not None, schema
+    assert check(value) == jsonschema.Draft202012Validator(schema).is_valid(value)

@@ -144,6 +144,41 @@ def test_fast_path_equals_the_reference_formatter(history, system_prompt, as_his
     assert_same_request(history, system_prompt)  # the second call answers from the caches
 
 
+# The shapes a round makes, whose read-only wire formatting builds directly (formatting._read_only_wire):
+# text-only tool results, replies of text and tool_calls blocks; and their near misses, which must not take it.
+_texts = st.lists(st.builds(TextContent, st.text(max_size=6)), max_size=3)
+_entries = st.lists(
+    st.fixed_dictionaries(
+        {"id": st.text(max_size=4), "type": st.just("function"), "function": st.fixed_dictionaries({"name": st.text(max_size=4), "arguments": st.sampled_from(['{"city": "Tokyo"}', "{}", "", "[1]", "{bad"])})},
+        optional={"extra_content": st.none() | st.just({"google": {"thought_signature": "x"}})},
+    ),
+    max_size=3,
+)
+_round_replies = st.builds(
+    AssistantMessage,
+    st.lists(st.builds(TextContent, st.text(max_size=6)) | _entries.map(lambda e: {"type": "tool_calls", "tool_calls": e}), max_size=3),
+    stop_reason=st.sampled_from(["stop", "tool_calls"]),
+)
+_round_results = st.builds(ToolResultMessage, st.text(max_size=4), st.text(max_size=4), _texts, is_error=st.booleans())
+
+
+@pytest.mark.spec("14")
+@given(st.lists(_round_replies | _round_results, max_size=6))
+def test_the_wires_a_round_builds_read_only_equal_the_reference(history):
+    """Text-only tool results and replies of text and tool calls, whose wire is built read-only at once: byte for byte the formatter's own."""
+    for message in history:
+        extra = any("extra_content" in e for b in message.content if isinstance(b, dict) for e in b["tool_calls"])
+        wire = formatting._read_only_wire(message)
+        assert (wire is None) == extra  # a call's extra goes back beside it: that reply takes the long way
+        if wire is not None:
+            plain = (formatting.assistant_message_to_openai if isinstance(message, AssistantMessage) else formatting.tool_result_message_to_openai)(message)
+            assert json.dumps(wire, ensure_ascii=False) == json.dumps(plain, ensure_ascii=False)
+            assert shape(wire) == shape(plain) and shape(wire) == shape(freeze(plain))
+            assert type(wire) is FrozenDict and all(type(c) is FrozenList for c in wire.values() if isinstance(c, list))
+    # the reference formatter predates a call's extra_content (reasoning_echo): the rest, byte for byte
+    assert_same_request([m for m in history if formatting._read_only_wire(m) is not None or isinstance(m, ToolResultMessage)])
+
+
 # Every way to change a History (each mutator, slice assignment, replacing the list) and
 # a hook changing the round's snapshot. Indexes are taken modulo the length.
 EDITS = st.one_of(

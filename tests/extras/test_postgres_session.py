@@ -465,3 +465,32 @@ def test_a_holder_the_role_cannot_see_is_not_named(pg, app_dsn):
         first.acquire()
         with pytest.raises(SessionInUseError, match=rf"^session 's' in {pg.where} is held by another agent: one agent holds a session at a time$"):
             second.acquire()
+
+
+@pytest.mark.parametrize("hold_timeout", [0.0, 1.0])
+def test_a_hold_released_and_taken_again_on_its_own_connection_holds_again(pg, hold_timeout):
+    """A session that released its hold takes it again on the same server process (its mark cleared with the lock), and the second hold excludes another holder as the first did."""
+    with pg.open("s", hold_timeout=hold_timeout) as first, pg.open("s") as other:
+        for _ in range(3):
+            first.acquire()
+            with pytest.raises(SessionInUseError, match="held by another agent"):
+                other.acquire()
+            first.release()
+        other.acquire()
+        assert other.held and not first.held
+
+
+def test_a_mark_left_on_a_server_process_that_does_not_hold_the_lock_does_not_refuse_the_hold(pg):
+    """A server process that carries a hold's setting but not its lock (left by a client before, the lock since released) is no pooled holder: the hold is taken."""
+    with pg.open("s") as first:
+        first.acquire()
+        first.release()
+    (key,), = sql(pg, "SELECT lock_key FROM yiemagent_sessions WHERE session_id = 's'")
+    marked = PostgresSession(f"{pg.target} options='-c yiemagent.hold_{key}=held'", "s")  # the setting a client left, the lock gone
+    with marked, pg.open("s") as other:
+        marked.acquire()
+        assert marked.held
+        with pytest.raises(SessionInUseError, match="held by another agent"):
+            other.acquire()
+        marked.release()
+        other.acquire()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import yiemagent.extraction as extraction
@@ -99,10 +99,11 @@ def test_a_run_without_capabilities_has_only_the_seeds_steps():
     """An agent configuring no limit, no typed answer and no max_rounds gives its runs no step beyond spec §6's six."""
     steps = _steps_of(max_rounds=None)
     assert steps.before_round == () and steps.before_request is None and steps.answer is None and steps.allowance is None
+    assert steps.compact is None
 
 
 def test_each_capability_adds_its_own_step_and_no_other():
-    """max_rounds, each kind of usage limit and a typed answer each put their step in a run, and only theirs."""
+    """max_rounds, each kind of usage limit, a typed answer and a compaction each put their step in a run, and only theirs."""
     from yiemagent import UsageLimits
 
     assert len(_steps_of().before_round) == 1  # the default max_rounds (decision 12)
@@ -114,6 +115,10 @@ def test_each_capability_adds_its_own_step_and_no_other():
     assert calls.allowance is not None and calls.before_request is None and calls.answer is None
     typed = _steps_of(max_rounds=None, output_type=int)
     assert typed.answer is not None and typed.before_round == () and typed.before_request is None
+    from yiemagent import TrimHistory
+
+    compacted = _steps_of(max_rounds=None, context_window=4096, compaction=TrimHistory(1000))
+    assert compacted.compact is not None and compacted.before_round == () and compacted.before_request is None and compacted.answer is None
 
 
 def _mostly(usual: st.SearchStrategy, odd: st.SearchStrategy) -> st.SearchStrategy:
@@ -213,3 +218,297 @@ def test_a_calls_run_context_is_made_only_for_a_tool_that_asks_for_it(monkeypatc
     assert made == ["a1"]
     (first, second), = seen
     assert first is second and first.tool_call_id == "a1"
+
+
+def test_a_round_nobody_listens_to_gets_a_stream_target_but_no_relay(monkeypatch):
+    """With no sink, the client still finds a stream target carrying the run's abort signal, and no delta relay is made."""
+    import yiemagent.events as events
+    from yiemagent import AssistantMessage
+    from yiemagent.streaming import current_abort_signal, current_stream, emit_delta
+
+    relays: list = []
+    real = events.DeltaRelay.__init__
+    monkeypatch.setattr(events.DeltaRelay, "__init__", lambda self, *a, **k: relays.append(a) or real(self, *a, **k))
+    seen: list = []
+
+    def llm_call(formatted):
+        seen.append((current_stream(), current_abort_signal()))
+        emit_delta("text", "dropped where it comes in")
+        return AssistantMessage([TextContent("done")], stop_reason="stop")
+
+    with YiemAgent(llm_call=llm_call, agent_event_sink=None) as agent:
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    (target, signal), = seen
+    assert target is not None and signal is not None and not signal.aborted
+    assert relays == []
+    events_seen: list = []
+    with YiemAgent(llm_call=llm_call, agent_event_sink=events_seen.append) as agent:  # a sink: the relay, and the delta reaches it
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert len(relays) == 1
+    assert [e.text for e in events_seen if isinstance(e, events.LLMDeltaEvent)] == ["dropped where it comes in"]
+
+
+def test_a_batch_whose_tools_never_ask_makes_no_run_context_and_one_that_asks_gets_one_per_call(monkeypatch):
+    """No RunContext at all for a batch nobody asks; a call's hook and tool read the very same one (one scope for both phases)."""
+    from yiemagent import RunContext, current_run_context
+
+    made: list = []
+    real = RunContext.__init__
+    monkeypatch.setattr(RunContext, "__init__", lambda self, *a, **k: made.append(a) or real(self, *a, **k))
+    quiet = AgentTool("quiet", "Quiet", "reads nothing", {"type": "object"}, lambda *a: AgentToolResult([TextContent("ok")]))
+    with YiemAgent(llm_call=ScriptedLLM([tool_call_reply(("q1", "quiet", "{}")), "done"]), tools=[quiet], agent_event_sink=None) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert made == []
+    seen: list = []
+
+    def reading(tool_call_id, args, signal, on_partial_result):
+        seen.append(("tool", current_run_context()))
+        return AgentToolResult([TextContent("ok")])
+
+    def before(ctx, signal):
+        seen.append(("hook", current_run_context()))
+
+    asking = AgentTool("asking", "Asking", "reads its context", {"type": "object"}, reading)
+    script = ScriptedLLM([tool_call_reply(("a1", "asking", "{}")), "done"])
+    with YiemAgent(llm_call=script, tools=[asking], agent_event_sink=None, before_tool_call=before) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    (hook, in_hook), (tool, in_tool) = seen
+    assert (hook, tool) == ("hook", "tool") and in_hook is in_tool and in_tool.tool_call_id == "a1"
+
+
+_TEXTS = st.text(max_size=12) | st.sampled_from(["{", "}", '{"a": 1}', '{"a": NaN}', '{"a": 1} ', ' {"a": 1}', '{"a": 1}x}', '{"a": 1e999}', '{"a": ' + "9" * 5000 + "}", "{" * 3000 + "}" * 3000])
+
+
+@settings(max_examples=500)
+@given(_TEXTS | st.builds(lambda t: "{" + t + "}", st.text(max_size=12)), st.booleans())
+def test_reading_json_by_its_scanner_alone_is_what_decode_gives(text, constants):
+    """loads_json's shortcut for a bare object gives decode's value, or raises what decode raises."""
+    from yiemagent import _bounds
+
+    def outcome(read):
+        try:
+            return ("value", repr(read(text)))
+        except Exception as exc:  # noqa: BLE001  the outcome compared, whatever it is
+            return ("error", type(exc), str(exc))
+
+    def decode(text):  # loads_json without its shortcut: the readers' own decode, long integers read again
+        try:
+            try:
+                return _bounds._READERS[constants, False].decode(text)
+            except (json.JSONDecodeError, _bounds._NotJSONConstant):
+                raise
+            except ValueError:
+                return _bounds._READERS[constants, True].decode(text)
+        except RecursionError:
+            raise _bounds.JSONTooDeepError("JSON nested too deeply to read") from None
+
+    assert outcome(lambda t: _bounds.loads_json(t, constants=constants)) == outcome(decode)
+
+
+@settings(max_examples=500)
+@given(JSONISH)
+def test_arguments_written_by_the_c_encoder_are_what_json_dumps_writes(value):
+    """arguments_json gives json.dumps(ensure_ascii=False, allow_nan=False) of any value, or "{}" where that raises; json_text raises what it raises."""
+
+    def outcome(write):
+        try:
+            return ("text", write(value))
+        except (TypeError, ValueError) as exc:
+            return ("error", type(exc), str(exc))
+
+    assert outcome(extraction.json_text) == outcome(lambda v: json.dumps(v, ensure_ascii=False, allow_nan=False))
+    arguments = {"v": value, "w": [value]}
+    try:
+        expected = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        expected = "{}"
+    assert extraction.arguments_json(arguments) == expected
+    assert extraction._encode_arguments is not extraction._ARGUMENTS_ENCODER.encode  # this Python's json has its C encoder
+
+
+_BLOCKS = st.lists(
+    st.builds(TextContent, st.text(max_size=6) | st.sampled_from(["\ud800", "a\udfffb"]), st.none() | st.just([]) | st.just([{"url": "u"}])),
+    max_size=4,
+)
+
+
+@settings(max_examples=300)
+@given(_BLOCKS)
+def test_text_blocks_checked_in_one_pass_are_what_the_block_by_block_check_gives(blocks):
+    """normalize_content's one pass over text blocks keeps exactly the lists its block-by-block check keeps, and nothing else."""
+    from yiemagent.normalize import normalize_content
+
+    kept = normalize_content(blocks)
+    assert kept == normalize_content(tuple(blocks))  # a tuple goes block by block
+    assert (kept is blocks) == all(a is b for a, b in zip(normalize_content(tuple(blocks)), blocks, strict=True))
+
+
+def test_a_run_nobody_listens_to_builds_no_run_events(monkeypatch):
+    """With no sink the run's start and end events are not built; with one, each is built and reaches it once."""
+    import yiemagent.run as run_module
+
+    built_events: list = []
+    for name in ("AgentRunStartEvent", "AgentRunEndEvent"):
+        real = getattr(run_module, name)
+        monkeypatch.setattr(run_module, name, lambda *a, _real=real, **k: built_events.append(_real.__name__) or _real(*a, **k))
+    with YiemAgent(llm_call=ScriptedLLM(["done"]), agent_event_sink=None) as agent:
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert built_events == []
+    seen: list = []
+    with YiemAgent(llm_call=ScriptedLLM(["done"]), agent_event_sink=seen.append) as agent:
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert built_events == ["AgentRunStartEvent", "AgentRunEndEvent"]
+    assert [type(e).__name__ for e in seen if type(e).__name__ in built_events] == built_events
+
+
+# --- the plain call: the short way through PREPARE -> EXECUTE -> FINALIZE (batch._plain_call) ---
+
+_CALL_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["n"]}
+_TOOL_KINDS = ("plain", "raises", "wrong_type", "bad_block", "terminates", "asks_context", "reports", "mutates", "prepares", "validates", "approval", "timed", "unknown")
+
+
+def _batch_tools(log: list) -> dict:
+    """One tool of each kind; each logs what it received (arguments, its RunContext's call id, what a partial result returned)."""
+    from yiemagent import current_run_context
+
+    def execute_as(kind):
+        def execute(tool_call_id, args, signal, on_partial_result):
+            log.append((kind, tool_call_id, json.dumps(args, sort_keys=True)))
+            if kind == "raises":
+                raise RuntimeError(f"boom in {tool_call_id}")
+            if kind == "wrong_type":
+                return {"not": "a result"}
+            if kind == "bad_block":
+                return AgentToolResult([TextContent("ok"), 42])
+            if kind == "asks_context":
+                context = current_run_context()
+                log.append(("context", context.tool_call_id if context is not None else None))
+            if kind == "reports":
+                log.append(("reported", on_partial_result({"step": 1})))
+            if kind == "mutates":
+                args["n"] = -1  # the tool's own copy: the call in the history keeps what the model sent
+            return AgentToolResult([TextContent(f"{kind} {args.get('n')}")], {"id": tool_call_id}, terminate=kind == "terminates")
+
+        return execute
+
+    options = {
+        "prepares": {"prepare_arguments": lambda args: {**args, "n": 7}},
+        "validates": {"validate_required_args": lambda args: None if args.get("n") != 3 else "n may not be 3"},
+        "approval": {"requires_approval": True},
+        "timed": {"timeout_s": 30.0},
+    }
+    return {kind: AgentTool(kind, kind, kind, _CALL_SCHEMA, execute_as(kind), parallel_tool_execute=True, **options.get(kind, {})) for kind in _TOOL_KINDS if kind != "unknown"}
+
+
+_ARGUMENTS = st.sampled_from([({"n": 1}, None), ({"n": 3, "tags": ["a"]}, None), ({"n": "x"}, None), ({}, None), ({"tags": [1]}, None), ({}, "not JSON: Expecting value")])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(_TOOL_KINDS), _ARGUMENTS), min_size=1, max_size=4),
+    st.sampled_from(["sequential", "parallel"]),
+    st.booleans(),
+)
+@example([(kind, ({"n": 1}, None)) for kind in ("asks_context", "mutates", "reports", "terminates")], "sequential", False)
+@example([("asks_context", ({"n": 1}, None))], "parallel", False)
+def test_a_plain_call_taken_the_short_way_gives_what_the_three_phases_give(given_calls, mode, aborted):
+    """A batch whose plain calls take the short way gives the result messages, the ending and the tools' inputs (arguments, RunContext, partial results) the three phases give."""
+    import yiemagent.batch as batch_module
+    from yiemagent.types import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCall, AssistantMessage, RunContext, enter_run_context_later, leave_run_context
+
+    def run(short_way: bool):
+        log: list = []
+        tools = _batch_tools(log)
+        calls = [AgentToolCall(f"c{i}", kind, dict(arguments), "function", error) for i, (kind, (arguments, error)) in enumerate(given_calls)]
+        signal = AbortSignal()
+        if aborted:
+            signal.abort("stopped")
+        real = batch_module._plain_call
+        batch_module._plain_call = real if short_way else (lambda *a: None)
+        token = enter_run_context_later(lambda: RunContext(None, 1, 1, None, (), None))  # type: ignore[arg-type]
+        try:
+            result = batch_module.execute_tool_calls(AgentContext("", [], tools), AssistantMessage([]), calls, AgentLoopConfig(tool_execution=mode), signal, None)
+        finally:
+            leave_run_context(token)
+            batch_module._plain_call = real
+        messages = [(m.tool_call_id, m.tool_name, m.content, m.details, m.usage, m.is_error, m.role) for m in result.messages]
+        return messages, result.terminate, [(d.tool_call_id, d.reason) for d in result.deferred], sorted(log, key=repr), [c.arguments for c in calls]
+
+    short, long = run(True), run(False)
+    event("a plain call" if any(k in ("plain", "terminates", "asks_context", "reports", "mutates", "raises", "wrong_type", "bad_block") for k, _ in given_calls) else "none plain")
+    assert short == long
+
+
+def test_a_call_nothing_else_acts_on_takes_the_short_way_and_one_a_hook_sees_takes_the_three_phases(monkeypatch):
+    """With no hook, no cap and no sink a valid call never goes through prepare_tool_call; a before_tool_call hook, or a sink, sends it through the three phases."""
+    import yiemagent.batch as batch_module
+
+    prepared: list = []
+    real = batch_module.prepare_tool_call
+    monkeypatch.setattr(batch_module, "prepare_tool_call", lambda *a: prepared.append(a[2].id) or real(*a))
+    received: list = []
+    script = [tool_call_reply(("w1", "get_weather", '{"city": "Oslo"}')), "done"]
+    with YiemAgent(llm_call=ScriptedLLM(script), tools=[_weather_tool(received)], agent_event_sink=None) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert prepared == [] and received == [{"city": "Oslo"}]
+    with YiemAgent(llm_call=ScriptedLLM(script), tools=[_weather_tool(received)], agent_event_sink=None, before_tool_call=lambda ctx, signal: None) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    seen: list = []
+    with YiemAgent(llm_call=ScriptedLLM(script), tools=[_weather_tool(received)], agent_event_sink=seen.append) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert prepared == ["w1", "w1"] and [type(e).__name__ for e in seen].count("ToolExecEndEvent") == 1
+
+
+def test_an_object_built_in_one_step_is_the_one_init_makes_and_shares_nothing_with_another():
+    """types.built gives what __init__ gives (==, fields, repr, copies, replace, pickle), and two objects built from one mapping have fields of their own."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from yiemagent.types import AgentToolCall, AgentToolCallBatch, ToolResultMessage, built
+
+    when = ToolResultMessage("t", "n", []).timestamp
+    cases = [
+        (AgentToolCall, {"id": "c1", "name": "n", "arguments": {"a": 1}, "type": "function", "arguments_error": None}),
+        (ToolResultMessage, {"tool_call_id": "c1", "tool_name": "n", "content": [TextContent("x")], "details": {}, "usage": None, "added_tool_names": None, "is_error": False, "timestamp": when}),
+        (AgentToolCallBatch, {"messages": [], "terminate": False, "deferred": []}),
+    ]
+    for cls, fields in cases:
+        made, again, reference = built(cls, **fields), built(cls, **fields), cls(**fields)
+        assert made == reference and repr(made) == repr(reference)
+        assert dataclasses.asdict(made) == dataclasses.asdict(reference)
+        assert copy.copy(made) == reference and copy.deepcopy(made) == reference and pickle.loads(pickle.dumps(made)) == reference
+        assert dataclasses.replace(made) == reference
+        object.__setattr__(made, "_extra", 1)  # what the formatting cache does to a message
+        assert not hasattr(again, "_extra") and made == again
+
+
+def test_a_sink_set_during_a_batch_gets_the_events_of_the_calls_that_start_after_it():
+    """The short way is chosen call by call: once a sink is set (here by the batch's first tool), each later call has its start and end events."""
+    from yiemagent.batch import execute_tool_calls
+    from yiemagent.events import EventEmitter, ToolExecEndEvent, ToolExecStartEvent
+    from yiemagent.types import AgentContext, AgentLoopConfig, AgentToolCall, AssistantMessage
+
+    emitter, seen = EventEmitter(None), []
+
+    def setting_the_sink(tool_call_id, args, signal, on_partial_result):
+        emitter.sink = seen.append
+        return AgentToolResult([TextContent("set")])
+
+    quiet = AgentTool("quiet", "Quiet", "nothing", {"type": "object"}, lambda *a: AgentToolResult([TextContent("ok")]))
+    setter = AgentTool("setter", "Setter", "sets the sink", {"type": "object"}, setting_the_sink)
+    calls = [AgentToolCall("c0", "setter", {}), AgentToolCall("c1", "quiet", {}), AgentToolCall("c2", "quiet", {})]
+    context = AgentContext("", [], {"quiet": quiet, "setter": setter})
+    batch = execute_tool_calls(context, AssistantMessage([]), calls, AgentLoopConfig(), None, emitter)
+    assert [m.tool_call_id for m in batch.messages] == ["c0", "c1", "c2"]
+    later = [(type(e).__name__, e.tool_call_id) for e in seen if isinstance(e, (ToolExecStartEvent, ToolExecEndEvent)) and e.tool_call_id != "c0"]
+    assert later == [("ToolExecStartEvent", "c1"), ("ToolExecEndEvent", "c1"), ("ToolExecStartEvent", "c2"), ("ToolExecEndEvent", "c2")]

@@ -93,7 +93,7 @@ def stored(message: Any) -> Any:
 odd_values = st.sampled_from(
     [None, "", "\ud800", "a\udfffb", 0, -1, 2**2100, 1.5, float("inf"), float("nan"), True, False, [], {}, {"$type": "tuple", "items": [1]},
      {"$type": "bogus"}, "x" * 129, "text", "image", "tool_calls", "tool_call", "function", "custom", "deferred", "user", "assistant", "tool",
-     "approval", "2024-01-01T00:00:00", "2024-01-01T00:00:00+02:00", "not a date", [{"type": "text", "text": "t"}], {"type": "thinking"}]
+     "approval", "compaction", "summary", "through", "2024-01-01T00:00:00", "2024-01-01T00:00:00+02:00", "not a date", [{"type": "text", "text": "t"}], {"type": "thinking"}]
 ) | strategies.json_values
 
 

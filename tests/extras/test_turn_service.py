@@ -13,6 +13,7 @@ import logging
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import celery.exceptions
 import pytest
@@ -189,3 +190,18 @@ def test_importing_yiemagent_loads_no_celery_and_the_extra_is_named_when_missing
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert 'pip install "yiemagent[celery]"' in done.stdout
+
+
+def test_a_service_registers_its_task_on_its_own_app_alone_and_one_service_per_app():
+    """The task is the service's app's alone (an app made later has no yiemagent.run_turn, and no duplicate-name warning), and a second service on one app is refused naming the app."""
+    first = Celery("first-app", broker="memory://")
+    TurnService(first, lambda session: None, dsn="postgresql://127.0.0.1:1/none")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        later = Celery("later-app", broker="memory://")
+        later.finalize()
+    assert "yiemagent.run_turn" not in later.tasks and [str(w.message) for w in caught] == []
+    second = TurnService(later, lambda session: None, dsn="postgresql://127.0.0.1:1/other")
+    assert later.tasks["yiemagent.run_turn"] is second.task
+    with pytest.raises(ValueError, match="the Celery app 'first-app' already has a TurnService"):
+        TurnService(first, lambda session: None, dsn="postgresql://127.0.0.1:1/none")

@@ -128,7 +128,7 @@ def _plain_or_none(citation):
 @example(text="sunny", citations=[{"type": "x", "$type": "tuple", "items": 5}])  # the history's own tag key, in a provider's JSON
 @example(text="sunny", citations=[Nested(61), Nested(62), {"type": "ok"}])  # 62 and 63 levels: the block's JSON form is 64 and 65 deep
 def test_a_texts_citations_are_kept_as_plain_json_through_the_history_and_the_next_request(text, citations):
-    """Decision 15 for TextContent's citations: what cannot be sent again is dropped, the rest is kept, survives save_history/load_history, and goes back to Anthropic."""
+    """Decision 15 for TextContent's citations: what cannot be sent again is dropped, the rest is kept, survives save_history/load_history, and Anthropic's own (those with a cited_text) go back to Anthropic."""
     (block,) = normalize_reply(AssistantMessage([TextContent(text, citations)])).message.content
     assert block.text == text
     if not isinstance(citations, list):
@@ -143,5 +143,6 @@ def test_a_texts_citations_are_kept_as_plain_json_through_the_history_and_the_ne
     history = [UserMessage([TextContent("q")]), message, UserMessage([TextContent("more")])]
     turns = build_anthropic_request(format_msg_for_llm(AgentContext("", history, {}), None), "m", 100)["messages"]
     if text.strip():
-        sent = {"type": "text", "text": text, **({"citations": block.citations} if block.citations else {})}
+        own = [c for c in block.citations or [] if isinstance(c.get("cited_text"), str)]  # another provider's are not sent (llm/anthropic.py _sent_citations)
+        sent = {"type": "text", "text": text, **({"citations": own} if own else {})}
         assert turns[1] == {"role": "assistant", "content": [sent]}

@@ -12,13 +12,15 @@ import json
 from typing import Any, Optional
 
 import pytest
+from pydantic import BaseModel
 
-from helpers import check_a_cut_reply_is_answered_not_run
+from helpers import check_a_cut_reply_is_answered_not_run, make_agent
 from localserver import LocalServer, Reply
 from server_tool_fixtures import load, stream_events
-from yiemagent import AssistantMessage, TextContent
+from yiemagent import AssistantMessage, TextContent, UserMessage, ask, format_msg_for_llm
 from yiemagent.llm import AnthropicClient
 from yiemagent.llm._wire import ReplyError, message_text
+from yiemagent.types import AgentContext
 from yiemagent.llm.anthropic import AnthropicStream, build_anthropic_request, parse_anthropic_response, parse_anthropic_stream
 
 CITATION = {"type": "web_search_result_location", "url": "https://example.com", "title": "Example", "cited_text": "hello"}
@@ -116,6 +118,51 @@ def test_a_reply_cut_by_the_context_window_stops_for_length_and_its_calls_are_no
     replies = [Reply(body=cut), Reply(body=final)]
     with LocalServer(lambda request: replies.pop(0)) as server:
         check_a_cut_reply_is_answered_not_run(AnthropicClient("m", "key-0123456789", base_url=server.url, max_retries=0))
+
+
+# Anthropic's documented reply when its streaming classifiers stop a reply ("Streaming refusals",
+# platform.claude.com/docs/en/test-and-evaluate/strengthen-guardrails/handle-streaming-refusals)
+REFUSED = {
+    "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+    "content": [{"type": "text", "text": "Hello.."}],
+    "stop_reason": "refusal",
+    "stop_details": {"type": "refusal", "category": "cyber", "explanation": "This request was declined because it could enable cyber harm."},
+}
+
+
+def test_a_refused_reply_is_stop_reason_refusal_with_its_explanation_whole_or_streamed():
+    """Anthropic's ``stop_reason "refusal"`` is the reply's "refusal" (not "content_filter", which a typed answer retried), its words ``stop_details.explanation`` and the text written before it kept; with no explanation the refusal is empty text, not None."""
+    whole = parse_anthropic_response(REFUSED)
+    streamed = read([
+        {"type": "message_start", "message": {"model": "claude-sonnet-4-5", "usage": {"input_tokens": 3, "output_tokens": 1}}},
+        *block(0, {"type": "text", "text": ""}, {"type": "text_delta", "text": "Hello.."}),
+        {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_details": REFUSED["stop_details"]}, "usage": {"output_tokens": 5}},
+        {"type": "message_stop"},
+    ])
+    for message in (whole, streamed):
+        assert (message.stop_reason, message.refusal, message.text) == ("refusal", REFUSED["stop_details"]["explanation"], "Hello..")
+    bare = parse_anthropic_response({**REFUSED, "stop_details": None})
+    assert (bare.stop_reason, bare.refusal) == ("refusal", "")
+
+
+def test_a_refused_turn_goes_back_to_anthropic_without_a_refusal_block():
+    """Anthropic takes no refusal block: the refused turn goes back as the text it wrote."""
+    refused = parse_anthropic_response(REFUSED)
+    context = AgentContext(system_prompt="", messages=[UserMessage([TextContent("hi")], None), refused, UserMessage([TextContent("something else")], None)], tools={})
+    body = build_anthropic_request(format_msg_for_llm(context), "claude-sonnet-4-5", 100)
+    assert body["messages"][1] == {"role": "assistant", "content": [{"type": "text", "text": "Hello.."}]}
+
+
+class Location(BaseModel):
+    city: str
+
+
+def test_a_refusal_with_output_type_ends_the_run_without_a_retry_through_anthropic():
+    """With output_type, Anthropic's refusal ends the run with stop_reason "refusal" and its explanation: one request, no retry."""
+    with LocalServer(lambda request: Reply(body=REFUSED)) as server:
+        with make_agent(AnthropicClient("claude-sonnet-4-5", "key-0123456789", base_url=server.url, max_retries=0), output_type=Location, output_retries=2) as agent:
+            reply = ask(agent, "?", timeout=20, check=False)
+    assert (reply.stop_reason, reply.refusal, len(server.requests)) == ("refusal", REFUSED["stop_details"]["explanation"], 1)
 
 
 # --- tool_use blocks -------------------------------------------------------------------------

@@ -118,6 +118,8 @@ REASONING_ECHO = {
     "openai-refusal.json",
     "openai-stream-refusal.sse",
 }
+# Citations: OpenAI's url_citation annotations, whole and streamed; their tests are in test_llm_citations.py (docs/api.md "Citations").
+CITATIONS = {"openai-search-annotations.json", "openai-stream-search-annotation.sse", "openai-responses-web-search-citations.json", "openai-responses-stream-web-search-citations.jsonl"}
 # Anthropic server-tool replies; their tests are in test_llm_server_tools*.py (docs/streaming.md "Server tools").
 SERVER_TOOLS = {*server_tool_fixtures.STREAMS, *server_tool_fixtures.REPLIES, *server_tool_fixtures.REQUESTS, "anthropic-stream-tool-search-answer.jsonl"}
 # "Too long" answers; their tests are in test_llm_overflow.py (docs/failures.md "The history outgrew the context").
@@ -131,7 +133,18 @@ OVERFLOW = {
     "gemini-error-400-input-token-count.json",
     "openrouter-stream-overflow-midstream.sse",
 }
-KNOWN = {*OVERFLOW, *SERVER_TOOLS, *CALL_KINDS, *REASONING_ECHO, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md",
+# OpenAI Responses API replies and the request OpenAI accepted; their tests are in test_llm_responses.py (docs/streaming.md "The Responses API").
+RESPONSES_API = {
+    "openai-responses.schema.json",
+    "openai-responses-reasoning-message.json",
+    "openai-responses-reasoning-tool-call.json",
+    "openai-responses-request-reasoning-tool-result.json",
+    "openai-responses-stream-reasoning-tool-loop.jsonl",
+    "openai-responses-stream-error-quota.jsonl",
+    "openai-responses-reasoning-custom-tool-call.json",
+    "openai-responses-request-custom-tool-result.json",
+}
+KNOWN = {*RESPONSES_API, *OVERFLOW, *CITATIONS, *SERVER_TOOLS, *CALL_KINDS, *REASONING_ECHO, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md",
          "session-v1.db"}  # not wire data: an SQLite session of schema 1, read by tests/extras/test_session_rows.py
 
 

@@ -13,7 +13,9 @@ import os
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import requests
@@ -24,10 +26,13 @@ from yiemagent import (
     LLMCallStartEvent,
     LLMDeltaEvent,
     LLMError,
+    SummarizeHistory,
     TextContent,
     ToolExecEndEvent,
     ToolStore,
+    TrimHistory,
     YiemAgent,
+    ask,
     extract_tool_calls,
     format_msg_for_llm,
     register_tool,
@@ -219,3 +224,73 @@ def test_a_streamed_request_longer_than_the_context_is_a_stream_cut_short(server
         client(formatted)
     assert not isinstance(info.value, ContextOverflowError)
     assert "the stream ended before the reply was whole" in str(info.value)
+
+
+def report_store() -> ToolStore:
+    """A tool whose every result is a long report (about 300 tokens): a few turns outgrow a 2,048-token context."""
+    store = ToolStore("reports")
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        return text_result(f"Report on {args.get('city')}: " + "the sky stays clear, the wind light from the west, the sea calm. " * 20)
+
+    register_tool(store, make_tool("getWeather", execute, schema=WEATHER_SCHEMA))
+    return store
+
+
+def _force_first_round(ctx, sink):
+    """The tool is forced on a run's first round (a 135M model does not call tools unasked), then the model answers."""
+    formatted = format_msg_for_llm(ctx, sink)
+    if ctx.messages and ctx.messages[-1].role == "user":
+        formatted["tool_choice"] = FORCE_WEATHER
+    return formatted
+
+
+def _report_agent(server, recorder, **options):
+    client = OpenAIClient(server, "smollm2", timeout=120, max_retries=0, options={"temperature": 0, "seed": 1, "max_tokens": 24})
+    return YiemAgent(
+        llm_call=client, agent_event_sink=recorder, system_prompt="You are a helpful assistant.",
+        format_msg_for_llm=_force_first_round, tool_store=report_store(), **options,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("strategy", [TrimHistory(700), SummarizeHistory(700)], ids=["trim", "summarize"])
+def test_a_conversation_that_outgrows_the_context_is_answered_with_each_strategy(server, strategy):
+    """Tool results that outgrow the real server's 2,048-token context: without compaction the conversation ends in its ContextOverflowError; with context_window=2048 and the strategy, 25 turns are all answered (docs/sessions.md "Long conversations")."""
+    recorder = EventRecorder()
+    with _report_agent(server, recorder) as agent:
+        for turn in range(25):
+            reply = ask(agent, f"What is the weather in city number {turn}?", timeout=300, check=False)
+            if reply.stop_reason == "error":
+                break
+    assert reply.stop_reason == "error" and turn < 25, "without compaction the history outgrows the context"
+    assert recorder.of_type(LLMCallEndEvent)[-1].error_type == "ContextOverflowError", reply.error_message
+
+    recorder = EventRecorder()
+    with _report_agent(server, recorder, context_window=2048, compaction=strategy) as agent:
+        for turn in range(25):
+            reply = ask(agent, f"What is the weather in city number {turn}?", timeout=300, check=False)
+            assert reply.stop_reason in ("stop", "length"), f"turn {turn}: {reply.error_message}"
+        history = agent.history()
+    assert sum(m.role == "user" for m in history) == 25 and sum(m.role == "tool" for m in history) == 25
+    assert sum(m.role == "compaction" for m in history) > 0 if isinstance(strategy, SummarizeHistory) else True
+
+
+@dataclass(frozen=True)
+class Forecast:
+    city: Literal["Paris", "London", "Tokyo"]
+    temperature_c: int
+    sky: Literal["sunny", "cloudy", "rainy"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_native_typed_answer_from_the_tiny_model_is_valid_every_time(server, stream):
+    """Native typed answers on llama-cpp-python's server (native_output="json_object"): SmolLM2-135M's answer is a valid Forecast at the first try, run after run, sampled with several seeds."""
+    outputs = []
+    for seed in range(4):
+        client = OpenAIClient(server, "smollm2", timeout=120, options={"seed": seed, "max_tokens": 96}, stream=stream, native_output="json_object")
+        with YiemAgent(llm_call=client, agent_event_sink=None, output_type=Forecast, output_mode="auto", output_retries=0) as agent:
+            reply = ask(agent, "What is the weather like in Paris today?", timeout=300)
+            rounds = sum(m.role == "assistant" for m in agent.history())
+        assert isinstance(reply.output, Forecast) and rounds == 1, reply.error_message
+        outputs.append(reply.output)
+    assert len(outputs) == 4

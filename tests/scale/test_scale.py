@@ -24,7 +24,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scale_cluster import EXAMPLE, Cluster, check_history
-from yiemagent import AssistantMessage, PostgresSession, extract_tool_calls
+from servers import PgBouncerServer, PostgresServer
+from yiemagent import AssistantMessage, PostgresSession, SessionInUseError, extract_tool_calls
+from yiemagent.celery._turns import prepare
 from yiemagent.history import LOST_RESULT_MESSAGE
 from yiemagent.history._json import message_from_json
 from yiemagent.history.postgres import LOCK_CLASS
@@ -204,6 +206,64 @@ def test_a_turn_retried_after_its_model_failed_gets_its_own_answer_not_the_next_
         print(f"\nturn 1: {first['status']}, turn 2: {second['status']}")
 
 
+CUT = """
+import json, sys
+from app import turns
+
+conversation = sys.argv[1]
+first = turns.send(conversation, conversation + "/turn-1", "question 1")
+sys.stdin.readline()  # the test has cut turn 1 before its question was stored
+second = turns.send(conversation, conversation + "/turn-2", "question 2")
+print(json.dumps([first.get(timeout=float(sys.argv[2])), second.get(timeout=float(sys.argv[2]))]))
+"""
+
+
+def test_a_turn_cut_before_its_question_was_stored_is_restarted_after_the_next_turn_with_its_own_answer(tmp_path):
+    """A worker SIGKILLed once turn 1 is recorded but before its question is stored; turn 2 runs, then turn 1's redelivery: each turn its own answer."""
+    conversation = f"cut-{os.getpid()}"
+    with Cluster(tmp_path, visibility_timeout=12) as cluster:  # turn 1 comes back 12 s after its first delivery: turn 2 runs first
+        prepare(cluster.dsn)
+        PostgresSession(cluster.dsn, conversation).close()  # the tables exist before they are locked
+        with psycopg.connect(cluster.dsn) as blocker, psycopg.connect(cluster.dsn, autocommit=True) as watch:
+            blocker.execute("LOCK TABLE yiemagent_messages IN EXCLUSIVE MODE")  # reads go on; the question's INSERT waits
+            [cut] = cluster.start_workers(1, threads=1)
+            client = subprocess.Popen(
+                [sys.executable, "-c", CUT, conversation, str(SCALE_WAIT * 2)],
+                cwd=EXAMPLE, env=cluster.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            try:
+                deadline = time.monotonic() + SCALE_WAIT
+                by_worker = (f"% pid {cut.pid}",)
+                waiting = "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO yiemagent_messages%%' AND application_name LIKE %s"
+                while not watch.execute(waiting, by_worker).fetchone()[0]:
+                    assert client.poll() is None and time.monotonic() < deadline, "turn 1 never reached the INSERT of its question"
+                    time.sleep(0.01)
+                sending = "SELECT state FROM yiemagent_turns WHERE session_id = %s"
+                assert [state for (state,) in watch.execute(sending, (conversation,))] == ["sending"]
+                cut.kill()
+                # the server ends a dead client's connection when it next reads it; one waiting on a lock reads nothing, so it is ended here
+                watch.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE %s", by_worker)
+                while watch.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name LIKE %s", by_worker).fetchone()[0]:
+                    assert time.monotonic() < deadline, "the killed worker's connections never ended"
+                    time.sleep(0.01)
+                blocker.rollback()
+                assert client.stdin is not None
+                client.stdin.write("go\n")
+                client.stdin.flush()
+                cluster.start_workers(1, threads=2)
+                out, err = client.communicate(timeout=SCALE_WAIT * 5)
+            finally:
+                if client.poll() is None:
+                    client.kill()
+                    client.wait()
+        assert client.returncode == 0, err[-3000:]
+        first, second = json.loads(out.splitlines()[-1])
+        assert second["reply"] == "Answer to question 2: notes on question 2" and second["status"] == "new", second
+        assert first["reply"] == "Answer to question 1: notes on question 1" and first["status"] == "restarted", first
+        with PostgresSession(cluster.dsn, conversation) as reader:
+            assert check_history(reader.messages(), ["question 2", "question 1"]) == [second["reply"], first["reply"]]
+
+
 def test_a_turn_the_model_never_answers_fails_with_its_cause_and_its_conversation_goes_on(tmp_path):
     """Through Celery: a refused question (400) fails at once, one whose model is down for ever fails at its last retry; the client names each, and turn 3 is answered."""
     prefix = f"stall-{os.getpid()}"
@@ -341,3 +401,54 @@ def test_an_entry_the_screen_lets_through_is_one_kombu_can_deliver(payload):
         assert isinstance(message.delivery_tag, str)  # a field of kombu's unacked hash in Redis
         assert isinstance(message.delivery_info["exchange"], str) and isinstance(message.delivery_info["routing_key"], str)
 
+
+
+@pytest.mark.parametrize("hold_timeout", [0.0, 0.5])
+def test_a_hold_through_pgbouncer_in_transaction_mode_is_refused_naming_the_pooler_and_holds_in_session_mode(hold_timeout):
+    """Through a real PgBouncer in transaction mode, a second session reaching the holder's server process is refused, naming the pooler and what to configure; in session mode one holder excludes the other."""
+    with PostgresServer() as postgres:
+        with PgBouncerServer(postgres, pool_mode="transaction", pool_size=1) as pooler:  # one server process: the second client reaches the holder's
+            with PostgresSession(pooler.dsn, "c") as first, PostgresSession(pooler.dsn, "c", hold_timeout=hold_timeout) as second:
+                first.acquire()
+                with pytest.raises(SessionInUseError, match=r"cannot be held through this connection: .*pool_mode = transaction.*pool_mode = session"):
+                    second.acquire()
+                assert first.held and not second.held
+                first.release()
+        with PgBouncerServer(postgres, pool_mode="session", pool_size=4) as pooler:
+            with PostgresSession(pooler.dsn, "c") as first, PostgresSession(pooler.dsn, "c") as second:
+                first.acquire()
+                with pytest.raises(SessionInUseError, match="is held by another agent"):
+                    second.acquire()
+                first.release()
+                second.acquire()
+                assert second.held
+
+
+_POOLED_HOLDER = """
+import sys, threading
+from yiemagent import PostgresSession
+session = PostgresSession(sys.argv[1], "c")
+session.acquire()
+print("held", flush=True)
+threading.Event().wait()
+"""
+
+
+def test_a_hold_left_by_a_killed_client_in_session_pooling_is_ended_by_the_pools_reset_and_the_next_client_holds():
+    """Through a real PgBouncer in session mode (one server process), a holder killed by SIGKILL leaves neither lock nor mark: the next client reaching that process holds, and excludes another."""
+    with PostgresServer() as postgres, PgBouncerServer(postgres, pool_mode="session", pool_size=1) as pooler:
+        child = subprocess.Popen([sys.executable, "-c", _POOLED_HOLDER, pooler.dsn], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "held", child.stderr.read()
+            child.kill()
+            child.wait(timeout=60)
+        finally:
+            child.kill()
+            child.stdout.close()
+            child.stderr.close()
+        with PostgresSession(pooler.dsn, "c", hold_timeout=30) as next_client:
+            next_client.acquire()  # waits for the one server process, which PgBouncer resets (DISCARD ALL) as the killed client leaves
+            assert next_client.held
+            with PostgresSession(postgres.dsn, "c") as other, pytest.raises(SessionInUseError, match="is held by another agent"):
+                other.acquire()
+            next_client.release()

@@ -69,6 +69,25 @@ def test_dispatch_is_parallel_when_config_and_all_tools_allow_it():
     assert all(thread.startswith("yiemagent-tool") for _, thread in log) and len(log) == 2
 
 
+@pytest.mark.spec("9")
+def test_a_parallel_batch_of_one_call_runs_in_the_calling_thread_in_a_copy_of_its_context():
+    """A parallel batch of a single call runs it in the caller's thread (no pool hand-off), isolated as a pool thread would be."""
+    import contextvars
+
+    mark = contextvars.ContextVar("mark", default="caller's")
+    seen = []
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        seen.append((threading.current_thread().name, mark.get()))
+        mark.set("the tool's")
+        return text_result("a")
+
+    ctx = context_with(make_tool("a", execute, parallel=True))
+    batch = execute_tool_calls(ctx, ASSISTANT, calls("a"), PARALLEL, None, None)
+    assert texts(batch) == ["a"] and seen == [(threading.current_thread().name, "caller's")]
+    assert mark.get() == "caller's"  # what the tool set stayed in its copy
+
+
 @pytest.fixture
 def pools():
     """Tool pools of a test's own (``pools(keep=..., idle_s=...)``); their idle threads end with the test."""

@@ -321,8 +321,8 @@ def test_a_message_that_cannot_be_stored_or_sent_is_refused_saying_why(message, 
 
 
 def test_a_value_that_is_not_a_message_is_refused_naming_its_type():
-    """normalize_message of something that is no message names its type and the four it takes."""
-    with pytest.raises(MessageFormatError, match=r"^dict is not a UserMessage, AssistantMessage, ToolResultMessage or ApprovalMessage$"):
+    """normalize_message of something that is no message names its type and the five it takes."""
+    with pytest.raises(MessageFormatError, match=r"^dict is not a UserMessage, AssistantMessage, ToolResultMessage, ApprovalMessage or CompactionMessage$"):
         normalize_message({"role": "user", "content": "hi"})
 
 

@@ -84,14 +84,14 @@ def check_history(history: list, questions: list[str], failed: Collection[str] =
 class Worker:
     """One ``celery worker`` process; ``ready`` is set at its "ready." log line (read by a thread)."""
 
-    def __init__(self, name: str, env: dict, threads: int, log: Path) -> None:
+    def __init__(self, name: str, env: dict, threads: int, log: Path, app_dir: Path = EXAMPLE) -> None:
         self.name = name
         self.log_path = log
         self.ready = threading.Event()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "app", "worker", "--pool", "threads", "--concurrency", str(threads),
              "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"],
-            cwd=EXAMPLE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            cwd=app_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             preexec_fn=die_with_parent(signal.SIGKILL),
         )
         threading.Thread(target=self._read, name=f"log-{name}", daemon=True).start()
@@ -165,19 +165,21 @@ class Cluster:
         }
         self.env.pop("OPENAI_API_KEY", None)
 
-    def start_workers(self, count: int, threads: int = 2) -> list[Worker]:
-        started = [Worker(f"w{len(self.workers) + i}", self.env, threads, self.workdir / f"worker-{len(self.workers) + i}.log") for i in range(count)]
+    def start_workers(self, count: int, threads: int = 2, app_dir: Path = EXAMPLE) -> list[Worker]:
+        """``count`` workers of the Celery app ``app`` in ``app_dir`` (the example's, or bench/celery_floor's), ready."""
+        started = [Worker(f"w{len(self.workers) + i}", self.env, threads, self.workdir / f"worker-{len(self.workers) + i}.log", app_dir) for i in range(count)]
         self.workers += started
         for worker in started:
             if not worker.ready.wait(READY_TIMEOUT) or worker.process.poll() is not None:
                 raise RuntimeError(f"worker {worker.name} did not start:\n{worker.log_path.read_text(errors='replace')[-3000:]}")
         return started
 
-    def client(self, conversations: int, turns: int, prefix: str, *options: str) -> subprocess.Popen:
-        """examples/celery_service/client.py, with ``options`` after the counts (``"--resend-after", "3"``)."""
+    def client(self, conversations: int, turns: int, prefix: str, *options: str, app_dir: Path = EXAMPLE) -> subprocess.Popen:
+        """examples/celery_service/client.py, with ``options`` after the counts (``"--resend-after", "3"``), on the app in ``app_dir``."""
+        run = f"import runpy; runpy.run_path({str(EXAMPLE / 'client.py')!r}, run_name='__main__')"  # its ``app`` is app_dir's (the cwd)
         return subprocess.Popen(
-            [sys.executable, str(EXAMPLE / "client.py"), "--conversations", str(conversations), "--turns", str(turns), "--prefix", prefix, *options],
-            cwd=EXAMPLE, env=self.env, stdout=subprocess.PIPE, stderr=open(self.workdir / f"client-{prefix}.log", "wb"), text=True,
+            [sys.executable, "-c", run, "--conversations", str(conversations), "--turns", str(turns), "--prefix", prefix, *options],
+            cwd=app_dir, env=self.env, stdout=subprocess.PIPE, stderr=open(self.workdir / f"client-{prefix}.log", "wb"), text=True,
             preexec_fn=die_with_parent(signal.SIGKILL),
         )
 

@@ -24,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -88,6 +89,11 @@ def redis_server_binary() -> Optional[Path]:
     return Path(found) if found else None
 
 
+def postgres_dsn(port: int) -> str:
+    """The DSN of the database ``postgres`` as user ``postgres`` on 127.0.0.1:``port`` (PostgreSQL, or PgBouncer before it)."""
+    return f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+
+
 class _Server:
     """A server process run as ``self.user``, its log read by a thread that sets ``ready`` at ``READY_LINE``."""
 
@@ -131,15 +137,17 @@ class _Server:
             subprocess.run(["chmod", "-R", "a+rX", str(self.dir)], check=True, timeout=60)
             return target / binary.parent.name / binary.name
 
-    def _start(self, argv: list[str]) -> None:
+    def _start(self, argv: list[str], env: Optional[dict] = None) -> None:
         self.process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir, start_new_session=True,
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir, start_new_session=True, env=env,
             preexec_fn=die_with_parent(signal.SIGINT), **self._run_as(),
         )
         threading.Thread(target=self._read_log, name=f"{self.name}-log", daemon=True).start()
         if not self.ready.wait(START_TIMEOUT):
             self.stop()
             raise RuntimeError(f"{self.name} did not start within {START_TIMEOUT} s:\n" + "".join(self.log[-30:]))
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{self.name} exited at start:\n" + "".join(self.log[-30:]))
 
     def _read_log(self) -> None:
         assert self.process is not None and self.process.stdout is not None
@@ -192,15 +200,11 @@ class PostgresServer(_Server):
             if not durable:
                 settings += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
             self._start([str(postgres), "-D", str(data), "-p", str(self.port), *settings])
-            if self.process is None or self.process.poll() is not None:
-                raise RuntimeError("PostgreSQL exited at start:\n" + "".join(self.log[-30:]))
         except BaseException:
             self.stop()
             raise
 
-    @property
-    def dsn(self) -> str:
-        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
+    dsn = property(lambda self: postgres_dsn(self.port))
 
     @property
     def url(self) -> str:
@@ -221,8 +225,6 @@ class RedisServer(_Server):
         try:
             binary = self._runnable(binary)
             self._start([str(binary), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir), "--save", "", "--appendonly", "no", "--daemonize", "no"])
-            if self.process is None or self.process.poll() is not None:
-                raise RuntimeError("redis-server exited at start:\n" + "".join(self.log[-30:]))
         except BaseException:
             self.stop()
             raise
@@ -230,3 +232,44 @@ class RedisServer(_Server):
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+
+def pgbouncer_binary() -> Optional[Path]:
+    """PgBouncer: ``YIEMAGENT_PGBOUNCER``, Debian's package as make test-scale unpacks it into .venv/pgbouncer, or one installed."""
+    if os.environ.get("YIEMAGENT_PGBOUNCER"):
+        return Path(os.environ["YIEMAGENT_PGBOUNCER"])
+    unpacked = Path(sys.prefix) / "pgbouncer" / "root" / "usr" / "sbin" / "pgbouncer"  # sys.prefix: the virtualenv running the tests
+    if unpacked.is_file():
+        return unpacked
+    found = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").is_file() else None)
+    return Path(found) if found else None
+
+
+class PgBouncerServer(_Server):
+    """PgBouncer in front of ``postgres`` (its database ``postgres``), in ``pool_mode`` with ``pool_size`` server connections at most."""
+
+    READY_LINE = "process up"
+    name = "pgbouncer"
+
+    def __init__(self, postgres: PostgresServer, *, pool_mode: str = "transaction", pool_size: int = 1) -> None:
+        binary = pgbouncer_binary()
+        if binary is None:
+            raise RuntimeError("no pgbouncer found: make test-scale unpacks Debian's package into .venv/pgbouncer (or set YIEMAGENT_PGBOUNCER)")
+        super().__init__()
+        try:
+            binary = self._runnable(binary)
+            config = self.dir / "pgbouncer.ini"
+            config.write_text(
+                f"[databases]\npostgres = host=127.0.0.1 port={postgres.port} user=postgres dbname=postgres\n"
+                f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\nauth_type = any\n"
+                f"pool_mode = {pool_mode}\ndefault_pool_size = {pool_size}\nmax_client_conn = 100\n"
+            )
+            os.chmod(config, 0o644)
+            libraries = glob.glob(str(binary.parent.parent / "lib" / "*-linux-gnu"))  # c-ares (and libevent) unpacked beside it
+            env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(libraries + [os.environ.get("LD_LIBRARY_PATH", "")]).rstrip(os.pathsep)}
+            self._start([str(binary), str(config)], env=env)
+        except BaseException:
+            self.stop()
+            raise
+
+    dsn = property(lambda self: postgres_dsn(self.port))

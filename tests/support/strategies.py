@@ -14,7 +14,7 @@ from uuid import UUID
 
 from hypothesis import strategies as st
 
-from yiemagent import AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
+from yiemagent import AssistantMessage, CompactionMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text()
 json_values = st.recursive(
@@ -30,6 +30,15 @@ timestamps = st.datetimes(
 text_content = st.builds(TextContent, st.text())
 image_content = st.builds(ImageContent, st.binary(max_size=30).map(lambda raw: base64.b64encode(raw).decode()), st.sampled_from(["image/png", "image/jpeg"]))
 content = st.lists(text_content | image_content, max_size=4)
+# the citation objects providers send beside a text (AssistantMessage.citations): OpenAI's url_citation
+# annotations (indices anywhere, even past the text) and Anthropic's web_search_result_location
+url_citations = st.fixed_dictionaries(
+    {"type": st.just("url_citation"), "url_citation": st.fixed_dictionaries({"url": st.text(max_size=12), "title": st.text(max_size=8), "start_index": st.integers(-3, 40), "end_index": st.integers(-3, 40)})}
+)
+anthropic_citations = st.fixed_dictionaries(
+    {"type": st.just("web_search_result_location"), "url": st.text(max_size=12), "title": st.text(max_size=8) | st.none(), "cited_text": st.text(max_size=12), "encrypted_index": st.text(max_size=8)}
+)
+cited_text_content = st.builds(TextContent, st.text(max_size=30), st.lists(url_citations | anthropic_citations, max_size=3))
 
 tool_call_entries = st.fixed_dictionaries(
     {"id": st.text(min_size=1, max_size=12), "function": st.fixed_dictionaries({"name": st.text(max_size=12), "arguments": json_objects | st.text(max_size=20)})}
@@ -45,7 +54,7 @@ usages = st.none() | st.builds(LLMUsage, *(st.integers(0, 10**6) for _ in range(
 user_messages = st.builds(UserMessage, content, timestamps)
 assistant_messages = st.builds(
     AssistantMessage,
-    st.lists(text_content | image_content | raw_tool_blocks, max_size=4),
+    st.lists(text_content | cited_text_content | image_content | raw_tool_blocks, max_size=4),
     api=st.none() | st.text(max_size=10),
     provider=st.none() | st.text(max_size=10),
     model=st.none() | st.text(max_size=10),
@@ -292,7 +301,9 @@ rich_tool_result_messages = st.builds(
     st.booleans(),
     any_datetimes,
 )
-stored_messages = messages | rich_tool_result_messages
+# a summary that stands for the oldest messages (docs/sessions.md "Long conversations"): stored and loaded like any message
+compaction_messages = st.builds(CompactionMessage, st.text(st.characters(blacklist_categories=())), st.integers(0, 10**6), any_datetimes)
+stored_messages = messages | rich_tool_result_messages | compaction_messages
 
 # Details that plain JSON cannot write as they are (docs/sessions.md "The JSON form"): strs
 # with lone surrogates (as values and as keys), ints past Python's 4,300-digit int-to-str

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any, Optional
@@ -36,6 +37,9 @@ POLL = 0.25  # seconds between two looks for a result (a database result backend
 CELERY_CONSUMER = "celery.worker.consumer:Consumer"
 SCREENED_CONSUMER = "yiemagent.celery._consumer:ScreenedConsumer"
 SCREENED_REDIS = "yiemagent.celery._redis:ScreenedRedisTransport"
+
+_served: "weakref.WeakSet[Any]" = weakref.WeakSet()  # the apps that have a TurnService; guarded by _served_lock
+_served_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -79,12 +83,18 @@ class TurnService:
     retried with backoff (``MAX_RETRIES``, or ``max_retries`` in the app's
     ``task_annotations``), and the last attempt closes the turn as failed. Making the
     service also gives the app the poison-message screen (``screen``): configure the
-    app's broker before.
+    app's broker before. One service per app: the task has one name, so a second
+    service on the same app is refused (``ValueError``); the task is the app's alone
+    (not one of Celery's shared tasks, which every app made later would get too).
     """
 
     def __init__(self, app: Any, make_agent: Callable[[PostgresSession], YiemAgent], *, dsn: str, hold_timeout: float = 60.0) -> None:
         if not callable(make_agent):
             raise TypeError(f"make_agent must be callable (session -> YiemAgent), not {type(make_agent).__name__}")
+        with _served_lock:
+            if app in _served:
+                raise ValueError(f"the Celery app {app.main!r} already has a TurnService: its task {TASK_NAME!r} has one name, so one service per app")
+            _served.add(app)
         self.app = app
         self.make_agent = make_agent
         self.dsn = dsn
@@ -104,6 +114,7 @@ class TurnService:
 
         @app.task(  # type: ignore[untyped-decorator]  # celery ships no types
             name=TASK_NAME,
+            shared=False,  # the app's alone: a shared task would be made on every app made later, bound to this service
             bind=True,
             acks_late=True,  # acknowledged once finished: a worker that dies leaves the turn to another
             reject_on_worker_lost=True,

@@ -54,6 +54,7 @@ from ..types import (
     AgentMessage,
     ApprovalMessage,
     AssistantMessage,
+    CompactionMessage,
     ImageContent,
     LLMUsage,
     MessageContent,
@@ -83,7 +84,7 @@ logger = logging.getLogger("yiemagent.history")
 
 TAG = "$type"
 _USAGE_FIELDS = frozenset(f.name for f in fields(LLMUsage))
-_TYPES: dict[str, type[AgentMessage]] = {"user": UserMessage, "assistant": AssistantMessage, "tool": ToolResultMessage, "approval": ApprovalMessage}
+_TYPES: dict[str, type[AgentMessage]] = {"user": UserMessage, "assistant": AssistantMessage, "tool": ToolResultMessage, "approval": ApprovalMessage, "compaction": CompactionMessage}
 MAX_DEPTH = 200  # values nested deeper are stored as a repr tag (Python's recursion limit is near 1000)
 _OPTIONAL_STR = {"api", "provider", "model", "stop_reason", "error_message"}
 # Ints of at most this many bits (578 decimal digits) stay JSON numbers: Python converts an
@@ -311,7 +312,7 @@ def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
     the check only mends those, it costs more than the rest of storing a reply, and loading
     checks the message whole anyway.
     """
-    if isinstance(message, (UserMessage, ApprovalMessage)):
+    if isinstance(message, (UserMessage, ApprovalMessage, CompactionMessage)):
         return normalize_message(message)
     content = message.content  # type: ignore[attr-defined]
     usage = message.usage  # type: ignore[attr-defined]
@@ -373,9 +374,8 @@ _ROW_DEFAULTS: tuple[tuple[str, Any], ...] = (
 _UTC_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{6})?\+00:00", re.ASCII)
 
 
-def row_mark(body: bytes) -> int:
-    """The mark of a row whose writer checked it: the CRC-32 of its body, so that an edited body no longer carries it."""
-    return zlib.crc32(body)
+row_mark: Callable[[bytes], int] = zlib.crc32  # zlib's own function: no call of ours around it, once a row read back
+"""The mark of a row whose writer checked it: the CRC-32 of its body, so that an edited body no longer carries it."""
 
 
 def message_to_row(message: AgentMessage) -> "tuple[bytes, Optional[int]]":
@@ -432,8 +432,10 @@ def _field(name: str, value: Any) -> Any:
         return None if value is None else _usage(value)
     if name in _OPTIONAL_STR:
         return None if value is None else _expect(value, str, repr(name))
-    if name in ("tool_call_id", "tool_name", "decision", "reason"):
+    if name in ("tool_call_id", "tool_name", "decision", "reason", "summary"):
         return _expect(value, str, repr(name))
+    if name == "through":
+        return _expect(value, int, "'through'")
     if name == "is_error":
         return _expect(value, bool, "'is_error'")
     if name == "added_tool_names":

@@ -35,11 +35,14 @@ import re
 from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime, timezone
-from typing import Any, Optional, TypeGuard, TypeVar
+from typing import Any, Optional, TypeGuard
 
 from ..extraction import MAX_ID_CHARS, MAX_NAME_CHARS, parse_tool_arguments
 from ..normalize import _raw_calls
-from ..types import APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, TextContent, ToolResultMessage, UserMessage, is_base64, is_media_type
+from ..types import (
+    APPROVAL_DECISIONS, AgentMessage, ApprovalMessage, AssistantMessage, CompactionMessage, ImageContent, built, LLMUsage, TextContent, ToolResultMessage,
+    UserMessage, is_base64, is_media_type,
+)
 
 __all__ = ["loads_row", "parse_stamp", "read_marked", "read_stored", "stored_calls"]
 
@@ -52,6 +55,7 @@ _USER_KEYS = frozenset(("role", "content", "timestamp"))
 _ASSISTANT_KEYS = frozenset(("role", "content", "api", "provider", "model", "usage", "stop_reason", "error_message", "timestamp", "output"))
 _TOOL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "content", "details", "usage", "added_tool_names", "is_error", "timestamp"))
 _APPROVAL_KEYS = frozenset(("role", "tool_call_id", "tool_name", "decision", "arguments", "reason", "timestamp"))
+_COMPACTION_KEYS = frozenset(("role", "summary", "through", "timestamp"))
 
 
 def _clean(text: Any) -> TypeGuard[str]:
@@ -250,14 +254,8 @@ def _reply_content(raw: Any) -> Optional[list[Any]]:
 # without its one object.__setattr__ per field: that was a third of the time of this reader.
 # The price: each such message keeps its fields in a dict of its own (about 180 bytes more
 # than __init__'s inline values); setting them one by one costs a restart of 10,000 about 5 ms.
-_Message = TypeVar("_Message", bound=AgentMessage)
 _new = object.__new__
-
-
-def _built(cls: type[_Message], **fields: Any) -> _Message:
-    message = _new(cls)
-    message.__dict__.update(fields)
-    return message
+_built = built  # types.py: as __init__ leaves a message, in one step
 
 
 def _user(data: dict[str, Any]) -> Optional[AgentMessage]:
@@ -334,6 +332,15 @@ def _approval(data: dict[str, Any]) -> Optional[AgentMessage]:
     return ApprovalMessage(call_id, name, decision, arguments, reason, stamp)
 
 
+def _compaction(data: dict[str, Any]) -> Optional[AgentMessage]:
+    if not data.keys() <= _COMPACTION_KEYS:
+        return None
+    summary, through, stamp = data.get("summary"), data.get("through"), _stamp(data.get("timestamp"))
+    if stamp is None or not _clean(summary) or type(through) is not int or through < 0:
+        return None
+    return CompactionMessage(summary, through, stamp)
+
+
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # undeclared in typeshed; the C scanner json.loads runs (json.decoder.JSONDecoder.raw_decode)
 
 
@@ -359,7 +366,7 @@ def loads_row(text: "str | bytes") -> Any:
     return json.loads(text)
 
 
-_READERS: dict[str, Callable[[dict[str, Any]], Optional[AgentMessage]]] = {"user": _user, "assistant": _assistant, "tool": _tool, "approval": _approval}
+_READERS: dict[str, Callable[[dict[str, Any]], Optional[AgentMessage]]] = {"user": _user, "assistant": _assistant, "tool": _tool, "approval": _approval, "compaction": _compaction}
 
 
 def read_stored(data: Any) -> Optional[AgentMessage]:
@@ -419,7 +426,7 @@ def _marked_assistant(data: dict[str, Any]) -> AgentMessage:
         api=get("api"),
         provider=get("provider"),
         model=get("model"),
-        usage=_usage(get("usage")),
+        usage=_usage(counts) if (counts := get("usage")) is not None else None,
         stop_reason=get("stop_reason"),
         error_message=get("error_message"),
         timestamp=parse_stamp(data["timestamp"]),
@@ -455,7 +462,13 @@ def _marked_approval(data: dict[str, Any]) -> AgentMessage:
     )
 
 
-_MARKED: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {"user": _marked_user, "assistant": _marked_assistant, "tool": _marked_tool, "approval": _marked_approval}
+def _marked_compaction(data: dict[str, Any]) -> AgentMessage:
+    return CompactionMessage(data["summary"], data["through"], parse_stamp(data["timestamp"]))
+
+
+_MARKED: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {
+    "user": _marked_user, "assistant": _marked_assistant, "tool": _marked_tool, "approval": _marked_approval, "compaction": _marked_compaction,
+}
 
 
 def read_marked(data: dict[str, Any]) -> AgentMessage:

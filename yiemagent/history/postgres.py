@@ -61,6 +61,30 @@ _SCHEMA = (
 # The server drops a connection whose peer stopped answering (a machine that died without
 # closing its sockets) after about idle + interval * count seconds, and with it the hold.
 KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 10, 5, 3
+# The hold's statement. A server process marks each lock it holds for a client with a setting of its own
+# (yiemagent.hold_<key>, no privilege needed): a process that has the mark already holds the lock for another client, its
+# connections shared by a pooler in transaction mode, and is refused (pooled); only one without it takes the lock ({take}, true once taken)
+# and is marked. A mark counts only where the server's lock table (pg_lock_status(), what the view pg_locks shows, which a role may be
+# denied) has the process holding the lock: one left without it (a pooler's reset that released the locks but kept the settings) is
+# stale, and the lock is taken. One statement, so one server process answers all of it, through any pooler; the CTEs run in order.
+_TAKE = (
+    "WITH before AS MATERIALIZED (SELECT COALESCE(current_setting('yiemagent.hold_' || %s, true), '') = 'held'"
+    " AND EXISTS (SELECT 1 FROM pg_lock_status() WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND classid = %s AND objid = %s AND objsubid = 2) AS pooled),"
+    " took AS MATERIALIZED (SELECT pooled, CASE WHEN pooled THEN NULL ELSE {take} END AS taken FROM before)"
+    " SELECT pooled, taken, CASE WHEN taken THEN set_config('yiemagent.hold_' || %s, 'held', false) END FROM took"
+)
+# The release: the mark is cleared only where the lock was held (another process's mark is another client's)
+_RELEASE = (
+    "WITH freed AS MATERIALIZED (SELECT pg_advisory_unlock(%s, %s) AS released)"
+    " SELECT released, CASE WHEN released THEN set_config('yiemagent.hold_' || %s, '', false) END FROM freed"
+)
+_POOLED = (
+    "the server process reached holds the session's lock for another client: a connection pooler in transaction mode"
+    " (PgBouncer's pool_mode = transaction) shares server processes between clients, and the hold is a session-level advisory"
+    " lock, which lives in one server process (decision 17, docs/scale.md \"PgBouncer\"); connect to PostgreSQL directly,"
+    " or through a pool in session mode (pool_mode = session)"
+)
 _READS_TO_SEE_AN_END = 4  # reads of an idle connection's socket ``held`` makes, at most, to see the server closed it
 
 
@@ -242,9 +266,11 @@ class PostgresSession(ConnectedSession):
                 raise SessionInUseError(f"session {self.session_id!r} in {self.where} is already held by an agent using this PostgresSession")
             key = self._key(conn)
             if self.hold_timeout <= 0:
-                taken = _one_row(conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, key)).fetchone())[0]
+                pooled, taken, _ = _one_row(conn.execute(_TAKE.format(take="pg_try_advisory_lock(%s, %s)"), (str(key), LOCK_CLASS, key, LOCK_CLASS, key, str(key))).fetchone())
             else:
-                taken = self._wait_for_lock(conn, key)
+                pooled, taken = self._wait_for_lock(conn, key)
+            if pooled:
+                raise SessionInUseError(f"session {self.session_id!r} in {self.where} cannot be held through this connection: {_POOLED}")
             if not taken:
                 waited = f" after waiting {self.hold_timeout:g} s" if self.hold_timeout > 0 else ""
                 raise SessionInUseError(
@@ -267,17 +293,18 @@ class PostgresSession(ConnectedSession):
             self._lock_key = int(_one_row(row)[0])  # inserted here or by another process; no session's row is ever deleted
         return self._lock_key
 
-    def _wait_for_lock(self, conn: "psycopg.Connection[Any]", key: int) -> bool:
+    def _wait_for_lock(self, conn: "psycopg.Connection[Any]", key: int) -> tuple[bool, bool]:
+        """(pooled, taken) as ``_TAKE`` says, waiting up to ``hold_timeout`` for the lock."""
         psycopg = _psycopg()
         wait_ms = max(1, int(self.hold_timeout * 1000))
         try:
             with conn.transaction():  # SET LOCAL ends with it; the session-level lock does not
                 conn.execute(f"SET LOCAL lock_timeout = {wait_ms}")
                 conn.execute(f"SET LOCAL statement_timeout = {wait_ms + int(self.timeout * 1000)}")
-                conn.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, key))
+                pooled, _, _ = _one_row(conn.execute(_TAKE.format(take="(SELECT true FROM pg_advisory_lock(%s, %s))"), (str(key), LOCK_CLASS, key, LOCK_CLASS, key, str(key))).fetchone())
         except psycopg.errors.LockNotAvailable:
-            return False
-        return True
+            return False, False
+        return bool(pooled), not pooled
 
     def _holder(self, conn: "psycopg.Connection[Any]", key: int) -> str:
         """`` (<application_name>, server pid N)`` of the connection holding the lock, or "" when it cannot be seen.
@@ -351,7 +378,9 @@ class PostgresSession(ConnectedSession):
             if conn is None or conn.closed or self._lock_key is None:
                 return
             try:
-                conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, self._lock_key))
+                if not _one_row(conn.execute(_RELEASE, (LOCK_CLASS, self._lock_key, str(self._lock_key))).fetchone())[0]:
+                    # the statement reached another server process than the one holding the lock: a pooler in transaction mode
+                    logger.error("%r: the hold could not be released, and stays with a server process of the pool: %s", self, _POOLED)
             except _psycopg().Error as exc:
                 logger.warning("%r: releasing the hold failed (%s); closing the connection ends it", self, exc)
                 conn.close()

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import IO, Any, Optional, Protocol, TypeVar, Union
 
 from ._json import message_from_json, message_to_row, row_mark
-from ._stored import loads_row, read_marked, read_stored
+from ._stored import _MARKED, loads_row, read_stored
 from ._locked_files import release_hold, take_hold
 from ..errors import MessageFormatError, SessionInUseError
 from ..types import AgentMessage
@@ -116,13 +116,14 @@ def messages_from_rows(rows: "list[tuple[Any, str | bytes, Optional[int]]]", whe
     refused; anything else by ``message_from_json`` itself.
     """
     out = []
+    marked = _MARKED  # read_marked's table, looked up here: a row costs two calls fewer
     for row_id, body, mark in rows:
         text = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
         message = None
         try:
             data = loads_row(text)
             if mark is not None and mark == row_mark(text):
-                message = read_marked(data)
+                message = marked[data["role"]](data)  # _stored.read_marked
             else:
                 message = read_stored(data)
         except Exception:  # not JSON, or a marked row that is not what its writer gave (only a forged mark): read the checked way, naming the row

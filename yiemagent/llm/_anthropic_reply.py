@@ -45,7 +45,7 @@ _STOP_REASONS = {
     "max_tokens": "length",
     "model_context_window_exceeded": "length",  # cut by the context window: a reply cut at its limit (decision 10)
     "tool_use": "tool_use",
-    "refusal": "content_filter",
+    "refusal": "refusal",  # its streaming classifiers stopped the reply: the words are in stop_details, if any
     "pause_turn": "pause_turn",
 }
 
@@ -109,7 +109,19 @@ def _server_block(block: dict[str, Any]) -> dict[str, Any]:
     return dict(block)
 
 
-def _message(blocks: list[Any], stop_reason: Any, usage: Optional[LLMUsage], model: Any) -> AssistantMessage:
+def _refusal_block(stop_details: Any) -> dict[str, Any]:
+    """The ``{"type": "refusal"}`` block of a reply Anthropic stopped with ``stop_reason "refusal"`` (docs/streaming.md "Refusals").
+
+    Its words are ``stop_details.explanation`` when Anthropic gives one, else empty: "No
+    additional refusal message is included" (Anthropic, "Streaming refusals"). The text the
+    model wrote before it was stopped stays the reply's text. Not sent back to Anthropic,
+    which takes no such block.
+    """
+    explanation = stop_details.get("explanation") if isinstance(stop_details, dict) else None
+    return {"type": "refusal", "refusal": explanation if isinstance(explanation, str) else ""}
+
+
+def _message(blocks: list[Any], stop_reason: Any, usage: Optional[LLMUsage], model: Any, stop_details: Any = None) -> AssistantMessage:
     content: list[Any] = []
     run: list[dict[str, Any]] = []  # adjacent text blocks so far
     for block in [*blocks, None]:  # None: the end, which closes the last run of text
@@ -133,7 +145,9 @@ def _message(blocks: list[Any], stop_reason: Any, usage: Optional[LLMUsage], mod
         elif is_server_block(block):
             content.append(_server_block(block))
     reason = _STOP_REASONS.get(stop_reason, "stop") if isinstance(stop_reason, str) else "stop"
-    if any(isinstance(b, dict) and b.get("type") == "tool_call" for b in content) and reason != "length":
+    if reason == "refusal":
+        content.append(_refusal_block(stop_details))
+    elif any(isinstance(b, dict) and b.get("type") == "tool_call" for b in content) and reason != "length":
         reason = "tool_use"
     return AssistantMessage(content, api="anthropic-messages", provider="anthropic", model=model if isinstance(model, str) else None, usage=usage, stop_reason=reason)
 
@@ -148,7 +162,7 @@ def parse_anthropic_response(body: Any) -> AssistantMessage:
     body = require_object(body, "the reply")
     if not isinstance(body.get("content"), list):
         raise ReplyError("the body has no content list")
-    return _message(body["content"], body.get("stop_reason"), _usage(body.get("usage")), body.get("model"))
+    return _message(body["content"], body.get("stop_reason"), _usage(body.get("usage")), body.get("model"), body.get("stop_details"))
 
 
 def _tool_input(text: str) -> Any:
@@ -197,6 +211,7 @@ class AnthropicStream:
         self._last: Optional[int] = None  # the index of the block started last
         self._model: Any = None
         self._stop_reason: Any = None
+        self._stop_details: Any = None  # with stop_reason "refusal": why (Anthropic, "Streaming refusals")
         self._usage_raw: dict[str, Any] = {}
         self._stopped = False
 
@@ -222,6 +237,7 @@ class AnthropicStream:
         elif kind == "message_delta":
             delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
             self._stop_reason = delta.get("stop_reason") or self._stop_reason
+            self._stop_details = delta.get("stop_details") or self._stop_details
             self._usage_raw.update(event.get("usage") if isinstance(event.get("usage"), dict) else {})
         elif kind == "message_stop":
             self._stopped = True
@@ -331,7 +347,7 @@ class AnthropicStream:
         for index, pieces in self._texts.items():
             block = self._blocks[index]
             block[block["type"]] = "".join(pieces)
-        return _message(list(self._blocks.values()), self._stop_reason, _usage(self._usage_raw), self._model)
+        return _message(list(self._blocks.values()), self._stop_reason, _usage(self._usage_raw), self._model, self._stop_details)
 
 
 def parse_anthropic_stream(events: Iterable[dict[str, Any]]) -> AssistantMessage:

@@ -182,10 +182,15 @@ def payload_error(data: Any, *, forced: bool = False) -> Optional[ReplyError]:
 
     OpenRouter sends ``{"id": ..., "choices": [...], "error": {"code": 502, "message": ...}}``
     mid-stream; Anthropic ``{"type": "error", "error": {"type": "overloaded_error", ...}}``;
-    Groq an ``event: error``. The status is the error's numeric code (or its
+    Groq an ``event: error``; the Responses API an ``error`` event whose ``code`` and
+    ``message`` may stand at its top level. The status is the error's numeric code (or its
     ``status_code``, or what its type stands for); retrying may help for 408/409/429/5xx/529.
     """
     error = data.get("error") if isinstance(data, dict) else None
+    if forced and isinstance(data, dict) and not isinstance(error, dict) and isinstance(data.get("message"), str):
+        # the Responses API's error event documents its code and message at its top level; its type names the event
+        data = {"error": {key: value for key, value in data.items() if key != "type"}}
+        error = data["error"]
     if not forced and (error is None or error == {} or error == ""):
         return None
     status: Optional[int] = None

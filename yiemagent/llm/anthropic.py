@@ -23,6 +23,16 @@ Server tools (docs/streaming.md "Server tools"): an assistant message whose wire
 assistant turn (a paused turn sent again, ``continue_agent``) has that turn's trailing
 whitespace cut, which Anthropic refuses at the end of a turn it is to continue.
 
+A typed answer asked of the provider (``response_format`` ``json_schema`` in the formatted
+dict, docs/api.md "Native typed answers") goes as Anthropic's structured output,
+``output_config.format``.
+
+Prompt caching (``cache=True``; docs/performance.md "Prompt caching"): ``cache_control``
+breakpoints on the last system block, the last tool and the last block of the newest turn,
+within Anthropic's maximum of four breakpoints a request (those the caller's ``options``
+already hold count). Anthropic caches the prefix up to each breakpoint; the next request,
+which begins with the same prefix, reads it back (``usage.cache_read_tokens``).
+
 Replies, whole or streamed, are read in ``_anthropic_reply`` (usage by decision 13,
 decision 14 for streams cut short).
 """
@@ -30,6 +40,7 @@ decision 14 for streams cut short).
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Optional
 
 from ..extraction import parse_tool_arguments
@@ -39,7 +50,7 @@ from ._client import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES, HTTPClient
 from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._wire import Emit, content_text, join_url, unsendable
 
-__all__ = ["AnthropicClient", "AnthropicStream", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
+__all__ = ["AnthropicClient", "AnthropicStream", "MAX_CACHE_BREAKPOINTS", "add_cache_breakpoints", "build_anthropic_request", "parse_anthropic_response", "parse_anthropic_stream"]
 
 API_VERSION = "2023-06-01"
 
@@ -110,8 +121,14 @@ def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sent_citations(block: dict[str, Any]) -> list[Any]:
+    """The citations of a text Anthropic takes back: its own, each with the ``cited_text`` every Anthropic citation carries.
+
+    Another provider's (OpenAI's ``url_citation`` annotations, a history moved by
+    ``FallbackLLM`` or a session resumed with this client) are left out: Anthropic refuses
+    a citation of a type it does not know, and a field goes only to the server that made it.
+    """
     citations = block.get("citations")
-    return citations if isinstance(citations, list) else []
+    return [c for c in citations if isinstance(c, dict) and isinstance(c.get("cited_text"), str)] if isinstance(citations, list) else []
 
 
 def _text_block(block: dict[str, Any]) -> list[dict[str, Any]]:
@@ -231,6 +248,7 @@ def build_anthropic_request(formatted: dict[str, Any], model: str, max_tokens: i
             body[key] = value
     if "tool_choice" in body:
         body["tool_choice"] = _tool_choice(body["tool_choice"])
+    _output_format(body)
     body.pop("parallel_tool_calls", None)
     if system:
         body["system"] = "\n\n".join(s for s in system if s)
@@ -239,6 +257,24 @@ def build_anthropic_request(formatted: dict[str, Any], model: str, max_tokens: i
     if tools:
         body["tools"] = tools
     return body
+
+
+STRUCTURED_OUTPUT_MODELS = re.compile(r"claude-(?:opus|sonnet|haiku)-(?:4-[5-9]|[5-9])(?![0-9])")
+"""The models Anthropic documents structured outputs for (Claude Sonnet 4.5, Opus 4.5, Haiku 4.5, the 4.6s and later): ``AnthropicClient.native_output``."""
+
+
+def _output_format(body: dict[str, Any]) -> None:
+    """A ``json_schema`` ``response_format`` (a typed answer's, docs/api.md "Native typed answers") as Anthropic's structured output format.
+
+    ``output_config: {"format": {"type": "json_schema", "schema": ...}}``, the generally
+    available form (no beta header; the beta's ``output_format`` is its old name).
+    Anthropic has no ``response_format``: one of another kind is left out.
+    """
+    wanted = body.pop("response_format", None)
+    spec = wanted.get("json_schema") if isinstance(wanted, dict) and wanted.get("type") == "json_schema" else None
+    if isinstance(spec, dict):
+        config = body.get("output_config")
+        body["output_config"] = {**(config if isinstance(config, dict) else {}), "format": {"type": "json_schema", "schema": spec.get("schema", {})}}
 
 
 def _declared_tools(tools: Any) -> list[dict[str, Any]]:
@@ -255,6 +291,56 @@ def _declared_tools(tools: Any) -> list[dict[str, Any]]:
     return declared
 
 
+MAX_CACHE_BREAKPOINTS = 4
+"""Anthropic's documented maximum of ``cache_control`` breakpoints in one request."""
+
+_EPHEMERAL = {"type": "ephemeral"}
+# the blocks Anthropic takes a cache_control on (a thinking block takes none: it is cached with its turn)
+_CACHEABLE = frozenset({"text", "image", "document", "tool_use", "tool_result", "search_result"})
+
+
+def add_cache_breakpoints(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with ``cache_control`` on its last system block, its last tool and the last block of its newest turn, in that order of need.
+
+    Anthropic caches tools, then the system prompt, then the messages, each prefix up to a
+    breakpoint; at most ``MAX_CACHE_BREAKPOINTS`` a request, those already in ``body``
+    (the caller's ``options``) counted. A string system prompt becomes one text block to
+    carry it. The dicts changed are copies: the request's own lists are new per call, the
+    blocks in them may be shared (read-only wires, docs/performance.md).
+    """
+    room = MAX_CACHE_BREAKPOINTS - _breakpoints(body)
+    tools = body.get("tools")
+    if room > 0 and isinstance(tools, list) and tools and isinstance(tools[-1], dict) and "cache_control" not in tools[-1]:
+        body["tools"] = [*tools[:-1], {**tools[-1], "cache_control": dict(_EPHEMERAL)}]
+        room -= 1
+    system = body.get("system")
+    if room > 0 and isinstance(system, str) and system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}]
+        room -= 1
+    elif room > 0 and isinstance(system, list) and system and isinstance(system[-1], dict) and "cache_control" not in system[-1]:
+        body["system"] = [*system[:-1], {**system[-1], "cache_control": dict(_EPHEMERAL)}]
+        room -= 1
+    messages = body.get("messages")
+    if room > 0 and isinstance(messages, list) and messages and isinstance(messages[-1].get("content"), list):
+        blocks = messages[-1]["content"]
+        for i in range(len(blocks) - 1, -1, -1):
+            if isinstance(blocks[i], dict) and blocks[i].get("type") in _CACHEABLE:
+                if "cache_control" not in blocks[i]:
+                    turn = {**messages[-1], "content": [*blocks[:i], {**blocks[i], "cache_control": dict(_EPHEMERAL)}, *blocks[i + 1:]]}
+                    body["messages"] = [*messages[:-1], turn]
+                break
+    return body
+
+
+def _breakpoints(value: Any) -> int:
+    """How many ``cache_control`` keys ``value`` holds, at any depth."""
+    if isinstance(value, dict):
+        return ("cache_control" in value) + sum(_breakpoints(v) for k, v in value.items() if k != "cache_control")
+    if isinstance(value, list):
+        return sum(_breakpoints(v) for v in value)
+    return 0
+
+
 class AnthropicClient(HTTPClient):
     """``llm_call`` for Anthropic's Messages API: POST ``{base_url}/v1/messages``.
 
@@ -264,10 +350,18 @@ class AnthropicClient(HTTPClient):
     ("auto", "required", a named function) is translated. Authenticates with the
     ``x-api-key`` and ``anthropic-version`` headers; ``headers`` adds others (masked like
     the key when they carry credentials). ``stream``, ``deadline_s``, ``timeout`` and
-    ``max_event_bytes`` and ``max_reply_bytes`` work as in ``OpenAIClient``.
+    ``max_event_bytes`` and ``max_reply_bytes`` work as in ``OpenAIClient``. ``cache=True``
+    places prompt-cache breakpoints (``add_cache_breakpoints``; docs/performance.md "Prompt caching").
+
+    ``native_output`` ("output_config" for a model Anthropic documents structured outputs for,
+    ``STRUCTURED_OUTPUT_MODELS``, else None; may be set) tells ``output_mode="auto"`` that a
+    typed answer can be asked as Anthropic's structured output (docs/api.md "Native typed
+    answers"); a ``response_format`` of the formatted dict is sent as ``output_config.format``.
 
     Thread safety: a client may serve several agents and threads at once.
     """
+
+    native_output: Optional[str] = None
 
     def __init__(
         self,
@@ -286,10 +380,14 @@ class AnthropicClient(HTTPClient):
         deadline_s: Optional[float] = DEFAULT_DEADLINE_S,
         max_event_bytes: Optional[int] = DEFAULT_MAX_EVENT_BYTES,
         max_reply_bytes: Optional[int] = DEFAULT_MAX_REPLY_BYTES,
+        cache: bool = False,
     ) -> None:
         self.model = model
+        # typed answers (docs/api.md "Native typed answers"): the models with structured outputs; may be set after construction
+        self.native_output = "output_config" if STRUCTURED_OUTPUT_MODELS.search(model) else None
         self.base_url = base_url.rstrip("/")
         self.max_tokens = max_tokens
+        self.cache = bool(cache)
         self.options = dict(options or {})
         all_headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION, **(headers or {})}
         if api_key:
@@ -322,7 +420,7 @@ class AnthropicClient(HTTPClient):
         body = build_anthropic_request(formatted, self.model, self.max_tokens, self.options)
         if self.stream:
             body.setdefault("stream", True)
-        return body
+        return add_cache_breakpoints(body) if self.cache else body
 
     def _parse(self, reply: Any) -> AssistantMessage:
         return parse_anthropic_response(reply)

@@ -40,6 +40,7 @@ from typing import Any, Optional
 
 from .._failures import describe_error
 from ..errors import ContextOverflowError, LLMError
+from ..tokens import reply_tokens
 from ..types import AssistantMessage, LLMUsage, add_usage
 from ..events import current_stream, stream_to
 
@@ -100,6 +101,12 @@ class FallbackLLM:
             if not callable(llm_call):
                 raise TypeError(f"FallbackLLM: llm_call {index} is not callable: {type(llm_call).__name__}")
         self.llm_calls = tuple(llm_calls)
+
+    @property
+    def max_tokens(self) -> Optional[int]:
+        """The largest reply its clients allow (``tokens.reply_tokens`` of each), or None: the room a request leaves whichever model answers (docs/sessions.md "Long conversations")."""
+        asked = [tokens for tokens in map(reply_tokens, self.llm_calls) if tokens is not None]
+        return max(asked) if asked else None
 
     @property
     def max_retry_delay_ms(self) -> Optional[float]:

@@ -24,11 +24,21 @@ Each invalid answer counts; after ``output_retries`` of them the next invalid on
 run with ``stop_reason "output_invalid"`` and an ``error_message`` naming the field (not
 added to the history, which stays valid to send again).
 
+``output_mode`` (docs/api.md "Native typed answers"): "tool" offers ``final_result`` as
+above; "native" offers no such tool and asks the provider to hold the reply's text to the
+answer's schema (``response_format()``, OpenAI's ``json_schema`` form in the formatted dict,
+which each client puts in its own server's form); the text is then read, validated and
+retried exactly as a text answer is, its JSON the schema's instance (a non-object answer
+wrapped as ``{"response": ...}``, since the providers take an object at the root). "auto"
+is "native" where ``llm_call`` names its server's JSON-schema mode (``native_output``),
+else "tool". A refusal ends the run in every mode (run.py).
+
 Thread safety: an ``OutputSpec`` is immutable after construction; its tool may run in any thread.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Mapping
@@ -50,7 +60,19 @@ from ..types import (
 )
 from ..pipeline import validate_required_args
 
-__all__ = ["FINAL_RESULT_TOOL", "OutputSpec", "Verdict", "offered_tools", "output_invalid_response"]
+__all__ = ["FINAL_RESULT_TOOL", "NATIVE_FORMS", "OUTPUT_MODES", "OutputSpec", "Verdict", "check_output_mode", "offered_tools", "output_invalid_response"]
+
+OUTPUT_MODES = ("tool", "native", "auto")
+"""``YiemAgent(output_mode=...)``'s values (shared/spec/API.md "Today's models, turn after turn")."""
+
+NATIVE_FORMS = ("json_schema", "json_object", "output_config")
+"""The values of a client's ``native_output``: its server's JSON-schema mode (docs/api.md "Native typed answers").
+
+"json_schema": chat completions' ``response_format`` ``{"type": "json_schema", ...}`` (OpenAI,
+vLLM, llama.cpp's own server); "json_object": llama-cpp-python's ``{"type": "json_object",
+"schema": ...}``; "output_config": Anthropic's structured outputs. None (or no attribute):
+not known, so "auto" gives the answer through the tool.
+"""
 
 FINAL_RESULT_TOOL = "final_result"
 """The final-answer tool's name (pydantic-ai's too)."""
@@ -79,11 +101,13 @@ class OutputSpec:
         TypeError, ValueError: ``output_retries`` is not an int of at least 0.
     """
 
-    def __init__(self, output_type: Any, retries: int = 1) -> None:
+    def __init__(self, output_type: Any, retries: int = 1, mode: str = "tool") -> None:
         if isinstance(retries, bool) or not isinstance(retries, int):
             raise TypeError(f"output_retries must be an int, got {type(retries).__name__}")
         if retries < 0:
             raise ValueError(f"output_retries must be at least 0, got {retries}")
+        check_output_mode(mode)
+        self.mode = mode
         try:
             codec = codec_for(output_type)
         except InexpressibleType as exc:
@@ -104,6 +128,7 @@ class OutputSpec:
         else:
             tool_schema = codec.schema
         self.tool_schema = tool_schema
+        self.strict = _closed(tool_schema)  # every object closed and wholly required: OpenAI's strict mode, Anthropic's grammar
         self.tool: Optional[AgentTool] = None
         if not self.text_is_answer:
             self.tool = AgentTool(
@@ -135,8 +160,8 @@ class OutputSpec:
         except user_code_errors() as exc:  # pydantic's ValidationError names the field (loc); a validator may raise anything
             return Verdict(why=describe_error(exc))
 
-    def from_text(self, reply: AssistantMessage) -> Verdict:
-        """A reply without tool calls, read as the answer."""
+    def from_text(self, reply: AssistantMessage, native: bool = False) -> Verdict:
+        """A reply without tool calls, read as the answer; ``native``: its text is an instance of ``tool_schema`` (the schema the provider was given)."""
         text = reply.text.strip()
         if self.text_is_answer:
             return Verdict(reply.text)
@@ -147,7 +172,30 @@ class OutputSpec:
             value = loads_json(text)
         except ValueError as exc:
             return Verdict(why=f"the reply is not the answer's JSON ({exc})")
-        return self.decode({_WRAPPED: value} if self.wrapped else value)
+        return self.decode({_WRAPPED: value} if self.wrapped and not native else value)
+
+    # --- the provider's JSON-schema mode ---------------------------------------------
+
+    def native_for(self, llm_call: Any) -> bool:
+        """Whether a run with ``llm_call`` asks the provider for the answer (no ``final_result`` tool): by ``mode`` and the client's ``native_output``.
+
+        "auto" takes the native mode when the client names a form of ``NATIVE_FORMS``
+        (Anthropic's only for a schema its grammar takes: every object closed, all its
+        properties required). A text answer (``output_type=str``) needs no schema.
+        """
+        if self.text_is_answer or self.mode == "tool":
+            return False
+        if self.mode == "native":
+            return True
+        try:
+            form = getattr(llm_call, "native_output", None)
+        except user_code_errors():  # a property of the caller's own llm_call
+            return False
+        return form in ("json_schema", "json_object") or (form == "output_config" and self.strict)
+
+    def response_format(self) -> dict[str, Any]:
+        """The answer's schema as chat completions' ``response_format`` (a new dict each call): the one form the formatted dict carries, each client's to translate."""
+        return {"type": "json_schema", "json_schema": {"name": FINAL_RESULT_TOOL, "schema": copy.deepcopy(self.tool_schema), "strict": self.strict}}
 
     def from_batch(self, calls: list[AgentToolCall], results: list[ToolResultMessage]) -> Optional[Verdict]:
         """The answer given through the final-answer tool in this round: None when it was not called.
@@ -171,9 +219,9 @@ class OutputSpec:
 
     # --- what the run adds -----------------------------------------------------------
 
-    def retry_message(self, why: str) -> UserMessage:
+    def retry_message(self, why: str, native: bool = False) -> UserMessage:
         """The feedback on an invalid text answer (an invalid tool answer has its error result)."""
-        how = "Answer again." if self.text_is_answer else f"Call the {FINAL_RESULT_TOOL} tool with a valid answer."
+        how = "Answer again." if self.text_is_answer else "Answer again with the answer's JSON." if native else f"Call the {FINAL_RESULT_TOOL} tool with a valid answer."
         return UserMessage([TextContent(f"The answer is not valid: {why}. {how}")])
 
     def final_message(self, reply: AssistantMessage, value: Any) -> AssistantMessage:
@@ -191,6 +239,30 @@ class OutputSpec:
 
     def __repr__(self) -> str:
         return f"OutputSpec({type_name(self.output_type)}, retries={self.retries})"
+
+
+def check_output_mode(mode: Any) -> str:
+    """``mode`` when it is one of ``OUTPUT_MODES``.
+
+    Raises:
+        ValueError: it is not, naming the three.
+    """
+    if not isinstance(mode, str) or mode not in OUTPUT_MODES:
+        raise ValueError(f"output_mode must be one of {', '.join(map(repr, OUTPUT_MODES))}, got {mode!r}")
+    return mode
+
+
+def _closed(schema: Any) -> bool:
+    """Whether every object schema in ``schema`` has ``additionalProperties: false`` and requires all its properties (OpenAI's strict mode; Anthropic's structured outputs)."""
+    if isinstance(schema, list):
+        return all(_closed(item) for item in schema)
+    if not isinstance(schema, dict):
+        return True
+    if schema.get("type") == "object" or "properties" in schema:
+        properties = schema.get("properties", {})
+        if schema.get("additionalProperties") is not False or not isinstance(properties, dict) or set(schema.get("required", [])) != set(properties):
+            return False
+    return all(_closed(value) for key, value in schema.items() if key not in ("enum", "const", "default", "examples"))
 
 
 def offered_tools(tools: Mapping[str, AgentTool], spec: Optional[OutputSpec]) -> Mapping[str, AgentTool]:

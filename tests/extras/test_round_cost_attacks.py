@@ -1,0 +1,158 @@
+"""A cheaper round keeps its promises under attack (docs/performance.md "W1"; spec §6, §9, §13).
+
+What a round no longer does when nobody listens, the flag ``AbortSignal.aborted`` reads, and
+a parallel batch of one call run in the calling thread: each held to what the round did
+before, with a sink set mid-round, a thread paused inside ``abort``, and hung tools.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import linecache
+import sys
+import threading
+
+import pytest
+
+from helpers import WAIT
+from yiemagent import AbortSignal, AgentTool, AgentToolResult, AssistantMessage, TextContent, YiemAgent, run_agent, shutdown, take_response
+from yiemagent.events import LLMDeltaEvent
+from yiemagent.llm import ScriptedLLM
+from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.streaming import emit_delta
+
+
+def _pause_inside_abort_at(marker: str, reached: threading.Event, go_on: threading.Event):
+    """A trace function that stops the thread running ``AbortSignal.abort`` just before its line holding ``marker``."""
+
+    def local(frame, event, arg):
+        if event == "line" and marker in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
+            reached.set()
+            go_on.wait(WAIT)
+        return local
+
+    def calls(frame, event, arg):
+        return local if frame.f_code is AbortSignal.abort.__code__ else None
+
+    return calls
+
+
+def test_wait_returns_true_once_aborted_reads_true_in_another_thread():
+    """A thread that finds ``aborted`` true gets True from ``wait(0)`` too, though the aborting thread has not yet set the event."""
+    signal = AbortSignal()
+    reached, go_on = threading.Event(), threading.Event()
+
+    def aborter():
+        sys.settrace(_pause_inside_abort_at("self._event.set()", reached, go_on))
+        try:
+            signal.abort("stop")
+        finally:
+            sys.settrace(None)
+
+    thread = threading.Thread(target=aborter, daemon=True)
+    thread.start()
+    try:
+        assert reached.wait(WAIT)
+        seen = (signal.aborted, signal.wait(0), signal.reason)
+    finally:
+        go_on.set()
+        thread.join(WAIT)
+    assert seen == (True, True, "stop")
+
+
+def test_a_sink_set_during_a_round_nobody_listened_to_gets_the_rest_of_its_deltas():
+    """A sink set while the LLM call of a round that began unheard is streaming receives the deltas that come after, as a relay would give them."""
+    received: list = []
+    agent_box: list = []
+
+    def llm_call(formatted):
+        emit_delta("text", "before anyone listens ")
+        agent_box[0].agent_event_sink = received.append  # the caller sets a sink mid-round
+        emit_delta("text", "after")
+        return AssistantMessage([TextContent("before anyone listens after")], stop_reason="stop")
+
+    with YiemAgent(llm_call=llm_call, agent_event_sink=None) as agent:
+        agent_box.append(agent)
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+    deltas = [(e.kind, e.text) for e in received if isinstance(e, LLMDeltaEvent)]
+    assert deltas == [("text", "after")]
+
+
+def test_a_delta_of_a_round_that_began_unheard_never_comes_after_its_end_event():
+    """A delta emitted by a thread the LLM call left running, after the call returned, is dropped even once a sink listens (as a relay closed at the round's end drops it)."""
+    received: list = []
+    agent_box: list = []
+    late: list = []
+
+    def llm_call(formatted):
+        context = contextvars.copy_context()
+        late.append(lambda: context.run(emit_delta, "text", "too late"))
+        return AssistantMessage([TextContent("done")], stop_reason="stop")
+
+    with YiemAgent(llm_call=llm_call, agent_event_sink=None) as agent:
+        agent_box.append(agent)
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        agent.agent_event_sink = received.append
+        late[0]()
+    assert [e for e in received if isinstance(e, LLMDeltaEvent)] == []
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("call", ["wait_until_idle", "take_response"])
+def test_a_tool_that_waits_for_its_own_agent_gets_an_error_naming_why_not_a_wait_for_ever(parallel, call):
+    """A tool (alone in its batch in the run thread, or on the pool) that waits for its own agent to be idle, or for its own run's response, gets a RuntimeError naming why, and the run goes on."""
+    agent_box: list = []
+    errors: list = []
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        agent = agent_box[0]
+        try:
+            agent.wait_until_idle() if call == "wait_until_idle" else take_response(agent)
+        except RuntimeError as exc:
+            errors.append(str(exc))
+        return AgentToolResult([TextContent("ok")])
+
+    waiter = AgentTool("waiter", "Waiter", "waits for its agent", {"type": "object"}, execute, parallel_tool_execute=True)
+    llm = ScriptedLLM([tool_call_reply(("w1", "waiter", "{}")), "done"])
+    agent = YiemAgent(llm_call=llm, tools=[waiter], agent_event_sink=None, parallel_tool_execute=parallel)
+    agent_box.append(agent)
+    try:
+        run_agent(agent, "go")
+        response = take_response(agent, timeout=WAIT)
+    finally:
+        shutdown(agent, timeout=1)  # bounded: a run stuck waiting for itself is left on its daemon thread
+    assert response.stop_reason == "stop"
+    (error,) = errors
+    assert call in error and "own run" in error
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+@pytest.mark.parametrize("ending", ["timeout", "abort"])
+def test_a_parallel_batch_of_a_hung_tool_ends_at_its_timeout_or_at_an_abort(calls, ending):
+    """A tool that ignores its signal, alone in a parallel batch (run in the calling thread) or beside another, is ended by its timeout_s or by an abort, as a pool-run batch ends it."""
+    from helpers import ASSISTANT, PARALLEL, context_with, make_tool, text_result
+    from yiemagent import AgentToolCall, execute_tool_calls
+
+    release, started = threading.Event(), threading.Event()
+
+    def stubborn(tool_call_id, args, signal, on_partial_result):
+        started.set()
+        release.wait(WAIT)  # ignores its signal
+        return text_result("late")
+
+    timeout_s = 0.2 if ending == "timeout" else WAIT
+    ctx = context_with(make_tool("stubborn", stubborn, timeout_s=timeout_s, parallel=True), make_tool("fast", parallel=True))
+    tool_calls = [AgentToolCall("a", "stubborn", {})] + ([AgentToolCall("b", "fast", {})] if calls == 2 else [])
+    signal = AbortSignal()
+    if ending == "abort":
+        threading.Thread(target=lambda: started.wait(WAIT) and signal.abort("stop"), daemon=True).start()
+    try:
+        batch = execute_tool_calls(ctx, ASSISTANT, tool_calls, PARALLEL, signal, None)
+    finally:
+        release.set()
+    first = batch.messages[0]
+    expected = "timed out after 0.2 s" if ending == "timeout" else "Operation aborted"
+    assert first.is_error and expected in first.content[0].text
+    assert len(batch.messages) == calls
