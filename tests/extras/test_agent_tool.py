@@ -12,6 +12,8 @@ from helpers import WAIT, EventRecorder, make_agent
 from yiemagent import (
     AbortSignal,
     AgentRunEndEvent,
+    AgentTool,
+    AgentToolResult,
     AssistantMessage,
     LLMCallStartEvent,
     LLMUsage,
@@ -217,6 +219,47 @@ def test_a_sub_run_that_ends_after_its_call_timed_out_still_counts_in_the_parent
     assert not [e for e in parent.agent_event_sink.events if isinstance(e, SubAgentEvent) and isinstance(e.event, AgentRunEndEvent)]
     end = parent.agent_event_sink.of_type(AgentRunEndEvent)[-1]
     assert end.usage == LLMUsage(210, 12, total_tokens=222) == parent.usage
+
+
+def test_sub_runs_that_end_late_in_a_batch_and_after_it_both_count_in_the_parent_run(agents):
+    """A timed-out call's sub-run that ends during its batch is folded into the run's usage after the batch, and the run
+    still takes a second one that ends during its next round: the run's usage counts both, not only agent.usage."""
+    ended = [threading.Event(), threading.Event()]
+    release = threading.Event()
+
+    def first(formatted):
+        current_abort_signal().wait(WAIT)
+        return answering("late", LLMUsage(10, 2, total_tokens=12))
+
+    def second(formatted):
+        current_abort_signal().wait(WAIT)
+        release.wait(WAIT)  # ends only once the parent's next round has begun
+        return answering("later", LLMUsage(20, 4, total_tokens=24))
+
+    made = itertools.count()
+
+    def make():
+        index = next(made)
+        sink = lambda event: ended[index].set() if isinstance(event, AgentRunEndEvent) else None  # noqa: E731
+        return make_agent(ScriptedLLM([(first, second)[index]]), builtin_tools=False, sink=sink, session_id=f"sub-{next(_ids)}")
+
+    def wait_for_the_first(tool_call_id, args, signal, on_partial_result):
+        assert ended[0].wait(WAIT)  # the first sub-run has ended and reported before the batch ends
+        return AgentToolResult([TextContent("waited")], {})
+
+    def final_round(formatted):
+        release.set()
+        assert ended[1].wait(WAIT)  # the parent's run is still going when the second sub-run ends
+        return answering("gave up", LLMUsage(100, 5, total_tokens=105))
+
+    slow = agent_tool(make, name="slow", description="slow", timeout_s=0.2)
+    wait = AgentTool(name="wait", label="Wait", description="waits", input_schema={"type": "object"}, execute=wait_for_the_first)
+    batch = tool_call_reply(("c1", "slow", {"task": "x"}), ("c2", "wait", {}), ("c3", "slow", {"task": "y"}))
+    parent = agents(ScriptedLLM([replace(batch, usage=LLMUsage(100, 5, total_tokens=105)), final_round]), [slow, wait])
+    run_agent(parent, "go")
+    assert take_response(parent, timeout=WAIT).content[0].text == "gave up"
+    end = parent.agent_event_sink.of_type(AgentRunEndEvent)[-1]
+    assert end.usage == LLMUsage(230, 16, total_tokens=246) == parent.usage
 
 
 def test_a_sub_run_that_ends_after_the_parent_run_counts_in_agent_usage(agents):

@@ -19,10 +19,12 @@ from yiemagent import (
     AssistantMessage,
     LLMCallStartEvent,
     LLMUsage,
+    TextContent,
     ToolExecEndEvent,
     ToolExecStartEvent,
     ToolResultMessage,
     UsageLimits,
+    UserMessage,
     approve,
     continue_agent,
     count_tokens,
@@ -75,7 +77,7 @@ def test_max_tool_calls_runs_no_call_beyond_the_cap_in_one_batch(agents, paralle
     response = take_response(agent, timeout=WAIT)
     assert sorted(paid.ran) == ["c0", "c1", "c2"]
     assert response.stop_reason == "usage_limit"
-    assert "max_tool_calls=3 (3 tool calls run, 3 refused)" in response.error_message
+    assert response.error_message.startswith("the run reached its usage limit max_tool_calls=3 (3 tool calls run, 3 refused)")
     assert len(llm.requests) == 1
     results = {m.tool_call_id: m for m in agent.history() if isinstance(m, ToolResultMessage)}
     assert [results[f"c{i}"].is_error for i in range(6)] == [False] * 3 + [True] * 3
@@ -206,7 +208,7 @@ def test_max_requests_sends_no_request_beyond_the_cap(agents, cap):
     response = take_response(agent, timeout=WAIT)
     assert len(llm.requests) == cap
     assert response.stop_reason == "usage_limit"
-    assert f"usage limit max_requests={cap} ({cap} LLM requests sent)" in response.error_message
+    assert response.error_message.startswith(f"the run reached its usage limit max_requests={cap} ({cap} LLM requests sent)")
     assert complete_tool_calls(agent.history())[1] == []
 
 
@@ -250,6 +252,40 @@ def test_a_request_within_the_token_limits_is_sent(agents):
     agent = agents(llm, system_prompt="Be brief.", builtin_tools=False, usage_limits=limits)
     run_agent(agent, "hello")
     assert take_response(agent, timeout=WAIT).stop_reason == "stop" and len(llm.requests) == 1
+
+
+@pytest.mark.parametrize("limit, what", [("max_input_tokens", "input tokens"), ("max_total_tokens", "tokens in all")])
+def test_a_request_estimated_at_its_token_limit_is_sent_and_one_token_less_stops_it_counting_the_tools(agents, limit, what):
+    """The estimate counts the system prompt, the messages and the tools; a request estimated at exactly the limit is
+    sent, one token below it is not, and the run says it reached the limit, with the counts it compared."""
+    pay = make_tool("pay", Counter(), schema=SCHEMA_CITY)
+    estimate = count_tokens([UserMessage([TextContent("hello")])], system_prompt="Be brief.", tools=[pay])
+    for cap, sent in ((estimate, 1), (estimate - 1, 0)):
+        llm = ScriptedLLM(["fine"])
+        agent = agents(llm, [pay], system_prompt="Be brief.", builtin_tools=False, usage_limits=UsageLimits(**{limit: cap}))
+        run_agent(agent, "hello")
+        response = take_response(agent, timeout=WAIT)
+        assert len(llm.requests) == sent
+        if not sent:
+            assert response.stop_reason == "usage_limit"
+            assert response.error_message.startswith(
+                f"the run reached its usage limit {limit}={cap} (0 {what} used; the next request's input is about {estimate} tokens)"
+            )
+
+
+@pytest.mark.parametrize("reported, sent", [(0, 1), (1, 2), (True, 1), (1.0, 1)], ids=["zero", "one", "bool", "float"])
+def test_only_a_reply_that_counted_at_least_one_input_token_calibrates_the_next_estimate(agents, reported, sent):
+    """A reply whose usage reports a positive int of input tokens calibrates the next request's estimate (that count plus
+    what came after it); one reporting 0, a bool or a float does not, and the whole conversation is estimated instead."""
+    prompt = "You are careful. " * 200
+    pay = make_tool("pay", Counter())
+    first = count_tokens([UserMessage([TextContent("pay")])], system_prompt=prompt, tools=[pay])
+    llm = ScriptedLLM([replace(calls(1), usage=LLMUsage(input_tokens=reported, output_tokens=10)), "done"])
+    agent = agents(llm, [pay], system_prompt=prompt, builtin_tools=False, usage_limits=UsageLimits(max_input_tokens=first))
+    run_agent(agent, "pay")
+    response = take_response(agent, timeout=WAIT)
+    assert len(llm.requests) == sent  # calibrated: about 1 + the call and its result; else the first request's estimate and more
+    assert response.stop_reason == ("stop" if sent == 2 else "usage_limit")
 
 
 def test_the_typed_answer_tool_does_not_count_against_max_tool_calls(agents):

@@ -351,3 +351,31 @@ def test_what_a_caller_adds_is_stored_repaired():
 def test_a_message_that_needs_no_change_is_the_very_message_given(message):
     """Nothing to change: normalize_message returns the object it was given (no copy enters the history)."""
     assert normalize_message(message) is message
+
+
+def _entry(call_id: str, **extra):
+    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}, **extra}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        [{"type": "tool_calls", "tool_calls": [_entry("c"), _entry("c")]}],
+        [{"type": "tool_calls", "tool_calls": [_entry("")]}],
+        [{"type": "tool_calls", "tool_calls": [_entry("c")], "index": 0}],
+        [{"type": "tool_calls", "tool_calls": [_entry("c", index=0)]}],
+        [{"type": "tool_calls", "tool_calls": [{**_entry("c"), "type": "custom"}]}],
+        [{"type": "other", "tool_calls": [_entry("c")]}],
+    ],
+    ids=["duplicate-ids", "empty-id", "block-extra-key", "entry-extra-key", "entry-not-function", "block-not-tool-calls"],
+)
+def test_a_reply_off_the_servers_usual_form_gets_the_full_checks_message_and_calls(content):
+    """A reply whose tool-call blocks are not of the usual form (a repeated or empty id, an extra key, another type) is
+    checked block by block: normalize_reply gives what the full check gives, never the reply kept as it came."""
+    import copy
+
+    from yiemagent.normalize import _checked_reply
+
+    reply = AssistantMessage(content, stop_reason="tool_calls")
+    checked, full = normalize_reply(copy.deepcopy(reply)), _checked_reply(copy.deepcopy(reply))
+    assert (checked.message, checked.calls, checked.error) == (full.message, full.calls, full.error)

@@ -106,7 +106,7 @@ def test_a_failure_after_one_result_answers_only_the_unanswered_call_and_logs_wh
 
 
 def test_the_context_hooks_get_the_runs_event_sink_and_a_raising_hook_is_named_with_its_error():
-    """prepare_context and format_msg_for_llm are called with the agent's emitter; a hook that raises ends the run "error"."""
+    """prepare_context and format_msg_for_llm are called with the agent's emitter; a hook that raises ends the run "error" naming it."""
     host, _ = recorded_host(StrictLLM(), ["go"])
     sinks = []
 
@@ -122,13 +122,15 @@ def test_the_context_hooks_get_the_runs_event_sink_and_a_raising_hook_is_named_w
     assert process_message(host, Run(1)).content[0].text == "done"
     assert sinks == [("prepare", host.emit), ("format", host.emit)]
 
-    def failing(state, sink):
-        raise RuntimeError("no context")
+    for hook, error in (("prepare_context", RuntimeError("no context")), ("format_msg_for_llm", ValueError("no format"))):
 
-    host, _ = recorded_host(StrictLLM(), ["go"])
-    host.prepare_context = failing
-    response = process_message(host, Run(1))
-    assert (response.stop_reason, response.error_message) == ("error", "prepare_context raised RuntimeError: no context")
+        def failing(ctx_or_state, sink, error=error):
+            raise error
+
+        host, _ = recorded_host(StrictLLM(), ["go"])
+        setattr(host, hook, failing)
+        response = process_message(host, Run(1))
+        assert (response.stop_reason, response.error_message) == ("error", f"{hook} raised {type(error).__name__}: {error}")
 
 
 def test_a_reply_with_stop_reason_error_ends_the_run_with_its_message_or_a_default_one():
