@@ -179,6 +179,39 @@ def test_the_wires_a_round_builds_read_only_equal_the_reference(history):
     assert_same_request([m for m in history if formatting._read_only_wire(m) is not None or isinstance(m, ToolResultMessage)])
 
 
+def read_only_throughout(value: Any) -> bool:
+    """Every dict and list inside ``value`` is the read-only kind (FrozenDict, FrozenList)."""
+    if isinstance(value, dict):
+        return type(value) is FrozenDict and all(read_only_throughout(v) for v in value.values())
+    if isinstance(value, list):
+        return type(value) is FrozenList and all(read_only_throughout(v) for v in value)
+    return True
+
+
+_CALLS_BLOCK = {"type": "tool_calls", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "getWeather", "arguments": "{}"}}]}
+_CITATION = {"type": "char_location", "cited_text": "sunny", "document_index": 0}
+
+
+@pytest.mark.spec("14")
+@pytest.mark.parametrize(
+    "message",
+    [
+        ToolResultMessage(["c1"], "getWeather", [TextContent("Sunny")]),  # type: ignore[arg-type]
+        ToolResultMessage("c1", ["getWeather"], [TextContent("Sunny")]),  # type: ignore[arg-type]
+        ToolResultMessage("c1", "getWeather", [TextContent("Sunny")], is_error=[True]),  # type: ignore[arg-type]
+        AssistantMessage([TextContent("It is sunny.", citations=[_CITATION]), _CALLS_BLOCK], stop_reason="tool_calls"),
+        AssistantMessage([TextContent("Looking."), {"type": "server_tool_use", "tool_calls": [{"id": "s1"}]}, _CALLS_BLOCK], stop_reason="tool_calls"),
+    ],
+    ids=["list-id", "list-name", "list-is_error", "citations", "other-block-with-tool_calls"],
+)
+def test_a_message_just_off_a_rounds_shapes_gets_the_formatters_own_wire_read_only_throughout(message):
+    """A tool result with a non-str id, name or is_error, a reply with citations or another block holding a tool_calls list: the formatter's own wire, read-only all the way down."""
+    plain = (formatting.assistant_message_to_openai if isinstance(message, AssistantMessage) else formatting.tool_result_message_to_openai)(message)
+    wire = format_msg_for_llm(AgentContext("", [message], {}), None)["messages"][0]
+    assert json.dumps(wire, ensure_ascii=False) == json.dumps(plain, ensure_ascii=False)
+    assert read_only_throughout(wire)
+
+
 # Every way to change a History (each mutator, slice assignment, replacing the list) and
 # a hook changing the round's snapshot. Indexes are taken modulo the length.
 EDITS = st.one_of(

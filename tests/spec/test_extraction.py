@@ -454,3 +454,38 @@ def test_any_argument_text_gives_every_call_exactly_one_result(texts, mode):
         assert result.is_error == (call.arguments_error is not None)
     history = [UserMessage([TextContent("go")]), checked.message, *batch.messages]
     check_wire(format_msg_for_llm(AgentContext("", history, ctx.tools)))
+
+
+@pytest.mark.spec("7")
+def test_arguments_given_as_a_dict_are_held_to_the_same_depth_as_arguments_given_as_text():
+    """A dict of arguments nested one level past MAX_ARGUMENTS_DEPTH is refused naming the depth, as its JSON text is; one level less is taken (docs/failures.md "Arguments a model sends")."""
+    from yiemagent.extraction import MAX_ARGUMENTS_DEPTH
+
+    def nested(levels: int) -> dict:
+        value: dict = {}
+        for _ in range(levels - 1):
+            value = {"a": value}
+        return value
+
+    assert parse_tool_arguments(nested(MAX_ARGUMENTS_DEPTH)) == (nested(MAX_ARGUMENTS_DEPTH), None)
+    for sent in (nested(MAX_ARGUMENTS_DEPTH + 1), json.dumps(nested(MAX_ARGUMENTS_DEPTH + 1))):
+        arguments, problem = parse_tool_arguments(sent)
+        assert arguments == {} and problem is not None and "nested" in problem
+
+
+@pytest.mark.spec("7")
+def test_a_call_whose_name_is_not_text_anywhere_gets_an_empty_name():
+    """A call whose name is neither a string under function nor beside it is read with the name "" (the unknown tool's error then names it as empty)."""
+    reply = AssistantMessage([{"type": "tool_calls", "tool_calls": [{"id": "c1", "name": 5, "function": {"name": ["t"], "arguments": "{}"}}]}])
+    _, calls, _ = extract_tool_calls(reply)
+    assert [call.name for call in calls] == [""]
+
+
+@pytest.mark.spec("7")
+def test_a_reply_read_again_from_its_cache_still_says_it_has_tool_calls():
+    """extract_tool_calls on a reply already read answers from the message's cache with the same flag and calls, in a list of the caller's own."""
+    reply = AssistantMessage([{"type": "tool_call", "id": "c1", "name": "t", "arguments": {"x": 1}}])
+    first = extract_tool_calls(reply)
+    again = extract_tool_calls(reply)
+    assert again[0] is True and first[0] is True
+    assert again[1] == first[1] and again[1] is not first[1]

@@ -224,3 +224,26 @@ def test_content_blocks_put_each_call_where_its_block_stood():
     a, b, c = wire["tool_calls"]
     assert [a["id"], b["id"], c["id"]] == ["a", "b", "c"]
     assert wire["content_blocks"] == [server, a, b, {"type": "text", "text": "between"}, c]
+
+
+@pytest.mark.spec("14")
+def test_a_refusal_goes_back_in_the_reasoning_echo_not_among_the_content_blocks():
+    """A refusal beside a server tool's block is sent back as the echo's refusal field, never as a block of content_blocks (docs/streaming.md "Refusals")."""
+    server = {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"query": "q"}}
+    reply = AssistantMessage([server, {"type": "refusal", "refusal": "I can't."}, TextContent("sorry")], stop_reason="refusal")
+    wire = format_msg_for_llm(prepare_context(state_with([reply]), None), None)["messages"][1]
+    assert wire["content_blocks"] == [server, {"type": "text", "text": "sorry"}]
+    assert wire["reasoning_echo"]["fields"] == {"refusal": "I can't."}
+
+
+@pytest.mark.spec("14")
+def test_the_extra_content_of_a_single_tool_call_block_goes_back_in_the_reasoning_echo():
+    """A flat tool_call block's extra_content is echoed in its call's place, as a tool_calls entry's is (docs/streaming.md "Reasoning sent back")."""
+    extra = {"google": {"thought_signature": "sig"}}
+    reply = AssistantMessage([
+        {"type": "tool_call", "id": "a", "name": "t", "arguments": {}, "extra_content": extra},
+        {"type": "tool_calls", "tool_calls": [{"id": "b", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+    ], stop_reason="tool_calls")
+    wire = format_msg_for_llm(prepare_context(state_with([reply]), None), None)["messages"][1]
+    assert [call["id"] for call in wire["tool_calls"]] == ["a", "b"]
+    assert wire["reasoning_echo"]["tool_calls"] == [extra, None]
