@@ -84,7 +84,7 @@ $(PEERS_STAMP):
 	$(PEERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'smolagents==1.26.0' 'pydantic-ai-slim==2.78.0' 'openai-agents==0.24.0' \
 		&& touch $@ || echo "the peer frameworks could not be installed into $(PEERS_VENV): bench/bench_peers.py says so"
 
-## bench: the performance figures the issues ask for, on this machine (bench_peers.py: yiemagent beside smolagents, pydantic-ai and openai-agents)
+## bench: the performance figures docs/performance.md sets goals for, on this machine (bench_peers.py: yiemagent beside smolagents, pydantic-ai and openai-agents)
 bench: $(STAMP) $(SCALE_STAMP) $(PEERS_STAMP)
 	$(BIN)/python bench/bench.py
 	for f in bench/bench_*.py; do [ -e "$$f" ] || continue; $(BIN)/python "$$f" || exit 1; done

@@ -1,4 +1,4 @@
-"""`make bench`: the performance figures the issues ask for, measured on this machine in one run.
+"""`make bench`: the performance figures docs/performance.md sets goals for, measured on this machine in one run.
 
 Each figure is printed beside its goal. Nothing here is asserted: a benchmark informs, the
 test suite proves behaviour.

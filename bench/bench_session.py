@@ -1,6 +1,6 @@
 """`make bench`: the cost per message of SQLiteSession.append and of reading a session back, and of a session to a whole agent round trip.
 
-The issue sets no goal for append; the goals printed are ours: a session must not be what
+No goal is set for append elsewhere; the goals printed are ours: a session must not be what
 an agent waits on. With ``synchronous="FULL"`` (the default: each commit fsynced, so a
 stored message survives a power cut) the cost is the disk's fsync; with ``"NORMAL"`` (a
 killed process loses nothing, a power cut may lose the last commits) it is SQLite's own.

@@ -323,7 +323,7 @@ def test_after_message_stop_nothing_more_is_read():
 
 
 def test_a_stream_that_ends_without_message_stop_is_refused_and_may_be_retried():
-    """Decision 14 (the issue's example): every block stopped and the stop reason sent, but no ``message_stop``: not whole."""
+    """Decision 14: every block stopped and the stop reason sent, but no ``message_stop``: not whole."""
     events = framed(*block(0, {"type": "text", "text": ""}, {"type": "text_delta", "text": "Done."}))[:-1]
     with pytest.raises(ReplyError, match=r"^the stream ended before message_stop; the partial reply was dropped$") as raised:
         parse_anthropic_stream(events)

@@ -83,7 +83,7 @@ STOP_REASONS = [
     ("content_filter", False, "content_filter"),
     ("stop", True, "tool_use"),  # a turn with calls is a tool turn whatever finish_reason says
     (None, True, "tool_use"),
-    ("length", True, "length"),  # the example: calls cut at the limit are not a tool turn (decision 10)
+    ("length", True, "length"),  # calls cut at the limit are not a tool turn (decision 10)
 ]
 
 
