@@ -50,7 +50,7 @@ OTHER_MODULES = [
     "_secrets", "_log_masking", "_bounds", "_threads", "_format_cache", "_fast_schema", "_sub_runs",
     "types", "events", "streaming", "normalize", "approvals", "tokens", "errors", "__init__", "__main__",
     "typed/_codecs", "typed/_execute", "typed/functions", "typed/_parameter_fill", "typed/output", "typed/__init__",
-    "context/compaction", "context/__init__",
+    "context/compaction", "context/_summary", "context/__init__",
     "tools/agent_tool",
     "cli/console", "cli/commands", "cli/demo", "cli/_weather_service", "cli/__init__",
     "mcp/_convert", "mcp/_core", "mcp/_follow", "mcp/_listing", "mcp/_session", "mcp/_stdio", "mcp/_surrogates", "mcp/client", "mcp/__init__",
