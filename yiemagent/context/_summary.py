@@ -48,7 +48,7 @@ def _summary_reply(llm_call: Callable[[dict[str, Any]], Any], request: dict[str,
     text is read.
     """
     if run.signal.aborted:
-        return None, f"the run was aborted: {run.signal.reason or 'aborted by abort()'}"
+        return None, _aborted(run)
     if max_requests is not None and run.rounds + run.side_requests + 2 > max_requests:
         return None, f"max_requests={max_requests} leaves no request for it"
     run.side_requests += 1
@@ -60,7 +60,7 @@ def _summary_reply(llm_call: Callable[[dict[str, Any]], Any], request: dict[str,
     usage = getattr(raw, "usage", None) if isinstance(raw, AssistantMessage) else None
     run.usage = add_usage(run.usage, usage if isinstance(usage, LLMUsage) else None)
     if run.signal.aborted:
-        return None, f"the run was aborted: {run.signal.reason or 'aborted by abort()'}"
+        return None, _aborted(run)
     reply, _, error = normalize_reply(raw)
     if reply is None:
         return None, error or "the reply could not be read"
@@ -68,6 +68,11 @@ def _summary_reply(llm_call: Callable[[dict[str, Any]], Any], request: dict[str,
         return None, reply.error_message or f"the reply's stop_reason is {reply.stop_reason!r}"
     text = reply.text.strip()
     return (text, "") if text else (None, "the reply had no text")
+
+
+def _aborted(run: Any) -> str:
+    """Why an aborted run gets no summary: its abort's reason."""
+    return f"the run was aborted: {run.signal.reason or 'aborted by abort()'}"
 
 
 def _not_shown(kind: str, text: str) -> None:
