@@ -478,7 +478,8 @@ def _append_input(host: RunHost, messages: list[AgentMessage]) -> None:
 def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optional[str], bool]:
     """Spec §6 step 1: move every queued input message into the history (``_read_input``, then append)."""
     messages, taken, dropped, continued = _read_input(host, with_input=with_input)
-    _append_input(host, messages)
+    if messages:
+        _append_input(host, messages)
     return taken, dropped, continued
 
 
@@ -841,14 +842,28 @@ def _tool_round(host: RunHost, run: Run, steps: RunSteps, ctx: AgentContext, rep
 def _execute_batch(
     host: RunHost, run: Run, allowance: Optional[ToolCallAllowance], ctx: AgentContext, reply: AssistantMessage, tool_calls: list[Any]
 ) -> AgentToolCallBatch:
-    """Step 6's ``executeToolCalls``, with the run's context for its tools and hooks (``RunContext``, types.py)."""
-    context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
+    """Step 6's ``executeToolCalls``, with the run's context for its tools and hooks (``RunContext``, types.py).
+
+    The batch's ``AgentContext`` holds a copy of the history for the hooks that read it (spec §14);
+    with no hook nothing reads its messages, and the batch gets the round's context as it is
+    (docs/performance.md "W1"). The ``RunContext``'s snapshot is the history the batch started
+    from: its first ``count`` messages, read when a tool or hook first asks. While a run is on
+    the history only grows at its end (``RunHost``: the run alone appends; it is edited only
+    while the agent is idle), so that prefix is the same whenever it is read.
+    """
+    config = host.loop_config()
+    history = host.state.messages
+    count = len(history)
+    if config.before_tool_call is not None or config.after_tool_call is not None:
+        context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
+    else:
+        context = ctx
     host.state.pending_tool_calls = {c.id for c in tool_calls}
     # beyond the spec: what tools and hooks see of the run (types.py current_run_context), made only if one asks
-    deps, rounds, usage, messages, count = getattr(host, "deps", None), run.rounds, run.usage, context.messages, len(context.messages)
-    entered = enter_run_context_later(lambda: RunContext(deps, run.id, rounds, usage, MessagesSnapshot(messages[:count]), None))  # type: ignore[arg-type]  # the field's descriptor takes it
+    deps, rounds, usage = getattr(host, "deps", None), run.rounds, run.usage
+    entered = enter_run_context_later(lambda: RunContext(deps, run.id, rounds, usage, MessagesSnapshot(history[:count]), None))  # type: ignore[arg-type]  # the field's descriptor takes it
     try:
-        return execute_tool_calls_within(allowance, context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
+        return execute_tool_calls_within(allowance, context, reply, tool_calls, config, run.signal, host.emit)
     finally:
         leave_run_context(entered)
         host.state.pending_tool_calls = set()

@@ -7,6 +7,7 @@ step into a run; the argument a tool receives is still the one the model sent, c
 from __future__ import annotations
 
 import json
+import threading
 
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
@@ -391,6 +392,8 @@ def _batch_tools(log: list) -> dict:
                 log.append(("context", context.tool_call_id if context is not None else None))
             if kind == "reports":
                 log.append(("reported", on_partial_result({"step": 1})))
+            if kind == "timed":  # the thread of its timeout_s, whichever way the batch takes
+                log.append(("thread", threading.current_thread().name))
             if kind == "mutates":
                 args["n"] = -1  # the tool's own copy: the call in the history keeps what the model sent
             return AgentToolResult([TextContent(f"{kind} {args.get('n')}")], {"id": tool_call_id}, terminate=kind == "terminates")
