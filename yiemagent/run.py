@@ -858,7 +858,7 @@ def _execute_batch(
         context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
     else:
         context = ctx
-    host.state.pending_tool_calls = {c.id for c in tool_calls}
+    host.state.pending_tool_calls = {tool_calls[0].id} if len(tool_calls) == 1 else {c.id for c in tool_calls}
     # beyond the spec: what tools and hooks see of the run (types.py current_run_context), made only if one asks
     deps, rounds, usage = getattr(host, "deps", None), run.rounds, run.usage
     entered = enter_run_context_later(lambda: RunContext(deps, run.id, rounds, usage, MessagesSnapshot(history[:count]), None))  # type: ignore[arg-type]  # the field's descriptor takes it
@@ -867,7 +867,8 @@ def _execute_batch(
     finally:
         leave_run_context(entered)
         host.state.pending_tool_calls = set()
-        run.tool_calls = allowance.used if allowance is not None else run.tool_calls
+        if allowance is not None:
+            run.tool_calls = allowance.used
         if run.late:  # an agent_tool's sub-runs spent for this run (_sub_runs.py)
             _fold_late_usage(run)
 
