@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Protocol
@@ -860,8 +861,7 @@ def _execute_batch(
         context = ctx
     host.state.pending_tool_calls = {tool_calls[0].id} if len(tool_calls) == 1 else {c.id for c in tool_calls}
     # beyond the spec: what tools and hooks see of the run (types.py current_run_context), made only if one asks
-    deps, rounds, usage = getattr(host, "deps", None), run.rounds, run.usage
-    entered = enter_run_context_later(lambda: RunContext(deps, run.id, rounds, usage, MessagesSnapshot(history[:count]), None))  # type: ignore[arg-type]  # the field's descriptor takes it
+    entered = enter_run_context_later(partial(_batch_run_context, getattr(host, "deps", None), run.id, run.rounds, run.usage, history, count))
     try:
         return execute_tool_calls_within(allowance, context, reply, tool_calls, config, run.signal, host.emit)
     finally:
@@ -871,6 +871,11 @@ def _execute_batch(
             run.tool_calls = allowance.used
         if run.late:  # an agent_tool's sub-runs spent for this run (_sub_runs.py)
             _fold_late_usage(run)
+
+
+def _batch_run_context(deps: Any, run_id: int, rounds: int, usage: LLMUsage, history: Sequence[AgentMessage], count: int) -> RunContext:
+    """A batch's ``RunContext`` (its ``tool_call_id`` None), its snapshot the first ``count`` messages of ``history``."""
+    return RunContext(deps, run_id, rounds, usage, MessagesSnapshot(history[:count]), None)  # type: ignore[arg-type]  # the field's descriptor takes it
 
 
 def _tool_call_allowance(limits: Optional[UsageLimits], answer: Optional[OutputSpec]) -> Optional[ToolCallAllowance]:
