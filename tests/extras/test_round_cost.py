@@ -471,6 +471,22 @@ def test_a_call_nothing_else_acts_on_takes_the_short_way_and_one_a_hook_sees_tak
     assert prepared == ["w1", "w1"] and [type(e).__name__ for e in seen].count("ToolExecEndEvent") == 1
 
 
+def test_each_hook_alone_sees_the_history_the_batch_started_from():
+    """A before_tool_call or an after_tool_call hook, alone, gets a context whose messages are the history as the batch began (the reply that made the call in it), its own copy."""
+    for hook_name in ("before_tool_call", "after_tool_call"):
+        seen: list = []
+
+        def hook(ctx, signal):
+            seen.append([m.role for m in ctx.context.messages])
+            seen.append(ctx.context.messages is not agent.state.messages)
+
+        script = [tool_call_reply(("w1", "get_weather", '{"city": "Oslo"}')), "done"]
+        with YiemAgent(llm_call=ScriptedLLM(script), tools=[_weather_tool([])], agent_event_sink=None, **{hook_name: hook}) as agent:
+            run_agent(agent, "go")
+            assert take_response(agent, timeout=10).stop_reason == "stop"
+        assert seen == [["user", "assistant"], True], hook_name
+
+
 def test_an_object_built_in_one_step_is_the_one_init_makes_and_shares_nothing_with_another():
     """types.built gives what __init__ gives (==, fields, repr, copies, replace, pickle), and two objects built from one mapping have fields of their own."""
     import copy
