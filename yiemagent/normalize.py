@@ -241,8 +241,8 @@ def _plain_reply(reply: Any) -> Optional[CheckedReply]:
     blocks of ``{"id", "type": "function", "function": {"name", "arguments"}}`` entries
     with clean ids (unique, at most ``MAX_ID_CHARS``) and names (at most
     ``MAX_NAME_CHARS``), their arguments JSON text that ``parse_tool_arguments`` reads
-    without a problem. ``_checked_reply`` keeps such a reply as it is and extracts these
-    very calls.
+    without a problem (``_plain_arguments``: a bare object, when its value needs no change).
+    ``_checked_reply`` keeps such a reply as it is and extracts these very calls.
     """
     if type(reply) is not AssistantMessage:
         return None
