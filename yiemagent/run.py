@@ -576,13 +576,14 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext, answer: Optional[_Type
         error_type = "invalid_reply" if error is not None else None
     except user_code_errors() as exc:
         error, error_type = f"LLM call failed: {describe_error(exc)}", type(exc).__qualname__
-    # tokens spent count even when an abort drops the reply, or decision 15 refuses it
-    run.usage = add_usage(run.usage, usage)
+    if usage is not None:  # tokens spent count even when an abort drops the reply, or decision 15 refuses it
+        run.usage = add_usage(run.usage, usage)
     if run.signal.aborted:  # a reply cut short by abort (or finished after it) never enters the history
         reply, calls, error_type = None, [], "aborted"
         error = f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
     duration = time.perf_counter() - started
-    logger.debug("run %d round %d: llm_call took %.3f s%s", run.id, run.rounds, duration, f"; {error}" if error else "")
+    if logger.isEnabledFor(logging.DEBUG):  # one call where debug() makes two
+        logger.debug("run %d round %d: llm_call took %.3f s%s", run.id, run.rounds, duration, f"; {error}" if error else "")
     if getattr(emit, "listened", True):
         emit(LLMCallEndEvent(run.id, run.rounds, duration, reply, usage, error, error_type))
     return reply, calls, error

@@ -13,6 +13,7 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import yiemagent.extraction as extraction
+import yiemagent.normalize as normalize
 from yiemagent._bounds import NotJSONError, json_safe
 from yiemagent import AgentTool, AgentToolResult, TextContent, YiemAgent, run_agent, take_response
 from yiemagent.llm import ScriptedLLM
@@ -39,6 +40,7 @@ def test_each_argument_a_model_sends_is_parsed_once(monkeypatch):
         return real(text, *args, **kwargs)
 
     monkeypatch.setattr(extraction, "loads_json", counting)
+    monkeypatch.setattr(normalize, "loads_json", counting)  # normalize_reply reads a bare object itself (_plain_arguments)
     rounds = 4
     script = [tool_call_reply((f"c{i}", "get_weather", json.dumps({"city": f"city {i}"}))) for i in range(rounds)] + ["done"]
     llm = ScriptedLLM(script)
@@ -127,13 +129,45 @@ def _mostly(usual: st.SearchStrategy, odd: st.SearchStrategy) -> st.SearchStrate
     return st.integers(0, 9).flatmap(lambda i: odd if i == 0 else usual)
 
 
+_EDGE_OBJECTS = [
+    "{bad}", '{"a": 1}{}', '{"a": 1} ', ' {"a": 1}', '{"a": Infinity}', '{"a": 1e999}', '{"\\udc00": 1}', '{"a": 1, "a": 2}',
+    '{"a": ' + "[" * 40 + "]" * 40 + "}", '{"a": ' + "[" * 3000 + "]" * 3000 + "}", '{"a": ' + "9" * 5000 + "}", '{"a": "{\\"b\\": 1}"}',
+]
+"""Texts that begin with "{" and end with "}" (normalize's bare-object path, ``_plain_arguments``) and that a server may
+send: data after the object, blanks around it, constants, an escaped lone surrogate, a repeated key, nesting past
+MAX_ARGUMENTS_DEPTH and past the parser's, an integer past Python's digit limit."""
+
+
+def _object_texts() -> st.SearchStrategy:
+    """Texts that begin with "{" and end with "}": JSON objects of any values (written with and without escapes), the edges, anything braced."""
+    written = st.builds(lambda d, ascii: json.dumps(d, ensure_ascii=ascii), st.dictionaries(st.text(max_size=3), JSONISH, max_size=3), st.booleans())
+    return written | st.sampled_from(_EDGE_OBJECTS) | st.text(max_size=12).map(lambda t: "{" + t + "}")
+
+
+@settings(max_examples=500)
+@given(_object_texts())
+def test_a_bare_object_read_by_normalize_is_what_parse_tool_arguments_reads(raw):
+    """normalize's own reading of a bare JSON object gives parse_tool_arguments' arguments when they need no change, and defers (None) otherwise."""
+    from yiemagent._bounds import MAX_ARGUMENTS_DEPTH, _plainly_json
+
+    arguments, problem = extraction.parse_tool_arguments(raw)
+    fast = normalize._plain_arguments(raw)
+    unchanged = problem is None and _plainly_json(arguments, MAX_ARGUMENTS_DEPTH)
+    event("read" if fast is not None else "deferred")
+    if fast is None:
+        assert not unchanged  # deferred only what parse_tool_arguments refuses or changes: the full check reads it
+    else:
+        assert problem is None and type(fast) is dict
+        assert json.dumps(fast) == json.dumps(arguments)
+
+
 def _entries() -> st.SearchStrategy:
     # mostly what servers send, so that the one pass is taken often; now and then each thing it must refuse
     ids = _mostly(st.sampled_from(["c1", "c2", "c3"]), st.sampled_from(["", "x" * 129, "c\ud800", 7, None]))
     names = _mostly(st.just("get_weather"), st.sampled_from(["n\udfff", "y" * 129, 3, None]))
     arguments = _mostly(
         st.sampled_from(['{"city": "Tokyo"}', "", "null", '"{\\"a\\": 1}"']),
-        st.sampled_from(["{bad", "[1]", '{"a": NaN}', {"city": "Tokyo"}, None, 5, '{"a": "\\ud800"}']),
+        st.sampled_from(["{bad", "[1]", '{"a": NaN}', {"city": "Tokyo"}, None, 5, '{"a": "\\ud800"}'] + _EDGE_OBJECTS),
     )
     canonical = st.builds(lambda i, n, a: {"id": i, "type": "function", "function": {"name": n, "arguments": a}}, ids, names, arguments)
     odd = st.one_of(
