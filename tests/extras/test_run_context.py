@@ -16,7 +16,9 @@ import strategies
 
 from helpers import ASSISTANT, SEQUENTIAL, WAIT, context_with, make_agent, make_tool, text_result
 from yiemagent import (
+    AgentTool,
     AgentToolCall,
+    AgentToolResult,
     AssistantMessage,
     RunContext,
     TextContent,
@@ -246,6 +248,36 @@ def test_the_snapshot_is_copied_only_when_read_and_once_per_batch():
         shutdown(agent, timeout=WAIT)
     assert CountedCopies.copies == 1
     assert len(readers) == 2 and readers[0] is readers[1]
+
+
+def test_a_snapshot_read_after_its_batch_ended_is_the_history_the_batch_started_from():
+    """A tool that first asks for its RunContext after its batch ended (abandoned by timeout_s, the run gone on) sees the history as its batch started, with a hook or without."""
+    assert _roles_seen_late(hooked=False) == ["user", "assistant"]
+    assert _roles_seen_late(hooked=True) == ["user", "assistant"]
+
+
+def _roles_seen_late(hooked: bool) -> list:
+    """The roles of RunContext.messages, read by a call's tool once the run it timed out of has ended."""
+    gate, done, seen = threading.Event(), threading.Event(), []
+
+    def late(tool_call_id, args, signal, on_partial_result):
+        gate.wait(WAIT)
+        seen.extend(m.role for m in current_run_context().messages)
+        done.set()
+        return AgentToolResult([TextContent("late")])
+
+    slow = AgentTool("late", "Late", "Answers after its timeout.", {"type": "object"}, late, timeout_s=0.05)
+    llm = ScriptedLLM([tool_call_reply(("s1", "late", "{}")), "done"])
+    hooks = {"before_tool_call": lambda ctx, signal: None} if hooked else {}
+    agent = make_agent(llm, slow, builtin_tools=False, **hooks)
+    try:
+        ask(agent, "go", timeout=WAIT)
+        assert len(agent.state.messages) == 4  # the question, the call, its timeout's result, the answer
+        gate.set()
+        assert done.wait(WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    return seen
 
 
 def _containers(value, found):
