@@ -202,10 +202,12 @@ def test_imports_without_psycopg_and_says_which_extra_to_install():
     assert 'pip install "yiemagent[postgres]"' in out.stdout
 
 
-def test_the_sessions_socket_sends_tcp_keepalives_and_connecting_is_bounded_by_its_timeout(pg):
+@pytest.mark.parametrize("timeout, bound", [(7.5, "8"), (0.5, "2")])
+def test_the_sessions_socket_sends_tcp_keepalives_and_connecting_is_bounded_by_its_timeout(pg, timeout, bound):
     """The session's own TCP socket probes a silent server (keepalives after KEEPALIVE_IDLE_S idle seconds, every
-    KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT times: docs/scale.md), and its connect_timeout is the session's timeout, rounded up."""
-    with pg.open("s", timeout=7.5) as s:
+    KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT times: docs/scale.md), and its connect_timeout is the session's timeout
+    rounded up, 2 s at least (libpq's own least)."""
+    with pg.open("s", timeout=timeout) as s:
         conn = s._conn
         with socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:  # a second descriptor of the same socket
             options = [
@@ -215,7 +217,7 @@ def test_the_sessions_socket_sends_tcp_keepalives_and_connecting_is_bounded_by_i
                 sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
             ]
         assert options == [True, KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT]
-        assert conn.info.get_parameters().get("connect_timeout") == "8"
+        assert conn.info.get_parameters().get("connect_timeout") == bound
 
 
 # --- the hold: one agent per session id (decision 17) ---------------------------------------
@@ -484,6 +486,18 @@ def test_a_holder_the_role_cannot_see_is_not_named(pg, app_dsn):
         first.acquire()
         with pytest.raises(SessionInUseError, match=rf"^session 's' in {pg.where} is held by another agent: one agent holds a session at a time$"):
             second.acquire()
+
+
+def test_a_holder_without_an_application_name_is_named_by_its_server_pid_alone(pg):
+    """Another client (no yiemagent session, no application_name) holds the session's lock: the error names its server pid alone."""
+    with pg.open("s") as first, pg.open("s") as second:
+        first.acquire()
+        key = first._lock_key
+        first.release()
+        with psycopg.connect(pg.target, autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, key))
+            with pytest.raises(SessionInUseError, match=rf"^session 's' in {pg.where} is held by another agent \(server pid {other.info.backend_pid}\): one agent"):
+                second.acquire()
 
 
 @pytest.mark.parametrize("hold_timeout", [0.0, 1.0])
