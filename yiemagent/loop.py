@@ -256,9 +256,14 @@ class AgentCore:
         thread (``yiemagent-*-run``) runs ``process_message`` and is the only writer of
         ``state.messages`` (through ``append``), ``state.pending_tool_calls`` and
         ``state.error_message``. ``_wake`` (a ``Condition`` on an ``RLock``) guards the loop
-        bookkeeping (``_run``, ``_run_done``, ``_run_response``, ``_pending_output``,
+        bookkeeping (``_run``, ``_pending_output``, ``_delivering``,
         ``_carry``, ``_added``, ``_adding``, ``_closing``, ``_force_exit``, ``_loop_exited``,
-        ``loop_state``) and is the doorbell every channel rings after a put or get.
+        ``loop_state``) and is the doorbell every channel rings after a put or get; the
+        loop thread alone sleeps on ``_bell`` (a ``Condition`` on the same lock), rung only
+        when the loop may have a step to take. The run thread records state 6 itself, under
+        ``_wake`` (``_run_and_hand_over``), delivers its response when nothing waits before
+        it (``_deliver``, one at a time: ``_delivering``), and rings ``_bell`` only if the
+        loop then has work.
         ``_history_lock`` (the ``HistoryWriter``'s ``lock``) guards ``state.messages``;
         the writer's ``store_lock`` orders session appends. No user code (a session, a
         hook) ever runs with ``_wake`` held, and no thread waits for a history lock while
@@ -319,6 +324,7 @@ class AgentCore:
         self._run: Optional[Run] = None
         self._run_count = 0
         self._pending_output: deque[AssistantMessage] = deque()
+        self._delivering = False  # a response is being put on the output channel (_deliver)
         # follow-ups taken but not yet placed (input was full), each with its sender's context
         self._carry: deque[tuple[Any, Optional[contextvars.Context]]] = deque()
         # add_message during a run, for its next round: each message with its ``before`` (add_message)
@@ -349,10 +355,10 @@ class AgentCore:
         """What the loop does next, or None to sleep until the doorbell rings (``_wake`` held)."""
         if self._force_exit:
             return _EXIT
-        if self._pending_output and not self.output_channel.full():
+        if self._pending_output and not self._delivering and not self.output_channel.full():
             return self._deliver
         if self._closing:
-            if self._run is not None:
+            if self._run is not None or self._delivering:  # its run's end, or the delivery, rings when done
                 return None
             self.undelivered_responses.extend(self._pending_output)  # no room, and nobody to wait for
             self._pending_output.clear()
@@ -450,15 +456,30 @@ class AgentCore:
                 added = list(self._added)
                 self._added.clear()
                 if not added:
-                    if not self._loop_exited:
-                        self._complete(response)
-                        return
+                    alone = self._loop_exited
                     self._run, self.state.active_run = None, False
+                    if not alone:  # state 6 (spec §5 "Loop States"), in this thread: the loop is not woken to record it
+                        self._set_state(LoopState.COMPLETED)
+                        self._pending_output.append(response)
                     break
             for message, before in added:  # outside _wake: the session may be slow
                 for earlier in self._before(message, before):
                     self.append(earlier)
                 self.append(message)
+        if alone:
+            self._hand_over_alone(response)
+            return
+        self._deliver()
+        with self._wake:  # the loop's next step, decided under the lock it decides under
+            try:
+                wakes = self._next_action() is not None
+            except BaseException:  # a bug in the loop's step: the loop meets it too, logs it and stops serving
+                wakes = True
+            if wakes:
+                self._bell.notify()
+
+    def _hand_over_alone(self, response: AssistantMessage) -> None:
+        """The loop has gone (decision 16): deliver the response, close the output channel, release the session."""
         try:
             self.output_channel.put_internal(response)
         except queue.Full:
@@ -466,39 +487,28 @@ class AgentCore:
         self.output_channel.close(_NO_MORE_RESPONSES)
         self._writer.release()  # decision 17: the loop has gone, and this run stored the agent's last message
 
-    def _complete(self, response: AssistantMessage) -> None:
-        """State 6, in the run thread with ``_wake`` held: the run finished — send its response, reset, and wake the loop only if it has work.
-
-        The response goes straight into the output channel when no earlier one waits for
-        room and there is room (else it waits in ``_pending_output`` for the loop's
-        ``_deliver``, in order: ``_deliver`` puts under ``_wake`` too). Then the loop's next
-        step is decided here, under the same lock the loop decides under: none (nothing
-        queued) records it (IDLE) and leaves the loop asleep, so that a run's end costs no
-        wake-up of the loop thread; any other is the loop's to take, and the bell rings.
-        The caller waiting in ``take_response`` is woken by the channel, once, and
-        ``wait_until_idle`` by the state recorded before ``_wake`` is let go.
-        """
-        self._set_state(LoopState.COMPLETED)
-        self._run = None
-        self.state.active_run = False
-        self._pending_output.append(response)
-        if len(self._pending_output) == 1:
-            self._deliver()
-        try:
-            wakes = self._next_action() is not None
-        except BaseException:  # a bug in the loop's step: the loop meets it too, logs it and stops serving
-            wakes = True
-        if wakes:
-            self._bell.notify()
-
     def _deliver(self) -> None:
-        """Put the oldest waiting response into the output channel, if it has room; under ``_wake``, so that responses keep their order."""
+        """Put the oldest waiting response into the output channel, if it has room; one delivery at a time (``_delivering``), so that responses keep their order.
+
+        Called by the loop, and by the run thread as its run ends (the response it has just
+        queued goes out without waking the loop). The put is made without ``_wake`` held;
+        while it is made ``_delivering`` is set: no other delivery starts, and the agent is
+        not idle.
+        """
         with self._wake:
+            if self._delivering or not self._pending_output:
+                return
             response = self._pending_output.popleft()  # first: the channel's doorbell then finds none waiting
-            try:
-                self.output_channel.put_internal(response)
-            except queue.Full:  # someone else filled it meanwhile: keep the response, wait for room
+            self._delivering = True
+        try:
+            self.output_channel.put_internal(response)
+        except queue.Full:  # someone else filled it meanwhile: keep the response, wait for room
+            with self._wake:
                 self._pending_output.appendleft(response)
+        finally:
+            with self._wake:
+                self._delivering = False
+                self._wake.notify_all()
 
     def _move_follow_ups(self) -> None:
         """States 5 -> 4: move follow-ups into the input channel, in order, as far as it has room.
@@ -526,6 +536,7 @@ class AgentCore:
             return (
                 self._run is None
                 and not self._pending_output
+                and not self._delivering
                 and not self._carry
                 and not self._adding
                 and self.input_channel.empty()
@@ -591,9 +602,9 @@ class AgentCore:
         """Every queued input item, in order ([] once closing: ``shutdown`` returns those).
 
         The run's first take marks the run as having taken its first input (the loop then
-        reads input still queued as INPUT_QUEUED) under ``_wake``, with the drain: the loop,
-        asleep in PROCESSING, is woken only if that changes its next step (input came
-        meanwhile, follow-ups wait for room, or it recorded another state).
+        reads input still queued as INPUT_QUEUED) under ``_wake``, with the drain: the loop is
+        woken only if that changes its next step (it recorded FOLLOW_UP_QUEUED: follow-ups
+        wait for the room just made), not for a plain run's start.
         """
         if self._closing:
             return []
@@ -603,7 +614,9 @@ class AgentCore:
         with self._wake:
             items = self.input_channel.drain(ring=False)
             run.took_first_input = True
-            if self._carry or not (self.input_channel.empty() and self.follow_up_channel.empty()) or self.loop_state is not LoopState.PROCESSING:
+            # asleep in PROCESSING, the loop saw no follow-up and no input it could call queued; a put since rang for
+            # itself: only another state recorded (follow-ups waiting for the room just made) is the loop's to redo
+            if self.loop_state is not LoopState.PROCESSING:
                 self._bell.notify()
             self._wake.notify_all()
         return items

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import pytest
 
+from helpers import WAIT
 from yiemagent import AbortSignal
 
 
@@ -86,3 +89,28 @@ def test_a_callback_that_raises_is_logged_on_yiemagent_tooling_and_the_others_st
     assert records == [("yiemagent.tooling", "ERROR", f"abort callback {broken!r} raised")]
     exc_type, exc, _ = caplog.records[0].exc_info
     assert (exc_type, str(exc)) == (RuntimeError, "socket already closed")
+
+
+def test_wait_on_a_signal_already_fired_returns_true_at_once():
+    """A signal fired before anyone waits (so it never made its event) answers wait() True at once, whatever the timeout."""
+    signal = AbortSignal()
+    signal.abort("early")
+    assert signal.wait(WAIT) is True  # not False after WAIT
+
+
+def test_a_thread_blocked_in_wait_is_woken_by_abort():
+    """abort() sets the event a waiting thread made and blocks on: the waiter returns True, not at its timeout."""
+    signal = AbortSignal()
+    entered, answers = threading.Event(), []
+
+    def waiter():
+        entered.set()
+        answers.append(signal.wait(WAIT))
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    assert entered.wait(WAIT)
+    time.sleep(0.1)  # room for the waiter to block in wait() before the abort
+    signal.abort("now")
+    thread.join(WAIT / 2)
+    assert answers == [True]
