@@ -154,6 +154,26 @@ def test_a_row_loads_as_the_first_form_of_its_message_did(message):
         assert read_stored(copy.deepcopy(data)) == expected  # marked only what the checking fast reader takes
 
 
+def test_each_marked_row_the_agent_writes_is_built_as_the_checked_reader_builds_it():
+    """Every kind and form the agent writes, read from its marked row by read_marked itself (no fallback to hide a failure): the message the checked reader gives, and its blocks and usage, built as __init__ builds them."""
+    holds = agent_holds() + every_field_set() + first_form_messages() + [
+        UserMessage([TextContent("one")], STAMP), UserMessage([TextContent("a"), TextContent("b")], STAMP), UserMessage([ImageContent("aGk=", "image/png")], STAMP),
+        ToolResultMessage("c1", "t", [TextContent("r"), ImageContent("aGk=", "image/png")], usage=LLMUsage(1, 2, 3, 4, 0, 5), timestamp=STAMP),
+    ]
+    for message in holds:
+        body, mark = message_to_row(message)
+        if mark is None:
+            continue
+        expected = read_fields(json.loads(body), "row 1")
+        fast = read_marked(json.loads(body))
+        assert type(fast) is type(expected) and fast == expected, body
+        assert vars(fast).keys() - {"_yiemagent_cache"} == vars(expected).keys() - {"_yiemagent_cache"}
+        for block, want in zip(fast.__dict__.get("content", []), expected.__dict__.get("content", []), strict=True):
+            assert type(block) is type(want) and block == want and (not hasattr(want, "__dict__") or isinstance(want, dict) or vars(block) == vars(want)), body
+        if getattr(expected, "usage", None) is not None:
+            assert vars(fast.usage) == vars(expected.usage), body
+
+
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
 @given(st.lists(every_kind, max_size=6))
 def test_any_messages_come_back_from_a_session_as_their_first_form_did(tmp_path_factory, messages):
