@@ -87,8 +87,7 @@ def compile_fast_check(schema: Any, *, top: bool = True) -> Optional[Check]:
         members = schema["enum"]
         if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
             return None
-        allowed = frozenset(members)
-        checks.append(lambda v: isinstance(v, str) and v in allowed)
+        checks.append(_Enum(frozenset(members)))
     object_check = _object_check(schema, only_objects)
     if object_check is None:
         return None
@@ -112,6 +111,32 @@ def _all_of(checks: list[Check]) -> Check:
         first, second = checks
         return lambda value: first(value) and second(value)
     return lambda value: all(check(value) for check in checks)
+
+
+class _Enum:
+    """The check of an ``enum`` of strings; an object's check reads its ``members`` and checks a property without calling it."""
+
+    __slots__ = ("members",)
+
+    def __init__(self, members: frozenset[str]) -> None:
+        self.members = members
+
+    def __call__(self, value: Any) -> bool:
+        return isinstance(value, str) and value in self.members
+
+
+_INLINE_TYPES: dict[Check, type] = {_TYPES["string"]: str, _TYPES["boolean"]: bool, _TYPES["object"]: dict, _TYPES["array"]: list}
+"""The type checks that are one ``isinstance``: an object's check makes it for a property without calling the check."""
+
+
+def _inline(check: Check) -> tuple[Optional[type], Optional[frozenset[str]]]:
+    """How an object's check checks a property without a call: (the type its value must have, the strings it must be one of).
+
+    (None, None): the property's check is called.
+    """
+    if isinstance(check, _Enum):
+        return str, check.members
+    return _INLINE_TYPES.get(check), None
 
 
 def _NOTHING(value: Any) -> bool:  # noqa: N802  a marker: the schema says nothing of objects
@@ -140,7 +165,8 @@ def _object_check(schema: dict[str, Any], only_objects: bool = False) -> Optiona
     if not compiled and not required and extra is True:
         return _TYPES["object"] if only_objects else _NOTHING
     needed = tuple(required)
-    items = tuple(compiled.items())
+    # (name, type, members, check): a property whose check is one isinstance (and an enum's membership) is checked here, without a call
+    items = tuple((name, *_inline(sub), sub) for name, sub in compiled.items())
     open_ended = extra is True or extra == {}
     closed = extra is False
 
@@ -150,9 +176,14 @@ def _object_check(schema: dict[str, Any], only_objects: bool = False) -> Optiona
         for name in needed:
             if name not in value:
                 return False
-        for name, sub in items:
-            if name in value and not sub(value[name]):
-                return False
+        for name, kind, members, sub in items:
+            if name in value:
+                item = value[name]
+                if kind is None:
+                    if not sub(item):
+                        return False
+                elif not isinstance(item, kind) or (members is not None and item not in members):
+                    return False
         if open_ended:
             return True
         for name in value:

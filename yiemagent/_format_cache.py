@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Optional
 
 
@@ -205,6 +206,9 @@ class History(list[Any]):
         return (History, (list(self),))
 
 
+_new_tuple = tuple.__new__  # a NamedTuple made once a round, without its Python __new__ (docs/performance.md "W1")
+
+
 class Lineage(NamedTuple):
     """Where a snapshot came from: it equals ``source[:length]`` while ``source.edits == edits``."""
 
@@ -243,7 +247,7 @@ class HistorySnapshot(list[Any]):
         before = source.edits
         list.__init__(self, source[:])  # a slice is one memcpy; iterating a subclass goes item by item
         if before == source.edits and before % 2 == 0:
-            self.lineage = Lineage(source, before, len(self))
+            self.lineage = _new_tuple(Lineage, (source, before, len(self)))  # Lineage(...) without namedtuple's Python __new__
 
     __setitem__ = _dropping("__setitem__")
     __delitem__ = _dropping("__delitem__")
@@ -289,9 +293,9 @@ class _MessageCache:
 
     __slots__ = ("wire", "calls")
 
-    def __init__(self) -> None:
-        self.wire: Any = None
-        self.calls: Optional[tuple[Any, ...]] = None  # extraction.extract_tool_calls's calls of the message, once read
+    def __init__(self, wire: Any = None, calls: Optional[tuple[Any, ...]] = None) -> None:
+        self.wire: Any = wire
+        self.calls: Optional[tuple[Any, ...]] = calls  # extraction.extract_tool_calls's calls of the message, once read
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "_MessageCache":
         return _MessageCache()
@@ -314,10 +318,11 @@ _LATEST_ATTR = "_yiemagent_latest_request"  # on a History: its _LatestRequest
 _SKIP = FrozenDict()  # the cached "wire" of a message that is not sent (an unknown AgentMessage subclass)
 
 
-def _cache_of(msg: Message) -> Optional[_MessageCache]:
+def _cache_of(msg: Message, wire: Any = None, calls: Optional[tuple[Any, ...]] = None) -> Optional[_MessageCache]:
+    """The message's cache, made (holding ``wire`` and ``calls``) when it has none; None for an entry that cannot hold one."""
     cache = getattr(msg, _CACHE_ATTR, None)
     if cache is None:
-        cache = _MessageCache()
+        cache = _MessageCache(wire, calls)
         try:
             object.__setattr__(msg, _CACHE_ATTR, cache)  # frozen dataclass: bypass its __setattr__
         except AttributeError:  # an entry with no __dict__ (no AgentMessage: those all have one): not cached
@@ -333,9 +338,11 @@ def cached_calls(msg: Any) -> Optional[tuple[Any, ...]]:
 
 def remember_calls(msg: Any, calls: tuple[Any, ...]) -> None:
     """Keep ``extract_tool_calls``'s calls of ``msg`` with it (a message is a frozen value: they cannot go stale)."""
-    cache = _cache_of(msg)
+    cache = getattr(msg, _CACHE_ATTR, None)
     if cache is not None:
         cache.calls = calls
+    else:  # a new message (a reply normalize_reply just read): its cache made holding them, in one call
+        _cache_of(msg, calls=calls)
 
 
 def _wire_of(msg: Message, convert: Callable[[Message], Optional[dict[str, Any]]]) -> dict[str, Any]:
@@ -344,22 +351,25 @@ def _wire_of(msg: Message, convert: Callable[[Message], Optional[dict[str, Any]]
     ``convert`` gives a plain dict, frozen here, or a ``FrozenDict`` it built read-only all
     the way down itself (formatting's common shapes), kept as it is.
     """
-    cache = _cache_of(msg)
+    cache = getattr(msg, _CACHE_ATTR, None)
     wire = cache.wire if cache is not None else None
     if wire is None:
         plain = convert(msg)
         wire = _SKIP if plain is None else plain if type(plain) is FrozenDict else freeze(plain)
+        if cache is None:  # made now holding the wire, or the one convert made meanwhile (reading the calls)
+            cache = _cache_of(msg, wire=wire)
         if cache is not None:
             cache.wire = wire
     return wire
 
 
 def _wires_of(messages: list[Message], convert: Callable[[Message], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:
-    return [wire for m in messages if (wire := _wire_of(m, convert)) is not _SKIP]
+    # filter(None) leaves out _SKIP, the one empty wire (a message's wire always has its "role"): no frame of our own per call
+    return list(filter(None, map(_wire_of, messages, repeat(convert))))
 
 
 def history_wires(given: Any, convert: Callable[[Message], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The wire dicts of a context's messages, in order (the system message aside); ``convert`` makes a message's (None: not sent).
+    """The wire dicts of a context's messages, in order (the system message aside); ``convert`` makes a message's (None: not sent; a wire is never empty).
 
     When ``given`` is a ``HistorySnapshot`` that still has its lineage (the default
     ``prepare_context`` made it and nobody changed it), and its source ``History`` holds a
@@ -379,5 +389,5 @@ def history_wires(given: Any, convert: Callable[[Message], Optional[dict[str, An
         wires = _wires_of(given, convert)
     # the lineage is read again last: a snapshot changed meanwhile has dropped it (first thing)
     if lineage is not None and given.lineage is lineage:
-        setattr(lineage.source, _LATEST_ATTR, _LatestRequest(lineage.edits, lineage.length, wires))
+        setattr(lineage.source, _LATEST_ATTR, _new_tuple(_LatestRequest, (lineage.edits, lineage.length, wires)))
     return wires

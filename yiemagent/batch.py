@@ -12,13 +12,14 @@ from __future__ import annotations
 import contextvars
 import logging
 from concurrent.futures import Future
-from collections.abc import Iterable, Sequence
-from typing import Any, Optional
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
 
 from .types import (
     AbortSignal,
     AgentContext,
     AgentLoopConfig,
+    AgentTool,
     AgentToolCall,
     AgentToolCallBatch,
     AgentToolResult,
@@ -45,7 +46,8 @@ from .pipeline import (
     execute_prepared_tool_call,
     finalize_executed_tool_call,
     prepare_tool_call,
-    validate_required_args,
+    schema_admits,
+    tool_result_message,
 )
 from ._bounds import json_copy
 
@@ -219,25 +221,30 @@ def _start_and_prepare(
     return prep
 
 
-def _plain_call(context: AgentContext, tool_call: AgentToolCall, signal: Optional[AbortSignal], emit: EventEmitter) -> Optional[FinalizedOutcome]:
-    """PREPARE -> EXECUTE -> FINALIZE of a plain call, in one step; None for any other call (docs/performance.md "W1").
+_Answered = tuple[ToolResultMessage, bool]
+"""A call answered the short way (``_plain_call``): its result message, and whether its result asks to terminate."""
 
-    Spec §8's three phases, for a call that takes none of their branches: its tool exists
+
+def _plain_call(tools: Mapping[str, AgentTool], tool_call: AgentToolCall, signal: Optional[AbortSignal], emit: EventEmitter) -> Optional[_Answered]:
+    """PREPARE -> EXECUTE -> FINALIZE of a plain call, in one step, and its result message; None for any other call (docs/performance.md "W1").
+
+    Spec §8's three phases and §11's message, for a call that takes none of their branches: its tool exists
     and has no ``prepare_arguments``, no ``validate_required_args`` of its own, no
     ``timeout_s`` and no ``requires_approval``; its arguments were read without a problem
-    and pass the tool's schema (the same check, ``validate_required_args``); the signal has
+    and pass the tool's schema (the same check, ``pipeline.schema_admits``); the signal has
     not fired. The batch makes it only when nothing else can act on the call: no
     ``before_tool_call`` or ``after_tool_call`` hook, no ``max_tool_calls``, nobody
     listening to the call's events as it starts (``_run_batch``). Such a call is validated, gets its
     own copy of the arguments, and runs (``pipeline.call_tool``) in its ``RunContext``
     scope (entered once: ``types.enter_call_context``), as the three phases would run it,
-    without the outcome of each phase as an object of its own. Anything else, or anything
-    raised on the way, is left to the three phases, which do it again from the start and
-    name the cause: nothing has run yet. ``tests/extras/test_round_cost.py`` holds it to
-    the three phases: the same result messages, the same ending of the batch, the same
+    without the outcome of each phase as an object of its own: its result goes straight into
+    the message ``create_tool_result_message`` would make (``pipeline.tool_result_message``).
+    Anything else, or anything raised on the way, is left to the three phases, which do it
+    again from the start and name the cause: nothing has run yet. ``tests/extras/test_round_cost.py``
+    holds it to the three phases: the same result messages, the same ending of the batch, the same
     arguments, ``RunContext`` and partial-result answers for each tool.
     """
-    tool = context.tools.get(tool_call.name)
+    tool = tools.get(tool_call.name)
     if (
         tool is None
         or tool_call.arguments_error is not None
@@ -249,7 +256,7 @@ def _plain_call(context: AgentContext, tool_call: AgentToolCall, signal: Optiona
     ):
         return None
     try:
-        if validate_required_args(tool_call.arguments, tool.input_schema) is not None:
+        if not schema_admits(tool_call.arguments, tool.input_schema):
             return None
     except user_code_errors():  # the three phases say what failed
         return None
@@ -264,19 +271,33 @@ def _plain_call(context: AgentContext, tool_call: AgentToolCall, signal: Optiona
     finally:
         if scope is not None:
             leave_run_context(scope)
-    return FinalizedOutcome(tool_call, result, is_error)
+    return tool_result_message(tool_call, result, is_error), bool(result.terminate)
 
 
-def _batch(steps: Sequence[FinalizedOutcome | PendingApproval]) -> AgentToolCallBatch:
-    finalized: list[FinalizedOutcome] = []
+_Step = Union[_Answered, FinalizedOutcome, PendingApproval, "Future[FinalizedOutcome]"]
+
+
+def _batch(steps: Sequence[_Step]) -> AgentToolCallBatch:
+    """The batch of ``steps``, in call order: each call's result message (a pool call's once it is done), the deferred calls apart.
+
+    It terminates as ``should_terminate`` says (spec §10): it has results, each asks to, and no call was deferred.
+    """
+    messages: list[ToolResultMessage] = []
     deferred: list[PendingApproval] = []
+    terminate = True
     for step in steps:
-        if isinstance(step, FinalizedOutcome):
-            finalized.append(step)
+        if isinstance(step, Future):
+            step = step.result()
+        if isinstance(step, tuple):
+            message, stops = step
+        elif isinstance(step, FinalizedOutcome):
+            message, stops = create_tool_result_message(step), step.result.terminate
         else:
             deferred.append(step)
-    terminate = not deferred and should_terminate(finalized)
-    return built(AgentToolCallBatch, messages=[create_tool_result_message(f) for f in finalized], terminate=terminate, deferred=deferred)
+            continue
+        messages.append(message)
+        terminate = terminate and bool(stops)
+    return built(AgentToolCallBatch, messages=messages, terminate=terminate and bool(messages) and not deferred, deferred=deferred)
 
 
 def execute_tool_calls_sequential(
@@ -338,16 +359,16 @@ def _run_batch(
     and back that the batch would wait for anyway (docs/performance.md "W1"). When nothing but the
     three phases can act on a call (no hook, no cap, no listener) and the batch runs its calls
     here, a plain call takes the short way through them (``_plain_call``), any other the long one."""
-    steps: list[FinalizedOutcome | PendingApproval | Future[FinalizedOutcome]] = []
+    steps: list[_Step] = []
     alone = len(tool_calls) == 1
     # nothing but the three phases acts on a call: each may take the short way (_plain_call); a parallel batch of more runs them on the pool.
     # Whether anyone listens is asked at each call: a sink set during a batch gets the events of the calls that start after it
     plain = (not parallel or alone) and allowance is None and config.before_tool_call is None and config.after_tool_call is None
     for tool_call in tool_calls:
         if plain and not emit.listened:
-            finished = contextvars.copy_context().run(_plain_call, context, tool_call, signal, emit) if parallel else _plain_call(context, tool_call, signal, emit)
-            if finished is not None:
-                steps.append(finished)
+            answered = contextvars.copy_context().run(_plain_call, context.tools, tool_call, signal, emit) if parallel else _plain_call(context.tools, tool_call, signal, emit)
+            if answered is not None:
+                steps.append(answered)
                 continue
         scope = call_context(tool_call.id)
         step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance, scope)
@@ -360,7 +381,7 @@ def _run_batch(
             else:
                 step = _execute_and_finalize(context, assistant_msg, step, config, signal, emit, scope)
         steps.append(step)
-    return _batch([step.result() if isinstance(step, Future) else step for step in steps])
+    return _batch(steps)
 
 
 def execute_tool_calls(

@@ -509,9 +509,13 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
     tapped mid-round gets the rest of the round's deltas, as it would from a relay made at
     the start). No relay is made for a round nobody listens to.
 
-    Thread safety: a delta may come from any thread carrying the call's context;
-    ``_late_relays`` orders the making of a late relay with the block's end, so a delta
-    never reaches the sink after the round has ended.
+    Thread safety: a delta may come from any thread carrying the call's context. A late
+    relay is made under ``_late_relays`` (one per round, whichever thread comes first); the
+    block's end takes no lock: it sets ``_over`` and then reads ``_relay``, while the maker
+    stores ``_relay`` and then reads ``_over`` again, so (attribute reads and writes being
+    atomic and in program order) at least one of the two sees the other's write and closes
+    the relay before a delta passes it: a delta never reaches the sink after the round has
+    ended, and a round nobody listened to ends without taking a lock (docs/performance.md "W1").
     """
 
     __slots__ = ("_emit", "_run_id", "_round", "_relay", "_signal", "_token", "_over")
@@ -523,7 +527,7 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
         self._relay = DeltaRelay(emit, run_id, round, signal) if emit.listened else None
         self._signal = signal
         self._token: Optional[contextvars.Token[Optional[StreamTarget]]] = None
-        self._over = False  # the block has ended: no relay is made any more (under _late_relays)
+        self._over = False  # the block has ended: no relay is made any more, one made meanwhile is closed
 
     def __enter__(self) -> Optional[DeltaRelay]:
         relay = self._relay
@@ -541,6 +545,8 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
                     _stream_logger.debug("a %s delta of run %d round %d after llm_call returned was dropped", kind, self._run_id, self._round)
                     return
                 relay = self._relay = DeltaRelay(self._emit, self._run_id, self._round, self._signal)
+                if self._over:  # read again after the store: the block ended meanwhile and may not have seen this relay
+                    relay.close()  # so the delta is dropped, as after the end
         relay(kind, text)
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -548,13 +554,10 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
             if self._token is not None:
                 _target.reset(self._token)
         finally:
+            self._over = True  # first; then the relay, which a late delta may have made before this (see the class)
             relay = self._relay
-            if relay is None:  # a round that began unheard: a late delta may be making its relay now
-                with _late_relays:
-                    self._over = True
-                    relay = self._relay
             if relay is not None:
                 relay.close()
 
 
-_late_relays = threading.Lock()  # orders relay_deltas' late relay with its block's end (taken once by a round that began unheard)
+_late_relays = threading.Lock()  # one late relay per round: taken by a late delta of a round that began unheard, never by the round's end

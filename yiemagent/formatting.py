@@ -23,7 +23,7 @@ import binascii
 from itertools import islice
 from typing import Any, Optional
 
-from ._format_cache import FrozenDict, FrozenList, HistorySnapshot, history_wires
+from ._format_cache import FrozenDict, FrozenList, HistorySnapshot, cached_calls, history_wires
 from .errors import MessageFormatError
 from .extraction import arguments_json, extract_tool_calls
 from .types import (
@@ -276,15 +276,17 @@ def _read_only_wire(msg: Any) -> Optional[FrozenDict]:
             for entry in block["tool_calls"]:
                 if type(entry) is not dict or "extra_content" in entry:  # an extra goes back (_reasoning_echo)
                     return None
-    _, calls, _ = extract_tool_calls(msg)
-    wire = FrozenDict(role="assistant", content="\n".join(texts))
-    if calls:
-        entries = [
-            FrozenDict(id=call.id, type=call.type, function=FrozenDict(name=call.name, arguments=arguments_json(call.arguments)))
-            for call in calls
-        ]
-        dict.__setitem__(wire, "tool_calls", FrozenList(entries))  # still being built: nobody holds it yet
-    return wire
+    calls: Any = cached_calls(msg)  # normalize_reply read them (extract_tool_calls would return a copy of them)
+    if calls is None:
+        _, calls, _ = extract_tool_calls(msg)
+    content = "\n".join(texts)
+    if not calls:
+        return FrozenDict(role="assistant", content=content)
+    entries = [
+        FrozenDict(id=call.id, type=call.type, function=FrozenDict(name=call.name, arguments=arguments_json(call.arguments)))
+        for call in calls
+    ]
+    return FrozenDict(role="assistant", content=content, tool_calls=FrozenList(entries))
 
 
 def format_msg_for_llm(ctx: AgentContext, event_sink: Any = None) -> dict[str, Any]:
@@ -306,9 +308,9 @@ def format_msg_for_llm(ctx: AgentContext, event_sink: Any = None) -> dict[str, A
     messages: list[dict[str, Any]] = [{"role": "system", "content": ctx.system_prompt}] if ctx.system_prompt else []
     messages += history_wires(ctx.messages, _message_to_openai)
     formatted: dict[str, Any] = {"messages": messages}
-    tools = tuple(ctx.tools.values())
+    tools = list(map(tool_to_openai, ctx.tools.values()))
     if tools:
-        formatted["tools"] = [tool_to_openai(t) for t in tools]
+        formatted["tools"] = tools
     return formatted
 
 

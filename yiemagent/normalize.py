@@ -27,7 +27,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple, Optional, TypeGuard
 
-from ._bounds import NotJSONError, clean_str, json_safe, plain, short_repr
+from ._bounds import MAX_ARGUMENTS_DEPTH, NotJSONError, _plainly_json, clean_str, json_safe, loads_json, plain, short_repr
 from .errors import MessageFormatError
 from ._format_cache import remember_calls
 from .extraction import MAX_ID_CHARS, MAX_NAME_CHARS, extract_tool_calls, parse_tool_arguments
@@ -152,7 +152,10 @@ def _clean_texts(content: Any) -> TypeGuard[list[Any]]:
     if type(content) is not list:
         return False
     for block in content:
-        if type(block) is not TextContent or block.citations is not None or not _clean_text(block.text):
+        if type(block) is not TextContent or block.citations is not None:
+            return False
+        text = block.text  # a clean str: ASCII, or what clean_str keeps as it is (written out: a call per block cost a tenth)
+        if type(text) is not str or not (text.isascii() or clean_str(text) is text):
             return False
     return True
 
@@ -229,10 +232,6 @@ def normalize_reply(reply: Any) -> CheckedReply:
     return checked if checked is not None else _checked_reply(reply)
 
 
-def _clean_text(value: Any) -> TypeGuard[str]:
-    return type(value) is str and (value.isascii() or clean_str(value) is value)
-
-
 def _plain_reply(reply: Any) -> Optional[CheckedReply]:
     """The check of a reply that needs no change, in one pass: its calls, each argument parsed once; None for any other reply.
 
@@ -242,23 +241,26 @@ def _plain_reply(reply: Any) -> Optional[CheckedReply]:
     blocks of ``{"id", "type": "function", "function": {"name", "arguments"}}`` entries
     with clean ids (unique, at most ``MAX_ID_CHARS``) and names (at most
     ``MAX_NAME_CHARS``), their arguments JSON text that ``parse_tool_arguments`` reads
-    without a problem. ``_checked_reply`` keeps such a reply as it is and extracts these
-    very calls.
+    without a problem (``_plain_arguments``: a bare object, when its value needs no change).
+    ``_checked_reply`` keeps such a reply as it is and extracts these very calls.
     """
     if type(reply) is not AssistantMessage:
         return None
-    content = reply.content
-    if type(content) is not list or not isinstance(reply.timestamp, datetime) or not (reply.usage is None or isinstance(reply.usage, LLMUsage)):
+    content, usage, timestamp = reply.content, reply.usage, reply.timestamp
+    # exact types first: isinstance of LLMUsage goes through ABCMeta (dataclasses_json's mixin), a call of its own
+    if type(content) is not list or not (type(timestamp) is datetime or isinstance(timestamp, datetime)) or not (usage is None or type(usage) is LLMUsage or isinstance(usage, LLMUsage)):
         return None
     for value in (reply.api, reply.provider, reply.model, reply.stop_reason, reply.error_message):  # _OPTIONAL_TEXT_FIELDS
-        if value is not None and not _clean_text(value):
+        # each a clean str (ASCII, or what clean_str keeps as it is), written out: a call per field, id and name was a tenth of the pass
+        if value is not None and not (type(value) is str and (value.isascii() or clean_str(value) is value)):
             return None
     calls: list[AgentToolCall] = []
     ids: set[str] = set()
     for block in content:
         kind = type(block)
         if kind is TextContent:
-            if block.citations is not None or not _clean_text(block.text):
+            text = block.text
+            if block.citations is not None or not (type(text) is str and (text.isascii() or clean_str(text) is text)):
                 return None
             continue
         if kind is not dict or len(block) != 2 or block.get("type") != "tool_calls":
@@ -271,17 +273,37 @@ def _plain_reply(reply: Any) -> Optional[CheckedReply]:
             if type(function) is not dict or len(function) != 2:
                 return None
             call_id, call_name, raw = entry.get("id"), function.get("name"), function.get("arguments")
-            if not (_clean_text(call_id) and 0 < len(call_id) <= MAX_ID_CHARS and call_id not in ids):
+            if not (type(call_id) is str and 0 < len(call_id) <= MAX_ID_CHARS and (call_id.isascii() or clean_str(call_id) is call_id) and call_id not in ids):
                 return None
-            if not (_clean_text(call_name) and len(call_name) <= MAX_NAME_CHARS) or type(raw) is not str:
+            if not (type(call_name) is str and len(call_name) <= MAX_NAME_CHARS and (call_name.isascii() or clean_str(call_name) is call_name)) or type(raw) is not str:
                 return None
-            arguments, problem = parse_tool_arguments(raw)
-            if problem is not None:
+            arguments = _plain_arguments(raw)
+            if arguments is None:
                 return None
             ids.add(call_id)
             calls.append(built(AgentToolCall, id=call_id, name=call_name, arguments=arguments, type="function", arguments_error=None))
     remember_calls(reply, tuple(calls))  # formatting, approvals and tracing read them from here (extraction.py)
-    return CheckedReply(reply, calls, None)
+    return _new_tuple(CheckedReply, (reply, calls, None))  # CheckedReply(reply, calls, None) without namedtuple's Python __new__
+
+
+_new_tuple = tuple.__new__
+
+
+def _plain_arguments(raw: str) -> Optional[dict[str, Any]]:
+    """What ``parse_tool_arguments(raw)`` gives when it finds no problem, else None (any problem: the reply takes the full check).
+
+    A bare JSON object (the text a server sends) is read by ``loads_json`` and checked by
+    ``_plainly_json`` here, as ``parse_tool_arguments`` reads and checks it, without its
+    layers; any other text goes to ``parse_tool_arguments`` itself.
+    """
+    if raw[:1] == "{" and raw[-1:] == "}":  # parse_tool_arguments strips nothing off such a text, and reads it once
+        try:
+            value = loads_json(raw, constants=True)
+        except Exception:  # noqa: BLE001  JSONDecodeError, JSONTooDeepError, or what decode raises: a problem (parse_tool_arguments' net too)
+            return None
+        return value if type(value) is dict and _plainly_json(value, MAX_ARGUMENTS_DEPTH) else None
+    arguments, problem = parse_tool_arguments(raw)
+    return arguments if problem is None else None
 
 
 def _checked_reply(reply: Any) -> CheckedReply:

@@ -119,6 +119,15 @@ def _field_of(error: jsonschema.ValidationError) -> str:
     return path or "(arguments)"
 
 
+def schema_admits(args: Any, input_schema: dict[str, Any]) -> bool:
+    """Whether ``args`` are valid for the whole ``input_schema`` (decision 4), without the errors ``validate_required_args`` names.
+
+    The schema's fast check when it has one (``_fast_schema.py``), else jsonschema's ``is_valid``.
+    """
+    _, validator, fast = _compiled(input_schema)
+    return fast(args) if fast is not None else validator.is_valid(args)
+
+
 def validate_required_args(args: Any, input_schema: dict[str, Any]) -> Optional[str]:
     """Validate ``args`` against the whole ``input_schema``; None when valid.
 
@@ -130,10 +139,10 @@ def validate_required_args(args: Any, input_schema: dict[str, Any]) -> Optional[
     were received, e.g. ``city: 'city' is a required property. Received arguments:
     {}``.
     """
-    _, validator, fast = _compiled(input_schema)
     # valid arguments (the common case) cost one check; jsonschema lists the errors only when there are some
-    if fast(args) if fast is not None else validator.is_valid(args):
+    if schema_admits(args, input_schema):
         return None
+    validator = _compiled(input_schema)[1]
     problems = sorted((_field_of(e), e.message) for e in validator.iter_errors(args))
     if not problems:
         return None
@@ -537,8 +546,12 @@ def create_tool_result_message(finalized: FinalizedOutcome) -> ToolResultMessage
 
     Decision 3: the role is "tool".
     """
-    call, result = finalized.tool_call, finalized.result
-    # ToolResultMessage(call.id, call.name, list(result.content), result.details, result.usage, None, finalized.is_error), in one step
+    return tool_result_message(finalized.tool_call, finalized.result, finalized.is_error)
+
+
+def tool_result_message(call: AgentToolCall, result: AgentToolResult, is_error: bool) -> ToolResultMessage:
+    """``create_tool_result_message`` of a call's result without its ``FinalizedOutcome`` (batch.py ``_plain_call`` makes none)."""
+    # ToolResultMessage(call.id, call.name, list(result.content), result.details, result.usage, None, is_error), in one step
     return built(
         ToolResultMessage,
         tool_call_id=call.id,
@@ -547,7 +560,6 @@ def create_tool_result_message(finalized: FinalizedOutcome) -> ToolResultMessage
         details=result.details,
         usage=result.usage,
         added_tool_names=None,
-        is_error=finalized.is_error,
+        is_error=is_error,
         timestamp=utc_now(),
     )
-

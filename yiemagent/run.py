@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Protocol
@@ -478,7 +479,8 @@ def _append_input(host: RunHost, messages: list[AgentMessage]) -> None:
 def _take_input(host: RunHost, *, with_input: bool = True) -> tuple[int, Optional[str], bool]:
     """Spec §6 step 1: move every queued input message into the history (``_read_input``, then append)."""
     messages, taken, dropped, continued = _read_input(host, with_input=with_input)
-    _append_input(host, messages)
+    if messages:
+        _append_input(host, messages)
     return taken, dropped, continued
 
 
@@ -574,13 +576,14 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext, answer: Optional[_Type
         error_type = "invalid_reply" if error is not None else None
     except user_code_errors() as exc:
         error, error_type = f"LLM call failed: {describe_error(exc)}", type(exc).__qualname__
-    # tokens spent count even when an abort drops the reply, or decision 15 refuses it
-    run.usage = add_usage(run.usage, usage)
+    if usage is not None:  # tokens spent count even when an abort drops the reply, or decision 15 refuses it
+        run.usage = add_usage(run.usage, usage)
     if run.signal.aborted:  # a reply cut short by abort (or finished after it) never enters the history
         reply, calls, error_type = None, [], "aborted"
         error = f"aborted during the LLM call: {run.signal.reason or 'aborted by abort()'}"
     duration = time.perf_counter() - started
-    logger.debug("run %d round %d: llm_call took %.3f s%s", run.id, run.rounds, duration, f"; {error}" if error else "")
+    if logger.isEnabledFor(logging.DEBUG):  # one call where debug() makes two
+        logger.debug("run %d round %d: llm_call took %.3f s%s", run.id, run.rounds, duration, f"; {error}" if error else "")
     if getattr(emit, "listened", True):
         emit(LLMCallEndEvent(run.id, run.rounds, duration, reply, usage, error, error_type))
     return reply, calls, error
@@ -841,20 +844,39 @@ def _tool_round(host: RunHost, run: Run, steps: RunSteps, ctx: AgentContext, rep
 def _execute_batch(
     host: RunHost, run: Run, allowance: Optional[ToolCallAllowance], ctx: AgentContext, reply: AssistantMessage, tool_calls: list[Any]
 ) -> AgentToolCallBatch:
-    """Step 6's ``executeToolCalls``, with the run's context for its tools and hooks (``RunContext``, types.py)."""
-    context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
-    host.state.pending_tool_calls = {c.id for c in tool_calls}
+    """Step 6's ``executeToolCalls``, with the run's context for its tools and hooks (``RunContext``, types.py).
+
+    The batch's ``AgentContext`` holds a copy of the history for the hooks that read it (spec §14);
+    with no hook nothing reads its messages, and the batch gets the round's context as it is
+    (docs/performance.md "W1"). The ``RunContext``'s snapshot is the history the batch started
+    from: its first ``count`` messages, read when a tool or hook first asks. While a run is on
+    the history only grows at its end (``RunHost``: the run alone appends; it is edited only
+    while the agent is idle), so that prefix is the same whenever it is read.
+    """
+    config = host.loop_config()
+    history = host.state.messages
+    count = len(history)
+    if config.before_tool_call is not None or config.after_tool_call is not None:
+        context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
+    else:
+        context = ctx
+    host.state.pending_tool_calls = {tool_calls[0].id} if len(tool_calls) == 1 else {c.id for c in tool_calls}
     # beyond the spec: what tools and hooks see of the run (types.py current_run_context), made only if one asks
-    deps, rounds, usage, messages, count = getattr(host, "deps", None), run.rounds, run.usage, context.messages, len(context.messages)
-    entered = enter_run_context_later(lambda: RunContext(deps, run.id, rounds, usage, MessagesSnapshot(messages[:count]), None))  # type: ignore[arg-type]  # the field's descriptor takes it
+    entered = enter_run_context_later(partial(_batch_run_context, getattr(host, "deps", None), run.id, run.rounds, run.usage, history, count))
     try:
-        return execute_tool_calls_within(allowance, context, reply, tool_calls, host.loop_config(), run.signal, host.emit)
+        return execute_tool_calls_within(allowance, context, reply, tool_calls, config, run.signal, host.emit)
     finally:
         leave_run_context(entered)
         host.state.pending_tool_calls = set()
-        run.tool_calls = allowance.used if allowance is not None else run.tool_calls
+        if allowance is not None:
+            run.tool_calls = allowance.used
         if run.late:  # an agent_tool's sub-runs spent for this run (_sub_runs.py)
             _fold_late_usage(run)
+
+
+def _batch_run_context(deps: Any, run_id: int, rounds: int, usage: LLMUsage, history: Sequence[AgentMessage], count: int) -> RunContext:
+    """A batch's ``RunContext`` (its ``tool_call_id`` None), its snapshot the first ``count`` messages of ``history``."""
+    return RunContext(deps, run_id, rounds, usage, MessagesSnapshot(history[:count]), None)  # type: ignore[arg-type]  # the field's descriptor takes it
 
 
 def _tool_call_allowance(limits: Optional[UsageLimits], answer: Optional[OutputSpec]) -> Optional[ToolCallAllowance]:

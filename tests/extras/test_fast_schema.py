@@ -126,3 +126,29 @@ def test_a_type_beside_an_enum_or_properties_gives_jsonschemas_verdict(types, me
     check = compile_fast_check(schema)
     assert check is not None, schema
     assert check(value) == jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+PROPERTY_SCHEMAS = st.one_of(
+    st.builds(lambda t: {"type": t}, st.sampled_from(["string", "boolean", "object", "array", "integer"])),
+    st.builds(lambda e: {"enum": e}, st.lists(st.sampled_from(["metric", "imperial", "1"]), min_size=1, max_size=2)),
+    st.builds(lambda t, e: {"type": t, "enum": e}, st.sampled_from(["string", "integer", "boolean"]), st.lists(st.sampled_from(["metric", "imperial"]), min_size=1)),
+    st.just({"type": "object", "properties": {"a": {"type": "string"}}}),
+)
+PROPERTY_VALUES = st.sampled_from(["metric", "1", "", 1, True, None, ["metric"], {"a": "x"}, {"a": 1}])
+
+
+def _objects_and_values() -> st.SearchStrategy:
+    """An object schema of such properties, and a dict whose keys are mostly its properties."""
+    properties = st.dictionaries(NAMES, PROPERTY_SCHEMAS, min_size=1, max_size=3)
+    return properties.flatmap(lambda props: st.tuples(st.just(props), st.dictionaries(st.sampled_from(sorted(props)) | NAMES, PROPERTY_VALUES, max_size=4)))
+
+
+@settings(max_examples=600)
+@given(_objects_and_values(), st.booleans())
+def test_a_property_checked_without_a_call_gives_jsonschemas_verdict(schema_and_value, closed):
+    """An object's property whose check is one isinstance (a string, boolean, array or object type) or an enum of strings, checked in place, still gets jsonschema's verdict."""
+    properties, value = schema_and_value
+    schema = {"type": "object", "properties": properties, "additionalProperties": not closed}
+    check = compile_fast_check(schema)
+    assert check is not None, schema
+    assert check(value) == jsonschema.Draft202012Validator(schema).is_valid(value)

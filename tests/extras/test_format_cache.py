@@ -45,6 +45,7 @@ import yiemagent._format_cache as format_cache
 from yiemagent._format_cache import APPENDING_METHODS, EDITING_METHODS, History, HistorySnapshot
 from yiemagent._format_cache import FrozenDict, FrozenList, freeze
 from yiemagent.llm import ScriptedLLM
+from yiemagent.normalize import normalize_reply
 from yiemagent.llm.anthropic import build_anthropic_request
 from yiemagent.llm.openai import build_openai_request
 from yiemagent.llm.scripted import tool_call_reply
@@ -163,9 +164,11 @@ _round_results = st.builds(ToolResultMessage, st.text(max_size=4), st.text(max_s
 
 
 @pytest.mark.spec("14")
-@given(st.lists(_round_replies | _round_results, max_size=6))
-def test_the_wires_a_round_builds_read_only_equal_the_reference(history):
+@given(st.lists(_round_replies | _round_results, max_size=6), st.booleans())
+def test_the_wires_a_round_builds_read_only_equal_the_reference(history, read):
     """Text-only tool results and replies of text and tool calls, whose wire is built read-only at once: byte for byte the formatter's own."""
+    if read:  # each reply read by normalize_reply first, as a run does: the wire is built from the calls it kept
+        history = [normalize_reply(m).message or m if isinstance(m, AssistantMessage) else m for m in history]
     for message in history:
         extra = any("extra_content" in e for b in message.content if isinstance(b, dict) for e in b["tool_calls"])
         wire = formatting._read_only_wire(message)

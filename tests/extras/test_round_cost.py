@@ -7,11 +7,13 @@ step into a run; the argument a tool receives is still the one the model sent, c
 from __future__ import annotations
 
 import json
+import threading
 
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import yiemagent.extraction as extraction
+import yiemagent.normalize as normalize
 from yiemagent._bounds import NotJSONError, json_safe
 from yiemagent import AgentTool, AgentToolResult, TextContent, YiemAgent, run_agent, take_response
 from yiemagent.llm import ScriptedLLM
@@ -38,6 +40,7 @@ def test_each_argument_a_model_sends_is_parsed_once(monkeypatch):
         return real(text, *args, **kwargs)
 
     monkeypatch.setattr(extraction, "loads_json", counting)
+    monkeypatch.setattr(normalize, "loads_json", counting)  # normalize_reply reads a bare object itself (_plain_arguments)
     rounds = 4
     script = [tool_call_reply((f"c{i}", "get_weather", json.dumps({"city": f"city {i}"}))) for i in range(rounds)] + ["done"]
     llm = ScriptedLLM(script)
@@ -126,13 +129,45 @@ def _mostly(usual: st.SearchStrategy, odd: st.SearchStrategy) -> st.SearchStrate
     return st.integers(0, 9).flatmap(lambda i: odd if i == 0 else usual)
 
 
+_EDGE_OBJECTS = [
+    "{bad}", '{"a": 1}{}', '{"a": 1} ', ' {"a": 1}', '{"a": Infinity}', '{"a": 1e999}', '{"\\udc00": 1}', '{"a": 1, "a": 2}',
+    '{"a": ' + "[" * 40 + "]" * 40 + "}", '{"a": ' + "[" * 3000 + "]" * 3000 + "}", '{"a": ' + "9" * 5000 + "}", '{"a": "{\\"b\\": 1}"}',
+]
+"""Texts that begin with "{" and end with "}" (normalize's bare-object path, ``_plain_arguments``) and that a server may
+send: data after the object, blanks around it, constants, an escaped lone surrogate, a repeated key, nesting past
+MAX_ARGUMENTS_DEPTH and past the parser's, an integer past Python's digit limit."""
+
+
+def _object_texts() -> st.SearchStrategy:
+    """Texts that begin with "{" and end with "}": JSON objects of any values (written with and without escapes), the edges, anything braced."""
+    written = st.builds(lambda d, ascii: json.dumps(d, ensure_ascii=ascii), st.dictionaries(st.text(max_size=3), JSONISH, max_size=3), st.booleans())
+    return written | st.sampled_from(_EDGE_OBJECTS) | st.text(max_size=12).map(lambda t: "{" + t + "}")
+
+
+@settings(max_examples=500)
+@given(_object_texts())
+def test_a_bare_object_read_by_normalize_is_what_parse_tool_arguments_reads(raw):
+    """normalize's own reading of a bare JSON object gives parse_tool_arguments' arguments when they need no change, and defers (None) otherwise."""
+    from yiemagent._bounds import MAX_ARGUMENTS_DEPTH, _plainly_json
+
+    arguments, problem = extraction.parse_tool_arguments(raw)
+    fast = normalize._plain_arguments(raw)
+    unchanged = problem is None and _plainly_json(arguments, MAX_ARGUMENTS_DEPTH)
+    event("read" if fast is not None else "deferred")
+    if fast is None:
+        assert not unchanged  # deferred only what parse_tool_arguments refuses or changes: the full check reads it
+    else:
+        assert problem is None and type(fast) is dict
+        assert json.dumps(fast) == json.dumps(arguments)
+
+
 def _entries() -> st.SearchStrategy:
     # mostly what servers send, so that the one pass is taken often; now and then each thing it must refuse
     ids = _mostly(st.sampled_from(["c1", "c2", "c3"]), st.sampled_from(["", "x" * 129, "c\ud800", 7, None]))
     names = _mostly(st.just("get_weather"), st.sampled_from(["n\udfff", "y" * 129, 3, None]))
     arguments = _mostly(
         st.sampled_from(['{"city": "Tokyo"}', "", "null", '"{\\"a\\": 1}"']),
-        st.sampled_from(["{bad", "[1]", '{"a": NaN}', {"city": "Tokyo"}, None, 5, '{"a": "\\ud800"}']),
+        st.sampled_from(["{bad", "[1]", '{"a": NaN}', {"city": "Tokyo"}, None, 5, '{"a": "\\ud800"}'] + _EDGE_OBJECTS),
     )
     canonical = st.builds(lambda i, n, a: {"id": i, "type": "function", "function": {"name": n, "arguments": a}}, ids, names, arguments)
     odd = st.one_of(
@@ -391,6 +426,8 @@ def _batch_tools(log: list) -> dict:
                 log.append(("context", context.tool_call_id if context is not None else None))
             if kind == "reports":
                 log.append(("reported", on_partial_result({"step": 1})))
+            if kind == "timed":  # the thread of its timeout_s, whichever way the batch takes
+                log.append(("thread", threading.current_thread().name))
             if kind == "mutates":
                 args["n"] = -1  # the tool's own copy: the call in the history keeps what the model sent
             return AgentToolResult([TextContent(f"{kind} {args.get('n')}")], {"id": tool_call_id}, terminate=kind == "terminates")
@@ -466,6 +503,22 @@ def test_a_call_nothing_else_acts_on_takes_the_short_way_and_one_a_hook_sees_tak
         run_agent(agent, "go")
         assert take_response(agent, timeout=10).stop_reason == "stop"
     assert prepared == ["w1", "w1"] and [type(e).__name__ for e in seen].count("ToolExecEndEvent") == 1
+
+
+def test_each_hook_alone_sees_the_history_the_batch_started_from():
+    """A before_tool_call or an after_tool_call hook, alone, gets a context whose messages are the history as the batch began (the reply that made the call in it), its own copy."""
+    for hook_name in ("before_tool_call", "after_tool_call"):
+        seen: list = []
+
+        def hook(ctx, signal):
+            seen.append([m.role for m in ctx.context.messages])
+            seen.append(ctx.context.messages is not agent.state.messages)
+
+        script = [tool_call_reply(("w1", "get_weather", '{"city": "Oslo"}')), "done"]
+        with YiemAgent(llm_call=ScriptedLLM(script), tools=[_weather_tool([])], agent_event_sink=None, **{hook_name: hook}) as agent:
+            run_agent(agent, "go")
+            assert take_response(agent, timeout=10).stop_reason == "stop"
+        assert seen == [["user", "assistant"], True], hook_name
 
 
 def test_an_object_built_in_one_step_is_the_one_init_makes_and_shares_nothing_with_another():

@@ -16,14 +16,14 @@ import pytest
 
 from helpers import WAIT
 from yiemagent import AbortSignal, AgentTool, AgentToolResult, AssistantMessage, TextContent, YiemAgent, run_agent, shutdown, take_response
-from yiemagent.events import LLMDeltaEvent
+from yiemagent.events import EventEmitter, LLMDeltaEvent, relay_deltas
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
 from yiemagent.streaming import emit_delta
 
 
-def _pause_inside_abort_at(marker: str, reached: threading.Event, go_on: threading.Event):
-    """A trace function that stops the thread running ``AbortSignal.abort`` just before its line holding ``marker``."""
+def _pause_inside_abort_at(marker: str, reached: threading.Event, go_on: threading.Event, code=AbortSignal.abort.__code__):
+    """A trace function that stops the thread running ``AbortSignal.abort`` (or ``code``) just before its line holding ``marker``."""
 
     def local(frame, event, arg):
         if event == "line" and marker in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
@@ -32,7 +32,7 @@ def _pause_inside_abort_at(marker: str, reached: threading.Event, go_on: threadi
         return local
 
     def calls(frame, event, arg):
-        return local if frame.f_code is AbortSignal.abort.__code__ else None
+        return local if frame.f_code is code else None
 
     return calls
 
@@ -96,6 +96,33 @@ def test_a_delta_of_a_round_that_began_unheard_never_comes_after_its_end_event()
         assert take_response(agent, timeout=WAIT).stop_reason == "stop"
         agent.agent_event_sink = received.append
         late[0]()
+    assert [e for e in received if isinstance(e, LLMDeltaEvent)] == []
+
+
+def test_an_unheard_round_ends_without_waiting_for_a_late_relay_and_drops_the_delta_it_did_not_see():
+    """The end of a round that began unheard, coming while a late delta makes its relay, takes no lock, and that delta never reaches the sink after the end."""
+    received: list = []
+    emit = EventEmitter(None)
+    block = relay_deltas(emit, 1, 1)
+    block.__enter__()
+    context = contextvars.copy_context()  # the call's context, as a thread the LLM call started carries it
+    emit.sink = received.append  # a sink set mid-round: the late delta makes the round's relay
+    reached, go_on = threading.Event(), threading.Event()
+
+    def late_delta():
+        sys.settrace(_pause_inside_abort_at("relay = self._relay = DeltaRelay(", reached, go_on, relay_deltas.__call__.__code__))
+        try:
+            context.run(emit_delta, "text", "late")
+        finally:
+            sys.settrace(None)
+
+    worker = threading.Thread(target=late_delta)
+    worker.start()
+    assert reached.wait(WAIT)  # it saw the round still on and no relay yet, and is about to make one
+    block.__exit__(None, None, None)  # the round ends now: a lock shared with the maker would hold it here
+    go_on.set()
+    worker.join(WAIT)
+    assert not worker.is_alive()
     assert [e for e in received if isinstance(e, LLMDeltaEvent)] == []
 
 

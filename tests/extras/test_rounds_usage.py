@@ -273,6 +273,14 @@ def test_a_usage_built_without_its_total_gets_input_plus_output_and_keeps_it_thr
     assert message_from_data(data, "row 1").usage == usage and read_stored(data).usage == usage
 
 
+
+@given(counts, counts, st.integers(1, 10**6))
+def test_a_usage_given_its_total_keeps_it_even_when_it_is_not_input_plus_output(inp, out, total):
+    """Property (decision 13): a total the provider gave stays as given, whatever the input and output counts; only a missing total (0, None) is filled in."""
+    assert LLMUsage(inp, out, 0, 0, total).total_tokens == total
+    assert LLMUsage.from_dict({"input_tokens": inp, "output_tokens": out, "total_tokens": total}).total_tokens == total
+
+
 class _OwnUsage:
     """A client's own usage type: the counts of LLMUsage, no total."""
 

@@ -14,10 +14,25 @@ from hypothesis import strategies as st
 
 import strategies
 
-from helpers import WAIT, make_agent
-from yiemagent import AssistantMessage, RunContext, TextContent, ToolDefinitionError, UserMessage, ask, current_run_context, shutdown, tool
+from helpers import ASSISTANT, SEQUENTIAL, WAIT, context_with, make_agent, make_tool, text_result
+from yiemagent import (
+    AgentTool,
+    AgentToolCall,
+    AgentToolResult,
+    AssistantMessage,
+    RunContext,
+    TextContent,
+    ToolDefinitionError,
+    ToolResultMessage,
+    UserMessage,
+    ask,
+    current_run_context,
+    execute_tool_calls,
+    shutdown,
+    tool,
+)
 from yiemagent.llm.scripted import ScriptedLLM, tool_call_reply
-from yiemagent.types import LLMUsage
+from yiemagent.types import LLMUsage, MessagesSnapshot, call_context, enter_run_context, leave_run_context, run_context
 
 
 def test_a_tool_parameter_annotated_run_context_receives_it_and_is_not_in_the_schema():
@@ -235,6 +250,36 @@ def test_the_snapshot_is_copied_only_when_read_and_once_per_batch():
     assert len(readers) == 2 and readers[0] is readers[1]
 
 
+def test_a_snapshot_read_after_its_batch_ended_is_the_history_the_batch_started_from():
+    """A tool that first asks for its RunContext after its batch ended (abandoned by timeout_s, the run gone on) sees the history as its batch started, with a hook or without."""
+    assert _roles_seen_late(hooked=False) == ["user", "assistant"]
+    assert _roles_seen_late(hooked=True) == ["user", "assistant"]
+
+
+def _roles_seen_late(hooked: bool) -> list:
+    """The roles of RunContext.messages, read by a call's tool once the run it timed out of has ended."""
+    gate, done, seen = threading.Event(), threading.Event(), []
+
+    def late(tool_call_id, args, signal, on_partial_result):
+        gate.wait(WAIT)
+        seen.extend(m.role for m in current_run_context().messages)
+        done.set()
+        return AgentToolResult([TextContent("late")])
+
+    slow = AgentTool("late", "Late", "Answers after its timeout.", {"type": "object"}, late, timeout_s=0.05)
+    llm = ScriptedLLM([tool_call_reply(("s1", "late", "{}")), "done"])
+    hooks = {"before_tool_call": lambda ctx, signal: None} if hooked else {}
+    agent = make_agent(llm, slow, builtin_tools=False, **hooks)
+    try:
+        ask(agent, "go", timeout=WAIT)
+        assert len(agent.state.messages) == 4  # the question, the call, its timeout's result, the answer
+        gate.set()
+        assert done.wait(WAIT)
+    finally:
+        shutdown(agent, timeout=WAIT)
+    return seen
+
+
 def _containers(value, found):
     """Every list and dict inside ``value`` (a message's fields, the values of its dicts and lists)."""
     if isinstance(value, (list, dict)):
@@ -259,3 +304,62 @@ def test_any_snapshot_equals_its_messages_and_refuses_every_change_inside_them(m
             with pytest.raises(TypeError, match="read-only snapshot"):
                 container.clear()
     assert [m.to_dict() for m in messages] == [m.to_dict() for m in ctx.messages]
+
+
+def test_a_context_entered_by_hand_is_current_and_each_call_of_it_gets_its_own_id():
+    """enter_run_context(ctx) makes ctx current until leave_run_context; call_context inside it gives ctx with that call's id, and run_context(None) none."""
+    ctx = RunContext("D", 3, 2, LLMUsage(1, 2), [], None)
+    token = enter_run_context(ctx)
+    try:
+        assert current_run_context() is ctx
+        with call_context("c1"):
+            inner = current_run_context()
+        assert (inner.deps, inner.run_id, inner.round, inner.usage, inner.tool_call_id) == ("D", 3, 2, LLMUsage(1, 2), "c1")
+        with run_context(None):
+            assert current_run_context() is None
+    finally:
+        leave_run_context(token)
+    assert current_run_context() is None
+
+
+def test_a_tool_run_by_a_batch_outside_any_run_sees_no_run_context():
+    """execute_tool_calls called by an application outside a run gives its tools current_run_context() None, not an error."""
+    seen: list[Optional[RunContext]] = []
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        seen.append(current_run_context())
+        return text_result("ok")
+
+    batch = execute_tool_calls(context_with(make_tool("look", execute)), ASSISTANT, [AgentToolCall("c1", "look", {})], SEQUENTIAL, None, None)
+    assert seen == [None] and [m.content[0].text for m in batch.messages] == ["ok"]
+
+
+def test_the_snapshot_shares_what_cannot_change_and_freezes_containers_inside_tuples():
+    """A frozen dataclass of plain values (a usage) is the history's own object in the snapshot, a frozen one holding a list a copy; dicts and lists inside a tuple refuse changes too."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Holder:
+        items: list
+
+    usage, holder = LLMUsage(3, 4), Holder([1])
+    message = ToolResultMessage("c1", "t", [TextContent("r")], details=({"k": [1]}, [2]), usage=usage)
+    answer = AssistantMessage([TextContent("a")], output=holder)
+    ctx = RunContext(None, 1, 1, LLMUsage(), [message, answer], None)
+    shown, shown_answer = ctx.messages
+    assert shown.usage is usage and shown_answer.output == holder and shown_answer.output is not holder
+    for container in (shown.details[0], shown.details[0]["k"], shown.details[1]):
+        with pytest.raises(TypeError, match="read-only snapshot"):
+            container.clear()
+    assert message.details == ({"k": [1]}, [2])
+
+
+def test_a_snapshot_holds_the_messages_it_was_given_then_and_shows_other_items_as_they_are():
+    """A MessagesSnapshot leaves out what was appended to its sequence after it was made; an item that is not a message
+    dataclass is shown as it is; RunContext.messages read on the class is an AttributeError naming it."""
+    history = [UserMessage([TextContent("q")])]
+    snapshot = MessagesSnapshot(history)
+    history.append(UserMessage([TextContent("later")]))
+    assert RunContext(None, 1, 1, LLMUsage(), snapshot, None).messages == (history[0],)
+    assert RunContext(None, 1, 1, LLMUsage(), ["a note"], None).messages == ("a note",)
+    with pytest.raises(AttributeError, match="^messages$"):
+        RunContext.messages  # noqa: B018

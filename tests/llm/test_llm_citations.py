@@ -204,3 +204,25 @@ def test_responses_citations_keep_their_spans_when_the_text_comes_in_two_parts(c
     reply = parse_responses_response(body)
     assert reply.text == text
     assert reply.citations == [Citation(a["url"], a["title"], None, a["start_index"], a["end_index"]) for a in [*first, *[k for k in kept if k not in first]]]
+
+
+@pytest.mark.spec("19")
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        # OpenAI's url_citation: its indices read as ints within the text (0 kept as 0), a missing end_index the text's end
+        ({"type": "url_citation", "url_citation": {"url": "u", "title": "t", "start_index": 0, "end_index": 3}}, Citation("u", "t", None, 4, 7)),
+        ({"type": "url_citation", "url_citation": {"url": "u", "start_index": 2}}, Citation("u", None, None, 6, 9)),
+        ({"type": "url_citation", "start_index": "2", "end_index": 4.0, "url": "u"}, Citation("u", None, None, 4, 4)),
+        ({"type": "url_citation", "start_index": True, "end_index": 3, "url": "u"}, Citation("u", None, None, 4, 7)),
+        # Anthropic's: a search result's source and a document's title stand in for url and title; what is not text is None
+        ({"type": "search_result_location", "source": "https://s.example", "title": "Found", "cited_text": "c"}, Citation("https://s.example", "Found", "c", 4, 9)),
+        ({"type": "char_location", "document_title": "The doc", "cited_text": "c"}, Citation(None, "The doc", "c", 4, 9)),
+        ({"type": "web_search_result_location", "url": 5, "title": ["t"], "cited_text": 3}, Citation(None, None, None, 4, 9)),
+    ],
+)
+def test_a_citations_fields_are_read_by_their_names_and_its_span_kept_within_its_text(raw, expected):
+    """A citation object's URL, title and cited text are read under each provider's names (None for what is not text),
+    and its offsets as ints within its text block (0 for what is not one), after the text before it."""
+    reply = AssistantMessage([TextContent("One."), TextContent("hello", [raw])])
+    assert reply.citations == [expected]

@@ -39,6 +39,7 @@ from yiemagent import (
 from yiemagent.llm import AnthropicClient, OpenAIClient
 from yiemagent.llm.anthropic import build_anthropic_request
 from yiemagent.llm.openai import build_openai_request
+from yiemagent.types import split_data_url
 
 ANTHROPIC_MAX_IMAGE_BYTES = 5 * 1024 * 1024  # Anthropic: 5 MB per image
 OPENAI_MAX_IMAGE_BYTES = 20 * 1024 * 1024  # OpenAI: 20 MB per image
@@ -272,16 +273,33 @@ def test_an_image_whose_mime_type_is_not_a_media_type_is_refused_where_it_enters
     assert PNG not in json.dumps(user) and "is not a media type such as image/png" in json.dumps(user)
 
 
-def test_a_user_image_that_is_not_base64_is_refused_where_it_enters():
-    """A user message holding an image whose data is not base64 enters the history as a note, and the request is one the provider takes."""
+@pytest.mark.parametrize("data", ["%%%not-base64%%%", "aGk=\n", "aG k=", "aGk=\u00e9"])
+def test_a_user_image_that_is_not_base64_is_refused_where_it_enters(data):
+    """A user message holding an image whose data is not strict base64 (characters outside its alphabet, whitespace, a
+    non-ASCII letter) enters the history as a note, and the request is one the provider takes."""
     with LocalServer(lambda request: openai_reply({"role": "assistant", "content": "ok"})) as server:
         agent = make_agent(OpenAIClient(f"{server.url}/v1", "gpt-4o", "sk-test", max_retries=0))
         try:
-            ask(agent, UserMessage([TextContent("look"), ImageContent("%%%not-base64%%%", "image/png")]), timeout=WAIT)
+            ask(agent, UserMessage([TextContent("look"), ImageContent(data, "image/png")]), timeout=WAIT)
         finally:
             shutdown(agent)
-    user = server.requests[0].json()["messages"][1]
-    assert "%%%not-base64%%%" not in json.dumps(user) and "not valid base64" in json.dumps(user)
+    user = json.dumps(server.requests[0].json()["messages"][1])
+    assert "image_url" not in user and "not valid base64" in user
+
+
+@pytest.mark.parametrize(
+    ("url", "parts"),
+    [
+        ("data:image/png;base64,AAAA", ("image/png", "AAAA")),
+        ("data:image/png;base64,AA;base64,BB", ("image/png", "AA;base64,BB")),  # split at the first marker: the rest is the data
+        ("data:text/plain,hello", None),  # a data: URL that is not base64
+        ("https://example.com/x;base64,AAAA", None),  # not a data: URL
+        (None, None),
+    ],
+)
+def test_a_data_url_splits_at_its_first_base64_marker_and_any_other_url_is_none(url, parts):
+    """split_data_url, which both clients read an image part's URL with, gives (mime type, data) of a base64 data: URL split at its first ";base64,", and None for any other URL."""
+    assert split_data_url(url) == parts
 
 
 def test_a_history_with_tool_images_round_trips_through_a_file_and_a_session_and_sends_the_same(tmp_path):

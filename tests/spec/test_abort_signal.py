@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 
@@ -86,3 +87,33 @@ def test_a_callback_that_raises_is_logged_on_yiemagent_tooling_and_the_others_st
     assert records == [("yiemagent.tooling", "ERROR", f"abort callback {broken!r} raised")]
     exc_type, exc, _ = caplog.records[0].exc_info
     assert (exc_type, str(exc)) == (RuntimeError, "socket already closed")
+
+
+@pytest.mark.spec("19")
+def test_wait_blocks_until_another_thread_aborts_and_then_returns_true():
+    """wait() without a timeout, called before the signal fires, blocks until another thread aborts it and then returns True."""
+    signal = AbortSignal()
+    waiting = threading.Event()
+    returned: list[bool] = []
+
+    def waiter() -> None:
+        waiting.set()
+        returned.append(signal.wait())
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    waiting.wait(10)
+    thread.join(0.2)  # the waiter is blocked in wait() by now (on a loaded machine, perhaps not: then it finds the flag set)
+    signal.abort("stop")
+    thread.join(10)
+    assert returned == [True]
+
+
+@pytest.mark.spec("19")
+def test_a_released_child_no_longer_fires_with_its_parent():
+    """release(child) forgets the child: the parent's abort no longer reaches it, while a child not released still fires."""
+    parent = AbortSignal()
+    released, kept = parent.child(), parent.child()
+    parent.release(released)
+    parent.abort("run aborted")
+    assert (released.aborted, kept.aborted, kept.reason) == (False, True, "run aborted")

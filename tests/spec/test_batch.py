@@ -329,6 +329,7 @@ def test_batch_terminates_only_when_all_tools_ask(mode):
     assert execute_tool_calls(ctx, ASSISTANT, calls("stop", "stop"), mode, None, None).terminate is True
     assert execute_tool_calls(ctx, ASSISTANT, calls("stop", "go"), mode, None, None).terminate is False
     assert execute_tool_calls(ctx, ASSISTANT, calls("stop", "missing"), mode, None, None).terminate is False
+    assert execute_tool_calls(ctx, ASSISTANT, [], mode, None, None).terminate is False  # a batch of no call never terminates
 
 
 @pytest.mark.spec("11")

@@ -34,6 +34,11 @@ def _tool(**changes):
         ({"timeout_s": "5"}, "tool 't': timeout_s must be a positive number of seconds, got '5'"),
         ({"timeout_s": 0}, "tool 't': timeout_s must be a positive number of seconds, got 0"),
         ({"timeout_s": -1.5}, "tool 't': timeout_s must be a positive number of seconds, got -1.5"),
+        ({"name": ""}, "a tool's name must be a non-empty string, got ''"),
+        ({"name": 5}, "a tool's name must be a non-empty string, got 5"),
+        ({"name": "get weather"}, "tool name 'get weather' contains whitespace or control characters; use letters, digits, '_' or '-'"),
+        ({"name": "get\x00weather"}, "tool name 'get\\x00weather' contains whitespace or control characters; use letters, digits, '_' or '-'"),
+        ({"requires_approval": "yes"}, "tool 't': requires_approval must be True or False, got 'yes'"),
     ],
 )
 def test_a_bad_tool_field_raises_tool_definition_error_with_the_exact_text(changes, message):
@@ -76,6 +81,21 @@ def test_a_bad_usage_limit_is_refused_with_the_exact_text(changes, error, messag
     with pytest.raises(error) as raised:
         UsageLimits(**changes)
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("usage", "tool_calls", "message"),
+    [
+        (LLMUsage(input_tokens=12, output_tokens=1), 0, "max_input_tokens=10 (12 input tokens used)"),
+        (LLMUsage(input_tokens=1, output_tokens=11), 0, "max_output_tokens=10 (11 output tokens used)"),
+        (LLMUsage(input_tokens=6, output_tokens=6), 0, "max_total_tokens=10 (12 tokens in all used)"),
+        (LLMUsage(), 11, "max_tool_calls=10 (11 tool calls used)"),
+    ],
+)
+def test_each_limit_passed_is_named_with_its_count_and_what_it_counts(usage, tool_calls, message):
+    """``UsageLimits.passed`` names the first limit gone above, its value, the count used and what was counted."""
+    limits = UsageLimits(max_input_tokens=10, max_output_tokens=10, max_total_tokens=10, max_tool_calls=10)
+    assert limits.passed(usage, tool_calls) == message
 
 
 def test_a_usage_limit_of_zero_is_taken_and_any_use_passes_it():

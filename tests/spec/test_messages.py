@@ -131,3 +131,11 @@ def test_a_timestamp_that_is_already_a_datetime_subclass_is_kept_as_it_is():
     assert back.timestamp is moment
     text = message_from_dict({"role": "user", "content": [], "timestamp": "2026-12-05T12:00:01+00:00"})
     assert text.timestamp == moment and type(text.timestamp) is datetime
+
+
+@pytest.mark.spec("19")
+def test_a_texts_repr_shows_its_citations_and_a_text_without_any_keeps_its_old_form():
+    """repr(TextContent) shows the citations of a cited text (an empty list too: a segment) and leaves them out for a text without any."""
+    assert repr(TextContent("hi")) == "TextContent(text='hi', type='text')"
+    assert repr(TextContent("hi", [])) == "TextContent(text='hi', citations=[], type='text')"
+    assert repr(TextContent("hi", [{"url": "u"}])) == "TextContent(text='hi', citations=[{'url': 'u'}], type='text')"
