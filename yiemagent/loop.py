@@ -210,15 +210,15 @@ class Channel(queue.Queue[Any]):
         with self.mutex:
             return self._contexts[0] if self._contexts else None
 
-    def drain(self) -> list[Any]:
-        """Take every item that is in the channel now, without blocking (closed or not)."""
+    def drain(self, ring: bool = True) -> list[Any]:
+        """Take every item that is in the channel now, without blocking (closed or not); ``ring=False``: no ``on_change`` (the caller rings what it must)."""
         if not self._qsize():  # read without the lock (one length): an item put meanwhile is the next drain's, as it would be after it
             return []
         with self.not_empty:
             items = [self._get_with()[0] for _ in range(self._qsize())]
             if items:
                 self.not_full.notify_all()
-        if items and self.on_change is not None:
+        if items and ring and self.on_change is not None:
             self.on_change()
         return items
 
@@ -256,9 +256,14 @@ class AgentCore:
         thread (``yiemagent-*-run``) runs ``process_message`` and is the only writer of
         ``state.messages`` (through ``append``), ``state.pending_tool_calls`` and
         ``state.error_message``. ``_wake`` (a ``Condition`` on an ``RLock``) guards the loop
-        bookkeeping (``_run``, ``_run_done``, ``_run_response``, ``_pending_output``,
+        bookkeeping (``_run``, ``_pending_output``, ``_delivering``,
         ``_carry``, ``_added``, ``_adding``, ``_closing``, ``_force_exit``, ``_loop_exited``,
-        ``loop_state``) and is the doorbell every channel rings after a put or get.
+        ``loop_state``) and is the doorbell every channel rings after a put or get; the
+        loop thread alone sleeps on ``_bell`` (a ``Condition`` on the same lock), rung only
+        when the loop may have a step to take. The run thread records state 6 itself, under
+        ``_wake`` (``_run_and_hand_over``), delivers its response when nothing waits before
+        it (``_deliver``, one at a time: ``_delivering``), and rings ``_bell`` only if the
+        loop then has work.
         ``_history_lock`` (the ``HistoryWriter``'s ``lock``) guards ``state.messages``;
         the writer's ``store_lock`` orders session appends. No user code (a session, a
         hook) ever runs with ``_wake`` held, and no thread waits for a history lock while
@@ -306,17 +311,20 @@ class AgentCore:
         self._history_lock = self._writer.lock  # guards state.messages (and orders session appends)
         self._usage = UsageMeter()  # summed at the end of each run
 
-        # the doorbell, and the lock of the loop bookkeeping below (see "Thread safety")
-        self._wake = threading.Condition(threading.RLock())
+        # the doorbell, and the lock of the loop bookkeeping below (see "Thread safety"); the
+        # loop thread alone sleeps on _bell, the same lock: a ring that cannot change what the
+        # loop does next (a state recorded, a run's start or end with nothing queued) leaves it asleep
+        lock = threading.RLock()
+        self._wake = threading.Condition(lock)
+        self._bell = threading.Condition(lock)
         # the input channels keep each message's sender's context: the run it starts runs in it
         self.input_channel = Channel(16, self.ring, carry_context=True, done_when_taken=True)
         self.follow_up_channel = Channel(32, self.ring, carry_context=True, done_when_taken=True)
-        self.output_channel = Channel(16, self.ring)
+        self.output_channel = Channel(16, self._output_changed)
         self._run: Optional[Run] = None
-        self._run_done = False
-        self._run_response: Optional[AssistantMessage] = None
         self._run_count = 0
         self._pending_output: deque[AssistantMessage] = deque()
+        self._delivering = False  # a response is being put on the output channel (_deliver)
         # follow-ups taken but not yet placed (input was full), each with its sender's context
         self._carry: deque[tuple[Any, Optional[contextvars.Context]]] = deque()
         # add_message during a run, for its next round: each message with its ``before`` (add_message)
@@ -337,7 +345,7 @@ class AgentCore:
     # --- the loop (spec §5) ---------------------------------------------------------
 
     def _set_state(self, state: LoopState) -> None:
-        """Record a loop state; called with ``_wake`` held."""
+        """Record a loop state; called with ``_wake`` held. Wakes the watchers (``wait_until_idle``), not the loop."""
         if state is not self.loop_state:
             self.loop_state = state
             self.loop_state_history.append(state)
@@ -347,12 +355,10 @@ class AgentCore:
         """What the loop does next, or None to sleep until the doorbell rings (``_wake`` held)."""
         if self._force_exit:
             return _EXIT
-        if self._run_done:
-            return self._collect_run
-        if self._pending_output and not self.output_channel.full():
+        if self._pending_output and not self._delivering and not self.output_channel.full():
             return self._deliver
         if self._closing:
-            if self._run is not None:
+            if self._run is not None or self._delivering:  # its run's end, or the delivery, rings when done
                 return None
             self.undelivered_responses.extend(self._pending_output)  # no room, and nobody to wait for
             self._pending_output.clear()
@@ -384,7 +390,7 @@ class AgentCore:
                 with self._wake:
                     action = self._next_action()
                     while action is None:
-                        self._wake.wait()
+                        self._bell.wait()
                         action = self._next_action()
                 if action is _EXIT:
                     return
@@ -399,7 +405,7 @@ class AgentCore:
                 self.follow_up_channel.close(why)
                 if self._run is None:  # else the run delivers its response, then closes the output
                     self.output_channel.close(_NO_MORE_RESPONSES if self._closing else why)
-                stored_last = self._run is None or self._run_done  # no run will store another message
+                stored_last = self._run is None  # no run will store another message
                 self._set_state(LoopState.IDLE)
                 self._wake.notify_all()
             self._worker.stop()
@@ -450,16 +456,30 @@ class AgentCore:
                 added = list(self._added)
                 self._added.clear()
                 if not added:
-                    if not self._loop_exited:
-                        self._run_response, self._run_done = response, True
-                        self._wake.notify_all()
-                        return
+                    alone = self._loop_exited
                     self._run, self.state.active_run = None, False
+                    if not alone:  # state 6 (spec §5 "Loop States"), in this thread: the loop is not woken to record it
+                        self._set_state(LoopState.COMPLETED)
+                        self._pending_output.append(response)
                     break
             for message, before in added:  # outside _wake: the session may be slow
                 for earlier in self._before(message, before):
                     self.append(earlier)
                 self.append(message)
+        if alone:
+            self._hand_over_alone(response)
+            return
+        self._deliver()
+        with self._wake:  # the loop's next step, decided under the lock it decides under
+            try:
+                wakes = self._next_action() is not None
+            except BaseException:  # a bug in the loop's step: the loop meets it too, logs it and stops serving
+                wakes = True
+            if wakes:
+                self._bell.notify()
+
+    def _hand_over_alone(self, response: AssistantMessage) -> None:
+        """The loop has gone (decision 16): deliver the response, close the output channel, release the session."""
         try:
             self.output_channel.put_internal(response)
         except queue.Full:
@@ -467,23 +487,28 @@ class AgentCore:
         self.output_channel.close(_NO_MORE_RESPONSES)
         self._writer.release()  # decision 17: the loop has gone, and this run stored the agent's last message
 
-    def _collect_run(self) -> None:
-        """State 6: the run finished — queue its response for the output channel and reset."""
-        with self._wake:
-            self._set_state(LoopState.COMPLETED)
-            assert self._run_response is not None
-            self._pending_output.append(self._run_response)
-            self._run, self._run_done, self._run_response = None, False, None
-            self.state.active_run = False
-
     def _deliver(self) -> None:
+        """Put the oldest waiting response into the output channel, if it has room; one delivery at a time (``_delivering``), so that responses keep their order.
+
+        Called by the loop, and by the run thread as its run ends (the response it has just
+        queued goes out without waking the loop). The put is made without ``_wake`` held;
+        while it is made ``_delivering`` is set: no other delivery starts, and the agent is
+        not idle.
+        """
         with self._wake:
-            response = self._pending_output.popleft()
+            if self._delivering or not self._pending_output:
+                return
+            response = self._pending_output.popleft()  # first: the channel's doorbell then finds none waiting
+            self._delivering = True
         try:
             self.output_channel.put_internal(response)
         except queue.Full:  # someone else filled it meanwhile: keep the response, wait for room
             with self._wake:
                 self._pending_output.appendleft(response)
+        finally:
+            with self._wake:
+                self._delivering = False
+                self._wake.notify_all()
 
     def _move_follow_ups(self) -> None:
         """States 5 -> 4: move follow-ups into the input channel, in order, as far as it has room.
@@ -510,8 +535,8 @@ class AgentCore:
         def idle() -> bool:
             return (
                 self._run is None
-                and not self._run_done
                 and not self._pending_output
+                and not self._delivering
                 and not self._carry
                 and not self._adding
                 and self.input_channel.empty()
@@ -536,7 +561,7 @@ class AgentCore:
         if run_id is None:
             return self._loop_exited  # the loop thread starts every run: none starts after it ended
         run = self._run
-        return run is None or run.id != run_id or self._run_done
+        return run is None or run.id != run_id
 
     # --- run.RunHost: what a run may touch --------------------------------------------
 
@@ -574,10 +599,27 @@ class AgentCore:
         return config
 
     def take_input(self) -> list[Any]:
-        """Every queued input item, in order ([] once closing: ``shutdown`` returns those)."""
+        """Every queued input item, in order ([] once closing: ``shutdown`` returns those).
+
+        The run's first take marks the run as having taken its first input (the loop then
+        reads input still queued as INPUT_QUEUED) under ``_wake``, with the drain: the loop is
+        woken only if that changes its next step (it recorded FOLLOW_UP_QUEUED: follow-ups
+        wait for the room just made), not for a plain run's start.
+        """
         if self._closing:
             return []
-        return self.input_channel.drain()
+        run = self._run  # set by the loop before it handed this run to the run thread
+        if run is None or run.took_first_input:
+            return self.input_channel.drain()
+        with self._wake:
+            items = self.input_channel.drain(ring=False)
+            run.took_first_input = True
+            # asleep in PROCESSING, the loop saw no follow-up and no input it could call queued; a put since rang for
+            # itself: only another state recorded (follow-ups waiting for the room just made) is the loop's to redo
+            if self.loop_state is not LoopState.PROCESSING:
+                self._bell.notify()
+            self._wake.notify_all()
+        return items
 
     def append(self, message: AgentMessage) -> None:
         """Add one message to the history (the run checked it can be sent again, decision 15).
@@ -637,7 +679,7 @@ class AgentCore:
         with self._wake:
             if self._closing:
                 raise AgentClosedError("the agent has been shut down; it takes no more messages")
-            if self._run is not None and not self._run_done:
+            if self._run is not None:
                 self._added.append((message, before))  # the run appends it at its next round, or as it ends
                 return
             self._adding += 1
@@ -649,7 +691,7 @@ class AgentCore:
         finally:
             with self._wake:
                 self._adding -= 1
-                self._wake.notify_all()
+                self.ring()
 
     def history(self) -> list[AgentMessage]:
         """A copy of the conversation history, safe to take from any thread."""
@@ -658,9 +700,17 @@ class AgentCore:
             return messages[:] if type(messages) is History else list(messages)  # a History's slice is one copy in C; list() goes item by item
 
     def ring(self) -> None:
-        """Wake the loop thread: something it waits on may have changed."""
+        """Wake the loop thread, and every watcher: something they wait on may have changed."""
         with self._wake:
             self._wake.notify_all()
+            self._bell.notify()
+
+    def _output_changed(self) -> None:
+        """The output channel's doorbell: the watchers look again; the loop only if a response waits for room."""
+        with self._wake:
+            self._wake.notify_all()
+            if self._pending_output:
+                self._bell.notify()
 
     # --- closing (decision 16) -------------------------------------------------------
 
@@ -682,7 +732,7 @@ class AgentCore:
             queued.extend(item for item, _ in self._carry)
             self._carry.clear()
             queued.extend(self.follow_up_channel.drain())
-            self._wake.notify_all()
+            self.ring()
         return queued
 
     def abort(self, reason: str) -> bool:
@@ -716,7 +766,7 @@ class AgentCore:
             return []
         with self._wake:
             self._force_exit = True
-            self._wake.notify_all()
+            self.ring()
         self._thread.join()
         return self.take_added()
 

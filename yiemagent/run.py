@@ -108,7 +108,6 @@ class RunHost(Protocol):
         take_session_failure(): why the session failed to store a message, or None.
         record_usage(usage): add the run's summed usage to the agent's total.
         history(): a copy of the history.
-        ring(): wake the loop thread (after the run took its first input).
         output_spec (optional, beyond the spec): the typed answer (``typed/output.py``), or None.
         compactor (optional, beyond the spec): what a long conversation sends (``context/compaction.py``), or None.
         deps (optional, beyond the spec): what tools receive in their ``RunContext`` (``types.py``).
@@ -139,8 +138,6 @@ class RunHost(Protocol):
 
     def history(self) -> list[AgentMessage]: ...
 
-    def ring(self) -> None: ...
-
 
 @dataclass
 class Run:
@@ -153,7 +150,7 @@ class Run:
     id: int
     signal: AbortSignal = field(default_factory=AbortSignal)
     rounds: int = 0
-    took_first_input: bool = False  # until then, queued input is what this run is about to take
+    took_first_input: bool = False  # until then, queued input is what this run is about to take (set by the host's first take_input, loop.py)
     usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
     tool_calls: int = 0  # tool calls let through max_tool_calls (batch.ToolCallAllowance: run, or deferred for approval)
     invalid_answers: int = 0  # beyond the spec: typed answers that failed their check (typed/output.py)
@@ -916,8 +913,6 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     """
     started = time.perf_counter()
     messages, taken, dropped, continued = _read_input(host)
-    run.took_first_input = True
-    host.ring()
     logger.debug("run %d started: %d new message(s)%s", run.id, taken, " (continue_agent)" if continued else "")
     if getattr(host.emit, "listened", True):  # nothing is built for a sink nobody set (events.py EventEmitter.listened)
         host.emit(AgentRunStartEvent(run.id, taken))

@@ -704,16 +704,19 @@ class AbortSignal:
     timeout stops that tool alone and an abort still reaches it.
 
     Thread safety: every method may be called from any thread. ``_lock`` guards
-    ``_children`` and the transition to aborted; the flag is ``_fired`` (read in one step,
-    set before the ``threading.Event`` that ``wait`` blocks on).
+    ``_children``, ``_callbacks``, ``_event`` and the transition to aborted; the flag is
+    ``_fired`` (read in one step). The ``threading.Event`` that ``wait`` blocks on is made
+    by the first ``wait`` that finds the signal not fired, under ``_lock``, and set by
+    ``abort`` if made: a run's signal that nobody waits on costs no event (docs/performance.md
+    "The run's own cost").
     """
 
     __slots__ = ("_event", "_fired", "_lock", "_children", "_callbacks", "reason")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
-        self._fired = False  # True from just before _event is set: ``aborted`` reads it in one step, checked several times a round
-        # guards _children, _callbacks and the one-way transition of _event
+        self._event: Optional[threading.Event] = None  # made by the first wait before the signal fires
+        self._fired = False  # set once, under _lock, before _event: ``aborted`` reads it in one step, checked several times a round
+        # guards _children, _callbacks, _event and the one-way transition of _fired
         self._lock = threading.Lock()
         self._children: set[AbortSignal] = set()
         self._callbacks: list[Callable[[], Any]] = []
@@ -727,11 +730,12 @@ class AbortSignal:
     def abort(self, reason: Optional[str] = None) -> None:
         """Fire the signal, and every child of it; later calls do nothing."""
         with self._lock:
-            if self._event.is_set():
+            if self._fired:
                 return
             self.reason = reason
             self._fired = True  # before the event: a thread woken by wait() finds it set
-            self._event.set()
+            if self._event is not None:
+                self._event.set()
             children, self._children = self._children, set()
             callbacks, self._callbacks = self._callbacks, []
         for child in children:
@@ -748,7 +752,7 @@ class AbortSignal:
         callback would stop is over, so a long-lived signal does not grow.
         """
         with self._lock:
-            if not self._event.is_set():
+            if not self._fired:
                 self._callbacks.append(callback)
                 return lambda: self._forget(callback)
         _run_abort_callback(callback)
@@ -764,16 +768,26 @@ class AbortSignal:
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Block until the signal fires or ``timeout`` seconds pass; return ``aborted``.
 
-        The flag is read first: ``abort`` sets it just before the event, and a thread that
-        read ``aborted`` as true in that moment must not be told False here.
+        The flag is read first, in one step: a thread that read ``aborted`` as true is told
+        True, also while ``abort`` is still running. Else, under ``_lock``, where ``abort``
+        sets it, it is read again (fired since: ``abort`` found no event to set), then the
+        event is made, if no earlier wait made it, for ``abort`` to set.
         """
-        return self._fired or self._event.wait(timeout)
+        if self._fired:
+            return True
+        with self._lock:
+            if self._fired:
+                return True
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+        return event.wait(timeout)
 
     def child(self) -> AbortSignal:
         """A new signal that fires when this one does (at once if it already has)."""
         child = AbortSignal()
         with self._lock:
-            if not self._event.is_set():
+            if not self._fired:
                 self._children.add(child)
                 return child
         child.abort(self.reason)

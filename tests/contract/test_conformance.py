@@ -166,7 +166,7 @@ def test_every_code_and_test_reference_in_the_conformance_doc_exists():
     "old, new, complaint",
     [
         ("`registry.py::register_tool`", "`registry.py::register_tol`", "defines no register_tol"),
-        ("`loop.py::AgentCore._collect_run`", "`loop.py::AgentCore._collect`", "defines no AgentCore._collect"),
+        ("`loop.py::AgentCore._run_and_hand_over`", "`loop.py::AgentCore._run_and_hand_ove`", "defines no AgentCore._run_and_hand_ove"),
         ("`run.py::HistoryWriter.lock`, `HistoryWriter.store_lock`", "`run.py::HistoryWriter.lock`, `HistoryWriter.stor_lock`", "defines no HistoryWriter.stor_lock"),
         ("`test_history_hostile.py`", "`test_history_hostil.py`", "is not a test file that exists"),
         ("`test_agent_races.py::TestRaceMachine`", "`test_agent_races.py::TestRaceMachin`", "is not a test that exists"),

@@ -43,7 +43,7 @@ def test_wait_returns_true_once_aborted_reads_true_in_another_thread():
     reached, go_on = threading.Event(), threading.Event()
 
     def aborter():
-        sys.settrace(_pause_inside_abort_at("self._event.set()", reached, go_on))
+        sys.settrace(_pause_inside_abort_at("if self._event is not None:", reached, go_on))
         try:
             signal.abort("stop")
         finally:
@@ -58,6 +58,29 @@ def test_wait_returns_true_once_aborted_reads_true_in_another_thread():
         go_on.set()
         thread.join(WAIT)
     assert seen == (True, True, "stop")
+
+
+def test_a_wait_that_read_the_flag_just_before_the_abort_returns_true():
+    """A thread in ``wait`` that read the flag false, then lost the race to a whole ``abort`` (which found no event to set), reads it again under the lock: True, not its timeout."""
+    signal = AbortSignal()
+    reached, go_on, answers = threading.Event(), threading.Event(), []
+
+    def waiter():
+        sys.settrace(_pause_inside_abort_at("with self._lock:", reached, go_on, code=AbortSignal.wait.__code__))
+        try:
+            answers.append(signal.wait(WAIT))
+        finally:
+            sys.settrace(None)
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    try:
+        assert reached.wait(WAIT)  # the waiter read the flag false and has not taken the lock
+        signal.abort("stop")
+    finally:
+        go_on.set()
+    thread.join(WAIT)
+    assert answers == [True]
 
 
 def test_a_sink_set_during_a_round_nobody_listened_to_gets_the_rest_of_its_deltas():

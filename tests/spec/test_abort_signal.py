@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from helpers import WAIT
 from yiemagent import AbortSignal
 
 
@@ -87,6 +88,14 @@ def test_a_callback_that_raises_is_logged_on_yiemagent_tooling_and_the_others_st
     assert records == [("yiemagent.tooling", "ERROR", f"abort callback {broken!r} raised")]
     exc_type, exc, _ = caplog.records[0].exc_info
     assert (exc_type, str(exc)) == (RuntimeError, "socket already closed")
+
+
+@pytest.mark.spec("19")
+def test_wait_on_a_signal_already_fired_returns_true_at_once():
+    """A signal fired before anyone waits (so it never made its event) answers wait() True at once, whatever the timeout."""
+    signal = AbortSignal()
+    signal.abort("early")
+    assert signal.wait(WAIT) is True  # not False after WAIT
 
 
 @pytest.mark.spec("19")

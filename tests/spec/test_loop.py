@@ -955,3 +955,138 @@ def test_a_run_of_continues_alone_on_an_empty_history_sends_nothing_and_says_why
     assert (first.stop_reason, first.error_message) == ("error", "cannot continue: the conversation history is empty; send a message with run_agent first")
     assert take_response(agent, timeout=WAIT).content == [TextContent("done")]
     assert [[m["content"] for m in r["messages"] if m["role"] == "user"] for r in llm.requests] == [["first"]]
+
+
+# --- the run's own cost: who wakes the loop thread (docs/performance.md "The run's own cost") ---
+
+
+@pytest.mark.spec("5")
+def test_a_plain_run_wakes_the_loop_thread_once():
+    """A run with nothing queued beside it wakes the loop thread once, to start it: its first take, its end (state 6, recorded by the run thread) and the caller's take leave the loop asleep."""
+    with make_agent(ScriptedLLM(["pong"] * 20)) as agent:
+        core = agent._core
+        assert agent.wait_until_idle(WAIT)
+        in_loop = []
+        real = core._next_action
+
+        def counting():
+            if threading.current_thread() is core._thread:
+                in_loop.append(agent.loop_state)
+            return real()
+
+        core._next_action = counting
+        for _ in range(20):
+            run_agent(agent, "ping")
+            assert take_response(agent, timeout=WAIT).content[0].text == "pong"
+            assert agent.wait_until_idle(WAIT)
+            assert list(agent.loop_state_history)[-3:] == [LoopState.PROCESSING, LoopState.COMPLETED, LoopState.IDLE]
+        assert len(in_loop) == 40, in_loop  # per run: woken by the message (starts the run), then asleep in PROCESSING
+
+
+@pytest.mark.spec("5")
+def test_responses_keep_their_order_when_a_run_ends_while_the_loop_delivers_an_earlier_one():
+    """The loop delivers a response that waited for room under the lock a run's end delivers under: a run ending meanwhile does not put its response before the earlier one."""
+    llm = GatedLLM()
+    agent = make_agent(llm)
+    try:
+        core = agent._core
+        for i in range(16):  # fill the output channel by hand
+            agent.output_channel.put(AssistantMessage([TextContent(f"filler {i}")]))
+        run_agent(agent, "first")
+        llm.wait_entered()
+        run_agent(agent, "second")  # queued: the second run starts once the first is collected
+        llm.open()
+        llm.wait_entered()  # the second run is in its LLM call; the first's response waits for room
+        with core._wake:
+            assert len(core._pending_output) == 1
+        loop_putting, go, puts = threading.Event(), threading.Event(), []
+        real_put = agent.output_channel.put_internal
+
+        def put_internal(item, context=None):
+            if threading.current_thread() is core._thread:
+                loop_putting.set()
+                go.wait(WAIT)
+            real_put(item, context)
+            puts.append(item.content[0].text)
+
+        agent.output_channel.put_internal = put_internal
+        assert take_response(agent, timeout=WAIT).content[0].text == "filler 0"  # room: the loop delivers the first
+        assert loop_putting.wait(WAIT)
+        llm.open()  # the second run ends while the loop is putting the first run's response
+        time.sleep(0.2)  # room for the second run's end to overtake, were the delivery not under the loop's lock
+        go.set()
+        texts = [take_response(agent, timeout=WAIT).content[0].text for _ in range(17)]
+        assert [t for t in texts if not t.startswith("filler")] == ["saw ['first']", "saw ['first', 'second']"]
+    finally:
+        llm.open()
+        shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("5")
+def test_a_follow_up_waiting_for_room_is_moved_when_the_run_takes_its_first_input():
+    """The run's first take empties a full input channel: the loop, asleep in FOLLOW_UP_QUEUED, is woken to move the follow-up, which joins that run's next round."""
+    gate, tool_gate, held = threading.Event(), threading.Event(), threading.Event()
+
+    def waits(tool_call_id, args, signal, on_partial_result):
+        assert tool_gate.wait(WAIT)
+        return text_result("done")
+
+    llm = ScriptedLLM([tool_call_reply(("c1", "waits", {})), "answered"])
+    agent = make_agent(llm, make_tool("waits", waits))
+    try:
+        core = agent._core
+        core._worker.submit(lambda: (held.set(), gate.wait(WAIT)))  # the run thread is busy: the run cannot take its input yet
+        assert held.wait(WAIT)
+        for i in range(16):
+            run_agent(agent, f"message {i}")
+        follow_up(agent, "the follow-up")
+        with core._wake:
+            assert core._wake.wait_for(lambda: agent.loop_state is LoopState.FOLLOW_UP_QUEUED, WAIT), agent.loop_state
+        gate.set()  # the run takes its 16 messages, then waits in its tool
+        with core._wake:  # the loop moved the follow-up into the room the run's first take made, while the run waits
+            assert core._wake.wait_for(lambda: agent.follow_up_channel.empty() and not core._carry, WAIT), agent.loop_state
+        tool_gate.set()
+        assert take_response(agent, timeout=WAIT).content[0].text == "answered"
+        assert agent.wait_until_idle(WAIT) and agent.output_channel.empty()  # one run: the follow-up joined its next round
+        assert agent.history()[-2].content[0].text == "the follow-up"
+    finally:
+        gate.set()
+        tool_gate.set()
+        shutdown(agent, timeout=WAIT)
+
+
+@pytest.mark.spec("5")
+def test_shutdown_while_the_run_thread_puts_its_response_lets_the_response_reach_a_waiting_take():
+    """Decision 16: shutdown that comes while a run's end is putting its response does not close the output channel under it: a take_response already waiting gets the response."""
+    agent = make_agent(ScriptedLLM(["answer"]))
+    core = agent._core
+    real_put = agent.output_channel.put_internal
+    putting, go, taken = threading.Event(), threading.Event(), []
+
+    def put_internal(item, context=None):
+        if threading.current_thread() is core._worker.thread:
+            putting.set()
+            go.wait(WAIT)
+        real_put(item, context)
+
+    agent.output_channel.put_internal = put_internal
+
+    def take():
+        try:
+            taken.append(take_response(agent, timeout=WAIT).content[0].text)
+        except AgentClosedError as exc:
+            taken.append(exc)
+
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
+    run_agent(agent, "go")
+    assert putting.wait(WAIT)
+    closer = threading.Thread(target=lambda: shutdown(agent, timeout=WAIT), daemon=True)
+    closer.start()
+    with core._wake:
+        assert core._wake.wait_for(lambda: agent.closing, WAIT)
+    core._thread.join(0.3)  # room for the loop to exit and close the channel, were it not waiting for the delivery
+    go.set()
+    taker.join(WAIT)
+    closer.join(WAIT)
+    assert taken == ["answer"]
