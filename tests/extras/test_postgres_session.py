@@ -135,7 +135,7 @@ def test_a_table_dropped_is_made_again_and_the_version_row_stays_one(pg):
         s.append(user("again"))
     with pg.open("s") as s:
         assert [m.content[0].text for m in s.messages()] == ["again"]
-    assert sql(pg, "SELECT version FROM yiemagent_schema") == [(2,)]
+    assert sql(pg, "SELECT version FROM yiemagent_schema") == [(3,)]
 
 
 def test_processes_setting_up_one_database_at_once_all_succeed(pg):

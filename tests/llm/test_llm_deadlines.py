@@ -6,8 +6,11 @@ import logging
 import threading
 import time
 
+import pytest
+
 from helpers import WAIT
 from localserver import LocalServer, Reply
+from yiemagent import LLMError
 from yiemagent._threads import DeadlineWatch
 from yiemagent.llm import OpenAIClient
 
@@ -23,6 +26,15 @@ def test_callbacks_run_in_deadline_order_and_a_nearer_one_added_later_runs_first
     watch.call_at(now, lambda: fired.append("now"))
     assert done.wait(WAIT)
     assert fired == ["now", "near", "far"]
+
+
+def test_a_callback_never_runs_before_its_deadline():
+    """A deadline a little ahead is waited for: the callback runs at or after it, never as soon as it is near."""
+    watch, ran_at, done = DeadlineWatch(), [], threading.Event()
+    when = time.monotonic() + 0.3
+    watch.call_at(when, lambda: (ran_at.append(time.monotonic()), done.set()))
+    assert done.wait(WAIT)
+    assert ran_at[0] >= when
 
 
 def test_a_cancelled_deadline_never_runs_and_does_not_stay_in_the_heap():
@@ -126,3 +138,15 @@ def test_an_llm_call_with_a_deadline_starts_no_thread_of_its_own():
             assert client({"messages": [{"role": "user", "content": "hi"}]}).text == "ok"
     assert all("yiemagent-deadlines" in names for names in seen)
     assert not [name for names in seen for name in names if name == "a timer" or "llm-deadline" in name]
+
+
+def test_an_openai_clients_deadline_s_ends_a_call_the_server_holds_past_it():
+    """``OpenAIClient(deadline_s=0.5)`` ends a call whose server holds its headers back, naming that deadline, not the default of 600 s."""
+    release = threading.Event()
+    with LocalServer(lambda request: Reply(body=FINAL, before=lambda: release.wait(WAIT))) as server:
+        try:
+            with pytest.raises(LLMError) as info:
+                OpenAIClient(server.url, "m", max_retries=0, deadline_s=0.5)({"messages": [{"role": "user", "content": "hi"}]})
+        finally:
+            release.set()
+    assert "did not finish within deadline_s=0.5" in str(info.value)
