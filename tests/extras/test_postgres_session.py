@@ -400,7 +400,10 @@ def end_on_the_server(pg, session) -> None:
 
 
 def test_held_stays_false_through_release_and_close_once_the_servers_end_of_the_hold_was_seen(pg, caplog):
-    """Once ``held`` saw the server end the hold's connection, it says False (a bool) at every later read, release and close neither warn nor raise, and another session takes the id (docs/sessions.md "What `held` says")."""
+    """Once ``held`` saw the server end the hold's connection it says False (a bool) ever after, release and close stay quiet, another session takes the id.
+
+    docs/sessions.md "What `held` says".
+    """
     with pg.open("s") as holder, pg.open("s") as successor:
         holder.acquire()
         end_on_the_server(pg, holder)
