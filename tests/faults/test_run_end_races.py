@@ -54,6 +54,15 @@ def small_agent(output: int = 1, inputs: int = 2):
     return agent
 
 
+_RUNNING = (LoopState.PROCESSING, LoopState.INPUT_QUEUED, LoopState.FOLLOW_UP_QUEUED)
+SPEC_STEPS = {
+    (LoopState.IDLE, LoopState.NEW_MESSAGE), (LoopState.NEW_MESSAGE, LoopState.PROCESSING),
+    (LoopState.COMPLETED, LoopState.IDLE), (LoopState.COMPLETED, LoopState.NEW_MESSAGE),
+    *((a, b) for a in _RUNNING for b in (*_RUNNING, LoopState.COMPLETED) if a is not b),
+}
+"""The steps between two recorded states that spec §5's table allows (a message queued as a run ends starts the next at once)."""
+
+
 def texts(messages, role):
     return [m.content[0].text for m in messages if m.role == role]
 
@@ -72,9 +81,9 @@ def joined(*threads):
 
 @pytest.mark.spec("5")
 def test_senders_on_three_channels_and_a_slow_taker_lose_and_reorder_nothing():
-    """Three threads send by run_agent, follow_up and add_message into one-message channels while another takes
+    """Three threads send by run_agent, follow_up and add_message into two-message channels while another takes
     responses: every message enters the history once, each channel's in its order, and the responses taken are
-    the history's assistant messages in order, each answering the input last before it."""
+    the history's assistant messages in order, each answering the input last before it; the states recorded step as spec §5 allows."""
     for round_ in range(25):
         agent = small_agent()
         responses, done = [], threading.Event()
@@ -108,6 +117,9 @@ def test_senders_on_three_channels_and_a_slow_taker_lose_and_reorder_nothing():
             assert [r.content[0].text for r in responses] == texts(history, "assistant")
             answered = [users.index(r.content[0].text) for r in responses]
             assert answered == sorted(answered), "a response left before an earlier run's"
+            with core._wake:
+                states = list(agent.loop_state_history)
+            assert set(zip(states, states[1:])) <= SPEC_STEPS
         finally:
             done.set()
             assert shutdown(agent, timeout=WAIT) == []
