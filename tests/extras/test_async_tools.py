@@ -8,12 +8,14 @@ running (no thread, no loop).
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import gc
 import threading
 
 import pytest
 
 from helpers import WAIT, make_agent
+from yiemagent._threads import CLEANUP_GRACE_S
 from yiemagent import AbortSignal, RunContext, ToolDefinitionError, ToolError, abort, ask, run_agent, shutdown, take_response, tool
 from yiemagent.llm.scripted import ScriptedLLM, tool_call_reply
 
@@ -126,6 +128,19 @@ def test_timeout_s_cancels_an_async_tool_and_its_thread_ends():
     assert _open_loops() == before
 
 
+def _leaky(helper):
+    """A tool ``leaky`` that starts a task of ``helper`` (a coroutine function) and returns "done" without awaiting it."""
+
+    @tool
+    async def leaky() -> str:
+        """Start a helper and return at once."""
+        asyncio.get_running_loop().create_task(helper())
+        await asyncio.sleep(0)
+        return "done"
+
+    return leaky
+
+
 def test_tasks_an_async_tool_leaves_behind_are_cancelled():
     """A task the coroutine started and did not await is cancelled before the call returns."""
     orphan_cancelled = threading.Event()
@@ -137,12 +152,7 @@ def test_tasks_an_async_tool_leaves_behind_are_cancelled():
             orphan_cancelled.set()
             raise
 
-    @tool
-    async def leaky() -> str:
-        asyncio.get_running_loop().create_task(orphan())
-        await asyncio.sleep(0)
-        return "done"
-
+    leaky = _leaky(orphan)
     assert leaky.execute("c1", {}, None, lambda p: None).content[0].text == "done"
     assert orphan_cancelled.is_set()
 
@@ -285,3 +295,148 @@ def test_an_async_tool_called_by_hand_from_async_code_is_cancelled_by_its_signal
     finally:
         firing.join(WAIT)
     assert cancelled.is_set() and finished.is_set()
+
+
+def _stubborn_task(stop: threading.Event):
+    """A coroutine function for a task that catches its every cancellation until ``stop`` is set."""
+
+    async def stubborn() -> None:
+        while not stop.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                pass
+
+    return stubborn
+
+
+class _HandMadeCoroutine(collections.abc.Coroutine):
+    """A coroutine object of a class (no ``__qualname__`` of its own) whose task refuses every cancellation: it waits on a new future each time."""
+
+    def send(self, value):
+        return self._wait()
+
+    def throw(self, *exc_info):
+        return self._wait()
+
+    def close(self) -> None:
+        pass
+
+    def __await__(self):
+        return self
+
+    def _wait(self):
+        future = asyncio.get_running_loop().create_future()
+        future._asyncio_future_blocking = True  # what a Task waits on (asyncio's own futures set it in __await__)
+        return future
+
+
+def test_a_task_left_behind_gets_the_grace_to_finish_its_cleanup(caplog):
+    """A task left behind that needs a few steps of the loop to end once cancelled gets them (docs/failures.md): its cleanup ends before the call returns, and nothing is abandoned."""
+    cleaned = threading.Event()
+
+    async def orphan() -> None:
+        try:
+            await asyncio.sleep(WAIT * 10)
+        except asyncio.CancelledError:
+            for _ in range(5):  # a cleanup of several steps
+                await asyncio.sleep(0)
+            cleaned.set()
+            raise
+
+    leaky = _leaky(orphan)
+    with caplog.at_level("WARNING", logger="yiemagent.run"):
+        assert leaky.execute("c1", {}, None, lambda p: None).content[0].text == "done"
+    assert cleaned.is_set() and not [r for r in caplog.records if "abandoned" in r.getMessage()]
+
+
+def test_the_warning_for_tasks_left_behind_names_the_tool_and_every_task_and_asyncio_adds_none(caplog):
+    """Two tasks that refuse their cancellation are named in one warning, each by its coroutine's name or else the task's; once they are collected asyncio logs no "Task was destroyed" of its own."""
+    stop = threading.Event()
+    stubborn = _stubborn_task(stop)
+
+    @tool
+    async def leaky() -> str:
+        """Start two helpers and return at once."""
+        loop = asyncio.get_running_loop()
+        loop.create_task(stubborn())
+        loop.create_task(_HandMadeCoroutine(), name="hand-made")
+        await asyncio.sleep(0)
+        return "done"
+
+    try:
+        with caplog.at_level("WARNING"):
+            assert leaky.execute("c1", {}, None, lambda p: None).content[0].text == "done"
+            gc.collect()
+    finally:
+        stop.set()
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "yiemagent.run"]
+    called = "async tool 'leaky' returned, but 2 task(s) it left behind did not end within 1 s of being cancelled; abandoned so that they cannot hold the call: "
+    assert warning.startswith(called) and sorted(warning[len(called) :].split(", ")) == sorted([stubborn.__qualname__, "hand-made"])  # in no set order
+    destroyed = [r.getMessage() for r in caplog.records if r.name == "asyncio" and "Task was destroyed" in r.getMessage()]
+    assert not [m for m in destroyed if "stubborn" in m or "hand-made" in m], destroyed
+
+
+def test_async_generators_left_open_are_closed_before_the_call_returns():
+    """An async generator the coroutine left suspended is closed (its finally runs) before execute returns, even while something still refers to it."""
+    closed, kept = threading.Event(), []
+
+    async def numbers():
+        try:
+            yield 1
+            yield 2
+        finally:
+            closed.set()
+
+    @tool
+    async def first() -> int:
+        """Read one number and leave the generator open."""
+        kept.append(numbers())
+        return await kept[0].__anext__()
+
+    assert first.execute("c1", {}, None, lambda p: None).content[0].text == "1"
+    assert closed.is_set()
+
+
+def test_the_grace_is_one_deadline_for_the_tasks_and_the_generators_left_behind(caplog):
+    """Once a task that refuses its cancellation has used the whole grace, a generator whose finally still waits is abandoned at once, named with it: one grace in all, not one per step."""
+    stop, kept = threading.Event(), []
+
+    async def slow_to_close():
+        try:
+            yield 1
+        finally:
+            await asyncio.sleep(CLEANUP_GRACE_S / 2)
+
+    @tool
+    async def leaky() -> str:
+        """Leave a stubborn task and an open generator behind."""
+        asyncio.get_running_loop().create_task(_stubborn_task(stop)())
+        kept.append(slow_to_close())
+        await kept[0].__anext__()
+        return "done"
+
+    try:
+        with caplog.at_level("WARNING", logger="yiemagent.run"):
+            assert leaky.execute("c1", {}, None, lambda p: None).content[0].text == "done"
+    finally:
+        stop.set()
+    (warning,) = [r.getMessage() for r in caplog.records if "abandoned" in r.getMessage()]
+    assert "2 task(s)" in warning and warning.endswith(", BaseEventLoop.shutdown_asyncgens")
+
+
+def test_an_async_tool_called_by_hand_from_async_code_names_itself_in_the_warning_for_what_it_left(caplog):
+    """From inside a running loop too, the warning for a task left behind names the tool."""
+    stop = threading.Event()
+    leaky = _leaky(_stubborn_task(stop))
+
+    async def main() -> str:
+        return leaky.execute("c1", {}, None, lambda p: None).content[0].text
+
+    try:
+        with caplog.at_level("WARNING", logger="yiemagent.run"):
+            assert asyncio.run(main()) == "done"
+    finally:
+        stop.set()
+    (warning,) = [r.getMessage() for r in caplog.records if "abandoned" in r.getMessage()]
+    assert warning.startswith("async tool 'leaky' returned, but 1 task(s)")

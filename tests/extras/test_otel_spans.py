@@ -429,6 +429,23 @@ def test_a_sub_agents_run_nests_in_the_call_that_ran_it(agents, traced):
     assert len(sub_chats) == 1 and call.start_time <= sub.start_time <= sub.end_time <= call.end_time
 
 
+def test_a_sub_agents_spans_capture_content_as_the_parents_sink_does(agents, traced):
+    """A sink made with capture_content=True records the sub-agent's messages too (its sink is made like the parent's), and one without records none."""
+    from yiemagent import agent_tool
+
+    for capture in (True, False):
+        traced.exporter.clear()
+        helper = agent_tool(_specialist("sub answer"), name="helper", description="a helper")
+        llm = NamedLLM([tool_call_reply(("c1", "helper", {"task": "do it"})), AssistantMessage([TextContent("done")], stop_reason="stop")])
+        agent = agents(llm, [helper], agent_event_sink=traced.sink(capture_content=capture))
+        assert ask(agent).stop_reason == "stop"
+        shutdown(agent, timeout=WAIT)
+        sub = next(r for r in traced.named("invoke_agent") if r.parent is not None)
+        (sub_chat,) = [s for s in traced.spans() if s.name.startswith("chat") and s.parent.span_id == sub.context.span_id]
+        recorded = sub_chat.attributes.get("gen_ai.output.messages")
+        assert ("sub answer" in recorded) if capture else recorded is None, recorded
+
+
 def test_parallel_sub_agents_each_nest_in_their_own_call(agents, traced):
     """Two sub-agents run at once (a Barrier in their models): each sub-run under the call that ran it."""
     from yiemagent import agent_tool

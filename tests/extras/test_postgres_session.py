@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +26,7 @@ from yiemagent.normalize import normalize_message
 
 from session_backends import PostgresBackend, postgres_server  # noqa: F401  the server fixture
 from yiemagent import PostgresSession, SessionInUseError, TextContent, ToolResultMessage, UserMessage
-from yiemagent.history.postgres import LOCK_CLASS
+from yiemagent.history.postgres import KEEPALIVE_COUNT, KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, LOCK_CLASS
 from yiemagent.errors import MessageFormatError, YiemAgentError
 from helpers import WAIT
 
@@ -130,7 +131,7 @@ def test_a_table_dropped_is_made_again_and_the_version_row_stays_one(pg):
         s.append(user("again"))
     with pg.open("s") as s:
         assert [m.content[0].text for m in s.messages()] == ["again"]
-    assert sql(pg, "SELECT version FROM yiemagent_schema") == [(2,)]
+    assert sql(pg, "SELECT version FROM yiemagent_schema") == [(3,)]
 
 
 def test_processes_setting_up_one_database_at_once_all_succeed(pg):
@@ -157,10 +158,12 @@ def test_processes_setting_up_one_database_at_once_all_succeed(pg):
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"session_id": ""}, "session_id"), ({"session_id": "a\x00b"}, "NUL"), ({"session_id": "s", "timeout": -1}, "timeout"), ({"session_id": "s", "timeout": True}, "timeout"), ({"session_id": "s", "hold_timeout": float("nan")}, "hold_timeout")],
+    [({"session_id": ""}, "session_id"), ({"session_id": "a\x00b"}, "NUL"), ({"session_id": "s", "timeout": -1}, "^timeout must be a finite number of seconds >= 0, got -1$"),
+     ({"session_id": "s", "timeout": True}, "^timeout must be a finite number of seconds >= 0, got True$"),
+     ({"session_id": "s", "hold_timeout": float("nan")}, "^hold_timeout must be a finite number of seconds >= 0, got nan$")],
 )
 def test_bad_arguments_are_refused(pg, kwargs, match):
-    """An empty id, an id with NUL, a negative, NaN or bool timeout: ValueError naming it."""
+    """An empty id, an id with NUL, a negative, NaN or bool timeout: ValueError naming it (a timeout by its own name)."""
     with pytest.raises(ValueError, match=match):
         PostgresSession(pg.target, **kwargs)
 
@@ -199,16 +202,34 @@ def test_imports_without_psycopg_and_says_which_extra_to_install():
     assert 'pip install "yiemagent[postgres]"' in out.stdout
 
 
+@pytest.mark.parametrize("timeout, bound", [(7.5, "8"), (0.5, "2")])
+def test_the_sessions_socket_sends_tcp_keepalives_and_connecting_is_bounded_by_its_timeout(pg, timeout, bound):
+    """The session's own TCP socket probes a silent server (keepalives after KEEPALIVE_IDLE_S idle seconds, every
+    KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT times: docs/scale.md), and its connect_timeout is the session's timeout
+    rounded up, 2 s at least (libpq's own least)."""
+    with pg.open("s", timeout=timeout) as s:
+        conn = s._conn
+        with socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:  # a second descriptor of the same socket
+            options = [
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) != 0,
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+            ]
+        assert options == [True, KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT]
+        assert conn.info.get_parameters().get("connect_timeout") == bound
+
+
 # --- the hold: one agent per session id (decision 17) ---------------------------------------
 
 
 def test_a_second_holder_fails_at_once_naming_the_first(pg):
-    """While one session holds an id, another's acquire raises SessionInUseError naming the holder's host and process."""
+    """While one session holds an id, another's acquire raises SessionInUseError naming the holder's host and process; held says so, as a bool."""
     with pg.open("s") as first, pg.open("s") as second:
         first.acquire()
         with pytest.raises(SessionInUseError, match=rf"session 's' in {pg.where} is held by another agent \(yiemagent .* pid {os.getpid()}, server pid \d+\): one agent"):
             second.acquire()
-        assert isinstance(SessionInUseError("x"), YiemAgentError) and first.held and not second.held
+        assert isinstance(SessionInUseError("x"), YiemAgentError) and first.held is True and second.held is False
 
 
 def test_the_holder_named_is_the_one_in_the_sessions_own_database(pg, postgres_server):
@@ -465,6 +486,18 @@ def test_a_holder_the_role_cannot_see_is_not_named(pg, app_dsn):
         first.acquire()
         with pytest.raises(SessionInUseError, match=rf"^session 's' in {pg.where} is held by another agent: one agent holds a session at a time$"):
             second.acquire()
+
+
+def test_a_holder_without_an_application_name_is_named_by_its_server_pid_alone(pg):
+    """Another client (no yiemagent session, no application_name) holds the session's lock: the error names its server pid alone."""
+    with pg.open("s") as first, pg.open("s") as second:
+        first.acquire()
+        key = first._lock_key
+        first.release()
+        with psycopg.connect(pg.target, autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, key))
+            with pytest.raises(SessionInUseError, match=rf"^session 's' in {pg.where} is held by another agent \(server pid {other.info.backend_pid}\): one agent"):
+                second.acquire()
 
 
 @pytest.mark.parametrize("hold_timeout", [0.0, 1.0])

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from yiemagent._bounds import MAX_DEPTH, JSONTooDeepError, NotJSONError, UnreadableNumber, clean_str, int_digit_limit, json_safe, loads_json, plain, preview, short_repr
+from yiemagent._bounds import MAX_DEPTH, JSONTooDeepError, NotJSONError, UnreadableNumber, clean_str, int_digit_limit, json_copy, json_safe, loads_json, plain, preview, short_repr
 
 # --- preview: the received arguments a schema error shows the model (pipeline) -----------
 
@@ -114,6 +114,24 @@ def test_plain_copies_subclasses_down_to_its_depth_and_no_further(wrap):
     assert _types_down(plain(_nested(6, wrap), 1)) == [plain_type] * 2 + [subclass] * 4
 
 
+@pytest.mark.parametrize(("plain_wrap", "sub_wrap"), [(lambda v: [v], lambda v: _List([v])), (lambda v: {"k": v}, lambda v: _Dict(k=v))], ids=["list", "dict"])
+def test_plain_finds_a_subclass_held_by_plain_containers_at_its_last_level_and_not_below(plain_wrap, sub_wrap):
+    """Inside four plain containers a subclass is on the last level plain copies (depth 4): it comes back plain; one level lower the value comes back as it is, the very object."""
+    plain_type = list if plain_wrap(1).__class__ is list else dict
+    subclass = type(sub_wrap(1))
+    assert _types_down(plain(_nested(4, plain_wrap, sub_wrap(1)))) == [plain_type] * 5
+    below = _nested(5, plain_wrap, sub_wrap(1))
+    assert plain(below) is below and _types_down(below) == [plain_type] * 5 + [subclass]
+
+
+@pytest.mark.parametrize("depth", [0, 1, 4])
+@pytest.mark.parametrize("wrap", [lambda v: [v], lambda v: {"k": v}], ids=["list", "dict"])
+def test_plain_reads_no_deeper_than_its_depth_so_a_value_nested_far_deeper_comes_back_as_it_is(wrap, depth):
+    """A value nested 900 levels (a model's raw reply, say) is looked at only ``depth`` levels down: the very value comes back, with no walk to its bottom that would exhaust the recursion limit."""
+    deep = _nested(900, wrap)
+    assert plain(deep, depth) is deep
+
+
 # --- short_repr: a value named in an error text or a warning -------------------------------
 
 
@@ -143,6 +161,25 @@ def test_clean_str_gives_back_the_very_string_when_it_has_no_lone_surrogate():
 
 
 # --- json_safe: what is kept and sent again is strict JSON; a refusal names the place ------
+
+
+@pytest.mark.parametrize("make_dict", [dict, _Dict], ids=["dict", "dict subclass"])
+def test_json_copy_copies_every_dict_and_list_all_the_way_down_and_shares_the_leaves(make_dict):
+    """What a tool receives (spec §8.2) is equal to the arguments, with every dict and list its own (a dict subclass copied into a plain dict); strings and numbers are shared."""
+    leaf = "x" * 100
+    arguments = make_dict(a=[make_dict(b=[leaf, 1.5])], c=make_dict(d=make_dict()), e=leaf)
+    copied = json_copy(arguments)
+    assert copied == arguments and type(copied) is dict
+
+    def containers(value):
+        if isinstance(value, dict):
+            return [value, *(c for v in value.values() for c in containers(v))]
+        if isinstance(value, list):
+            return [value, *(c for v in value for c in containers(v))]
+        return []
+
+    assert not {id(c) for c in containers(copied)} & {id(c) for c in containers(arguments)}
+    assert copied["e"] is leaf and copied["a"][0]["b"][0] is leaf
 
 
 def test_json_safe_gives_plain_json_back_as_it_is_and_replaces_lone_surrogates():
@@ -218,6 +255,15 @@ def test_loads_json_reads_bytes_as_json_loads_does():
         assert loads_json(data) == json.loads(data)
     with pytest.raises(TypeError):
         loads_json(5)
+
+
+@pytest.mark.parametrize("text", ['{{"a": 1}', '{ {"a": 1}', '{"a": 1}}', "{}}", '{"a": 1} {"b": 2}'])
+def test_loads_json_refuses_an_object_with_a_brace_too_many_as_json_loads_does(text):
+    """Text that begins and ends with a brace but is not one JSON object is refused with json's own error, never read from an offset."""
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    with pytest.raises(json.JSONDecodeError):
+        loads_json(text)
 
 
 def test_loads_json_says_when_the_text_is_nested_too_deeply():

@@ -25,6 +25,15 @@ def test_callbacks_run_in_deadline_order_and_a_nearer_one_added_later_runs_first
     assert fired == ["now", "near", "far"]
 
 
+def test_a_callback_never_runs_before_its_deadline():
+    """A deadline a little ahead is waited for: the callback runs at or after it, never as soon as it is near."""
+    watch, ran_at, done = DeadlineWatch(), [], threading.Event()
+    when = time.monotonic() + 0.3
+    watch.call_at(when, lambda: (ran_at.append(time.monotonic()), done.set()))
+    assert done.wait(WAIT)
+    assert ran_at[0] >= when
+
+
 def test_a_cancelled_deadline_never_runs_and_does_not_stay_in_the_heap():
     """A call that ends before its deadline cancels it; 1,000 such calls leave the heap small."""
     watch, fired = DeadlineWatch(), []

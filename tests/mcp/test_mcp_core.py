@@ -45,6 +45,8 @@ from yiemagent.mcp import MCPClient, MCPConnectionError, MCPListError
 # - ``garble-at-exit``: behaves, and writes a line that is not UTF-8 when its stdin ends (when the client closes);
 # - ``linger``: behaves, but stays on when its stdin ends (SIGTERM stops it);
 # - ``early``: announces tools/list_changed before it answers initialize (out of the protocol's order).
+# - ``reorder``: a call to ``change`` announces tools/list_changed twice; the server holds the first tools/list that
+#   follows and answers the second first (its list also holds ``second``), then the first (``first`` instead).
 SERVER = r'''
 import json, os, sys, threading
 MODE = sys.argv[1]
@@ -56,6 +58,7 @@ PING = {"name": "ping", "inputSchema": {"type": "object"}}
 CHANGE = {"name": "change", "inputSchema": {"type": "object"}}
 BAD = {"name": "bad", "inputSchema": {"type": "object", "properties": {"x": {"type": "number", "maximum": float("nan")}}}}
 changed = False
+held = None
 for line in sys.stdin:
     request = json.loads(line)
     method, rid = request.get("method"), request.get("id")
@@ -68,6 +71,13 @@ for line in sys.stdin:
             "capabilities": {"tools": {"listChanged": True}, "resources": {}},
             "serverInfo": {"name": MODE, "version": "0"},
         }})
+    elif method == "tools/list" and changed and MODE == "reorder":  # JSON-RPC lets answers come in any order
+        if held is None:
+            held = rid
+            continue
+        for tool, answered in (("second", rid), ("first", held)):
+            send({"jsonrpc": "2.0", "id": answered, "result": {"tools": [PING, CHANGE, {"name": tool, "inputSchema": {"type": "object"}}]}})
+        held = None
     elif method == "tools/list" and changed and MODE == "relist-refused":
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "the list is being rebuilt"}})
     elif method == "tools/list" and MODE != "nolist" and not (changed and MODE == "relist-silent"):
@@ -92,7 +102,8 @@ for line in sys.stdin:
             sys.exit(0)
         if name == "change":
             changed = True
-            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            for _ in range(2 if MODE == "reorder" else 1):
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "pong"}]}})
 if MODE == "garble-at-exit":
     out.write(b"\xff\n")
@@ -272,6 +283,18 @@ def test_a_relist_the_server_refuses_is_logged_naming_the_error_and_the_old_list
         )
         assert list(store.tools) == ["core-refused_ping", "core-refused_change"]
         assert client.call_tool("ping", {}).content == [TextContent("pong")]
+
+
+def test_the_relist_of_the_last_list_changed_wins_over_an_earlier_one_answered_after_it():
+    """Two tools/list_changed in a row start two relists, and the server answers the second first: the store keeps
+    the list the last notice's relist got, not the older one that came after it (docs/mcp.md "Tools that change")."""
+    store = ToolStore("core")
+    with MCPClient.stdio(server("reorder"), name="core-reorder", timeout_s=WAIT) as client:
+        client.tools(store)
+        assert client.call_tool("change", {}).content == [TextContent("pong")]
+        # the first relist's answer was sent before this call's: it has been handled when the call returns
+        assert client.call_tool("ping", {}).content == [TextContent("pong")]
+        assert list(store.tools) == ["core-reorder_ping", "core-reorder_change", "core-reorder_second"]
 
 
 def test_a_relist_that_gets_no_answer_is_given_up_after_timeout_s(records):

@@ -187,6 +187,53 @@ def test_idle_tool_threads_exit_after_idle_s(pools):
 
 
 @pytest.mark.spec("9")
+def test_threads_that_retired_or_were_retired_end_cleanly_and_the_pool_still_serves_calls(pools, monkeypatch):
+    """Idle threads that time out, and idle threads ended by retire_idle, exit without an error; a call submitted after either still runs."""
+    errors = []
+    monkeypatch.setattr(threading, "excepthook", errors.append)
+    for retire in ("timed out", "retire_idle"):
+        pool = pools(keep=2, idle_s=0.2 if retire == "timed out" else 10 * WAIT)
+        tool, threads = _burst(2)
+        for future in [pool.submit(tool.execute, f"id_{i}", {}, None, None) for i in range(2)]:
+            future.result(WAIT)
+        if retire == "retire_idle":
+            pool.retire_idle()
+        assert _alive_at_most(threads, 0) == [], retire
+        assert pool.submit(lambda: 42).result(WAIT) == 42, retire
+    assert errors == []
+
+
+class _RetireAfterASubmit:
+    """The pool's lock, with one interleaving forced: the worker's look after its idle wait (``_retire``) waits until a submit has handed it a call."""
+
+    def __init__(self, lock):
+        self.lock, self.armed, self.retiring, self.submitted = lock, False, threading.Event(), threading.Event()
+
+    def __enter__(self):
+        if self.armed and threading.current_thread().name.startswith("yiemagent-tool"):
+            self.armed = False
+            self.retiring.set()
+            assert self.submitted.wait(WAIT)
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc_info):
+        return self.lock.__exit__(*exc_info)
+
+
+@pytest.mark.spec("9")
+def test_a_call_handed_to_a_thread_just_as_its_idle_wait_ends_still_runs(pools):
+    """A submit that takes an idle thread off the stack just as its idle_s runs out gives it the call: the thread runs it instead of exiting."""
+    pool = pools(keep=1, idle_s=0.2)
+    lock = pool._lock = _RetireAfterASubmit(pool._lock)
+    pool.submit(lambda: None).result(WAIT)
+    lock.armed = True  # the worker, idle now, next takes the lock when its idle wait has ended
+    assert lock.retiring.wait(WAIT)
+    future = pool.submit(lambda: 42)
+    lock.submitted.set()
+    assert future.result(WAIT) == 42
+
+
+@pytest.mark.spec("9")
 def test_an_idle_tool_thread_holds_nothing_of_the_call_it_ran(pools):
     """Once a call has ended, the worker kept for the next one holds no reference to its arguments or result."""
     import gc
@@ -431,21 +478,38 @@ def test_hooks_and_tools_get_the_batchs_assistant_message_context_and_signal(mod
 
 @pytest.mark.spec("9")
 def test_a_forked_child_runs_its_calls_on_threads_of_its_own(pools):
-    """A process forked while the pool has idle threads runs its own calls: it does not hand them to the parent's threads."""
+    """A process forked while the pool has an idle thread and a call running runs its own calls on its own threads, and counts none of the parent's calls as running."""
     import os
 
-    pool = pools(idle_s=10 * WAIT)
-    pool.submit(lambda: None).result(WAIT)
-    assert len(pool._idle) == 1
-    pid = os.fork()
-    if pid == 0:  # the child: exit status 0 only if the call ran
-        try:
-            ran = pool.submit(lambda: 42).result(WAIT) == 42
-        except BaseException:
-            ran = False
-        os._exit(0 if ran else 1)
-    _, status = os.waitpid(pid, 0)
+    pool, release = pools(idle_s=10 * WAIT), threading.Event()
+    running = pool.submit(release.wait, WAIT)
+    pool.submit(lambda: None).result(WAIT)  # on a second thread, idle again once its result is in
+    assert len(pool._idle) == 1 and pool.busy() == 1
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 only if the call ran and nothing else counts as running
+            try:
+                ok = pool.busy() == 0 and pool.submit(lambda: 42).result(WAIT) == 42 and pool.busy() == 0
+            except BaseException:
+                ok = False
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
     assert os.waitstatus_to_exitcode(status) == 0
+    assert running.result(WAIT) is True
+
+
+@pytest.mark.spec("9")
+def test_a_pools_threads_are_named_by_the_order_they_were_started_in(pools):
+    """A pool's first thread is yiemagent-tool_1 and the next one started yiemagent-tool_2: a thread in a dump says which pool thread it is."""
+    pool, at_once = pools(keep=2, idle_s=10 * WAIT), threading.Barrier(2, timeout=WAIT)
+
+    def meet():
+        at_once.wait()
+        return threading.current_thread().name
+
+    assert sorted(f.result(WAIT) for f in [pool.submit(meet) for _ in range(2)]) == ["yiemagent-tool_1", "yiemagent-tool_2"]
 
 
 @pytest.mark.spec("9")
