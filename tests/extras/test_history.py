@@ -234,6 +234,8 @@ APPROVED = {"role": "approval", "tool_call_id": "c", "tool_name": "t", "decision
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "added_tool_names": "x"}), r"messages\[0\]: 'added_tool_names' must be list, got str"),
         (_document({**APPROVED, "decision": 5}), r"messages\[0\]: 'decision' must be str, got int"),
         (_document({**APPROVED, "reason": 5}), r"messages\[0\]: 'reason' must be str, got int"),
+        (_document({"role": "compaction", "summary": 5, "through": 1}), r"messages\[0\]: 'summary' must be str, got int"),
+        (_document({"role": "compaction", "summary": "s", "through": "1"}), r"messages\[0\]: 'through' must be int, got str"),
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "int", "hex": 5}}), r"messages\[0\]: an 'int' value's 'hex' must be str, got int"),
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "repr", "value": 5}}), r"messages\[0\]: a 'repr' value must be str, got int"),
         (_document({"role": "tool", "tool_call_id": "c", "tool_name": "t", "content": [], "details": {"$type": "content", "value": {"type": "weird"}}}), r"a 'content' value that is not a text or image block: \{'type': 'weird'\}"),
