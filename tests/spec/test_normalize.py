@@ -379,3 +379,18 @@ def test_a_reply_off_the_servers_usual_form_gets_the_full_checks_message_and_cal
     reply = AssistantMessage(content, stop_reason="tool_calls")
     checked, full = normalize_reply(copy.deepcopy(reply)), _checked_reply(copy.deepcopy(reply))
     assert (checked.message, checked.calls, checked.error) == (full.message, full.calls, full.error)
+
+
+def test_an_image_with_a_bad_media_type_is_dropped_naming_it_cleaned_and_cut_and_a_good_one_is_kept(caplog):
+    """An image whose mime_type is no media type becomes a note naming it cleaned and cut at 80 characters, a valid image is kept, and a dropped citation's log line names its place."""
+    good = ImageContent("AAAA", "image/png")
+    text = TextContent("t", [{"a": float("nan")}, {"b": 1}])
+    with caplog.at_level(logging.INFO, logger="yiemagent.normalize"):
+        content = normalize_content([ImageContent("AAAA", "image/\ud800 x"), ImageContent("AAAA", "x" * 100 + "\ud800"), good, text])
+    assert content[:3] == [
+        TextContent("[an image was dropped: its mime_type 'image/\ufffd x' is not a media type such as image/png (content/0)]"),
+        TextContent("[an image was dropped: its mime_type '" + "x" * 80 + "'... [21 more characters cut] is not a media type such as image/png (content/1)]"),
+        good,
+    ]
+    assert content[2] is good and content[3] == TextContent("t", [{"b": 1}])
+    assert "a citation was dropped: content/3/citations/0/a is nan, which JSON cannot carry" in caplog.messages
