@@ -394,3 +394,10 @@ def test_an_image_with_a_bad_media_type_is_dropped_naming_it_cleaned_and_cut_and
     ]
     assert content[2] is good and content[3] == TextContent("t", [{"b": 1}])
     assert "a citation was dropped: content/3/citations/0/a is nan, which JSON cannot carry" in caplog.messages
+
+
+def test_a_timestamp_text_that_is_not_iso_8601_is_named_cut_at_60_characters():
+    """A stored message whose timestamp text is not ISO 8601 is refused with the text shown cut at 60 characters."""
+    with pytest.raises(MessageFormatError) as error:
+        normalize_message(UserMessage("hi", timestamp="y" * 70))
+    assert str(error.value) == "UserMessage timestamp '" + "y" * 60 + "'... [10 more characters cut] is not ISO 8601"
