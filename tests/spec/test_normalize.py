@@ -401,3 +401,11 @@ def test_a_timestamp_text_that_is_not_iso_8601_is_named_cut_at_60_characters():
     with pytest.raises(MessageFormatError) as error:
         normalize_message(UserMessage("hi", timestamp="y" * 70))
     assert str(error.value) == "UserMessage timestamp '" + "y" * 60 + "'... [10 more characters cut] is not ISO 8601"
+
+
+def test_a_text_whose_citations_can_all_be_sent_again_is_kept_as_the_same_object():
+    """A text whose every citation is a JSON object is kept as it is, its citations list too (no copy per round)."""
+    text = TextContent("t", [{"url": "https://example.com", "start_index": 0}])
+    content = [text, ImageContent("AAAA", "image/png")]
+    kept = normalize_content(content)
+    assert kept is content and kept[0] is text and kept[0].citations is text.citations
