@@ -409,3 +409,9 @@ def test_a_text_whose_citations_can_all_be_sent_again_is_kept_as_the_same_object
     content = [text, ImageContent("AAAA", "image/png")]
     kept = normalize_content(content)
     assert kept is content and kept[0] is text and kept[0].citations is text.citations
+
+
+def test_a_content_of_texts_one_holding_a_citation_json_cannot_carry_drops_that_citation():
+    """A content list of texts alone still has its citations checked: one JSON cannot carry is dropped, not kept."""
+    content = [TextContent("t", [{"a": float("nan")}, {"b": 1}]), TextContent("u", [{"c": 2}])]
+    assert normalize_content(content) == [TextContent("t", [{"b": 1}]), TextContent("u", [{"c": 2}])]
