@@ -353,15 +353,16 @@ class AgentCore:
 
     def _next_action(self) -> Union[Callable[[], None], str, None]:
         """What the loop does next, or None to sleep until the doorbell rings (``_wake`` held)."""
-        if self._force_exit:
+        if self._force_exit:  # join gave up on the run: what waits for room is kept, before that run's response
+            if not self._delivering:  # else the thread delivering does it, at its next step
+                self._give_up_output()
             return _EXIT
         if self._pending_output and not self._delivering and not self.output_channel.full():
             return self._deliver
         if self._closing:
             if self._run is not None or self._delivering:  # its run's end, or the delivery, rings when done
                 return None
-            self.undelivered_responses.extend(self._pending_output)  # no room, and nobody to wait for
-            self._pending_output.clear()
+            self._give_up_output()  # no room, and nobody to wait for
             return _EXIT
         follow_ups = bool(self._carry) or not self.follow_up_channel.empty()
         if self._run is None:
@@ -458,16 +459,18 @@ class AgentCore:
                 if not added:
                     alone = self._loop_exited
                     self._run, self.state.active_run = None, False
-                    if not alone:  # state 6 (spec §5 "Loop States"), in this thread: the loop is not woken to record it
+                    self._pending_output.append(response)
+                    if alone:  # after the responses still waiting, with the run's end: never idle before it is out
+                        self._give_up_output()
+                    else:  # state 6 (spec §5 "Loop States"), in this thread: the loop is not woken to record it
                         self._set_state(LoopState.COMPLETED)
-                        self._pending_output.append(response)
                     break
             for message, before in added:  # outside _wake: the session may be slow
                 for earlier in self._before(message, before):
                     self.append(earlier)
                 self.append(message)
         if alone:
-            self._hand_over_alone(response)
+            self._hand_over_alone()
             return
         self._deliver()
         with self._wake:  # the loop's next step, decided under the lock it decides under
@@ -478,14 +481,26 @@ class AgentCore:
             if wakes:
                 self._bell.notify()
 
-    def _hand_over_alone(self, response: AssistantMessage) -> None:
-        """The loop has gone (decision 16): deliver the response, close the output channel, release the session."""
-        try:
-            self.output_channel.put_internal(response)
-        except queue.Full:
-            self.undelivered_responses.append(response)
+    def _hand_over_alone(self) -> None:
+        """The loop has gone (decision 16) and the run's response is out (``_give_up_output``): close the output channel, release the session."""
         self.output_channel.close(_NO_MORE_RESPONSES)
         self._writer.release()  # decision 17: the loop has gone, and this run stored the agent's last message
+
+    def _give_up_output(self) -> None:
+        """No loop will wait for room again (shutdown, decision 16): put the waiting responses, in order, while the output channel has room, and keep the rest in ``undelivered_responses``.
+
+        Called with ``_wake`` held and no delivery in flight (``put_internal`` never blocks).
+        A response never goes into the channel after one kept: the channel's responses come
+        before the kept ones, in the order of their runs.
+        """
+        while self._pending_output and not self.undelivered_responses:
+            try:
+                self.output_channel.put_internal(self._pending_output[0])
+            except queue.Full:
+                break
+            self._pending_output.popleft()
+        self.undelivered_responses.extend(self._pending_output)
+        self._pending_output.clear()
 
     def _deliver(self) -> None:
         """Put the oldest waiting response into the output channel, if it has room; one delivery at a time (``_delivering``), so that responses keep their order.

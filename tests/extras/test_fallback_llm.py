@@ -201,6 +201,18 @@ def test_max_retry_delay_ms_reaches_every_client():
     assert a.max_retry_delay_ms == b.max_retry_delay_ms == 1234 == fallback.max_retry_delay_ms
 
 
+def test_max_tokens_is_the_largest_reply_any_of_its_clients_allows_and_none_when_none_says():
+    """FallbackLLM.max_tokens is the largest of its clients' reply caps, whichever position it holds, and None when no client names one."""
+    from yiemagent.llm import AnthropicClient
+
+    plain = client(free_port_url(), "a")
+    wide = client(free_port_url(), "b", options={"max_tokens": 3000})
+    narrow = AnthropicClient("claude-sonnet-4-5", "k", base_url=free_port_url(), max_tokens=1000)
+    assert FallbackLLM(plain, narrow, wide).max_tokens == 3000
+    assert FallbackLLM(plain, wide, narrow).max_tokens == 3000
+    assert FallbackLLM(plain, ScriptedLLM([])).max_tokens is None
+
+
 def test_fallback_needs_callables():
     """No llm_call, or one that is not callable, is refused."""
     with pytest.raises(ValueError):

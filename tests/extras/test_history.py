@@ -210,7 +210,7 @@ APPROVED = {"role": "approval", "tool_call_id": "c", "tool_name": "t", "decision
         (json.dumps({"format": "yiemagent-history", "version": 1, "messages": {}}), r"'messages' is dict"),
         (_document(GOOD, "text"), r"messages\[1\]: is str"),
         (_document(GOOD, {**GOOD, "role": "system"}), r"messages\[1\]: has role 'system'"),
-        (_document({**GOOD, "content": "hi"}), r"messages\[0\]: 'content' must be list, got str"),
+        (_document({**GOOD, "content": 5}), r"messages\[0\]: 'content' must be list, got int"),
         (_document(GOOD, {"role": "tool", "tool_name": "t", "content": []}), r"messages\[1\]: has no 'tool_call_id'"),
         (_document({**GOOD, "timestamp": "yesterday"}), r"messages\[0\]: a 'timestamp' value that is not ISO 8601"),
         (_document({**GOOD, "timestamp": 5}), r"messages\[0\]: a 'timestamp' value that is not ISO 8601: 5 \(a 'timestamp' value must be str, got int\)"),

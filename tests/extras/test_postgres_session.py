@@ -8,6 +8,9 @@ docs/scale.md.
 
 from __future__ import annotations
 
+import array
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -16,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import termios
 import threading
 import time
 
@@ -131,7 +135,7 @@ def test_a_table_dropped_is_made_again_and_the_version_row_stays_one(pg):
         s.append(user("again"))
     with pg.open("s") as s:
         assert [m.content[0].text for m in s.messages()] == ["again"]
-    assert sql(pg, "SELECT version FROM yiemagent_schema") == [(2,)]
+    assert sql(pg, "SELECT version FROM yiemagent_schema") == [(3,)]
 
 
 def test_processes_setting_up_one_database_at_once_all_succeed(pg):
@@ -388,13 +392,77 @@ def test_held_turns_false_once_the_server_ended_the_holders_connection_while_ano
         assert successor.held and not holder.held
 
 
+def end_on_the_server(pg, session) -> None:
+    """End ``session``'s connection from the server (pg_terminate_backend) and wait until its server process has exited, its socket closed."""
+    backend_pid = session._conn.info.backend_pid
+    assert sql(pg, "SELECT pg_terminate_backend(%s)", (backend_pid,)) == [(True,)]
+    until(lambda: backend_exited(backend_pid), "the server process to exit (its socket closed)")
+
+
+def test_held_stays_false_through_release_and_close_once_the_servers_end_of_the_hold_was_seen(pg, caplog):
+    """Once ``held`` saw the server end the hold's connection it says False (a bool) ever after, release and close stay quiet, another session takes the id.
+
+    docs/sessions.md "What `held` says".
+    """
+    with pg.open("s") as holder, pg.open("s") as successor:
+        holder.acquire()
+        end_on_the_server(pg, holder)
+        assert holder.held is False  # seen here: the FATAL, then the closed socket
+        assert holder.held is False  # and remembered
+        with caplog.at_level(logging.WARNING, logger="yiemagent.sessions"):
+            holder.release()
+            assert holder.held is False
+            holder.close()
+        assert holder.held is False and caplog.records == []
+        successor.acquire()
+        assert successor.held is True
+
+
+def test_held_watches_the_holds_own_socket_whatever_the_processs_standard_output_is(pg):
+    """``held`` polls the hold's socket, not another descriptor: with standard output a full pipe (never ready), a hold the server ended reads False."""
+    with pg.open("s") as s:
+        s.acquire()
+        end_on_the_server(pg, s)
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(write_end, b"x" * 65536)
+        saved = os.dup(1)
+        try:
+            os.dup2(write_end, 1)
+            seen = s.held
+        finally:
+            os.dup2(saved, 1)
+            for fd in (saved, read_end, write_end):
+                os.close(fd)
+        assert seen is False
+
+
+def test_held_is_true_for_a_live_hold_whose_connection_the_server_keeps_sending_to(pg):
+    """Asynchronous messages waiting on the hold's live connection (notifications, more than ``held``'s few reads take) are not its end: ``held`` stays True."""
+    with pg.open("s") as s, psycopg.connect(pg.target, autocommit=True) as notifier:
+        s.acquire()
+        s._conn.execute("LISTEN yiemagent_test")
+        with notifier.transaction():
+            for i in range(64):  # distinct payloads (equal ones are sent once): 512 kB, more than the socket buffers hold
+                notifier.execute("SELECT pg_notify('yiemagent_test', %s)", (f"{i:04d}" + "x" * 7990,))
+        waiting = array.array("i", [0])
+
+        def pending() -> int:
+            fcntl.ioctl(s._conn.fileno(), termios.FIONREAD, waiting, True)
+            return waiting[0]
+
+        until(lambda: pending() >= 96 * 1024, "the notifications to fill the hold's socket")
+        assert s.held is True
+        assert s.held is True
+
+
 def test_acquire_through_a_session_whose_connection_the_server_ended_names_the_lost_connection(pg):
     """A held session whose connection the server ended is not "already held" by its object: acquire again raises the connection's own error."""
     with pg.open("s") as s:
         s.acquire()
-        backend_pid = s._conn.info.backend_pid
-        assert sql(pg, "SELECT pg_terminate_backend(%s)", (backend_pid,)) == [(True,)]
-        until(lambda: backend_exited(backend_pid), "the server process to exit (its socket closed)")
+        end_on_the_server(pg, s)
         with pytest.raises(psycopg.OperationalError):
             s.acquire()
 

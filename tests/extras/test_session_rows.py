@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,12 +21,14 @@ import strategies
 from helpers import WAIT
 from session_backends import backend, postgres_server  # noqa: F401  fixtures: each backend in turn
 from test_stored_form import agent_holds, approvals, canonical_replies, every_field_set
-from yiemagent import ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, SQLiteSession, TextContent, ToolResultMessage, UserMessage, YiemAgent, shutdown
+from yiemagent import MessageFormatError, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, SQLiteSession, TextContent, ToolResultMessage, UserMessage, YiemAgent, shutdown
 from yiemagent.history._json import message_to_data, message_to_row, read_fields, row_mark
 from yiemagent.history import _stored
 from yiemagent.history._stored import basic_utc, parse_stamp, read_marked, read_stored
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "session-v1.db"
+SECOND_FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "session-v2.db"
+SCHEMA = 3  # this version's (docs/sessions.md "Rows and their mark")
 STAMP = datetime(2026, 12, 6, 9, 2, 4, 633046, tzinfo=timezone.utc)
 
 
@@ -66,14 +69,14 @@ def first_form_messages() -> list[Any]:
 
 
 def test_a_database_of_the_first_form_still_loads_and_takes_new_rows(backend):
-    """A database written by schema 1 (tests/fixtures/session-v1.db: rows in the first form, no mark) opens as schema 2, every message of it loads as it was stored, and new rows are written beside it, marked."""
+    """A database written by schema 1 (tests/fixtures/session-v1.db: rows in the first form, no mark) opens as this schema, every message of it loads as it was stored, and new rows are written beside it, marked."""
     backend.make_first_schema(FIXTURE)
     with backend.open("v1") as session:
         assert session.messages() == first_form_messages()
         session.append(UserMessage([TextContent("after the upgrade")], STAMP))
         assert session.messages() == [*first_form_messages(), UserMessage([TextContent("after the upgrade")], STAMP)]
     rows = backend.rows()
-    assert backend.schema_version() == 2
+    assert backend.schema_version() == SCHEMA
     assert [mark for _, _, mark in rows[:-1]] == [None] * len(first_form_messages())  # the old rows stay as they were, checked as read
     assert rows[-1][2] == row_mark(rows[-1][1].encode("utf-8"))
 
@@ -87,6 +90,39 @@ def test_the_fixture_holds_the_first_form():
     assert len(bodies) == len(first_form_messages())
     assert bodies[1]["timestamp"] == "2026-12-06T09:02:04.633046+00:00" and bodies[1]["error_message"] is None
     assert bodies[3]["details"] == {} and bodies[3]["usage"] is None and bodies[3]["is_error"] is False
+
+
+# --- rows of schema 2 -------------------------------------------------------------------------
+
+
+def test_a_database_of_the_second_form_reads_as_it_did_marks_and_all(backend, monkeypatch):
+    """A database written by schema 2 (tests/fixtures/session-v2.db: compact rows, one text block as a list, marked) opens as this schema, each message loads as it was stored, its marked rows still built without checking them again, and new rows are written beside it in this form."""
+    backend.make_second_schema(SECOND_FIXTURE)
+    stored = backend.rows()
+
+    def parsed_again(text: Any) -> Any:
+        raise AssertionError(f"parsed again: {text!r}")
+
+    monkeypatch.setattr(_stored, "parse_tool_arguments", parsed_again)  # row 2's calls carry a server's text: only the checked reader parses it
+    with backend.open("v2") as session:
+        assert session.messages() == first_form_messages()
+        session.append(UserMessage([TextContent("after the upgrade")], STAMP))
+        assert session.messages()[-1] == UserMessage([TextContent("after the upgrade")], STAMP)
+    rows = backend.rows()
+    assert backend.schema_version() == SCHEMA
+    assert rows[:-1] == stored  # the old rows and their marks stay as they were
+    assert json.loads(rows[-1][1])["content"] == "after the upgrade" and rows[-1][2] == row_mark(rows[-1][1].encode("utf-8"))
+
+
+def test_the_second_fixture_holds_the_second_form():
+    """tests/fixtures/session-v2.db holds rows as schema 2 wrote them (one text block as a list, marks set), so the test above reads that form and not this version's."""
+    with closing(sqlite3.connect(SECOND_FIXTURE)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        rows = conn.execute("SELECT body, mark FROM yiemagent_messages ORDER BY id").fetchall()
+    assert len(rows) == len(first_form_messages())
+    assert json.loads(rows[3][0])["content"] == [{"text": "Sunny, 22 C", "type": "text"}]
+    assert [mark is not None for _, mark in rows] == [True] * 5 + [False] + [True] * 3  # row 6 holds tagged details
+    assert all(mark == row_mark(body.encode("utf-8")) for body, mark in rows if mark is not None)
 
 
 # --- the compact form and its mark ---------------------------------------------------------------
@@ -118,6 +154,26 @@ def test_a_row_loads_as_the_first_form_of_its_message_did(message):
         assert read_stored(copy.deepcopy(data)) == expected  # marked only what the checking fast reader takes
 
 
+def test_each_marked_row_the_agent_writes_is_built_as_the_checked_reader_builds_it():
+    """Every kind and form the agent writes, read from its marked row by read_marked itself (no fallback to hide a failure): the message the checked reader gives, and its blocks and usage, built as __init__ builds them."""
+    holds = agent_holds() + every_field_set() + first_form_messages() + [
+        UserMessage([TextContent("one")], STAMP), UserMessage([TextContent("a"), TextContent("b")], STAMP), UserMessage([ImageContent("aGk=", "image/png")], STAMP),
+        ToolResultMessage("c1", "t", [TextContent("r"), ImageContent("aGk=", "image/png")], usage=LLMUsage(1, 2, 3, 4, 0, 5), timestamp=STAMP),
+    ]
+    for message in holds:
+        body, mark = message_to_row(message)
+        if mark is None:
+            continue
+        expected = read_fields(json.loads(body), "row 1")
+        fast = read_marked(json.loads(body))
+        assert type(fast) is type(expected) and fast == expected, body
+        assert vars(fast).keys() - {"_yiemagent_cache"} == vars(expected).keys() - {"_yiemagent_cache"}
+        for block, want in zip(fast.__dict__.get("content", []), expected.__dict__.get("content", []), strict=True):
+            assert type(block) is type(want) and block == want and (not hasattr(want, "__dict__") or isinstance(want, dict) or vars(block) == vars(want)), body
+        if getattr(expected, "usage", None) is not None:
+            assert vars(fast.usage) == vars(expected.usage), body
+
+
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
 @given(st.lists(every_kind, max_size=6))
 def test_any_messages_come_back_from_a_session_as_their_first_form_did(tmp_path_factory, messages):
@@ -137,13 +193,17 @@ def test_the_messages_an_agent_writes_are_marked_and_shorter():
 
 
 def test_a_row_leaves_out_what_reading_gives_back():
-    """The compact form: no field at its default, no zero count, no total that is input + output, a UTC timestamp in ISO 8601's basic form; any other timestamp as isoformat writes it."""
+    """The compact form: no field at its default, no zero count, no total that is input + output, a UTC timestamp in ISO 8601's basic form (any other timestamp as isoformat writes it), a content of one text block as its text."""
     reply = AssistantMessage([TextContent("hi")], model="m", usage=LLMUsage(5, 2), timestamp=STAMP)
     result = ToolResultMessage("c1", "t", [TextContent("r")], timestamp=datetime(2001, 2, 3, 4, 5, 6))
     assert json.loads(message_to_row(reply)[0]) == {
-        "role": "assistant", "content": [{"type": "text", "text": "hi"}], "model": "m", "usage": {"input_tokens": 5, "output_tokens": 2}, "timestamp": "20261206T090204.633046Z"
+        "role": "assistant", "content": "hi", "model": "m", "usage": {"input_tokens": 5, "output_tokens": 2}, "timestamp": "20261206T090204.633046Z"
     }
-    assert json.loads(message_to_row(result)[0]) == {"role": "tool", "tool_call_id": "c1", "tool_name": "t", "content": [{"type": "text", "text": "r"}], "timestamp": "2001-02-03T04:05:06"}
+    assert json.loads(message_to_row(result)[0]) == {"role": "tool", "tool_call_id": "c1", "tool_name": "t", "content": "r", "timestamp": "2001-02-03T04:05:06"}
+    two = UserMessage([TextContent("a"), TextContent("b")], STAMP)
+    cited = AssistantMessage([TextContent("a", citations=[{"type": "url_citation", "url": "https://example.com"}])], timestamp=STAMP)
+    assert json.loads(message_to_row(two)[0])["content"] == [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]  # more than one block: as they are
+    assert json.loads(message_to_row(cited)[0])["content"] == [{"type": "text", "text": "a", "citations": [{"type": "url_citation", "url": "https://example.com"}]}]
     assert json.loads(message_to_row(AssistantMessage([], usage=LLMUsage(5, 2, total_tokens=9), timestamp=STAMP))[0])["usage"] == {"input_tokens": 5, "output_tokens": 2, "total_tokens": 9}
 
 
@@ -187,6 +247,26 @@ def test_a_row_of_another_writer_is_checked_even_in_the_new_form(backend):
         first, second = session.messages()
     assert first.content[0]["tool_calls"][0]["function"]["arguments"] == {}
     assert second.content[0]["tool_calls"][0]["function"]["arguments"] == '{"x": 1}'
+
+
+TWO_IN_ONE = '{"role":"user","content":"a","timestamp":"20261206T090204.633046Z"},{"role":"user","content":"b","timestamp":"20261206T090204.633046Z"}'
+
+
+@pytest.mark.parametrize("raw", [TWO_IN_ONE.encode(), b'{"role":"user","content":', b'{"role":"user","content":"\xff","timestamp":"20261206T090204.633046Z"}'])
+def test_a_forged_mark_on_a_row_that_is_not_one_message_names_the_row(tmp_path, raw):
+    """Rows read together (one JSON array) stay one message each: a row given by hand the mark of a body that is two objects, cut short or not UTF-8 is refused naming its row, the rows around it read as stored."""
+    path = tmp_path / "s.db"
+    with SQLiteSession(path, "s") as session:
+        for text in ("first", "second", "third"):
+            session.append(UserMessage([TextContent(text)], STAMP))
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE yiemagent_messages SET body = CAST(? AS TEXT), mark = ? WHERE id = 2", (raw, row_mark(raw)))
+    with SQLiteSession(path, "s") as session, pytest.raises(MessageFormatError, match=r"row 2: not JSON"):
+        session.messages()
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM yiemagent_messages WHERE id = 2")
+    with SQLiteSession(path, "s") as session:
+        assert session.messages() == [UserMessage([TextContent("first")], STAMP), UserMessage([TextContent("third")], STAMP)]
 
 
 def test_a_session_of_marked_rows_holding_an_orphan_and_a_duplicate_loads_valid_to_send(backend, caplog):
@@ -241,4 +321,4 @@ def test_sessions_opening_a_first_form_database_at_once_all_open_it(backend):
     with ThreadPoolExecutor(8) as pool:
         outcomes = list(pool.map(open_it, range(8), timeout=WAIT))
     assert outcomes == [len(first_form_messages())] * 8
-    assert backend.schema_version() == 2
+    assert backend.schema_version() == SCHEMA

@@ -88,7 +88,7 @@ def test_a_row_holds_the_message_as_compact_utf8_json(tmp_path):
     with sqlite3.connect(tmp_path / "s.db") as conn:
         [body] = conn.execute("SELECT body FROM yiemagent_messages").fetchone()
     assert body == json.dumps(json.loads(body), ensure_ascii=False, separators=(",", ":"))
-    assert body.startswith('{"role":"user","content":[{"text":"naïve, ✓: yes","type":"text"}]')
+    assert body.startswith('{"role":"user","content":"naïve, ✓: yes"')  # one text block: its text (docs/sessions.md "Rows and their mark")
 
 
 def test_sessions_sharing_a_file_are_isolated_and_clear_touches_one(backend):

@@ -31,7 +31,7 @@ from yiemagent.extraction import MAX_ID_CHARS, MAX_NAME_CHARS, extract_tool_call
 from yiemagent.history import files as history_files
 from yiemagent.history import _json as history_json
 from yiemagent.history import sessions
-from yiemagent.history._json import message_from_data, message_from_json, message_to_data, read_fields
+from yiemagent.history._json import message_from_data, message_from_json, message_to_data, message_to_row, read_fields
 from yiemagent.history._stored import loads_row, read_stored, stored_calls
 from yiemagent.normalize import normalize_message
 from yiemagent.types import APPROVAL_DECISIONS
@@ -134,9 +134,14 @@ def mutated(draw: st.DrawFn, data: Any) -> Any:
     return data
 
 
+def stored_row(message: Any) -> Any:
+    """``message`` as a session row holds it: its compact form (``message_to_row``: a content of one text block as its text), read back by ``json.loads``."""
+    return json.loads(message_to_row(message)[0])
+
+
 @st.composite
 def stored_data(draw: st.DrawFn) -> Any:
-    data = stored(draw(every_kind))
+    data = draw(st.sampled_from([stored, stored_row]))(draw(every_kind))
     return draw(mutated(data)) if draw(st.booleans()) else data
 
 
@@ -326,7 +331,7 @@ def test_a_user_row_the_check_refuses_is_named_with_its_entry_and_field(change, 
         (1, lambda d: d.update(usage={"input_tokens": "3"}), "row 7: 'usage.input_tokens' must be int"),
         (1, lambda d: d.update(usage={"coins": 3}), "row 7: 'usage' has unknown counts ['coins']"),
         (1, lambda d: d.update(model=5), "row 7: 'model' must be str"),
-        (1, lambda d: d.update(content="hi"), "row 7: 'content' must be list"),
+        (1, lambda d: d.update(content=5), "row 7: 'content' must be list"),
         (2, lambda d: d.update(decision="maybe"), "row 7: ApprovalMessage decision is 'maybe'"),
         (2, lambda d: d.update(arguments=[1]), "row 7: ApprovalMessage arguments are list"),
         (2, lambda d: d["arguments"].update(x=float("nan")), "row 7: ApprovalMessage arguments/x is nan"),

@@ -20,6 +20,7 @@ from yiemagent import AnthropicClient, AssistantMessage, Citation, SQLiteSession
 from yiemagent.history._json import message_from_json, message_to_json
 from yiemagent.llm import OpenAIClient, OpenAIResponsesClient
 from yiemagent.llm._responses_reply import parse_responses_response
+from yiemagent.llm.openai import parse_openai_response, parse_openai_stream
 from yiemagent.types import AgentContext, TextContent
 
 SSE = {"Content-Type": "text/event-stream"}
@@ -68,6 +69,18 @@ def test_streamed_openai_annotations_are_the_replys_citations():
     assert reply.stop_reason == "stop" and reply.text == ""
 
 
+@pytest.mark.spec("14")
+def test_annotations_streamed_in_several_deltas_are_all_the_replys_citations():
+    """The recorded search reply streamed with each of its annotations in a delta of its own, then a finish chunk: every one is a citation, in order, as read whole."""
+    body = json.loads((FIXTURES / "openai-search-annotations.json").read_text())
+    message = body["choices"][0]["message"]
+    chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": message["content"]}}]}]
+    chunks += [{"choices": [{"index": 0, "delta": {"annotations": [a]}}]} for a in message["annotations"]]
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    reply = parse_openai_stream(chunks)
+    assert reply.citations == parse_openai_response(body).citations and len(reply.citations) == len(message["annotations"]) > 1
+
+
 def responses_reply(name: str) -> AssistantMessage:
     """The recorded Responses API reply of ``name`` read by OpenAIResponsesClient, whole or streamed (each recorded event sent named after its type)."""
     if name.endswith(".json"):
@@ -90,6 +103,19 @@ def test_responses_api_url_citations_are_the_replys_citations(name):
     assert reply.text == part["text"]
     assert reply.citations == [Citation(a["url"], a["title"], None, a["start_index"], a["end_index"]) for a in part["annotations"]]
     assert len(reply.citations) >= 10 and reply.text[reply.citations[0].start : reply.citations[0].end].startswith("([")
+
+
+@pytest.mark.spec("14")
+@pytest.mark.parametrize("name", ["openai-responses-web-search-citations.json", "openai-responses-stream-web-search-citations.jsonl"])
+def test_responses_api_cached_input_tokens_are_the_replys_cache_reads(name):
+    """The Responses API's input_tokens_details.cached_tokens (gpt-5-mini's recorded web search, whole and streamed) are the reply's cache_read_tokens (decision 13)."""
+    lines = (FIXTURES / name).read_text().splitlines()
+    raw = (json.loads((FIXTURES / name).read_text()) if name.endswith(".json") else json.loads(lines[-1])["response"])["usage"]
+    usage = responses_reply(name).usage
+    assert raw["input_tokens_details"]["cached_tokens"] == 3712
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.reasoning_tokens) == (
+        raw["input_tokens"], raw["output_tokens"], 3712, raw["output_tokens_details"]["reasoning_tokens"]
+    )
 
 
 @pytest.mark.spec("14")

@@ -6,8 +6,11 @@ import logging
 import threading
 import time
 
+import pytest
+
 from helpers import WAIT
 from localserver import LocalServer, Reply
+from yiemagent import LLMError
 from yiemagent._threads import DeadlineWatch
 from yiemagent.llm import OpenAIClient
 
@@ -135,3 +138,15 @@ def test_an_llm_call_with_a_deadline_starts_no_thread_of_its_own():
             assert client({"messages": [{"role": "user", "content": "hi"}]}).text == "ok"
     assert all("yiemagent-deadlines" in names for names in seen)
     assert not [name for names in seen for name in names if name == "a timer" or "llm-deadline" in name]
+
+
+def test_an_openai_clients_deadline_s_ends_a_call_the_server_holds_past_it():
+    """``OpenAIClient(deadline_s=0.5)`` ends a call whose server holds its headers back, naming that deadline, not the default of 600 s."""
+    release = threading.Event()
+    with LocalServer(lambda request: Reply(body=FINAL, before=lambda: release.wait(WAIT))) as server:
+        try:
+            with pytest.raises(LLMError) as info:
+                OpenAIClient(server.url, "m", max_retries=0, deadline_s=0.5)({"messages": [{"role": "user", "content": "hi"}]})
+        finally:
+            release.set()
+    assert "did not finish within deadline_s=0.5" in str(info.value)

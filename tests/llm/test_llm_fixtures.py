@@ -157,7 +157,7 @@ RESPONSES_API = {
     "openai-responses-request-custom-tool-result.json",
 }
 KNOWN = {*RESPONSES_API, *OVERFLOW, *CITATIONS, *SERVER_TOOLS, *CALL_KINDS, *REASONING_ECHO, *ISSUE_10, *OPENAI_RESPONSES, *OPENAI_STREAMS, *ANTHROPIC_RESPONSES, *ANTHROPIC_STREAMS, *ERRORS, *STREAM_ERRORS, *REQUESTS, "openai-chat-completions.schema.json", "README.md",
-         "session-v1.db"}  # not wire data: an SQLite session of schema 1, read by tests/extras/test_session_rows.py
+         "session-v1.db", "session-v2.db"}  # not wire data: SQLite sessions of schemas 1 and 2, read by tests/extras/test_session_rows.py
 
 
 def check(message: AssistantMessage, expected) -> None:

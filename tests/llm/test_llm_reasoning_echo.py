@@ -17,7 +17,7 @@ from helpers import FIXTURES, make_agent, make_tool, text_result
 from localserver import LocalServer, Reply
 from yiemagent import AssistantMessage, FallbackLLM, RunFailedError, UserMessage, ask, format_msg_for_llm
 from yiemagent.llm import OpenAIClient
-from yiemagent.llm.openai import build_openai_request, parse_openai_stream
+from yiemagent.llm.openai import build_openai_request, parse_openai_response, parse_openai_stream
 from yiemagent.types import AgentContext, TextContent, ToolResultMessage
 
 SSE = {"Content-Type": "text/event-stream"}
@@ -150,6 +150,19 @@ def test_gemini_extra_content_goes_back_as_received_to_gemini_alone():
 
 
 @pytest.mark.spec("14")
+def test_gemini_extra_content_streamed_in_a_delta_goes_back_as_received():
+    """Gemini's message extra_content streamed in a delta (the recorded message's) goes back on the message as received; a later empty one does not erase it."""
+    message = load("gemini-openai-compat-extra-content.json")["choices"][0]["message"]
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "extra_content": message["extra_content"]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{**message["tool_calls"][0], "index": 0}], "extra_content": {}}, "finish_reason": "tool_calls"}]},
+    ]
+    reply = parse_openai_stream(chunks, provider="h")
+    (sent,) = build_openai_request(format_msg_for_llm(AgentContext("", [reply], {})), "m", provider="h")["messages"]
+    assert sent["extra_content"] == message["extra_content"]
+
+
+@pytest.mark.spec("14")
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_a_tool_calls_extra_content_goes_back_on_that_call(stream):
     """A tool call's extra_content (Gemini 3's per-call thought signature) goes back on that call, whole or streamed."""
@@ -185,6 +198,16 @@ def test_a_refusal_is_stop_reason_refusal_with_its_words(name):
 
 
 @pytest.mark.spec("14")
+@pytest.mark.parametrize("refusal", [None, True, {"reason": "policy"}, ["no"]], ids=["null", "bool", "object", "list"])
+def test_a_refusal_field_that_is_not_text_is_no_refusal_whole_or_streamed(refusal):
+    """A message.refusal (delta.refusal when streamed) that is null or not text is no refusal: the reply is its text, stop_reason "stop"."""
+    whole = parse_openai_response({"choices": [{"message": {"role": "assistant", "content": "fine", "refusal": refusal}, "finish_reason": "stop"}]})
+    streamed = parse_openai_stream([{"choices": [{"index": 0, "delta": {"content": "fine", "refusal": refusal}, "finish_reason": "stop"}]}])
+    for reply in (whole, streamed):
+        assert (reply.text, reply.stop_reason, reply.refusal, [b for b in reply.content if isinstance(b, dict)]) == ("fine", "stop", None, [])
+
+
+@pytest.mark.spec("14")
 def test_a_refusal_fails_ask_and_goes_back_to_openai_as_its_refusal():
     """ask() raises RunFailedError naming the refusal; the refused turn goes back to OpenAI with its refusal field (OpenAI's schema)."""
     replies = iter([reply_of("openai-refusal.json"), Reply(body=FINAL)])
@@ -216,6 +239,27 @@ def test_a_refusal_survives_a_json_round_trip():
     reply = AssistantMessage([{"type": "refusal", "refusal": "No."}], api="openai-chat", provider="h", stop_reason="refusal")
     again = AssistantMessage.from_json(reply.to_json())
     assert (again.refusal, again.stop_reason, AssistantMessage([TextContent("x")]).refusal) == ("No.", "refusal", None)
+
+
+@pytest.mark.spec("14")
+def test_streamed_reasoning_details_join_their_summary_data_and_signature_pieces_per_entry():
+    """OpenRouter's reasoning_details streamed in pieces: each entry's summary, data, text and signature pieces join, and an entry of another index starts a new one."""
+    pieces = [
+        {"type": "reasoning.summary", "summary": "Ab", "format": "f", "index": 0},
+        {"type": "reasoning.summary", "summary": "cd", "index": 0},
+        {"type": "reasoning.encrypted", "data": "xx", "index": 1},
+        {"type": "reasoning.encrypted", "data": "yy", "format": "f", "index": 1},
+        {"type": "reasoning.text", "text": "t1", "signature": "s1", "index": 2},
+        {"type": "reasoning.text", "text": "t2", "signature": "s2", "index": 2},
+    ]
+    chunks = [{"choices": [{"index": 0, "delta": {"reasoning_details": [piece]}}]} for piece in pieces]
+    reply = parse_openai_stream([*chunks, {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}], provider="h")
+    (sent,) = build_openai_request(format_msg_for_llm(AgentContext("", [reply], {})), "m", provider="h")["messages"]
+    assert sent["reasoning_details"] == [
+        {"type": "reasoning.summary", "summary": "Abcd", "format": "f", "index": 0},
+        {"type": "reasoning.encrypted", "data": "xxyy", "format": "f", "index": 1},
+        {"type": "reasoning.text", "text": "t1t2", "signature": "s1s2", "index": 2},
+    ]
 
 
 # --- property: however a stream cuts the reasoning, the whole goes back ----------------------------------

@@ -532,6 +532,35 @@ def test_a_run_shutdown_left_running_keeps_its_response_when_the_output_channel_
 
 
 @pytest.mark.spec("5")
+def test_a_response_held_for_room_when_shutdown_leaves_the_next_run_running_is_kept_before_that_runs_response():
+    """A response held for a full output channel when shutdown leaves the next run running is neither lost nor
+    overtaken by that run's response (decision 16: nothing lost; responses in the order of their runs)."""
+    gated = GatedLLM()
+    agent = make_agent(ScriptedLLM(["r0", "r1", gated]))
+    agent.output_channel.maxsize = 1
+    core = agent._core
+    run_agent(agent, "m0")
+    with core._wake:
+        assert core._wake.wait_for(lambda: agent.output_channel.full(), WAIT)
+    run_agent(agent, "m1")
+    with core._wake:  # r1 ended, held: the channel has no room for it
+        assert core._wake.wait_for(lambda: core._run is None and len(core._pending_output) == 1, WAIT)
+    run_agent(agent, "m2")
+    gated.wait_entered()
+    assert shutdown(agent, timeout=0.05) == []
+    taken = [take_response(agent, timeout=WAIT)]  # room again, but the loop has gone
+    gated.open()
+    core._worker.thread.join(WAIT)
+    with pytest.raises(AgentClosedError):
+        while True:
+            taken.append(take_response(agent, timeout=WAIT))
+    assert [(r.stop_reason, r.content[0].text if r.content else None) for r in taken + agent.undelivered_responses] == [
+        ("stop", "r0"), ("stop", "r1"), ("aborted", "Run aborted.")
+    ]
+    assert not core._pending_output
+
+
+@pytest.mark.spec("5")
 def test_sends_blocked_on_full_channels_are_woken_when_the_loop_dies():
     """A run_agent or follow_up blocked on a full channel when the loop thread dies (a bug, injected) raises
     AgentClosedError saying so, instead of waiting for ever on a channel nobody reads."""

@@ -63,6 +63,10 @@ class SQLiteBackend:
         """The database as schema 1 left it: ``fixture``, an SQLite file written by that version, copied in."""
         shutil.copyfile(fixture, self.target)
 
+    def make_second_schema(self, fixture: Path) -> None:
+        """The database as schema 2 left it: ``fixture``, an SQLite file written by that version (rows and their marks), copied in."""
+        shutil.copyfile(fixture, self.target)
+
 
 class PostgresBackend:
     """Sessions in a fresh database of the test run's PostgreSQL server."""
@@ -104,16 +108,25 @@ class PostgresBackend:
 
     def make_first_schema(self, fixture: Path) -> None:
         """The database as schema 1 left it: its tables, as that version made them, holding the rows of ``fixture`` (an SQLite file of schema 1)."""
+        self._make_schema(fixture, 1)
+
+    def make_second_schema(self, fixture: Path) -> None:
+        """The database as schema 2 left it: its tables, with the mark column, holding the rows and marks of ``fixture`` (an SQLite file of schema 2)."""
+        self._make_schema(fixture, 2)
+
+    def _make_schema(self, fixture: Path, version: int) -> None:
+        columns = "session_id, body" if version == 1 else "session_id, body, mark"
         with closing(sqlite3.connect(fixture)) as source:
-            rows = source.execute("SELECT session_id, body FROM yiemagent_messages ORDER BY id").fetchall()
+            rows = source.execute(f"SELECT {columns} FROM yiemagent_messages ORDER BY id").fetchall()
         with self._psycopg.connect(self.target, autocommit=True) as conn:
             conn.execute("CREATE TABLE yiemagent_schema (version INTEGER NOT NULL)")
-            conn.execute("INSERT INTO yiemagent_schema (version) VALUES (1)")
+            conn.execute("INSERT INTO yiemagent_schema (version) VALUES (%s)", (version,))
             conn.execute("CREATE TABLE yiemagent_sessions (session_id TEXT PRIMARY KEY, lock_key INTEGER GENERATED ALWAYS AS IDENTITY UNIQUE)")
-            conn.execute("CREATE TABLE yiemagent_messages (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, session_id TEXT NOT NULL, body TEXT NOT NULL)")
+            mark = "" if version == 1 else ", mark BIGINT"
+            conn.execute(f"CREATE TABLE yiemagent_messages (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, session_id TEXT NOT NULL, body TEXT NOT NULL{mark})")
             conn.execute("CREATE INDEX yiemagent_messages_by_session ON yiemagent_messages (session_id, id)")
-            for session_id, body in rows:
-                conn.execute("INSERT INTO yiemagent_messages (session_id, body) VALUES (%s, %s)", (session_id, body))
+            for row in rows:
+                conn.execute(f"INSERT INTO yiemagent_messages ({columns}) VALUES ({', '.join(['%s'] * len(row))})", row)
 
     def drop(self) -> None:
         with self._psycopg.connect(self._admin_dsn, autocommit=True) as conn:

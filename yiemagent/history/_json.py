@@ -378,13 +378,19 @@ row_mark: Callable[[bytes], int] = zlib.crc32  # zlib's own function: no call of
 """The mark of a row whose writer checked it: the CRC-32 of its body, so that an edited body no longer carries it."""
 
 
+def _plain_text(block: Any) -> bool:
+    """Whether a stored block is a text block and nothing more (``{"type": "text", "text": str}``): a row writes it as its text."""
+    return type(block) is dict and len(block) == 2 and block.get("type") == "text" and type(block.get("text")) is str
+
+
 def message_to_row(message: AgentMessage) -> "tuple[bytes, Optional[int]]":
     """A session row of ``message``: its compact JSON form (UTF-8, ``utf8_json``) and its mark, or None.
 
     The form is ``message_to_data``'s without what reading it gives back anyway: fields
     at their defaults, zero counts in ``usage`` and a total that is ``input + output``; a
     UTC timestamp is written in ISO 8601's basic form (``20261206T090204.633046Z``,
-    ``parse_stamp``). Every reader of the JSON form reads it.
+    ``parse_stamp``); a content of one text block (no citations) is written as its text
+    (``"content": "hi"``, schema 3). Every reader of the JSON form reads it.
 
     The mark (``row_mark`` of the body) is given when the fast reader of the stored form
     takes the row (``_stored.read_stored``): then the row is what the check of decision 15
@@ -403,6 +409,9 @@ def message_to_row(message: AgentMessage) -> "tuple[bytes, Optional[int]]":
     if usage is not None:
         total = usage["input_tokens"] + usage["output_tokens"]
         data["usage"] = {k: v for k, v in usage.items() if v and not (k == "total_tokens" and v == total)}
+    content = data.get("content")
+    if type(content) is list and len(content) == 1 and _plain_text(content[0]):
+        data["content"] = content[0]["text"]
     stamp = data.get("timestamp")
     match = _UTC_ISO.fullmatch(stamp) if type(stamp) is str else None
     if match is not None:
@@ -425,6 +434,8 @@ def _block(raw: Any, index: int) -> Any:
 
 def _field(name: str, value: Any) -> Any:
     if name == "content":
+        if isinstance(value, str):  # a row's one text block, written as its text (message_to_row)
+            return [TextContent(value)]
         return [_block(b, i) for i, b in enumerate(_expect(value, list, "'content'"))]
     if name == "timestamp":
         return _iso(parse_stamp, value, "timestamp")

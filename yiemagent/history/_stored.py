@@ -20,7 +20,9 @@ The message may share the lists and dicts of ``data`` (a ``json.loads`` result o
 
 ``read_marked`` builds the message of a session row whose writer checked it and marked it
 (docs/sessions.md "Rows and their mark"): the form ``read_stored`` takes, without its
-checks, since they were made on these very bytes when they were stored.
+checks, since they were made on these very bytes when they were stored. Both read a
+content that is a str (a row's one text block, schema 3) as that text block;
+``loads_rows`` parses a read's marked rows as one JSON array.
 
 ``stored_calls`` reads the tool calls of a message either reader gave back, without
 extracting them again: in a message ``normalize_message`` leaves as it is, each raw call
@@ -32,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime, timezone
@@ -44,7 +47,7 @@ from ..types import (
     UserMessage, is_base64, is_media_type,
 )
 
-__all__ = ["loads_row", "parse_stamp", "read_marked", "read_stored", "stored_calls"]
+__all__ = ["loads_row", "loads_rows", "parse_stamp", "read_marked", "read_stored", "stored_calls"]
 
 TAG = "$type"
 _SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate, as _bounds.clean_str finds one
@@ -170,9 +173,9 @@ def _image(block: dict[str, Any]) -> Optional[ImageContent]:
 
 
 def _content(raw: Any) -> Optional[list[Any]]:
-    """Text and image blocks only (a user message's, a tool result's), or None."""
+    """Text and image blocks only (a user message's, a tool result's), or None; a str is a row's one text block."""
     if type(raw) is not list:
-        return None
+        return [TextContent(raw)] if _clean(raw) else None
     blocks: list[Any] = []
     for block in raw:
         if type(block) is not dict:
@@ -220,9 +223,9 @@ def _calls_ok(block: dict[str, Any], ids: set[str]) -> bool:
 
 
 def _reply_content(raw: Any) -> Optional[list[Any]]:
-    """A reply's blocks: text, image and canonical tool-call blocks (kept as they are), or None."""
+    """A reply's blocks: text, image and canonical tool-call blocks (kept as they are), or None; a str is a row's one text block."""
     if type(raw) is not list:
-        return None
+        return [TextContent(raw)] if _clean(raw) else None
     out: list[Any] = []
     ids: set[str] = set()  # the calls' ids so far: a repeated one is renamed by the check
     for block in raw:
@@ -256,6 +259,7 @@ def _reply_content(raw: Any) -> Optional[list[Any]]:
 # than __init__'s inline values); setting them one by one costs a restart of 10,000 about 5 ms.
 _new = object.__new__
 _built = built  # types.py: as __init__ leaves a message, in one step
+_own = object.__setattr__  # a marked row's message gets its __dict__ whole (a frozen dataclass's own __setattr__ refuses)
 
 
 def _user(data: dict[str, Any]) -> Optional[AgentMessage]:
@@ -366,6 +370,32 @@ def loads_row(text: "str | bytes") -> Any:
     return json.loads(text)
 
 
+def loads_rows(texts: list[bytes]) -> list[Any]:
+    """``loads_row`` of each row, the rows read as one JSON array: one scan, each key made once.
+
+    For the rows of a session that its writer marked (docs/sessions.md "Rows and their
+    mark"), each one JSON object; a row that is not (a forged mark) makes the array
+    unreadable or of another length, and then each row is read alone, None for one that
+    is not JSON. The values are what ``loads_row`` gives for each row.
+    """
+    if texts:
+        try:
+            document = (b"[" + b",".join(texts) + b"]").decode("utf-8", "surrogatepass")
+            values, end = _scan(document, 0)
+            if end == len(document) and len(values) == len(texts):
+                return values  # type: ignore[no-any-return]
+        except (StopIteration, ValueError, RecursionError):
+            pass
+    return [_loads_or_none(text) for text in texts]
+
+
+def _loads_or_none(text: bytes) -> Any:
+    try:
+        return loads_row(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 _READERS: dict[str, Callable[[dict[str, Any]], Optional[AgentMessage]]] = {"user": _user, "assistant": _assistant, "tool": _tool, "approval": _approval, "compaction": _compaction}
 
 
@@ -381,14 +411,18 @@ def read_stored(data: Any) -> Optional[AgentMessage]:
     return None if reader is None else reader(data)
 
 
-def _blocks(raw: list[Any]) -> list[Any]:
-    """Content blocks of a marked row: text and image blocks as objects, any other (a tool-call block) as it is."""
+def _blocks(raw: Any) -> list[Any]:
+    """Content blocks of a marked row: text and image blocks as objects, any other (a tool-call block) as it is; a str is one text block."""
+    if type(raw) is str:  # schema 3's one text block (_json.message_to_row)
+        text = _new(TextContent)
+        _own(text, "__dict__", {"text": raw, "citations": None})
+        return [text]
     blocks: list[Any] = []
     for block in raw:
         kind = block["type"]
         if kind == "text":
             text = _new(TextContent)  # as _built builds a message
-            text.__dict__.update(text=block["text"], citations=None)
+            _own(text, "__dict__", {"text": block["text"], "citations": None})
             blocks.append(text)
         elif kind == "image":
             blocks.append(ImageContent(block["data"], block["mime_type"]))
@@ -398,56 +432,57 @@ def _blocks(raw: list[Any]) -> list[Any]:
 
 
 _NO_USAGE = {f.name: 0 for f in fields(LLMUsage)}
+# A marked row's timestamp is its writer's (``isoformat``, or the basic form): Python 3.11's
+# fromisoformat reads both, without parse_stamp's call around it; 3.10's reads the basic form there
+_marked_stamp: Callable[[str], datetime] = _fromisoformat if sys.version_info >= (3, 11) else parse_stamp
 
 
-def _usage(counts: Optional[dict[str, int]]) -> Optional[LLMUsage]:
+def _usage(counts: dict[str, int]) -> LLMUsage:
     """``LLMUsage(**counts)`` for the int counts of a marked row, built as ``_built`` builds a message (a third of the time)."""
-    if counts is None:
-        return None
     values = {**_NO_USAGE, **counts}
     if not values["total_tokens"]:  # LLMUsage.__post_init__: decision 13's total
         values["total_tokens"] = values["input_tokens"] + values["output_tokens"]
     usage = _new(LLMUsage)
-    usage.__dict__.update(values)
+    _own(usage, "__dict__", values)
     return usage
 
 
 def _marked_user(data: dict[str, Any]) -> AgentMessage:
     message = _new(UserMessage)  # as _built builds one, without its call
-    message.__dict__.update(content=_blocks(data["content"]), timestamp=parse_stamp(data["timestamp"]))
+    _own(message, "__dict__", {"content": _blocks(data["content"]), "timestamp": _marked_stamp(data["timestamp"])})
     return message
 
 
 def _marked_assistant(data: dict[str, Any]) -> AgentMessage:
     get = data.get
     message = _new(AssistantMessage)
-    message.__dict__.update(
-        content=_blocks(data["content"]),
-        api=get("api"),
-        provider=get("provider"),
-        model=get("model"),
-        usage=_usage(counts) if (counts := get("usage")) is not None else None,
-        stop_reason=get("stop_reason"),
-        error_message=get("error_message"),
-        timestamp=parse_stamp(data["timestamp"]),
-        output=get("output"),
-    )
+    _own(message, "__dict__", {
+        "content": _blocks(data["content"]),
+        "api": get("api"),
+        "provider": get("provider"),
+        "model": get("model"),
+        "usage": None if (counts := get("usage")) is None else _usage(counts),
+        "stop_reason": get("stop_reason"),
+        "error_message": get("error_message"),
+        "timestamp": _marked_stamp(data["timestamp"]),
+        "output": get("output"),
+    })
     return message
 
 
 def _marked_tool(data: dict[str, Any]) -> AgentMessage:
     get = data.get
     message = _new(ToolResultMessage)
-    message.__dict__.update(
-        tool_call_id=data["tool_call_id"],
-        tool_name=data["tool_name"],
-        content=_blocks(data["content"]),
-        details=data["details"] if "details" in data else {},
-        usage=_usage(get("usage")),
-        added_tool_names=get("added_tool_names"),
-        is_error=get("is_error", False),
-        timestamp=parse_stamp(data["timestamp"]),
-    )
+    _own(message, "__dict__", {
+        "tool_call_id": data["tool_call_id"],
+        "tool_name": data["tool_name"],
+        "content": _blocks(data["content"]),
+        "details": data["details"] if "details" in data else {},
+        "usage": None if (counts := get("usage")) is None else _usage(counts),
+        "added_tool_names": get("added_tool_names"),
+        "is_error": get("is_error", False),
+        "timestamp": _marked_stamp(data["timestamp"]),
+    })
     return message
 
 
@@ -458,12 +493,12 @@ def _marked_approval(data: dict[str, Any]) -> AgentMessage:
         data["decision"],
         data["arguments"] if "arguments" in data else {},
         data.get("reason", ""),
-        parse_stamp(data["timestamp"]),
+        _marked_stamp(data["timestamp"]),
     )
 
 
 def _marked_compaction(data: dict[str, Any]) -> AgentMessage:
-    return CompactionMessage(data["summary"], data["through"], parse_stamp(data["timestamp"]))
+    return CompactionMessage(data["summary"], data["through"], _marked_stamp(data["timestamp"]))
 
 
 _MARKED: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {

@@ -43,7 +43,7 @@ __all__ = ["LOCK_CLASS", "PostgresSession"]
 
 logger = logging.getLogger("yiemagent.sessions")
 
-_SCHEMA_VERSION = 2  # 2: the mark column (docs/sessions.md "Rows and their mark"); 1 is upgraded when a session opens it
+_SCHEMA_VERSION = 3  # 2: the mark column; 3: a content of one text block written as its text (docs/sessions.md "Rows and their mark"); 1 and 2 are upgraded when a session opens them
 LOCK_CLASS = 0x59454D41  # "YEMA": the first key of every advisory lock yiemagent takes (pg_locks.classid)
 _SETUP_KEY = 0  # (LOCK_CLASS, 0) serialises schema setup; session keys start at 1
 _SCHEMA = (
@@ -195,7 +195,7 @@ class PostgresSession(ConnectedSession):
             versions = [row[0] for row in conn.execute("SELECT version FROM yiemagent_schema")]
             if not versions:
                 conn.execute("INSERT INTO yiemagent_schema (version) VALUES (%s)", (_SCHEMA_VERSION,))
-            elif versions == [1]:  # schema 1: its rows stay unmarked, checked as they are read
+            elif versions in ([1], [2]):  # schema 1: its rows stay unmarked, checked as they are read; schema 2's rows read as they are
                 conn.execute("ALTER TABLE yiemagent_messages ADD COLUMN IF NOT EXISTS mark BIGINT")
                 conn.execute("UPDATE yiemagent_schema SET version = %s", (_SCHEMA_VERSION,))
             else:
@@ -203,7 +203,7 @@ class PostgresSession(ConnectedSession):
 
     def _check_version(self, versions: list[int]) -> None:
         if versions != [_SCHEMA_VERSION]:
-            raise MessageFormatError(f"PostgreSQL database {self.where} has schema version {versions}; this yiemagent reads {_SCHEMA_VERSION} and 1")
+            raise MessageFormatError(f"PostgreSQL database {self.where} has schema version {versions}; this yiemagent reads {_SCHEMA_VERSION}, 2 and 1")
 
     def _connection(self) -> "psycopg.Connection[Any]":
         if self._conn is None:

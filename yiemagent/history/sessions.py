@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import IO, Any, Optional, Protocol, TypeVar, Union
 
 from ._json import message_from_json, message_to_row, row_mark
-from ._stored import _MARKED, loads_row, read_stored
+from ._stored import _MARKED, loads_row, loads_rows, read_stored
 from ._locked_files import release_hold, take_hold
 from ..errors import MessageFormatError, SessionInUseError
 from ..types import AgentMessage
@@ -35,8 +35,10 @@ __all__ = ["ConnectedSession", "HeldSession", "SQLiteSession", "Session", "check
 logger = logging.getLogger("yiemagent.sessions")
 
 # 2: rows in the compact form, with the writer's mark (docs/sessions.md "Rows and their mark");
-# a database of schema 1 gets the column when a session opens it, its rows stay as they are
-_SCHEMA_VERSION = 2
+# a database of schema 1 gets the column when a session opens it, its rows stay as they are.
+# 3: a content of one text block is written as its text, which a reader of schema 2 refuses;
+# the rows of schema 2 (and their marks) read as they are
+_SCHEMA_VERSION = 3
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS yiemagent_messages (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, body TEXT NOT NULL, mark INTEGER)",
     "CREATE INDEX IF NOT EXISTS yiemagent_messages_by_session ON yiemagent_messages (session_id, id)",
@@ -110,22 +112,30 @@ def messages_from_rows(rows: "list[tuple[Any, str | bytes, Optional[int]]]", whe
 
     A row whose mark is the one its body's writer gave it (``_json.row_mark``: the body is
     what that writer checked) is built without checking it again (``_stored.read_marked``;
-    docs/sessions.md "Rows and their mark"). Any other row (no mark: written by an older
-    version or by other means; a mark that is not its body's: edited since) is checked:
-    the stored form the fast way (``_stored.read_stored``), naming no row until one is
-    refused; anything else by ``message_from_json`` itself.
+    docs/sessions.md "Rows and their mark"); those rows are parsed together, as one JSON
+    array (``_stored.loads_rows``). Any other row (no mark: written by an older version or
+    by other means; a mark that is not its body's: edited since) is checked: the stored
+    form the fast way (``_stored.read_stored``), naming no row until one is refused;
+    anything else by ``message_from_json`` itself.
     """
-    out = []
+    texts = [body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass") for _, body, _ in rows]
+    trusted = [mark is not None and mark == row_mark(text) for (_, _, mark), text in zip(rows, texts, strict=True)]
     marked = _MARKED  # read_marked's table, looked up here: a row costs two calls fewer
-    for row_id, body, mark in rows:
-        text = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
+    if all(trusted):  # the common case: every row marked by its writer
+        try:
+            return [marked[data["role"]](data) for data in loads_rows(texts)]  # _stored.read_marked
+        except Exception:  # a forged mark: each row again, below, the one that fails named
+            pass
+    values = iter(loads_rows([text for text, ok in zip(texts, trusted, strict=True) if ok]))
+    out = []
+    for (row_id, body, _), text, ok in zip(rows, texts, trusted, strict=True):
         message = None
         try:
-            data = loads_row(text)
-            if mark is not None and mark == row_mark(text):
+            if ok:
+                data = next(values)
                 message = marked[data["role"]](data)  # _stored.read_marked
             else:
-                message = read_stored(data)
+                message = read_stored(loads_row(text))
         except Exception:  # not JSON, or a marked row that is not what its writer gave (only a forged mark): read the checked way, naming the row
             message = None
         out.append(message if message is not None else message_from_json(body, f"{where}: row {row_id}"))
@@ -294,8 +304,8 @@ class SQLiteSession(ConnectedSession):
         conn.execute("BEGIN IMMEDIATE")  # one process creates or upgrades the table; another opening it meanwhile waits, then sees it done
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, _SCHEMA_VERSION):
-                raise MessageFormatError(f"SQLite database {self.path!r} has schema version {version}; this yiemagent reads {_SCHEMA_VERSION} and 1")
+            if version not in (0, 1, 2, _SCHEMA_VERSION):
+                raise MessageFormatError(f"SQLite database {self.path!r} has schema version {version}; this yiemagent reads {_SCHEMA_VERSION}, 2 and 1")
             for statement in _SCHEMA:
                 conn.execute(statement)
             if "mark" not in {column[1] for column in conn.execute("PRAGMA table_info(yiemagent_messages)")}:
