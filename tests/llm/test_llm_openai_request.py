@@ -311,3 +311,71 @@ def test_by_default_the_second_retry_waits_about_a_second_as_backoff_factor_0_5_
             OpenAIClient(f"{server.url}/v1", "m", deadline_s=2.9)(FORMATTED)
         assert len(server.requests) == 3
     assert "gave up after 3 attempts" in str(info.value) and "not retried" not in str(info.value)
+
+
+# --- the request's edges the sixth mutation pass found untested (docs/mutation.md) --------
+
+PNG = "iVBORw0KGgo="
+
+
+def test_a_reasoning_echo_goes_back_only_when_both_its_api_and_its_provider_are_this_clients():
+    """An echo of another API is not sent even to the same provider, and an echo of calls beside a message without calls is dropped (docs/streaming.md "Reasoning sent back")."""
+    def sent(echo: dict, **message) -> dict:
+        formatted = {"messages": [{"role": "assistant", "content": "a", "reasoning_echo": echo, **message}]}
+        return build_openai_request(formatted, "m", provider="h")["messages"][0]
+
+    fields = {"reasoning_content": "thought"}
+    assert sent({"api": "openai-chat", "provider": "h", "fields": fields})["reasoning_content"] == "thought"
+    assert "reasoning_content" not in sent({"api": "anthropic-messages", "provider": "h", "fields": fields})
+    assert sent({"api": "openai-chat", "provider": "h", "tool_calls": [{"google": {}}]}) == {"role": "assistant", "content": "a"}
+
+
+def test_a_user_content_part_that_is_not_an_image_goes_as_it_is_whatever_keys_it_holds():
+    """Only an ``image_url`` part is read as an image: a text part holding an ``image_url`` key, and a bare string, go unchanged (docs/api.md "Images")."""
+    bmp = "data:image/bmp;base64,Qk0="
+    parts = [{"type": "text", "text": "x", "image_url": bmp}, "plain"]
+    body = build_openai_request({"messages": [{"role": "user", "content": parts}]}, "m")
+    assert body["messages"][0]["content"] == parts
+
+
+def test_an_image_openai_refuses_goes_as_a_note_naming_the_chat_completions_api():
+    """The note sent instead of an image of a type OpenAI refuses names its API exactly (docs/api.md "Images")."""
+    part = {"type": "image_url", "image_url": {"url": "data:image/bmp;base64,Qk0="}}
+    body = build_openai_request({"messages": [{"role": "user", "content": [part]}]}, "m")
+    assert body["messages"][0]["content"] == [
+        {"type": "text", "text": "[an image of type image/bmp was not sent: OpenAI's chat completions API takes only image/png, image/jpeg, image/gif, image/webp]"}
+    ]
+
+
+def test_tool_images_of_a_result_without_id_or_name_are_labelled_with_an_empty_id_and_tool():
+    """A tool result's images without a call id or tool name get the label's empty id and the word "tool", never "None" (docs/api.md "Images")."""
+    image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}
+    formatted = {"messages": [{"role": "user", "content": "go"}, {"role": "tool", "content": "r", "images": [image]}]}
+    (_, _, images) = build_openai_request(formatted, "m")["messages"]
+    assert images["content"][0] == {"type": "text", "text": "Image 1 of the result of tool call  (tool):"}
+
+
+def test_each_batch_of_tool_results_gets_its_own_message_of_images_after_it():
+    """Two batches holding images, with a message between them, each get one user message of images right after their results (docs/api.md "Images")."""
+    image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}
+    calls = [{"id": "c1", "type": "function", "function": WEATHER}]
+    again = [{"id": "c2", "type": "function", "function": WEATHER}]
+    body = request(
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "c1", "name": "shot", "content": "r", "images": [image]},
+        {"role": "assistant", "content": None, "tool_calls": again},
+        {"role": "tool", "tool_call_id": "c2", "name": "shot", "content": "r", "images": [image]},
+    )
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "user", "assistant", "tool", "user"]
+    assert body["messages"][6]["content"][0]["text"] == "Image 1 of the result of tool call c2 (shot):"
+
+
+@pytest.mark.parametrize("json_schema", [None, {"name": "City"}, "City"])
+def test_a_json_schema_format_without_a_schema_goes_to_llama_cpp_as_json_object_with_an_empty_schema(json_schema):
+    """A ``json_schema`` ``response_format`` without a schema object is sent in llama-cpp-python's form with ``{}`` (docs/api.md "Native typed answers")."""
+    from yiemagent.llm._openai_request import sent_response_format
+
+    wanted = {"type": "json_schema"} if json_schema is None else {"type": "json_schema", "json_schema": json_schema}
+    body = {"response_format": wanted}
+    sent_response_format(body, "json_object")
+    assert body["response_format"] == {"type": "json_object", "schema": {}}

@@ -21,7 +21,7 @@ from yiemagent import (
     extract_tool_calls,
     format_msg_for_llm,
 )
-from yiemagent.extraction import arguments_json, parse_tool_arguments
+from yiemagent.extraction import arguments_json, json_text, parse_tool_arguments
 from yiemagent.normalize import normalize_reply
 
 
@@ -489,3 +489,13 @@ def test_a_reply_read_again_from_its_cache_still_says_it_has_tool_calls():
     again = extract_tool_calls(reply)
     assert again[0] is True and first[0] is True
     assert again[1] == first[1] and again[1] is not first[1]
+
+
+@pytest.mark.parametrize("value", [{"a": object()}, {(1, 2): 1}, [{1j: "x"}]], ids=["value", "tuple-key", "complex-key"])
+def test_json_text_refuses_what_json_dumps_refuses_with_its_own_error_and_drops_no_key(value):
+    """json_text, the one-shot C encoder, raises json.dumps's own TypeError for a value or a key JSON cannot write, dropping nothing."""
+    with pytest.raises(TypeError) as expected:
+        json.dumps(value, ensure_ascii=False, allow_nan=False)
+    with pytest.raises(TypeError) as got:
+        json_text(value)
+    assert str(got.value) == str(expected.value)

@@ -379,3 +379,39 @@ def test_a_reply_off_the_servers_usual_form_gets_the_full_checks_message_and_cal
     reply = AssistantMessage(content, stop_reason="tool_calls")
     checked, full = normalize_reply(copy.deepcopy(reply)), _checked_reply(copy.deepcopy(reply))
     assert (checked.message, checked.calls, checked.error) == (full.message, full.calls, full.error)
+
+
+def test_an_image_with_a_bad_media_type_is_dropped_naming_it_cleaned_and_cut_and_a_good_one_is_kept(caplog):
+    """An image whose mime_type is no media type becomes a note naming it cleaned and cut at 80 characters, a valid image is kept, and a dropped citation's log line names its place."""
+    good = ImageContent("AAAA", "image/png")
+    text = TextContent("t", [{"a": float("nan")}, {"b": 1}])
+    with caplog.at_level(logging.INFO, logger="yiemagent.normalize"):
+        content = normalize_content([ImageContent("AAAA", "image/\ud800 x"), ImageContent("AAAA", "x" * 100 + "\ud800"), good, text])
+    assert content[:3] == [
+        TextContent("[an image was dropped: its mime_type 'image/\ufffd x' is not a media type such as image/png (content/0)]"),
+        TextContent("[an image was dropped: its mime_type '" + "x" * 80 + "'... [21 more characters cut] is not a media type such as image/png (content/1)]"),
+        good,
+    ]
+    assert content[2] is good and content[3] == TextContent("t", [{"b": 1}])
+    assert "a citation was dropped: content/3/citations/0/a is nan, which JSON cannot carry" in caplog.messages
+
+
+def test_a_timestamp_text_that_is_not_iso_8601_is_named_cut_at_60_characters():
+    """A stored message whose timestamp text is not ISO 8601 is refused with the text shown cut at 60 characters."""
+    with pytest.raises(MessageFormatError) as error:
+        normalize_message(UserMessage("hi", timestamp="y" * 70))
+    assert str(error.value) == "UserMessage timestamp '" + "y" * 60 + "'... [10 more characters cut] is not ISO 8601"
+
+
+def test_a_text_whose_citations_can_all_be_sent_again_is_kept_as_the_same_object():
+    """A text whose every citation is a JSON object is kept as it is, its citations list too (no copy per round)."""
+    text = TextContent("t", [{"url": "https://example.com", "start_index": 0}])
+    content = [text, ImageContent("AAAA", "image/png")]
+    kept = normalize_content(content)
+    assert kept is content and kept[0] is text and kept[0].citations is text.citations
+
+
+def test_a_content_of_texts_one_holding_a_citation_json_cannot_carry_drops_that_citation():
+    """A content list of texts alone still has its citations checked: one JSON cannot carry is dropped, not kept."""
+    content = [TextContent("t", [{"a": float("nan")}, {"b": 1}]), TextContent("u", [{"c": 2}])]
+    assert normalize_content(content) == [TextContent("t", [{"b": 1}]), TextContent("u", [{"c": 2}])]
