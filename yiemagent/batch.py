@@ -119,10 +119,12 @@ class ToolCallAllowance:
 
 def should_terminate(finalized: list[FinalizedOutcome]) -> bool:
     """True only for a non-empty batch whose every result asks to terminate (spec §10 shouldTerminate)."""
-    for f in finalized:
-        if not f.result.terminate:
-            return False
-    return bool(finalized)
+    return _every_one_asks([f.result.terminate for f in finalized])
+
+
+def _every_one_asks(asks: Sequence[Any]) -> bool:
+    """Spec §10's rule, for ``should_terminate`` and ``_batch`` alike: there are results, and each asks to terminate."""
+    return bool(asks) and all(asks)
 
 
 def terminated_response(results: Sequence[ToolResultMessage], reply: Optional[AssistantMessage] = None) -> AssistantMessage:
@@ -280,11 +282,11 @@ _Step = Union[_Answered, FinalizedOutcome, PendingApproval, "Future[FinalizedOut
 def _batch(steps: Sequence[_Step]) -> AgentToolCallBatch:
     """The batch of ``steps``, in call order: each call's result message (a pool call's once it is done), the deferred calls apart.
 
-    It terminates as ``should_terminate`` says (spec §10): it has results, each asks to, and no call was deferred.
+    It terminates by ``should_terminate``'s rule (spec §10, ``_every_one_asks``) when no call was deferred.
     """
     messages: list[ToolResultMessage] = []
     deferred: list[PendingApproval] = []
-    terminate = True
+    asks: list[Any] = []  # each result's terminate, in call order
     for step in steps:
         if isinstance(step, Future):
             step = step.result()
@@ -296,8 +298,8 @@ def _batch(steps: Sequence[_Step]) -> AgentToolCallBatch:
             deferred.append(step)
             continue
         messages.append(message)
-        terminate = terminate and bool(stops)
-    return built(AgentToolCallBatch, messages=messages, terminate=terminate and bool(messages) and not deferred, deferred=deferred)
+        asks.append(stops)
+    return built(AgentToolCallBatch, messages=messages, terminate=not deferred and _every_one_asks(asks), deferred=deferred)
 
 
 def execute_tool_calls_sequential(
