@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import fnmatch
 import json
 import os
 import re
@@ -32,6 +33,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from collections.abc import Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS = ROOT / "mutants"
@@ -153,10 +155,11 @@ def _pytest_args(tests: list[str]) -> list[str]:
     return [*tests, *added, "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
 
 
-def run_mutants(modules: list[str], tests: list[str], workers: int, budget_s: float) -> None:
+def run_mutants(modules: list[str], tests: list[str], workers: int, budget_s: float, only: Sequence[str] = ()) -> None:
     """Each mutant of ``modules`` not yet killed, run by the fork server (scripts/mutant_server.py) against
     the tests that reach its function. Results go to mutmut's ``.meta`` files, so the score, ``--report-only``
-    and ``mutmut show`` read them as mutmut's own; a mutant already killed is not rerun."""
+    and ``mutmut show`` read them as mutmut's own; a mutant already killed is not rerun. ``only``: globs of
+    mutant names (``fnmatch``, e.g. ``yiemagent.run.x__rounds__mutmut_*``); when given, the other mutants wait."""
     from mutant_server import MutantServer, fingerprint, serve
 
     shutil.copytree(ROOT / "tests", MUTANTS / "tests", dirs_exist_ok=True)  # the tests as they are now
@@ -174,7 +177,11 @@ def run_mutants(modules: list[str], tests: list[str], workers: int, budget_s: fl
                 data.setdefault("durations_by_key", {})[name] = seconds
                 meta.write_text(json.dumps(data, indent=4), encoding="utf-8")
 
-            jobs += [(name, record) for name, code in sorted(data["exit_code_by_key"].items()) if code not in KILLED]
+            jobs += [
+                (name, record)
+                for name, code in sorted(data["exit_code_by_key"].items())
+                if code not in KILLED and (not only or any(fnmatch.fnmatchcase(name, glob) for glob in only))
+            ]
     print(f"{len(jobs)} mutants to run in {len(modules)} modules, {workers} at a time", flush=True)
     if not jobs:
         return
@@ -200,6 +207,10 @@ def main() -> int:
         "marked 'budget', which a run without --budget tests whole",
     )
     parser.add_argument("--generate-only", action="store_true", help="only write the mutants into ./mutants (see generate_mutants)")
+    parser.add_argument(
+        "--only", action="append", default=[],
+        help="a glob of mutant names to run (fnmatch; repeatable), e.g. 'yiemagent.run.x__rounds__mutmut_*'; the module's others wait",
+    )
     parser.add_argument("--no-generate", action="store_true", help="use the mutants ./mutants holds, without regenerating them")
     args = parser.parse_args()
     if args.generate_only:
@@ -207,7 +218,7 @@ def main() -> int:
     if not args.report_only and not args.no_generate:
         subprocess.run([sys.executable, __file__, "--generate-only"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     if not args.report_only:
-        run_mutants(args.modules, shlex.split(args.tests or ""), args.workers, args.budget)
+        run_mutants(args.modules, shlex.split(args.tests or ""), args.workers, args.budget, args.only)
     equivalent, by_hand = equivalents(), switched_on_by_hand()
     for module in args.modules:
         print(score(module, equivalent, by_hand), flush=True)
