@@ -193,3 +193,16 @@ def test_a_property_beyond_the_named_ones_is_admitted_when_it_passes_additional_
     assert check is not None, schema
     for value in ({"units": member}, {"city": "Tokyo", "units": member}):
         assert check(value) == jsonschema.Draft202012Validator(schema).is_valid(value), value
+
+
+@given(st.sampled_from([{"type": "string"}, {"enum": ["metric"]}, {"type": "array", "items": {"type": "integer"}}, {"type": "object", "required": ["a"]}]),
+       st.booleans(),
+       st.sampled_from([[], ["metric"], ["metric", 1], [1, 2.0], [[1], [2.5]], [{"a": 1}, {}], "metric", {"a": 1}, None]))
+def test_each_item_of_an_array_is_checked_against_the_items_schema_as_jsonschema_does(items, typed, value):
+    """``items`` holds every element of an array to its schema (one failing element refuses the array) and says nothing of a value that is not an array."""
+    schema = {"type": "array", "items": items} if typed else {"items": items}
+    check = compile_fast_check(schema)
+    assert check is not None, schema
+    assert check(value) == jsonschema.Draft202012Validator(schema).is_valid(value)
+    wrapped = {"type": "object", "properties": {"list": schema}}
+    assert compile_fast_check(wrapped)({"list": value}) == jsonschema.Draft202012Validator(wrapped).is_valid({"list": value})
