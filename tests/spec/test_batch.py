@@ -393,27 +393,29 @@ def test_batch_messages_are_tool_result_messages_in_call_order():
 
 @pytest.mark.spec("12")
 @pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
-def test_a_bug_inside_the_library_still_answers_the_call_and_logs_it(mode, monkeypatch, caplog):
-    """A fault injected into FINALIZE itself (the library, not user code) must not lose the
-    call: its result is an error naming the tool and the exception, the end event carries
-    it, and the log says which tool."""
+@pytest.mark.parametrize("broken, listened", [("finalize_executed_tool_call", True), ("call_tool", False)], ids=["three-phases", "plain-call"])
+def test_a_bug_inside_the_library_still_answers_the_call_and_logs_it(mode, broken, listened, monkeypatch, caplog):
+    """A fault injected into the library itself (FINALIZE on the three phases' way, the tool's run on the plain call's
+    way, batch._plain_call, taken when nobody listens) must not lose the call: its result is an error naming the tool
+    and the exception, the end event carries it, and the log says which tool."""
 
-    def broken_finalize(*args, **kwargs):
-        raise RuntimeError("finalize is broken")
+    def broken_step(*args, **kwargs):
+        raise RuntimeError(f"{broken} is broken")
 
-    monkeypatch.setattr(batch_module, "finalize_executed_tool_call", broken_finalize)
-    recorder = EventRecorder()
+    monkeypatch.setattr(batch_module, broken, broken_step)
+    recorder = EventRecorder() if listened else None
     ctx = context_with(make_tool("a", parallel=True))
     with caplog.at_level("ERROR", logger="yiemagent.batch"):
         batch = execute_tool_calls(ctx, ASSISTANT, calls("a"), mode, AbortSignal(), recorder)
     [message] = batch.messages
     assert (message.tool_call_id, message.tool_name, message.is_error) == ("id_0", "a", True)
-    assert message.content[0].text == "Internal error running tool 'a': RuntimeError: finalize is broken"
-    [end] = recorder.of_type(ToolExecEndEvent)
-    assert (end.tool_call_id, end.tool_name, end.is_error) == ("id_0", "a", True)
-    assert end.result.content[0].text == message.content[0].text
+    assert message.content[0].text == f"Internal error running tool 'a': RuntimeError: {broken} is broken"
+    if recorder is not None:
+        [end] = recorder.of_type(ToolExecEndEvent)
+        assert (end.tool_call_id, end.tool_name, end.is_error) == ("id_0", "a", True)
+        assert end.result.content[0].text == message.content[0].text
     assert [r.getMessage() for r in caplog.records] == ["internal error while running tool 'a'"]
-    assert caplog.records[0].exc_info[1].args == ("finalize is broken",)
+    assert caplog.records[0].exc_info[1].args == (f"{broken} is broken",)
 
 
 @pytest.mark.spec("13")
@@ -554,3 +556,18 @@ def test_calls_submitted_from_many_threads_all_run_and_the_bound_holds(pools):
         release.set()
         assert not failures and [f.result(WAIT) for f in futures] == [True] * 64
         assert len(_alive_at_most(threads, 8)) <= 8 and len(pool._idle) <= 8
+
+
+@pytest.mark.spec("8.1")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
+def test_arguments_a_schema_beyond_the_fast_check_refuses_never_reach_the_tool_on_the_short_way(mode):
+    """Decision 4 on the plain call: a schema the fast check leaves to jsonschema, with no top-level type (so that null would pass it), refuses arguments it refuses and the tool never runs."""
+    ran = []
+    schema = {"properties": {"city": {"type": "string", "minLength": 2}}}
+    tool = make_tool("a", lambda *a: ran.append(a[1]) or text_result("ran"), schema=schema, parallel=True)
+    ctx = context_with(tool)
+    [bad] = execute_tool_calls(ctx, ASSISTANT, [AgentToolCall("id_0", "a", {"city": "x"})], mode, None, None).messages
+    [good] = execute_tool_calls(ctx, ASSISTANT, [AgentToolCall("id_1", "a", {"city": "Tokyo"})], mode, None, None).messages
+    assert (bad.is_error, good.is_error) == (True, False)
+    assert bad.content[0].text.startswith("Invalid arguments for tool 'a': city: 'x' is too short")
+    assert ran == [{"city": "Tokyo"}]
