@@ -366,19 +366,31 @@ def _entry(call_id: str, **extra):
         [{"type": "tool_calls", "tool_calls": [_entry("c", index=0)]}],
         [{"type": "tool_calls", "tool_calls": [{**_entry("c"), "type": "custom"}]}],
         [{"type": "other", "tool_calls": [_entry("c")]}],
+        [{"type": "tool_calls", "tool_calls": [_entry("c")], "index": NAN}],
+        [{"type": "tool_calls", "tool_calls": [_entry("c", index=NAN)]}],
+        [{"type": "tool_calls", "tool_calls": [{**_entry("c"), "function": {"name": "f", "arguments": "{}", "index": NAN}}]}],
+        [{"type": "tool_calls", "tool_calls": ["abc", ["a", "b", "c"]]}],
+        [{"type": "tool_calls", "tool_calls": [_entry(7), _entry(None)]}],
     ],
-    ids=["duplicate-ids", "empty-id", "block-extra-key", "entry-extra-key", "entry-not-function", "block-not-tool-calls"],
+    ids=[
+        "duplicate-ids", "empty-id", "block-extra-key", "entry-extra-key", "entry-not-function", "block-not-tool-calls",
+        "block-extra-nan", "entry-extra-nan", "function-extra-nan", "entries-not-objects", "ids-not-text",
+    ],
 )
 def test_a_reply_off_the_servers_usual_form_gets_the_full_checks_message_and_calls(content):
-    """A reply whose tool-call blocks are not of the usual form (a repeated or empty id, an extra key, another type) is
-    checked block by block: normalize_reply gives what the full check gives, never the reply kept as it came."""
+    """A reply whose tool-call blocks are not of the usual form (a repeated, empty or non-text id, an extra key, one JSON
+    cannot carry, another type, an entry that is no object) is checked block by block: normalize_reply gives what the full
+    check gives, never the reply kept as it came."""
     import copy
+    import json
 
     from yiemagent.normalize import _checked_reply
 
     reply = AssistantMessage(content, stop_reason="tool_calls")
     checked, full = normalize_reply(copy.deepcopy(reply)), _checked_reply(copy.deepcopy(reply))
     assert (checked.message, checked.calls, checked.error) == (full.message, full.calls, full.error)
+    assert checked.message is not None
+    json.dumps([b for b in checked.message.content if isinstance(b, dict)], allow_nan=False)  # it can be sent again
 
 
 def test_an_image_with_a_bad_media_type_is_dropped_naming_it_cleaned_and_cut_and_a_good_one_is_kept(caplog):
