@@ -20,6 +20,7 @@ from yiemagent import (
     AgentToolResult,
     ApprovalMessage,
     AssistantMessage,
+    CompactionMessage,
     ImageContent,
     LLMUsage,
     MessageFormatError,
@@ -427,3 +428,19 @@ def test_a_content_of_texts_one_holding_a_citation_json_cannot_carry_drops_that_
     """A content list of texts alone still has its citations checked: one JSON cannot carry is dropped, not kept."""
     content = [TextContent("t", [{"a": float("nan")}, {"b": 1}]), TextContent("u", [{"c": 2}])]
     assert normalize_content(content) == [TextContent("t", [{"b": 1}]), TextContent("u", [{"c": 2}])]
+
+
+def test_a_compaction_message_is_kept_as_given_its_lone_surrogates_replaced_and_a_bad_field_named():
+    """A summary that needs no change is the very message given, one holding a lone surrogate gets U+FFFD, and a summary
+    that is no str or a `through` that is no int of at least 0 is refused naming it."""
+    kept = CompactionMessage("the first ten messages", 0)
+    assert normalize_message(kept) is kept
+    fixed = normalize_message(CompactionMessage("bad \ud800 summary", 3))
+    assert isinstance(fixed, CompactionMessage) and (fixed.summary, fixed.through) == ("bad \ufffd summary", 3)
+    with pytest.raises(MessageFormatError) as error:
+        normalize_message(CompactionMessage(42, 3))
+    assert str(error.value) == "CompactionMessage summary is int; expected a str"
+    for through, shown in [(-1, "-1"), (True, "True"), ("x" * 50, "'" + "x" * 40 + "'... [10 more characters cut]")]:
+        with pytest.raises(MessageFormatError) as error:
+            normalize_message(CompactionMessage("s", through))
+        assert str(error.value) == f"CompactionMessage through is {shown}; expected an int of at least 0"
