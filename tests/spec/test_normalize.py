@@ -444,3 +444,26 @@ def test_a_compaction_message_is_kept_as_given_its_lone_surrogates_replaced_and_
         with pytest.raises(MessageFormatError) as error:
             normalize_message(CompactionMessage("s", through))
         assert str(error.value) == f"CompactionMessage through is {shown}; expected an int of at least 0"
+
+
+def test_a_reply_whose_call_holds_a_clean_arguments_object_is_kept_as_the_very_message():
+    """A reply whose tool call carries its arguments as a JSON object (not text) that needs no change is kept as given, extra keys too."""
+    entry = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"city": "Tokyo"}}, "index": 0}
+    reply = AssistantMessage([{"type": "tool_calls", "tool_calls": [entry]}], stop_reason="tool_calls")
+    checked = normalize_reply(reply)
+    assert checked.message is reply and checked.message.content[0]["tool_calls"][0] is entry
+    assert [(c.id, c.name, c.arguments) for c in checked.calls] == [("c1", "f", {"city": "Tokyo"})]
+
+
+def test_a_timestamp_that_is_neither_a_datetime_nor_text_is_named_by_its_type():
+    """A message whose timestamp is neither a datetime nor ISO 8601 text is refused naming the message and the timestamp's type."""
+    with pytest.raises(MessageFormatError) as error:
+        normalize_message(UserMessage("hi", timestamp=5))
+    assert str(error.value) == "UserMessage timestamp is int; expected a datetime or ISO 8601 text"
+
+
+def test_an_approvals_arguments_holding_a_lone_surrogate_are_refused_naming_the_place():
+    """An approval step's arguments are those an approved call runs with: a lone surrogate is refused naming its place, never made U+FFFD."""
+    with pytest.raises(MessageFormatError) as error:
+        normalize_message(ApprovalMessage("c1", "work", "approved", arguments={"city": "\ud800"}))
+    assert str(error.value) == "ApprovalMessage arguments/city holds a lone surrogate (U+D800) at position 0, which UTF-8 cannot encode"
