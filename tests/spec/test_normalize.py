@@ -467,3 +467,16 @@ def test_an_approvals_arguments_holding_a_lone_surrogate_are_refused_naming_the_
     with pytest.raises(MessageFormatError) as error:
         normalize_message(ApprovalMessage("c1", "work", "approved", arguments={"city": "\ud800"}))
     assert str(error.value) == "ApprovalMessage arguments/city holds a lone surrogate (U+D800) at position 0, which UTF-8 cannot encode"
+
+
+def test_a_content_given_as_text_becomes_one_clean_text_block():
+    """normalize_content makes a str content one text block, a lone surrogate in it U+FFFD."""
+    assert normalize_content("hi") == [TextContent("hi")]
+    assert normalize_content("a\ud800") == [TextContent("a\ufffd")]
+
+
+def test_a_timestamp_given_as_iso_8601_text_becomes_the_datetime_it_names():
+    """A message whose timestamp is ISO 8601 text (as a stored form holds it) gets the datetime that text names, its content kept."""
+    message = normalize_message(UserMessage([TextContent("hi")], timestamp="2026-12-06T10:00:00+00:00"))
+    assert isinstance(message, UserMessage) and message.content == [TextContent("hi")]
+    assert message.timestamp == datetime.fromisoformat("2026-12-06T10:00:00+00:00")
