@@ -21,7 +21,7 @@ import strategies
 from helpers import WAIT
 from session_backends import backend, postgres_server  # noqa: F401  fixtures: each backend in turn
 from test_stored_form import agent_holds, approvals, canonical_replies, every_field_set
-from yiemagent import MessageFormatError, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, SQLiteSession, TextContent, ToolResultMessage, UserMessage, YiemAgent, shutdown
+from yiemagent import MessageFormatError, ApprovalMessage, AssistantMessage, CompactionMessage, ImageContent, LLMUsage, SQLiteSession, TextContent, ToolResultMessage, UserMessage, YiemAgent, shutdown
 from yiemagent.history._json import message_to_data, message_to_row, read_fields, row_mark
 from yiemagent.history import _stored
 from yiemagent.history._stored import basic_utc, parse_stamp, read_marked, read_stored
@@ -159,6 +159,8 @@ def test_each_marked_row_the_agent_writes_is_built_as_the_checked_reader_builds_
     holds = agent_holds() + every_field_set() + first_form_messages() + [
         UserMessage([TextContent("one")], STAMP), UserMessage([TextContent("a"), TextContent("b")], STAMP), UserMessage([ImageContent("aGk=", "image/png")], STAMP),
         ToolResultMessage("c1", "t", [TextContent("r"), ImageContent("aGk=", "image/png")], usage=LLMUsage(1, 2, 3, 4, 0, 5), timestamp=STAMP),
+        ApprovalMessage("c1", "t", "rejected", timestamp=STAMP),  # its arguments ({}) and reason ("") left out of the row
+        CompactionMessage("the summary", 4, STAMP),
     ]
     for message in holds:
         body, mark = message_to_row(message)

@@ -15,6 +15,7 @@ import strategies
 from yiemagent import (
     ApprovalMessage,
     AssistantMessage,
+    CompactionMessage,
     ImageContent,
     LLMUsage,
     MessageFormatError,
@@ -251,6 +252,46 @@ def test_every_field_set_and_any_text_the_check_keeps_take_the_fast_reader(index
     data = stored(every_field_set()[index])
     message = read_stored(data)
     assert message is not None and message == read_fields(stored(every_field_set()[index]), "here") == every_field_set()[index]
+
+
+@pytest.mark.parametrize("form", [stored, stored_row])
+@pytest.mark.parametrize("message", [CompactionMessage("résumé 👋", 0, STAMP), CompactionMessage("s", 3, STAMP), CompactionMessage("", 2**70, STAMP)])
+def test_a_compaction_message_the_agent_writes_takes_the_fast_reader(message, form):
+    """A compaction message as a history file or a session row stores it (any summary the check keeps, ``through`` from 0) is read in one pass, equal to the reader of record's."""
+    data = form(message)
+    fast = read_stored(copy.deepcopy(data))
+    assert fast is not None and fast == read_fields(data, "here") == message
+    assert vars(fast) == vars(message)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d.update(extra=1),
+        lambda d: d.pop("timestamp"),
+        lambda d: d.update(timestamp="yesterday"),
+        lambda d: d.update(summary="a\udfffb"),
+        lambda d: d.update(summary=5),
+        lambda d: d.pop("summary"),
+        lambda d: d.update(through=-1),
+        lambda d: d.update(through=True),
+        lambda d: d.update(through="3"),
+        lambda d: d.update(through=None),
+        lambda d: d.update(through=2.0),
+    ],
+)
+def test_a_compaction_row_the_check_mends_or_refuses_goes_the_long_way(change):
+    """A compaction row written by other means that is not the stored form (an unknown field, no or a bad time, a summary with a lone surrogate or not a str, a ``through`` that is negative or not an int) is left by the fast reader to the reader of record, which mends or refuses it."""
+    data = stored(CompactionMessage("s", 3, STAMP))
+    change(data)
+    assert read_stored(copy.deepcopy(data)) is None
+    expected = general(data)
+    try:
+        message = message_from_data(copy.deepcopy(data), "row 7")
+    except MessageFormatError as exc:
+        assert str(exc) == expected
+    else:  # one stored without a time is given the time it is read
+        assert message == expected if "timestamp" in data else type(message) is CompactionMessage
 
 
 def _nested(depth: int, leaf: Any) -> Any:
