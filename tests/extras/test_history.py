@@ -88,6 +88,15 @@ def test_any_message_round_trips_through_its_json_form(message):
     assert json.loads(text)["role"] == message.role  # plain JSON, readable by anything
 
 
+def test_a_messages_json_form_is_compact_utf8_text():
+    """message_to_json writes no space after a comma or colon and non-ASCII text as UTF-8, not as escapes."""
+    message = ToolResultMessage("c1", "t", [TextContent("déjà vu")], {"n": [1, 2]}, timestamp=STAMP)
+    assert message_to_json(message) == (
+        '{"role":"tool","tool_call_id":"c1","tool_name":"t","content":[{"text":"déjà vu","type":"text"}],"details":{"n":[1,2]},'
+        '"usage":null,"added_tool_names":null,"is_error":false,"timestamp":"2024-05-01T12:30:15.123456+02:00"}'
+    ).encode("utf-8")
+
+
 def test_the_document_is_versioned_json(tmp_path):
     """The file is one JSON document naming its format and version, indented one space a level (a diff of two saves shows the fields that changed); timestamps are ISO 8601 strings."""
     path = tmp_path / "h.json"
