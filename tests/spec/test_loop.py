@@ -306,6 +306,34 @@ def test_a_dead_loop_refuses_messages_instead_of_queueing_them_forever(caplog):
         shutdown(agent, timeout=WAIT)
 
 
+@pytest.mark.spec("5")
+def test_a_bug_in_the_loops_step_met_first_by_the_run_thread_still_stops_the_loop(caplog):
+    """The run thread decides the loop's next step as its run ends: when that step raises (a bug, injected during
+    the run), the response is still delivered and the loop thread is woken to meet the bug, log it and stop serving."""
+    core_box = []
+
+    def broken():
+        raise RuntimeError("bug in the loop")
+
+    def llm(formatted):
+        core_box[0]._next_action = broken  # the loop sleeps through the run: only the run's end can wake it
+        return AssistantMessage([TextContent("x")])
+
+    agent = make_agent(llm)
+    core_box.append(agent._core)
+    try:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=WAIT).content == [TextContent("x")]
+        agent._core._thread.join(WAIT)
+        assert not agent._core._thread.is_alive()
+        [record] = [r for r in caplog.records if r.exc_info and r.exc_info[0] is RuntimeError]
+        assert (record.name, record.getMessage()) == ("yiemagent.agent", "the agent loop failed; the agent stops serving")
+        with pytest.raises(AgentClosedError):
+            run_agent(agent, "anyone there?")
+    finally:
+        shutdown(agent, timeout=WAIT)
+
+
 @pytest.mark.spec("10")
 def test_leaving_the_with_block_normally_lets_the_active_run_finish():
     """``with agent:`` ends with shutdown alone: a run still active is not aborted, its response is delivered."""
