@@ -330,6 +330,28 @@ def test_the_request_made_again_after_an_overflow_counts_against_max_requests():
     assert overflowed, "no request overflowed"
 
 
+def test_the_request_made_again_after_an_overflow_is_sent_while_the_runs_caps_leave_room():
+    """A cap the run has not reached (max_requests=2) lets the request made again after a ContextOverflowError go: the run sends two and the second's reply is its answer (decision 20)."""
+    bodies = []
+
+    def respond(request):
+        bodies.append(request.body)
+        if len(request.body) > 3000:
+            return Reply(status=400, body=(FIXTURES / "llamacpp-error-400-exceed-context.json").read_bytes(), headers={"Content-Type": "application/json"})
+        return Reply(body=openai_reply({"role": "assistant", "content": "ok"}))
+
+    with LocalServer(respond) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", backoff_factor=0.001)
+        with YiemAgent(llm_call=client, agent_event_sink=None, context_window=4000, compaction=TrimHistory(500), usage_limits=UsageLimits(max_requests=2)) as agent:
+            retried = []
+            for turn in range(12):
+                before = len(bodies)
+                reply = ask(agent, f"question {turn}: " + "words " * 100, timeout=30, check=False)
+                if len(bodies) - before == 2:
+                    retried.append((reply.stop_reason, reply.text))
+    assert ("stop", "ok") in retried, retried
+
+
 def test_typed_answers_over_a_compacted_conversation_keep_their_final_result_pairs():
     """output_type over 14 turns of a 2,048-token window, a third of the answers invalid first: each turn's output is right, and no request parts a final_result call from its result."""
     from dataclasses import dataclass
