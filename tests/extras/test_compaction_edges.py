@@ -352,6 +352,35 @@ def test_the_request_made_again_after_an_overflow_is_sent_while_the_runs_caps_le
     assert ("stop", "ok") in retried, retried
 
 
+def test_the_request_made_again_after_an_overflow_asks_for_the_native_typed_answer_as_the_refused_one_did():
+    """output_mode="native" over a compacted conversation: the request made again after a ContextOverflowError carries the answer's response_format, as the refused one did, and its answer is the output (docs/api.md "Native typed answers")."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class Word:
+        word: str
+
+    bodies = []
+
+    def respond(request):
+        bodies.append(request.json())
+        if len(request.body) > 3000:
+            return Reply(status=400, body=(FIXTURES / "llamacpp-error-400-exceed-context.json").read_bytes(), headers={"Content-Type": "application/json"})
+        return Reply(body=openai_reply({"role": "assistant", "content": json.dumps({"word": "ok"})}))
+
+    with LocalServer(respond) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", backoff_factor=0.001)
+        with YiemAgent(llm_call=client, agent_event_sink=None, context_window=4000, compaction=TrimHistory(500), output_type=Word, output_mode="native") as agent:
+            retried = []
+            for turn in range(12):
+                before = len(bodies)
+                reply = ask(agent, f"question {turn}: " + "words " * 100, timeout=30, check=False)
+                if len(bodies) - before == 2:
+                    retried.append(reply.output)
+    assert Word("ok") in retried, retried  # a retry that fits is answered; one still too long ends the run with the overflow
+    assert all("response_format" in body for body in bodies)
+
+
 def test_typed_answers_over_a_compacted_conversation_keep_their_final_result_pairs():
     """output_type over 14 turns of a 2,048-token window, a third of the answers invalid first: each turn's output is right, and no request parts a final_result call from its result."""
     from dataclasses import dataclass
