@@ -521,6 +521,36 @@ def test_release_after_the_server_cut_the_connection_warns_and_closes_it(pg, cap
         ), record.getMessage()
 
 
+def test_a_release_that_frees_the_lock_logs_nothing(pg, caplog):
+    """A release whose server process frees the lock (the hold taken at once or waiting) logs nothing, and the next holder takes the id."""
+    with pg.open("s") as first, pg.open("s", hold_timeout=1.0) as second, pg.open("s") as third:
+        with caplog.at_level(logging.DEBUG, logger="yiemagent.sessions"):
+            first.acquire()
+            first.release()
+            second.acquire()
+            second.release()
+        third.acquire()
+    assert [record.getMessage() for record in caplog.records if record.name == "yiemagent.sessions"] == []
+
+
+def test_a_release_reaching_a_server_process_without_the_lock_logs_an_error_naming_the_pooler(pg, caplog):
+    """A release reaching a server process without the lock (a pooler in transaction mode) is logged at ERROR naming the session and what to configure (docs/scale.md "PgBouncer")."""
+    with pg.open("s") as s:
+        s.acquire()
+        s._conn.execute("SELECT pg_advisory_unlock_all()")  # the lock gone from the process the release will reach
+        with caplog.at_level(logging.WARNING, logger="yiemagent.sessions"):
+            s.release()
+        assert not s.held and not s._conn.closed
+    [record] = [record for record in caplog.records if record.name == "yiemagent.sessions"]
+    assert record.levelno == logging.ERROR
+    assert re.fullmatch(
+        re.escape(repr(s)) + r": the hold could not be released, and stays with a server process of the pool: the server process reached holds .*"
+        r"pool_mode = transaction.*pool_mode = session\)",
+        record.getMessage(),
+        re.DOTALL,
+    ), record.getMessage()
+
+
 # --- a role that may only read and write the tables -------------------------------------------
 
 

@@ -83,6 +83,31 @@ def test_a_wait_that_read_the_flag_just_before_the_abort_returns_true():
     assert answers == [True]
 
 
+def test_two_threads_blocked_in_wait_are_both_woken_by_one_abort():
+    """Two threads in ``wait`` block on the one event the first of them made, so one ``abort`` wakes both: neither is left to its timeout."""
+    signal = AbortSignal()
+    reached, go_on, answers = (threading.Event(), threading.Event()), threading.Event(), []
+
+    def waiter(n):
+        sys.settrace(_pause_inside_abort_at("return event.wait(timeout)", reached[n], go_on, code=AbortSignal.wait.__code__))
+        try:
+            answers.append(signal.wait(WAIT))
+        finally:
+            sys.settrace(None)
+
+    threads = [threading.Thread(target=waiter, args=(n,), daemon=True) for n in (0, 1)]
+    try:
+        for thread, its_event_taken in zip(threads, reached, strict=True):
+            thread.start()
+            assert its_event_taken.wait(WAIT)  # the waiter holds the event it will block on
+        signal.abort("stop")
+    finally:
+        go_on.set()
+    for thread in threads:
+        thread.join(2 * WAIT)
+    assert answers == [True, True]
+
+
 def test_a_sink_set_during_a_round_nobody_listened_to_gets_the_rest_of_its_deltas():
     """A sink set while the LLM call of a round that began unheard is streaming receives the deltas that come after, as a relay would give them."""
     received: list = []

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import strategies
 from helpers import WAIT
 from session_backends import backend, postgres_server  # noqa: F401  fixtures: each backend in turn
 from test_stored_form import agent_holds, approvals, canonical_replies, every_field_set
-from yiemagent import MessageFormatError, ApprovalMessage, AssistantMessage, ImageContent, LLMUsage, SQLiteSession, TextContent, ToolResultMessage, UserMessage, YiemAgent, shutdown
+from yiemagent import MessageFormatError, ApprovalMessage, AssistantMessage, CompactionMessage, ImageContent, LLMUsage, SQLiteSession, TextContent, ToolResultMessage, UserMessage, YiemAgent, shutdown
 from yiemagent.history._json import message_to_data, message_to_row, read_fields, row_mark
 from yiemagent.history import _stored
 from yiemagent.history._stored import basic_utc, parse_stamp, read_marked, read_stored
@@ -159,6 +159,8 @@ def test_each_marked_row_the_agent_writes_is_built_as_the_checked_reader_builds_
     holds = agent_holds() + every_field_set() + first_form_messages() + [
         UserMessage([TextContent("one")], STAMP), UserMessage([TextContent("a"), TextContent("b")], STAMP), UserMessage([ImageContent("aGk=", "image/png")], STAMP),
         ToolResultMessage("c1", "t", [TextContent("r"), ImageContent("aGk=", "image/png")], usage=LLMUsage(1, 2, 3, 4, 0, 5), timestamp=STAMP),
+        ApprovalMessage("c1", "t", "rejected", timestamp=STAMP),  # its arguments ({}) and reason ("") left out of the row
+        CompactionMessage("the summary", 4, STAMP),
     ]
     for message in holds:
         body, mark = message_to_row(message)
@@ -208,6 +210,7 @@ def test_a_row_leaves_out_what_reading_gives_back():
 
 
 @given(strategies.any_datetimes)
+@example(STAMP)  # UTC: the basic form, which the 3.10 reading reads
 def test_a_compact_timestamp_names_the_same_time(stamp):
     """Property: a row's timestamp reads back as the datetime stored, whatever its offset (naive, UTC, any other), on this Python and by the 3.10 reading of the basic form."""
     text = json.loads(message_to_row(UserMessage([], stamp))[0])["timestamp"]
@@ -267,6 +270,21 @@ def test_a_forged_mark_on_a_row_that_is_not_one_message_names_the_row(tmp_path, 
         conn.execute("DELETE FROM yiemagent_messages WHERE id = 2")
     with SQLiteSession(path, "s") as session:
         assert session.messages() == [UserMessage([TextContent("first")], STAMP), UserMessage([TextContent("third")], STAMP)]
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        [],
+        [b'{"a":1}', b'{"b":[2,{"c":null}]}'],
+        [b"1", b"2"],  # JSON values that are not objects: each the value itself
+        [b"1], [2"],  # an array that closes before the rows end: its one value is no row's
+        [b'{"a":1}', b"not json", b'{"b":"\xed\xa0\x80"}'],  # one row not JSON (None), one holding a surrogate written in UTF-8
+    ],
+)
+def test_rows_read_as_one_array_give_what_each_row_read_alone_gives(texts):
+    """loads_rows gives, for rows each one JSON value or not JSON at all, what loads_row gives for each row alone (None for a row that is not JSON)."""
+    assert _stored.loads_rows(texts) == [_stored._loads_or_none(text) for text in texts]
 
 
 def test_a_session_of_marked_rows_holding_an_orphan_and_a_duplicate_loads_valid_to_send(backend, caplog):

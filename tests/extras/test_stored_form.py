@@ -15,6 +15,7 @@ import strategies
 from yiemagent import (
     ApprovalMessage,
     AssistantMessage,
+    CompactionMessage,
     ImageContent,
     LLMUsage,
     MessageFormatError,
@@ -210,12 +211,13 @@ def agent_holds() -> list[Any]:
     ]
 
 
+@pytest.mark.parametrize("form", [stored, stored_row])
 @pytest.mark.parametrize("index", range(9))
-def test_each_form_the_agent_writes_takes_the_fast_reader(index):
-    """A message of each kind and form the agent writes is read in one pass, equal to the reader of record's."""
-    data = stored(agent_holds()[index])
+def test_each_form_the_agent_writes_takes_the_fast_reader(index, form):
+    """A message of each kind and form the agent writes, as a history file or a session row stores it (one text block as its text), is read in one pass, equal to the reader of record's."""
+    data = form(agent_holds()[index])
     message = read_stored(data)
-    assert message is not None and message == read_fields(stored(agent_holds()[index]), "here") == agent_holds()[index]
+    assert message is not None and message == read_fields(form(agent_holds()[index]), "here") == agent_holds()[index]
 
 
 def every_field_set() -> list[Any]:
@@ -253,6 +255,46 @@ def test_every_field_set_and_any_text_the_check_keeps_take_the_fast_reader(index
     assert message is not None and message == read_fields(stored(every_field_set()[index]), "here") == every_field_set()[index]
 
 
+@pytest.mark.parametrize("form", [stored, stored_row])
+@pytest.mark.parametrize("message", [CompactionMessage("résumé 👋", 0, STAMP), CompactionMessage("s", 3, STAMP), CompactionMessage("", 2**70, STAMP)])
+def test_a_compaction_message_the_agent_writes_takes_the_fast_reader(message, form):
+    """A compaction message as a history file or a session row stores it (any summary the check keeps, ``through`` from 0) is read in one pass, equal to the reader of record's."""
+    data = form(message)
+    fast = read_stored(copy.deepcopy(data))
+    assert fast is not None and fast == read_fields(data, "here") == message
+    assert vars(fast) == vars(message)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d.update(extra=1),
+        lambda d: d.pop("timestamp"),
+        lambda d: d.update(timestamp="yesterday"),
+        lambda d: d.update(summary="a\udfffb"),
+        lambda d: d.update(summary=5),
+        lambda d: d.pop("summary"),
+        lambda d: d.update(through=-1),
+        lambda d: d.update(through=True),
+        lambda d: d.update(through="3"),
+        lambda d: d.update(through=None),
+        lambda d: d.update(through=2.0),
+    ],
+)
+def test_a_compaction_row_the_check_mends_or_refuses_goes_the_long_way(change):
+    """A compaction row not in the stored form (an unknown field, a bad or no time, a bad summary, a negative or non-int ``through``) goes to the reader of record, which mends or refuses it."""
+    data = stored(CompactionMessage("s", 3, STAMP))
+    change(data)
+    assert read_stored(copy.deepcopy(data)) is None
+    expected = general(data)
+    try:
+        message = message_from_data(copy.deepcopy(data), "row 7")
+    except MessageFormatError as exc:
+        assert str(exc) == expected
+    else:  # one stored without a time is given the time it is read
+        assert message == expected if "timestamp" in data else type(message) is CompactionMessage
+
+
 def _nested(depth: int, leaf: Any) -> Any:
     """``leaf`` inside ``depth`` containers, a list and an object by turns."""
     for level in range(depth):
@@ -272,6 +314,10 @@ def _call(call_id: str, arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": "t", "arguments": arguments}}
 
 
+def _flat(call_id: str, arguments: Any) -> dict[str, Any]:
+    return {"type": "tool_call", "id": call_id, "name": "t", "arguments": arguments}
+
+
 @pytest.mark.parametrize(
     "row, expected",
     [
@@ -285,6 +331,8 @@ def _call(call_id: str, arguments: Any) -> dict[str, Any]:
         (_reply(_calls(_call("c1", {"x": _nested(70, 1)}))), AssistantMessage([_calls(_call("c1", {}))], timestamp=STAMP)),
         (_reply(_calls(_call("c1", {}), _call("c1", {}), extra=1)), AssistantMessage([_calls(_call("c1", {}), _call("c1_2", {}))], timestamp=STAMP)),
         (_reply(_calls(_call("c1", {"x": {"$type": "tuple", "items": [1]}}))), AssistantMessage([_calls(_call("c1", {"x": [1]}))], timestamp=STAMP)),
+        (_reply(_flat("c1", [1])), AssistantMessage([_flat("c1", {})], timestamp=STAMP)),
+        (_reply(_flat("c1", {}), _flat("c1", {})), AssistantMessage([_flat("c1", {}), _flat("c1_2", {})], timestamp=STAMP)),
         (_reply({"type": "text", "text": "a\udfffb"}), AssistantMessage([TextContent("a\ufffdb")], timestamp=STAMP)),
         (_reply({"type": "text", "text": "a", "citations": [1]}), AssistantMessage([{"type": "text", "text": "a", "citations": [1]}], timestamp=STAMP)),
         (
@@ -296,7 +344,7 @@ def _call(call_id: str, arguments: Any) -> dict[str, Any]:
     ],
 )
 def test_a_row_the_check_mends_loads_mended(row, expected):
-    """A row written by other means that the check mends (a lone surrogate, arguments JSON cannot carry or nested too deeply, a repeated call id) loads as the check leaves it, a tagged value deep down as the value it tags, a text block with more than its text as it is; one whose calls cannot be read keeps them as they are."""
+    """A row written by other means that the check mends (a lone surrogate, arguments JSON cannot carry or nested too deeply, a repeated call id, in a nested or a flat call) loads as the check leaves it, a tagged value deep down as the value it tags, a text block with more than its text as it is; one whose calls cannot be read keeps them as they are."""
     message = message_from_data(copy.deepcopy(row), "row 7")
     assert message == read_fields(copy.deepcopy(row), "row 7") == expected
 

@@ -405,10 +405,10 @@ def test_an_entry_the_screen_lets_through_is_one_kombu_can_deliver(payload):
 
 @pytest.mark.parametrize("hold_timeout", [0.0, 0.5])
 def test_a_hold_through_pgbouncer_in_transaction_mode_is_refused_naming_the_pooler_and_holds_in_session_mode(hold_timeout):
-    """Through a real PgBouncer in transaction mode, a second session reaching the holder's server process is refused, naming the pooler and what to configure; in session mode one holder excludes the other."""
+    """Through a real PgBouncer in transaction mode, a second session reaching the holder's server process is refused naming the pooler, each hold waiting or not; session mode excludes."""
     with PostgresServer() as postgres:
         with PgBouncerServer(postgres, pool_mode="transaction", pool_size=1) as pooler:  # one server process: the second client reaches the holder's
-            with PostgresSession(pooler.dsn, "c") as first, PostgresSession(pooler.dsn, "c", hold_timeout=hold_timeout) as second:
+            with PostgresSession(pooler.dsn, "c", hold_timeout=hold_timeout) as first, PostgresSession(pooler.dsn, "c", hold_timeout=hold_timeout) as second:
                 first.acquire()
                 with pytest.raises(SessionInUseError, match=r"cannot be held through this connection: .*pool_mode = transaction.*pool_mode = session"):
                     second.acquire()

@@ -376,7 +376,9 @@ def loads_rows(texts: list[bytes]) -> list[Any]:
     For the rows of a session that its writer marked (docs/sessions.md "Rows and their
     mark"), each one JSON object; a row that is not (a forged mark) makes the array
     unreadable or of another length, and then each row is read alone, None for one that
-    is not JSON. The values are what ``loads_row`` gives for each row.
+    is not JSON. The values are what ``loads_row`` gives for each row, but for rows forged
+    on purpose to join into an array of as many values, read as that array: a mark set on
+    purpose is outside what the mark guards (docs/sessions.md "Rows and their mark").
     """
     if texts:
         try:
