@@ -40,7 +40,8 @@ from yiemagent import (
     run_agent,
     take_response,
 )
-from yiemagent import formatting
+from yiemagent import extraction, formatting
+from yiemagent.extraction import extract_tool_calls
 import yiemagent._format_cache as format_cache
 from yiemagent._format_cache import APPENDING_METHODS, EDITING_METHODS, History, HistorySnapshot
 from yiemagent._format_cache import FrozenDict, FrozenList, freeze
@@ -510,8 +511,8 @@ def record_calls(monkeypatch: pytest.MonkeyPatch, name: str, module: Any = forma
 
 
 def test_each_message_is_converted_once(monkeypatch):
-    """A message's tool calls are extracted and serialised on its first request only, whatever happens to the list."""
-    turn = tool_use()
+    """A message's tool calls are extracted and serialised on its first request only, whatever happens to the list; a message not sent is looked at once too."""
+    turn = tool_use() + [Note("aside")]
     history = list(turn)
     converted = record_calls(monkeypatch, "_message_to_openai")
     format_msg_for_llm(context(history), None)
@@ -519,6 +520,38 @@ def test_each_message_is_converted_once(monkeypatch):
     history.reverse()
     format_msg_for_llm(context(history), None)
     assert [id(m) for m in converted] == [id(m) for m in turn + [history[0]]]
+
+
+def record_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The JSON texts extraction parses from now on (its ``loads_json``), in order."""
+    parsed: list[str] = []
+    real = extraction.loads_json
+    monkeypatch.setattr(extraction, "loads_json", lambda text, *rest, **kw: parsed.append(text) or real(text, *rest, **kw))
+    return parsed
+
+
+def test_the_calls_read_while_a_messages_wire_is_first_made_stay_with_it(monkeypatch):
+    """A reply formatted before anything read its calls keeps them with its wire: reading them afterwards parses no argument again."""
+    reply = tool_use()[1]
+    parsed = record_parsing(monkeypatch)
+    format_msg_for_llm(context([reply]), None)
+    assert parsed == ['{"city": "Tokyo"}']
+    has_calls, calls, _ = extract_tool_calls(reply)
+    assert has_calls and [(c.id, c.arguments) for c in calls] == [("call_1", {"city": "Tokyo"})]
+    assert parsed == ['{"city": "Tokyo"}']
+
+
+def test_a_deep_copy_of_a_reply_parses_its_arguments_once_however_often_its_calls_are_read(monkeypatch):
+    """A reply's deep copy starts with an empty cache and keeps the calls its first read parsed: reading them again or formatting it parses nothing more."""
+    original = tool_use()[1]
+    extract_tool_calls(original)  # the original's cache holds its calls; the copy's starts empty
+    reply = copy.deepcopy(original)
+    parsed = record_parsing(monkeypatch)
+    for _ in range(2):
+        _, calls, _ = extract_tool_calls(reply)
+        assert [(c.id, c.arguments) for c in calls] == [("call_1", {"city": "Tokyo"})]
+    assert format_msg_for_llm(context([reply]), None)["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"city": "Tokyo"}'
+    assert parsed == ['{"city": "Tokyo"}']
 
 
 def test_a_request_after_appending_looks_only_at_the_new_messages(monkeypatch):
@@ -653,6 +686,50 @@ def test_frozen_containers_refuse_every_change_and_serialise_like_plain_ones():
     assert frozen == value
     assert type(copy.deepcopy(frozen)["a"]) is list and type(pickle.loads(pickle.dumps(frozen))["a"]) is list
     assert type(copy.copy(lst)) is list and type(lst[:]) is list
+
+
+class _DictKind(dict):
+    """A dict subclass inside a value to freeze (an ``OrderedDict``, say): read through its own items."""
+
+
+class _OwnReadOnlyDict(FrozenDict):
+    why_read_only = "a read-only dict of the caller's kind"
+
+
+class _OwnReadOnlyList(FrozenList):
+    why_read_only = "a read-only list of the caller's kind"
+
+
+FREEZABLE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=3)
+    | st.tuples(children, children)
+    | st.dictionaries(st.text(max_size=2), children, max_size=3)
+    | st.dictionaries(st.text(max_size=2), children, max_size=3).map(_DictKind),
+    max_leaves=12,
+)
+
+
+@given(FREEZABLE, st.booleans())
+def test_freeze_makes_every_dict_and_list_inside_a_new_read_only_one_of_the_kinds_asked(value, own_kinds):
+    """freeze gives an equal value whose every dict and list, inside tuples and dict subclasses too, is a new read-only one of the kinds asked; the rest is kept."""
+    kinds = (_OwnReadOnlyDict, _OwnReadOnlyList) if own_kinds else (FrozenDict, FrozenList)
+    frozen = freeze(value, kinds) if own_kinds else freeze(value)
+    assert frozen == value
+
+    def check(original: Any, made: Any) -> None:
+        if isinstance(original, (dict, list)):
+            assert type(made) is kinds[isinstance(original, list)] and made is not original
+            for key in range(len(original)) if isinstance(original, list) else original:
+                check(original[key], made[key])
+        elif isinstance(original, tuple):
+            assert type(made) is tuple and len(made) == len(original)
+            for a, b in zip(original, made, strict=True):
+                check(a, b)
+        else:
+            assert made is original
+
+    check(value, frozen)
 
 
 def test_copies_of_a_message_carry_no_cache_and_its_value_is_untouched():

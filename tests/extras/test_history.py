@@ -88,6 +88,15 @@ def test_any_message_round_trips_through_its_json_form(message):
     assert json.loads(text)["role"] == message.role  # plain JSON, readable by anything
 
 
+def test_a_messages_json_form_is_compact_utf8_text():
+    """message_to_json writes no space after a comma or colon and non-ASCII text as UTF-8, not as escapes."""
+    message = ToolResultMessage("c1", "t", [TextContent("déjà vu")], {"n": [1, 2]}, timestamp=STAMP)
+    assert message_to_json(message) == (
+        '{"role":"tool","tool_call_id":"c1","tool_name":"t","content":[{"text":"déjà vu","type":"text"}],"details":{"n":[1,2]},'
+        '"usage":null,"added_tool_names":null,"is_error":false,"timestamp":"2024-05-01T12:30:15.123456+02:00"}'
+    ).encode("utf-8")
+
+
 def test_the_document_is_versioned_json(tmp_path):
     """The file is one JSON document naming its format and version, indented one space a level (a diff of two saves shows the fields that changed); timestamps are ISO 8601 strings."""
     path = tmp_path / "h.json"
@@ -513,15 +522,15 @@ def test_add_message_checks_the_message_before_it_enters_the_history(agents):
     assert agent.history() == [UserMessage([TextContent("handed back")], timestamp=agent.history()[0].timestamp)]
 
 
-@pytest.mark.parametrize(
-    "stamp, refusal",
-    [
-        (None, "timestamp is NoneType; expected a datetime or ISO 8601 text"),
-        ("yesterday", "timestamp 'yesterday' is not ISO 8601"),
-        (date(2026, 12, 5), "timestamp is date; expected a datetime or ISO 8601 text"),
-        (1764918000, "timestamp is int; expected a datetime or ISO 8601 text"),
-    ],
-)
+NOT_A_TIMESTAMP = [
+    (None, "timestamp is NoneType; expected a datetime or ISO 8601 text"),
+    ("yesterday", "timestamp 'yesterday' is not ISO 8601"),
+    (date(2026, 12, 5), "timestamp is date; expected a datetime or ISO 8601 text"),
+    (1764918000, "timestamp is int; expected a datetime or ISO 8601 text"),
+]
+
+
+@pytest.mark.parametrize("stamp, refusal", NOT_A_TIMESTAMP)
 def test_a_message_whose_timestamp_is_not_a_datetime_is_refused_before_it_is_stored(agents, tmp_path, stamp, refusal):
     """Decision 15: a user message, tool result or approval step whose timestamp is neither a datetime nor
     ISO 8601 text is refused with MessageFormatError naming the field (a reply's is replaced, normalize_reply);
@@ -540,6 +549,29 @@ def test_a_message_whose_timestamp_is_not_a_datetime_is_refused_before_it_is_sto
     with pytest.raises(MessageFormatError, match=r"^messages\[0\]: UserMessage timestamp"):
         save_history([UserMessage([TextContent("hi")], timestamp=stamp)], tmp_path / "h.json")
     assert agent.history() == [] and session.messages() == [] and not (tmp_path / "h.json").exists()
+
+
+@pytest.mark.parametrize("stamp, refusal", NOT_A_TIMESTAMP)
+def test_a_store_refuses_each_message_whose_timestamp_the_agent_refuses_and_writes_nothing(tmp_path, stamp, refusal):
+    """docs/sessions.md: save_history and SQLiteSession.append refuse a user message, tool result or approval step whose
+    timestamp is neither a datetime nor ISO 8601 text as the agent does, naming the field: written, it would never load again."""
+    session = SQLiteSession(tmp_path / "s.db", "s")
+    try:
+        for message in (
+            UserMessage([TextContent("hi")], timestamp=stamp),
+            ToolResultMessage("c1", "t", [TextContent("r")], timestamp=stamp),
+            ApprovalMessage("c1", "t", "approved", timestamp=stamp),
+        ):
+            kind = type(message).__name__
+            with pytest.raises(MessageFormatError, match=f"^messages\\[0\\]: {kind} {re.escape(refusal)}$"):
+                save_history([message], tmp_path / "h.json")
+            with pytest.raises(MessageFormatError, match=f"{kind} {re.escape(refusal)}$"):
+                session.append(message)
+            with pytest.raises(MessageFormatError, match=f"^{kind} {re.escape(refusal)}$"):
+                message_to_json(message)
+        assert session.messages() == [] and not (tmp_path / "h.json").exists()
+    finally:
+        session.close()
 
 
 def test_a_timestamp_given_as_iso_text_enters_the_history_as_the_datetime_it_names(agents, tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import linecache
+import logging
 import sys
 import threading
 
@@ -19,7 +20,7 @@ from yiemagent import AbortSignal, AgentTool, AgentToolResult, AssistantMessage,
 from yiemagent.events import EventEmitter, LLMDeltaEvent, relay_deltas
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
-from yiemagent.streaming import emit_delta
+from yiemagent.streaming import current_stream, emit_delta
 
 
 def _pause_inside_abort_at(marker: str, reached: threading.Event, go_on: threading.Event, code=AbortSignal.abort.__code__):
@@ -127,8 +128,9 @@ def test_a_sink_set_during_a_round_nobody_listened_to_gets_the_rest_of_its_delta
     assert deltas == [("text", "after")]
 
 
-def test_a_delta_of_a_round_that_began_unheard_never_comes_after_its_end_event():
-    """A delta emitted by a thread the LLM call left running, after the call returned, is dropped even once a sink listens (as a relay closed at the round's end drops it)."""
+def test_a_delta_of_a_round_that_began_unheard_never_comes_after_its_end_event(caplog):
+    """A delta emitted by a thread the LLM call left running, after the call returned, is dropped even once a sink listens
+    (as a relay closed at the round's end drops it), and the drop is logged naming the delta's kind, run and round."""
     received: list = []
     agent_box: list = []
     late: list = []
@@ -143,8 +145,35 @@ def test_a_delta_of_a_round_that_began_unheard_never_comes_after_its_end_event()
         run_agent(agent, "hi")
         assert take_response(agent, timeout=WAIT).stop_reason == "stop"
         agent.agent_event_sink = received.append
-        late[0]()
+        with caplog.at_level(logging.DEBUG, logger="yiemagent.stream"):
+            late[0]()
     assert [e for e in received if isinstance(e, LLMDeltaEvent)] == []
+    assert [r.getMessage() for r in caplog.records if r.name == "yiemagent.stream"] == ["a text delta of run 1 round 1 after llm_call returned was dropped"]
+
+
+_SET_BY_SINK: contextvars.ContextVar = contextvars.ContextVar("set_by_sink", default=None)
+
+
+def test_a_relay_made_mid_round_gives_the_rest_of_the_rounds_deltas_as_one_made_at_its_start():
+    """A round that began unheard and got a sink mid-round: its later deltas carry the round's run and round, reach the sink
+    in one context kept for the round, stop at the abort, and the round's target is gone after its end."""
+    found: list = []
+    emit, signal = EventEmitter(None), AbortSignal()
+
+    def sink(event):
+        if isinstance(event, LLMDeltaEvent):
+            found.append((event.run_id, event.round, event.text, _SET_BY_SINK.get()))
+            _SET_BY_SINK.set(event.text)
+
+    with relay_deltas(emit, 3, 2, signal):
+        emit_delta("text", "unheard")
+        emit.sink = sink
+        emit_delta("text", "one")
+        emit_delta("text", "two")
+        signal.abort("stop")
+        emit_delta("text", "after the abort")
+    assert found == [(3, 2, "one", None), (3, 2, "two", "one")]
+    assert current_stream() is None
 
 
 def test_an_unheard_round_ends_without_waiting_for_a_late_relay_and_drops_the_delta_it_did_not_see():

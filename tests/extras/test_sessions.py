@@ -1040,6 +1040,59 @@ def test_opening_a_rollback_journal_database_waits_for_another_connections_write
     assert _journal_mode(db) == "wal"
 
 
+def test_the_switch_into_wal_is_tried_again_after_pauses_doubling_from_1_ms_up_to_50_ms(tmp_path, monkeypatch):
+    """docs/sessions.md: while another connection holds the write lock, the open tries the switch into WAL again after 1 ms, each pause twice the last, up to 50 ms."""
+    db = tmp_path / "s.db"
+    _rollback_journal_db(db)
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    pauses: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 9:
+            writer.execute("COMMIT")  # the lock given up during the ninth pause: the next try succeeds
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    try:
+        SQLiteSession(db, "s", timeout=10).close()
+    finally:
+        monkeypatch.undo()
+        writer.close()
+    assert pauses == pytest.approx([0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.05, 0.05, 0.05]) and _journal_mode(db) == "wal"
+
+
+def test_the_wait_for_the_switch_into_wal_gives_up_before_a_pause_would_pass_the_timeout(tmp_path, monkeypatch):
+    """docs/sessions.md: the tries stop when the next pause would end past ``timeout``, never sleeping beyond it (the clock the open reads, stepped by its own pauses)."""
+    import yiemagent.history.sessions as sessions_module
+
+    class Clock:  # the module's clock: time passes only in its pauses
+        now = 0.0
+        pauses: list[float] = []
+
+        @classmethod
+        def monotonic(cls) -> float:
+            return cls.now
+
+        @classmethod
+        def sleep(cls, seconds: float) -> None:
+            cls.pauses.append(seconds)
+            cls.now += seconds
+
+    db = tmp_path / "s.db"
+    _rollback_journal_db(db)
+    with closing(sqlite3.connect(db, isolation_level=None)) as writer:
+        writer.execute("BEGIN IMMEDIATE")
+        monkeypatch.setattr(sessions_module, "time", Clock)
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            SQLiteSession(db, "s", timeout=0.1)
+        monkeypatch.undo()
+        writer.execute("COMMIT")
+    assert Clock.pauses == pytest.approx([0.001, 0.002, 0.004, 0.008, 0.016, 0.032])  # the next, 0.05, would end at 0.113
+
+
 def test_a_write_lock_held_past_the_timeout_fails_the_open_naming_the_lock(tmp_path):
     """The wait for the switch into WAL is bounded by ``timeout``: a lock held past it is the OperationalError SQLite gave, the file left in its journal mode."""
     db = tmp_path / "s.db"

@@ -101,6 +101,32 @@ def test_deltas_come_between_their_rounds_start_and_end_events(recorder):
     assert {e.run_id for e in recorder.of_type(LLMDeltaEvent)} == {1}
 
 
+_SET_BY_SINK: contextvars.ContextVar[Any] = contextvars.ContextVar("set_by_sink", default=None)
+
+
+def test_a_rounds_deltas_reach_the_sink_in_one_context_kept_for_the_round():
+    """The sink gets a round's deltas in one context of its own (DeltaRelay): what it set at one delta it finds at the next, and the llm_call's context never sees it."""
+    found: list[Any] = []
+    in_llm_call: list[Any] = []
+
+    def llm_call(formatted: dict) -> AssistantMessage:
+        for piece in ("a", "b", "c"):
+            emit_delta("text", piece)
+        in_llm_call.append(_SET_BY_SINK.get())
+        return reply_of("", "abc")
+
+    def sink(event: Any) -> None:
+        if isinstance(event, LLMDeltaEvent):
+            found.append(_SET_BY_SINK.get())
+            _SET_BY_SINK.set(event.text)
+
+    with make_agent(llm_call, sink=sink) as agent:
+        run_agent(agent, "go")
+        assert text_of_kind(take_response(agent, timeout=WAIT), "text") == "abc"
+    assert found == [None, "a", "b"]
+    assert in_llm_call == [None]
+
+
 @given(streamed_replies())
 def test_joined_deltas_of_each_kind_equal_the_final_text_of_that_kind(stream):
     """Property: however the same thinking and text are cut and interleaved, the deltas of a kind join to that kind's text."""

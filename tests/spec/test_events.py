@@ -142,6 +142,19 @@ def test_an_emitter_is_not_wrapped_again():
     assert as_emitter(emitter) is emitter
 
 
+def test_stopping_one_tap_leaves_the_others_and_an_emitter_with_none_left_is_not_listened_to():
+    """EventEmitter.tap's stop function takes away its own tap only: the other taps get the next events, and with no sink and no tap left ``listened`` is False."""
+    emitter, first, second = EventEmitter(None), [], []
+    stop_first, stop_second = emitter.tap(first.append), emitter.tap(second.append)
+    emitter("one")
+    stop_first()
+    emitter("two")
+    assert first == ["one"] and second == ["one", "two"] and emitter.listened
+    stop_second()
+    emitter("three")
+    assert second == ["one", "two"] and not emitter.listened
+
+
 @pytest.mark.spec("13")
 def test_on_partial_result_answers_true_for_a_report_that_was_emitted(recorder):
     """A tool learns that its report reached the sink: on_partial_result returns True while execute runs (False once the call has ended, below)."""

@@ -20,6 +20,7 @@ from yiemagent import (
     AgentToolResult,
     ApprovalMessage,
     AssistantMessage,
+    CompactionMessage,
     ImageContent,
     LLMUsage,
     MessageFormatError,
@@ -366,19 +367,31 @@ def _entry(call_id: str, **extra):
         [{"type": "tool_calls", "tool_calls": [_entry("c", index=0)]}],
         [{"type": "tool_calls", "tool_calls": [{**_entry("c"), "type": "custom"}]}],
         [{"type": "other", "tool_calls": [_entry("c")]}],
+        [{"type": "tool_calls", "tool_calls": [_entry("c")], "index": NAN}],
+        [{"type": "tool_calls", "tool_calls": [_entry("c", index=NAN)]}],
+        [{"type": "tool_calls", "tool_calls": [{**_entry("c"), "function": {"name": "f", "arguments": "{}", "index": NAN}}]}],
+        [{"type": "tool_calls", "tool_calls": ["abc", ["a", "b", "c"]]}],
+        [{"type": "tool_calls", "tool_calls": [_entry(7), _entry(None)]}],
     ],
-    ids=["duplicate-ids", "empty-id", "block-extra-key", "entry-extra-key", "entry-not-function", "block-not-tool-calls"],
+    ids=[
+        "duplicate-ids", "empty-id", "block-extra-key", "entry-extra-key", "entry-not-function", "block-not-tool-calls",
+        "block-extra-nan", "entry-extra-nan", "function-extra-nan", "entries-not-objects", "ids-not-text",
+    ],
 )
 def test_a_reply_off_the_servers_usual_form_gets_the_full_checks_message_and_calls(content):
-    """A reply whose tool-call blocks are not of the usual form (a repeated or empty id, an extra key, another type) is
-    checked block by block: normalize_reply gives what the full check gives, never the reply kept as it came."""
+    """A reply whose tool-call blocks are not of the usual form (a repeated, empty or non-text id, an extra key, one JSON
+    cannot carry, another type, an entry that is no object) is checked block by block: normalize_reply gives what the full
+    check gives, never the reply kept as it came."""
     import copy
+    import json
 
     from yiemagent.normalize import _checked_reply
 
     reply = AssistantMessage(content, stop_reason="tool_calls")
     checked, full = normalize_reply(copy.deepcopy(reply)), _checked_reply(copy.deepcopy(reply))
     assert (checked.message, checked.calls, checked.error) == (full.message, full.calls, full.error)
+    assert checked.message is not None
+    json.dumps([b for b in checked.message.content if isinstance(b, dict)], allow_nan=False)  # it can be sent again
 
 
 def test_an_image_with_a_bad_media_type_is_dropped_naming_it_cleaned_and_cut_and_a_good_one_is_kept(caplog):
@@ -415,3 +428,55 @@ def test_a_content_of_texts_one_holding_a_citation_json_cannot_carry_drops_that_
     """A content list of texts alone still has its citations checked: one JSON cannot carry is dropped, not kept."""
     content = [TextContent("t", [{"a": float("nan")}, {"b": 1}]), TextContent("u", [{"c": 2}])]
     assert normalize_content(content) == [TextContent("t", [{"b": 1}]), TextContent("u", [{"c": 2}])]
+
+
+def test_a_compaction_message_is_kept_as_given_its_lone_surrogates_replaced_and_a_bad_field_named():
+    """A summary that needs no change is the very message given, one holding a lone surrogate gets U+FFFD, and a summary
+    that is no str or a `through` that is no int of at least 0 is refused naming it."""
+    kept = CompactionMessage("the first ten messages", 0)
+    assert normalize_message(kept) is kept
+    fixed = normalize_message(CompactionMessage("bad \ud800 summary", 3))
+    assert isinstance(fixed, CompactionMessage) and (fixed.summary, fixed.through) == ("bad \ufffd summary", 3)
+    with pytest.raises(MessageFormatError) as error:
+        normalize_message(CompactionMessage(42, 3))
+    assert str(error.value) == "CompactionMessage summary is int; expected a str"
+    for through, shown in [(-1, "-1"), (True, "True"), ("x" * 50, "'" + "x" * 40 + "'... [10 more characters cut]")]:
+        with pytest.raises(MessageFormatError) as error:
+            normalize_message(CompactionMessage("s", through))
+        assert str(error.value) == f"CompactionMessage through is {shown}; expected an int of at least 0"
+
+
+def test_a_reply_whose_call_holds_a_clean_arguments_object_is_kept_as_the_very_message():
+    """A reply whose tool call carries its arguments as a JSON object (not text) that needs no change is kept as given, extra keys too."""
+    entry = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"city": "Tokyo"}}, "index": 0}
+    reply = AssistantMessage([{"type": "tool_calls", "tool_calls": [entry]}], stop_reason="tool_calls")
+    checked = normalize_reply(reply)
+    assert checked.message is reply and checked.message.content[0]["tool_calls"][0] is entry
+    assert [(c.id, c.name, c.arguments) for c in checked.calls] == [("c1", "f", {"city": "Tokyo"})]
+
+
+def test_a_timestamp_that_is_neither_a_datetime_nor_text_is_named_by_its_type():
+    """A message whose timestamp is neither a datetime nor ISO 8601 text is refused naming the message and the timestamp's type."""
+    with pytest.raises(MessageFormatError) as error:
+        normalize_message(UserMessage("hi", timestamp=5))
+    assert str(error.value) == "UserMessage timestamp is int; expected a datetime or ISO 8601 text"
+
+
+def test_an_approvals_arguments_holding_a_lone_surrogate_are_refused_naming_the_place():
+    """An approval step's arguments are those an approved call runs with: a lone surrogate is refused naming its place, never made U+FFFD."""
+    with pytest.raises(MessageFormatError) as error:
+        normalize_message(ApprovalMessage("c1", "work", "approved", arguments={"city": "\ud800"}))
+    assert str(error.value) == "ApprovalMessage arguments/city holds a lone surrogate (U+D800) at position 0, which UTF-8 cannot encode"
+
+
+def test_a_content_given_as_text_becomes_one_clean_text_block():
+    """normalize_content makes a str content one text block, a lone surrogate in it U+FFFD."""
+    assert normalize_content("hi") == [TextContent("hi")]
+    assert normalize_content("a\ud800") == [TextContent("a\ufffd")]
+
+
+def test_a_timestamp_given_as_iso_8601_text_becomes_the_datetime_it_names():
+    """A message whose timestamp is ISO 8601 text (as a stored form holds it) gets the datetime that text names, its content kept."""
+    message = normalize_message(UserMessage([TextContent("hi")], timestamp="2026-12-06T10:00:00+00:00"))
+    assert isinstance(message, UserMessage) and message.content == [TextContent("hi")]
+    assert message.timestamp == datetime.fromisoformat("2026-12-06T10:00:00+00:00")

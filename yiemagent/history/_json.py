@@ -308,7 +308,8 @@ def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
     A ``UserMessage`` always goes through the check: it is the one that may be refused
     (``MessageFormatError`` naming the block). Any other message only when a glance shows
     it needs it (a block that is not an object, or not a text or image block with str
-    fields, a usage that is not an ``LLMUsage``, a field of the wrong type):
+    fields, a usage that is not an ``LLMUsage``, a timestamp that is not a ``datetime``,
+    which the check reads or refuses as the agent does, a reply's field of the wrong type):
     the check only mends those, it costs more than the rest of storing a reply, and loading
     checks the message whole anyway.
     """
@@ -320,10 +321,8 @@ def _as_an_agent_holds(message: AgentMessage) -> AgentMessage:
         not isinstance(content, list)
         or not all(_stored_as_it_is(b) for b in content)
         or (usage is not None and not isinstance(usage, LLMUsage))
-        or (
-            isinstance(message, AssistantMessage)
-            and (not isinstance(message.timestamp, datetime) or any(not isinstance(getattr(message, n), (str, type(None))) for n in _OPTIONAL_STR))
-        )
+        or not isinstance(message.timestamp, datetime)
+        or (isinstance(message, AssistantMessage) and any(not isinstance(getattr(message, n), (str, type(None))) for n in _OPTIONAL_STR))
     ):
         return normalize_message(message)
     return message
