@@ -152,3 +152,57 @@ def test_a_property_checked_without_a_call_gives_jsonschemas_verdict(schema_and_
     check = compile_fast_check(schema)
     assert check is not None, schema
     assert check(value) == jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+@given(st.sampled_from(["title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "format"]),
+       st.sampled_from([None, "https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2020-12/schema#"]),
+       st.sampled_from([{}, {"city": "Tokyo"}, {"city": 5}, "Tokyo"]))
+def test_a_schema_naming_draft_2020_12_or_holding_annotations_gets_a_fast_check_with_jsonschemas_verdict(annotation, dialect, value):
+    """An annotation keyword (at the top and in a property) and a top-level ``$schema`` of draft 2020-12 keep a schema of the common shapes on the fast check."""
+    schema = {"type": "object", "properties": {"city": {"type": "string", annotation: "x"}}, "required": ["city"], annotation: "x"}
+    if dialect is not None:
+        schema["$schema"] = dialect
+    check = compile_fast_check(schema)
+    assert check is not None, schema
+    assert check(value) == jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+@given(st.sampled_from([
+    {"type": "object", "properties": ["city"]},
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": "city"},
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": [1]},
+    {"properties": {"city": 1}},
+    {"type": "object", "additionalProperties": 1},
+    {"enum": "metric"},
+    {"type": []},
+    {"type": 1},
+    {"items": [{"type": "string"}]},
+]))
+def test_a_schema_jsonschemas_metaschema_refuses_gets_no_fast_check_and_nothing_raised(schema):
+    """A schema the metaschema refuses (a tool made without the registry's check may hold one) gets no fast check, and compiling it raises nothing."""
+    assert not jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA).is_valid(schema)
+    assert compile_fast_check(schema) is None
+
+
+@given(st.sampled_from([{"type": "string"}, {"enum": ["metric", "imperial"]}, {"type": ["integer", "null"]}]),
+       st.sampled_from(["metric", "Tokyo", 1, 2.0, None, True, []]))
+def test_a_property_beyond_the_named_ones_is_admitted_when_it_passes_additional_properties_schema(extra, member):
+    """A property the schema does not name is checked against ``additionalProperties``' schema, admitted when it passes it, as jsonschema does."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "additionalProperties": extra}
+    check = compile_fast_check(schema)
+    assert check is not None, schema
+    for value in ({"units": member}, {"city": "Tokyo", "units": member}):
+        assert check(value) == jsonschema.Draft202012Validator(schema).is_valid(value), value
+
+
+@given(st.sampled_from([{"type": "string"}, {"enum": ["metric"]}, {"type": "array", "items": {"type": "integer"}}, {"type": "object", "required": ["a"]}]),
+       st.booleans(),
+       st.sampled_from([[], ["metric"], ["metric", 1], [1, 2.0], [[1], [2.5]], [{"a": 1}, {}], "metric", {"a": 1}, None]))
+def test_each_item_of_an_array_is_checked_against_the_items_schema_as_jsonschema_does(items, typed, value):
+    """``items`` holds every element of an array to its schema (one failing element refuses the array) and says nothing of a value that is not an array."""
+    schema = {"type": "array", "items": items} if typed else {"items": items}
+    check = compile_fast_check(schema)
+    assert check is not None, schema
+    assert check(value) == jsonschema.Draft202012Validator(schema).is_valid(value)
+    wrapped = {"type": "object", "properties": {"list": schema}}
+    assert compile_fast_check(wrapped)({"list": value}) == jsonschema.Draft202012Validator(wrapped).is_valid({"list": value})

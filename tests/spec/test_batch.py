@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 
@@ -393,27 +394,29 @@ def test_batch_messages_are_tool_result_messages_in_call_order():
 
 @pytest.mark.spec("12")
 @pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
-def test_a_bug_inside_the_library_still_answers_the_call_and_logs_it(mode, monkeypatch, caplog):
-    """A fault injected into FINALIZE itself (the library, not user code) must not lose the
-    call: its result is an error naming the tool and the exception, the end event carries
-    it, and the log says which tool."""
+@pytest.mark.parametrize("broken, listened", [("finalize_executed_tool_call", True), ("call_tool", False)], ids=["three-phases", "plain-call"])
+def test_a_bug_inside_the_library_still_answers_the_call_and_logs_it(mode, broken, listened, monkeypatch, caplog):
+    """A fault injected into the library itself (FINALIZE on the three phases' way, the tool's run on the plain call's
+    way, batch._plain_call, taken when nobody listens) must not lose the call: its result is an error naming the tool
+    and the exception, the end event carries it, and the log says which tool."""
 
-    def broken_finalize(*args, **kwargs):
-        raise RuntimeError("finalize is broken")
+    def broken_step(*args, **kwargs):
+        raise RuntimeError(f"{broken} is broken")
 
-    monkeypatch.setattr(batch_module, "finalize_executed_tool_call", broken_finalize)
-    recorder = EventRecorder()
+    monkeypatch.setattr(batch_module, broken, broken_step)
+    recorder = EventRecorder() if listened else None
     ctx = context_with(make_tool("a", parallel=True))
     with caplog.at_level("ERROR", logger="yiemagent.batch"):
         batch = execute_tool_calls(ctx, ASSISTANT, calls("a"), mode, AbortSignal(), recorder)
     [message] = batch.messages
     assert (message.tool_call_id, message.tool_name, message.is_error) == ("id_0", "a", True)
-    assert message.content[0].text == "Internal error running tool 'a': RuntimeError: finalize is broken"
-    [end] = recorder.of_type(ToolExecEndEvent)
-    assert (end.tool_call_id, end.tool_name, end.is_error) == ("id_0", "a", True)
-    assert end.result.content[0].text == message.content[0].text
+    assert message.content[0].text == f"Internal error running tool 'a': RuntimeError: {broken} is broken"
+    if recorder is not None:
+        [end] = recorder.of_type(ToolExecEndEvent)
+        assert (end.tool_call_id, end.tool_name, end.is_error) == ("id_0", "a", True)
+        assert end.result.content[0].text == message.content[0].text
     assert [r.getMessage() for r in caplog.records] == ["internal error while running tool 'a'"]
-    assert caplog.records[0].exc_info[1].args == ("finalize is broken",)
+    assert caplog.records[0].exc_info[1].args == (f"{broken} is broken",)
 
 
 @pytest.mark.spec("13")
@@ -554,3 +557,74 @@ def test_calls_submitted_from_many_threads_all_run_and_the_bound_holds(pools):
         release.set()
         assert not failures and [f.result(WAIT) for f in futures] == [True] * 64
         assert len(_alive_at_most(threads, 8)) <= 8 and len(pool._idle) <= 8
+
+
+@pytest.mark.spec("8.1")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
+def test_arguments_a_schema_beyond_the_fast_check_refuses_never_reach_the_tool_on_the_short_way(mode):
+    """Decision 4 on the plain call: a schema the fast check leaves to jsonschema, with no top-level type (so that null would pass it), refuses arguments it refuses and the tool never runs."""
+    ran = []
+    schema = {"properties": {"city": {"type": "string", "minLength": 2}}}
+    tool = make_tool("a", lambda *a: ran.append(a[1]) or text_result("ran"), schema=schema, parallel=True)
+    ctx = context_with(tool)
+    [bad] = execute_tool_calls(ctx, ASSISTANT, [AgentToolCall("id_0", "a", {"city": "x"})], mode, None, None).messages
+    [good] = execute_tool_calls(ctx, ASSISTANT, [AgentToolCall("id_1", "a", {"city": "Tokyo"})], mode, None, None).messages
+    assert (bad.is_error, good.is_error) == (True, False)
+    assert bad.content[0].text.startswith("Invalid arguments for tool 'a': city: 'x' is too short")
+    assert ran == [{"city": "Tokyo"}]
+
+
+@pytest.mark.spec("14")
+@pytest.mark.parametrize("run", [execute_tool_calls_sequential, execute_tool_calls_parallel], ids=["sequential", "parallel"])
+def test_the_hooks_see_the_batchs_assistant_message_and_context_and_its_events_reach_the_sink(run):
+    """Each call of a batch run by execute_tool_calls_sequential or _parallel shows both hooks the assistant message and the context the batch was given, its tool gets the batch's signal, and its events reach the sink given."""
+    seen, signals, signal = [], [], AbortSignal()
+
+    def execute(tool_call_id, args, given, on_partial_result):
+        signals.append(given)
+        return text_result("ran")
+
+    config = AgentLoopConfig(
+        before_tool_call=lambda c, s: seen.append(("before", c.tool_call.id, c.assistant_message, c.context.system_prompt)),
+        after_tool_call=lambda c, s: seen.append(("after", c.tool_call.id, c.assistant_message, c.context.system_prompt)),
+    )
+    recorder = EventRecorder()
+    tools = context_with(make_tool("a", execute, parallel=True), make_tool("b", execute, parallel=True))
+    batch = run(tools, ASSISTANT, calls("a", "b"), config, signal, recorder)
+    assert [m.is_error for m in batch.messages] == [False, False]
+    assert signals == [signal, signal]
+    assert sorted(seen, key=lambda s: (s[0], s[1])) == [
+        (when, call_id, ASSISTANT, "You are a test.") for when in ("after", "before") for call_id in ("id_0", "id_1")
+    ]
+    assert sorted(end.tool_call_id for end in recorder.of_type(ToolExecEndEvent)) == ["id_0", "id_1"]
+
+
+@pytest.mark.spec("13")
+@pytest.mark.parametrize("mode", [SEQUENTIAL, PARALLEL], ids=["sequential", "parallel"])
+def test_a_partial_result_reported_when_nobody_listens_is_taken_and_the_call_ends_with_what_it_returned(mode):
+    """A batch of one call with no sink (batch._plain_call's way): the tool's partial result is taken (True) and its result is what it returned."""
+    answers = []
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        answers.append(on_partial_result("half"))
+        return text_result("done")
+
+    [message] = execute_tool_calls(context_with(make_tool("a", execute, parallel=True)), ASSISTANT, calls("a"), mode, None, None).messages
+    assert (message.is_error, message.content[0].text, answers) == (False, "done", [True])
+
+
+_SET_BY_A_TOOL = contextvars.ContextVar("set_by_a_tool", default="unset")
+
+
+def test_a_sequential_batch_runs_its_calls_in_one_context_on_the_short_way_as_on_the_three_phases():
+    """A sequential batch runs its calls one after another in this thread's context whichever way each takes (batch._plain_call with no sink, the three phases with one): a context variable one call sets is seen by the next."""
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        seen = _SET_BY_A_TOOL.get()
+        _SET_BY_A_TOOL.set(tool_call_id)
+        return text_result(seen)
+
+    ctx = context_with(make_tool("a", execute))
+    for sink in (None, EventRecorder()):
+        batch = contextvars.copy_context().run(execute_tool_calls, ctx, ASSISTANT, calls("a", "a"), SEQUENTIAL, None, sink)
+        assert texts(batch) == ["unset", "id_0"], sink

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 
@@ -34,9 +35,11 @@ def streaming_tool(name, parts, parallel=True):
 
 
 @pytest.mark.spec("13")
-def test_start_updates_end_for_a_successful_call(recorder):
-    """A call emits start (with arguments), one update per partial result, then end with the result."""
-    ctx = context_with(streaming_tool("s", ["10%", "90%"]))
+@pytest.mark.parametrize("timeout_s", [None, 30.0], ids=["untimed", "timed"])
+def test_start_updates_end_for_a_successful_call(recorder, timeout_s):
+    """A call, with or without its timeout_s, emits start (with arguments), one update per partial result, then end with the result."""
+    tool = streaming_tool("s", ["10%", "90%"])
+    ctx = context_with(dataclasses.replace(tool, timeout_s=timeout_s))
     execute_tool_calls(ctx, ASSISTANT, [AgentToolCall("c1", "s", {"q": 1})], SEQUENTIAL, None, recorder)
     start, up1, up2, end = recorder.events
     assert start == ToolExecStartEvent("c1", "s", {"q": 1})

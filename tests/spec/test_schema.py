@@ -96,8 +96,12 @@ def test_an_entry_left_by_a_dead_schema_with_the_same_id_is_not_used(small_cache
 
 @pytest.mark.spec("8.1")
 def test_a_missing_field_of_a_nested_object_is_named_by_its_path():
+    """A missing field is named by its path, a bad value deep in the arguments by its path too (``items/1``), and only a "required" error names a field the value lacks."""
     schema = {"type": "object", "properties": {"a": {"type": "object", "required": ["b"]}}}
     assert validate_required_args({"a": {}}, schema).startswith("a/b: 'b' is a required property.")
+    schema = {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "integer"}}, "opts": {"type": ["string", "null"]}}}
+    assert validate_required_args({"items": [1, "x"]}, schema).startswith("items/1: 'x' is not of type 'integer'.")
+    assert validate_required_args({"opts": {}}, schema).startswith("opts: {} is not of type 'string', 'null'.")
 
 
 @pytest.mark.spec("8.1")
