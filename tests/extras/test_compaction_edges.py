@@ -104,6 +104,46 @@ def test_an_abort_during_the_summary_request_ends_the_run_aborted_without_a_mark
     assert not any(isinstance(m, CompactionMessage) for m in history)
 
 
+def test_an_abort_during_the_summary_asked_after_an_overflow_ends_the_run_aborted():
+    """After a ContextOverflowError the compaction's summary request sees the run's abort too: the run ends "aborted", and nothing more is sent."""
+    held, release = threading.Event(), threading.Event()
+    sent_after_hold = []
+
+    def respond(request):
+        body = request.json()
+        if body["messages"][0]["content"].startswith(SUMMARY_PROMPT):
+            held.set()
+            return Reply(body=openai_reply({"role": "assistant", "content": "late summary"}), before=lambda: release.wait(60))
+        if held.is_set():
+            sent_after_hold.append(body)
+        if len(request.body) > 3000:  # the server's window is smaller than the one the agent was told
+            return Reply(status=400, body=(FIXTURES / "llamacpp-error-400-exceed-context.json").read_bytes(), headers={"Content-Type": "application/json"})
+        return Reply(body=openai_reply({"role": "assistant", "content": "ok"}))
+
+    replies = []
+    with LocalServer(respond) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", backoff_factor=0.001)
+        try:
+            with YiemAgent(llm_call=client, agent_event_sink=None, context_window=100_000, compaction=SummarizeHistory(600)) as agent:
+
+                def talk():
+                    for turn in range(12):
+                        replies.append(ask(agent, f"question {turn}: " + "words " * 100, timeout=120, check=False))
+                        if held.is_set():
+                            return
+
+                talker = threading.Thread(target=talk, daemon=True)
+                talker.start()
+                assert held.wait(60), "no summary was asked for after an overflow"
+                abort(agent, "the user left")
+                talker.join(30)
+                assert not talker.is_alive(), "the run waited for the summary request after the abort"
+        finally:
+            release.set()
+    assert (replies[-1].stop_reason, replies[-1].error_message) == ("aborted", "the user left")
+    assert sent_after_hold == []
+
+
 def test_a_refusal_or_a_filtered_reply_is_never_stored_as_the_summary():
     """A summariser that refuses (or is filtered) made no summary: no marker holds its words, and every turn is answered."""
     for stop_reason in ("refusal", "content_filter"):
@@ -328,6 +368,62 @@ def test_the_request_made_again_after_an_overflow_counts_against_max_requests():
                 assert len(bodies) - before <= 1, f"{len(bodies) - before} requests sent in a run under max_requests=1"
                 overflowed = overflowed or (reply.stop_reason == "error" and "ContextOverflowError" in reply.error_message)
     assert overflowed, "no request overflowed"
+
+
+def test_the_request_made_again_after_an_overflow_is_sent_while_the_runs_caps_leave_room():
+    """A cap the run has not reached (max_requests=2) lets the request made again after a ContextOverflowError go: the run sends two, each a round of its own, and the second's reply is its answer (decision 20)."""
+    from yiemagent import AgentRunEndEvent, LLMCallStartEvent
+
+    bodies = []
+    recorder = EventRecorder()
+
+    def respond(request):
+        bodies.append(request.body)
+        if len(request.body) > 3000:
+            return Reply(status=400, body=(FIXTURES / "llamacpp-error-400-exceed-context.json").read_bytes(), headers={"Content-Type": "application/json"})
+        return Reply(body=openai_reply({"role": "assistant", "content": "ok"}))
+
+    with LocalServer(respond) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", backoff_factor=0.001)
+        with YiemAgent(llm_call=client, agent_event_sink=recorder, context_window=4000, compaction=TrimHistory(500), usage_limits=UsageLimits(max_requests=2)) as agent:
+            retried = []
+            for turn in range(12):
+                before, events = len(bodies), len(recorder.events)
+                reply = ask(agent, f"question {turn}: " + "words " * 100, timeout=30, check=False)
+                if len(bodies) - before == 2:
+                    run_events = recorder.events[events:]
+                    rounds = ([e.round for e in run_events if isinstance(e, LLMCallStartEvent)], [e.rounds for e in run_events if isinstance(e, AgentRunEndEvent)])
+                    retried.append((reply.stop_reason, reply.text, rounds))
+    assert ("stop", "ok", ([1, 2], [2])) in retried, retried
+
+
+def test_the_request_made_again_after_an_overflow_asks_for_the_native_typed_answer_as_the_refused_one_did():
+    """output_mode="native" over a compacted conversation: the request made again after a ContextOverflowError carries the answer's response_format, as the refused one did, and its answer is the output (docs/api.md "Native typed answers")."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class Word:
+        word: str
+
+    bodies = []
+
+    def respond(request):
+        bodies.append(request.json())
+        if len(request.body) > 3000:
+            return Reply(status=400, body=(FIXTURES / "llamacpp-error-400-exceed-context.json").read_bytes(), headers={"Content-Type": "application/json"})
+        return Reply(body=openai_reply({"role": "assistant", "content": json.dumps({"word": "ok"})}))
+
+    with LocalServer(respond) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", backoff_factor=0.001)
+        with YiemAgent(llm_call=client, agent_event_sink=None, context_window=4000, compaction=TrimHistory(500), output_type=Word, output_mode="native") as agent:
+            retried = []
+            for turn in range(12):
+                before = len(bodies)
+                reply = ask(agent, f"question {turn}: " + "words " * 100, timeout=30, check=False)
+                if len(bodies) - before == 2:
+                    retried.append(reply.output)
+    assert Word("ok") in retried, retried  # a retry that fits is answered; one still too long ends the run with the overflow
+    assert all("response_format" in body for body in bodies)
 
 
 def test_typed_answers_over_a_compacted_conversation_keep_their_final_result_pairs():

@@ -147,7 +147,7 @@ def test_a_round_start_says_none_when_nothing_names_the_model(agents):
     ],
 )
 def test_a_round_end_names_the_kind_of_failure(agents, reply, error_type):
-    """error_type is the class of what llm_call raised, "invalid_reply" for a reply decision 15 refuses, None on success."""
+    """error_type is the class of what llm_call raised, "invalid_reply" for a reply decision 15 refuses, None on success (and then the reply is the event's response)."""
     recorder = EventRecorder()
     agent = agents(ScriptedLLM([reply]), agent_event_sink=recorder)
     run_agent(agent, "hi")
@@ -155,6 +155,7 @@ def test_a_round_end_names_the_kind_of_failure(agents, reply, error_type):
     (end,) = recorder.of_type(LLMCallEndEvent)
     assert end.error_type == error_type
     assert (end.error is None) == (error_type is None)
+    assert (end.response.content if end.response is not None else None) == ([TextContent("fine")] if error_type is None else None)
 
 
 def test_a_round_the_run_was_aborted_during_ends_with_error_type_aborted(agents):

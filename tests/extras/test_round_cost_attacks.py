@@ -203,10 +203,11 @@ def test_an_unheard_round_ends_without_waiting_for_a_late_relay_and_drops_the_de
     assert [e for e in received if isinstance(e, LLMDeltaEvent)] == []
 
 
+@pytest.mark.parametrize("calls", [1, 2])
 @pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("call", ["wait_until_idle", "take_response"])
-def test_a_tool_that_waits_for_its_own_agent_gets_an_error_naming_why_not_a_wait_for_ever(parallel, call):
-    """A tool (alone in its batch in the run thread, or on the pool) that waits for its own agent to be idle, or for its own run's response, gets a RuntimeError naming why, and the run goes on."""
+def test_a_tool_that_waits_for_its_own_agent_gets_an_error_naming_why_not_a_wait_for_ever(parallel, call, calls):
+    """A tool (alone in its batch in the run thread, or beside another on the pool's threads) that waits for its own agent to be idle, or for its own run's response, gets a RuntimeError naming why, and the run goes on."""
     agent_box: list = []
     errors: list = []
 
@@ -219,7 +220,7 @@ def test_a_tool_that_waits_for_its_own_agent_gets_an_error_naming_why_not_a_wait
         return AgentToolResult([TextContent("ok")])
 
     waiter = AgentTool("waiter", "Waiter", "waits for its agent", {"type": "object"}, execute, parallel_tool_execute=True)
-    llm = ScriptedLLM([tool_call_reply(("w1", "waiter", "{}")), "done"])
+    llm = ScriptedLLM([tool_call_reply(*[(f"w{i}", "waiter", "{}") for i in range(1, calls + 1)]), "done"])
     agent = YiemAgent(llm_call=llm, tools=[waiter], agent_event_sink=None, parallel_tool_execute=parallel)
     agent_box.append(agent)
     try:
@@ -228,8 +229,8 @@ def test_a_tool_that_waits_for_its_own_agent_gets_an_error_naming_why_not_a_wait
     finally:
         shutdown(agent, timeout=1)  # bounded: a run stuck waiting for itself is left on its daemon thread
     assert response.stop_reason == "stop"
-    (error,) = errors
-    assert call in error and "own run" in error
+    assert len(errors) == calls
+    assert all(call in error and "own run" in error for error in errors)
 
 
 @pytest.mark.parametrize("calls", [1, 2])

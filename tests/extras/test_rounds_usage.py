@@ -209,6 +209,22 @@ def test_a_failed_run_still_counts_its_rounds(agents):
     assert agent.usage == LLMUsage(3, 2, total_tokens=5)
 
 
+class _ProviderUsage(LLMUsage):
+    """A client's own usage class, a subclass of LLMUsage."""
+
+
+def test_a_usage_of_a_subclass_of_llm_usage_counts_as_its_counts(agents):
+    """A reply's usage is any LLMUsage, a subclass too: its counts go into the run's and the agent's usage (decision 13)."""
+    llm = ScriptedLLM([reply("done", _ProviderUsage(3, 2, total_tokens=5))])
+    recorder = EventRecorder()
+    agent = agents(llm, agent_event_sink=recorder)
+    run_agent(agent, "go")
+    assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+    assert agent.wait_until_idle(WAIT)
+    (end,) = [e for e in recorder.events if isinstance(e, AgentRunEndEvent)]
+    assert end.usage == LLMUsage(3, 2, total_tokens=5) and agent.usage == LLMUsage(3, 2, total_tokens=5)
+
+
 def test_a_round_aborted_during_its_llm_call_still_counts_the_tokens_its_reply_reported(agents):
     """Tokens the server billed for a reply that an abort kept out of the history still count in the run's usage."""
     from yiemagent import abort

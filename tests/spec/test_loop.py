@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import logging
 import queue
 import threading
 import time
@@ -22,6 +23,7 @@ from yiemagent import (
     YiemAgent,
     abort,
     add_message,
+    approve,
     continue_agent,
     follow_up,
     format_msg_for_llm,
@@ -304,6 +306,34 @@ def test_a_dead_loop_refuses_messages_instead_of_queueing_them_forever(caplog):
         shutdown(agent, timeout=WAIT)
 
 
+@pytest.mark.spec("5")
+def test_a_bug_in_the_loops_step_met_first_by_the_run_thread_still_stops_the_loop(caplog):
+    """The run thread decides the loop's next step as its run ends: when that step raises (a bug, injected during
+    the run), the response is still delivered and the loop thread is woken to meet the bug, log it and stop serving."""
+    core_box = []
+
+    def broken():
+        raise RuntimeError("bug in the loop")
+
+    def llm(formatted):
+        core_box[0]._next_action = broken  # the loop sleeps through the run: only the run's end can wake it
+        return AssistantMessage([TextContent("x")])
+
+    agent = make_agent(llm)
+    core_box.append(agent._core)
+    try:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=WAIT).content == [TextContent("x")]
+        agent._core._thread.join(WAIT)
+        assert not agent._core._thread.is_alive()
+        [record] = [r for r in caplog.records if r.exc_info and r.exc_info[0] is RuntimeError]
+        assert (record.name, record.getMessage()) == ("yiemagent.agent", "the agent loop failed; the agent stops serving")
+        with pytest.raises(AgentClosedError):
+            run_agent(agent, "anyone there?")
+    finally:
+        shutdown(agent, timeout=WAIT)
+
+
 @pytest.mark.spec("10")
 def test_leaving_the_with_block_normally_lets_the_active_run_finish():
     """``with agent:`` ends with shutdown alone: a run still active is not aborted, its response is delivered."""
@@ -548,6 +578,8 @@ def test_a_response_held_for_room_when_shutdown_leaves_the_next_run_running_is_k
     run_agent(agent, "m2")
     gated.wait_entered()
     assert shutdown(agent, timeout=0.05) == []
+    # kept by the loop as it exited, not only once the run it left running ends
+    assert [r.content[0].text for r in agent.undelivered_responses] == ["r1"] and not core._pending_output
     taken = [take_response(agent, timeout=WAIT)]  # room again, but the loop has gone
     gated.open()
     core._worker.thread.join(WAIT)
@@ -966,6 +998,42 @@ def test_a_message_added_during_a_runs_last_round_first_answers_the_calls_that_r
     check_wire(format_msg_for_llm(prepare_context(agent.state)))
     continue_agent(agent)
     assert take_response(agent, timeout=WAIT).content == [TextContent("answered")]
+
+
+@pytest.mark.spec("5")
+def test_a_decision_queued_during_a_run_that_answered_its_call_goes_in_alone_and_is_logged(agents, caplog):
+    """Decision 18 at a run's end: an approval queued while its call waited, whose call the run then answered
+    ("superseded by a new message"), can no longer go in before its call's answer; it goes in alone after the
+    run's messages, and the reason is logged with the ValueError that said so."""
+    started, decided = threading.Event(), threading.Event()
+
+    def sink(event):
+        if isinstance(event, AgentRunStartEvent) and event.run_id == 2:  # the run has taken its input, not yet appended it
+            started.set()
+            assert decided.wait(WAIT)
+
+    llm = ScriptedLLM([tool_call_reply(("c1", "gated", {})), "done"])
+    defer = lambda ctx, signal: {"defer": True, "reason": "a person decides"}  # noqa: E731
+    agent = agents(llm, [make_tool("gated")], before_tool_call=defer, agent_event_sink=sink)
+    run_agent(agent, "go")
+    assert take_response(agent, timeout=WAIT).stop_reason == "awaiting_approval"
+    run_agent(agent, "never mind")  # supersedes c1 when the run appends it
+    assert started.wait(WAIT)
+    with caplog.at_level(logging.WARNING, logger="yiemagent"):
+        approve(agent, "c1")  # c1 still waits in the history: queued for the run
+        decided.set()
+        assert take_response(agent, timeout=WAIT).content == [TextContent("done")]
+        assert agent.wait_until_idle(WAIT)
+    history = agent.history()
+    assert [(m.role, getattr(m, "tool_call_id", None), getattr(m, "decision", None)) for m in history[-5:]] == [
+        ("approval", "c1", "deferred"), ("tool", "c1", None), ("user", None, None), ("assistant", None, None), ("approval", "c1", "approved"),
+    ]
+    assert history[-4].content == [TextContent("superseded by a new message")] and pending_approvals(agent) == []
+    [record] = [r for r in caplog.records if r.name == "yiemagent.agent"]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage() == "a message added during the run's last round: what goes before it could not be read"
+    assert record.exc_info is not None and record.exc_info[0] is ValueError and "'c1'" in str(record.exc_info[1])
+    check_wire(format_msg_for_llm(prepare_context(agent.state)))
 
 
 @pytest.mark.spec("10")
