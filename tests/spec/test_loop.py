@@ -1187,3 +1187,15 @@ def test_shutdown_while_the_run_thread_puts_its_response_lets_the_response_reach
     taker.join(WAIT)
     closer.join(WAIT)
     assert taken == ["answer"]
+
+
+def test_loop_exited_is_the_bool_false_while_the_loop_runs_and_true_once_it_stopped() -> None:
+    """``AgentCore.loop_exited`` is a bool: False from the start until the loop thread stops, True after shutdown, and ``run_over(None)`` says the same."""
+    agent = make_agent(ScriptedLLM(["hi"]))
+    try:
+        assert agent._core.loop_exited is False
+        with agent._core._wake:
+            assert agent._core.run_over(None) is False
+    finally:
+        shutdown(agent)
+    assert agent._core.loop_exited is True
