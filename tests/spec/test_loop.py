@@ -1199,3 +1199,55 @@ def test_loop_exited_is_the_bool_false_while_the_loop_runs_and_true_once_it_stop
     finally:
         shutdown(agent)
     assert agent._core.loop_exited is True
+
+
+def test_a_hook_or_the_execution_mode_changed_between_runs_applies_to_the_next_batch() -> None:
+    """``loop_config`` is read afresh for each batch: a ``before_tool_call``, ``after_tool_call`` or ``parallel_tool_execute`` set, changed or removed between runs is what the next batch uses."""
+    barrier = threading.Barrier(2)
+
+    def meet(tool_call_id, args, signal, on_partial_result):
+        try:
+            barrier.wait(timeout=float(args["wait"]))
+        except threading.BrokenBarrierError:
+            barrier.reset()
+            return text_result("alone")
+        return text_result("met")
+
+    seen: list[str] = []
+
+    def before(ctx, signal):
+        seen.append(f"before:{ctx.tool_call.id}")
+        return None
+
+    def after(ctx, signal):
+        seen.append(f"after:{ctx.tool_call.id}")
+        return None
+
+    def turn(agent: YiemAgent, llm: ScriptedLLM, first: str, wait: float) -> list[str]:
+        llm.add(tool_call_reply((first, "meet", {"wait": wait}), (first + "b", "meet", {"wait": wait})), "done")
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        return [m.content[0].text for m in agent.history() if type(m).__name__ == "ToolResultMessage"][-2:]
+
+    llm = ScriptedLLM([])
+    agent = make_agent(llm, make_tool("meet", meet, parallel=True), parallel_tool_execute=True)
+    try:  # one change between two runs at a time
+        assert turn(agent, llm, "c1", WAIT) == ["met", "met"]
+        agent.parallel_tool_execute = False
+        assert turn(agent, llm, "c2", 0.2) == ["alone", "alone"]  # one at a time: the first waits alone
+        agent.before_tool_call = before
+        turn(agent, llm, "c3", 0.2)
+        assert seen == ["before:c3", "before:c3b"]
+        agent.after_tool_call = after
+        turn(agent, llm, "c4", 0.2)
+        assert seen[2:] == ["before:c4", "after:c4", "before:c4b", "after:c4b"]
+        agent.before_tool_call = None
+        turn(agent, llm, "c5", 0.2)
+        assert seen[6:] == ["after:c5", "after:c5b"]
+        agent.after_tool_call = None
+        turn(agent, llm, "c6", 0.2)
+        assert len(seen) == 8
+        agent.parallel_tool_execute = True
+        assert turn(agent, llm, "c7", WAIT) == ["met", "met"]
+    finally:
+        shutdown(agent)
