@@ -85,18 +85,7 @@ def test_an_abort_during_the_summary_request_ends_the_run_aborted_without_a_mark
         try:
             with YiemAgent(llm_call=client, agent_event_sink=None, tools=[lookup], context_window=2048, compaction=SummarizeHistory(600)) as agent:
 
-                def talk():
-                    for turn in range(12):
-                        replies.append(ask(agent, f"city {turn}?", timeout=120, check=False))
-                        if held.is_set():
-                            return
-
-                talker = threading.Thread(target=talk, daemon=True)
-                talker.start()
-                assert held.wait(60), "no summary was asked for"
-                abort(agent, "the user left")
-                talker.join(30)
-                assert not talker.is_alive(), "the run waited for the summary request after the abort"
+                _abort_once_the_summary_is_held(agent, held, replies, lambda turn: f"city {turn}?")
                 history = agent.history()
         finally:
             release.set()
@@ -126,18 +115,7 @@ def test_an_abort_during_the_summary_asked_after_an_overflow_ends_the_run_aborte
         try:
             with YiemAgent(llm_call=client, agent_event_sink=None, context_window=100_000, compaction=SummarizeHistory(600)) as agent:
 
-                def talk():
-                    for turn in range(12):
-                        replies.append(ask(agent, f"question {turn}: " + "words " * 100, timeout=120, check=False))
-                        if held.is_set():
-                            return
-
-                talker = threading.Thread(target=talk, daemon=True)
-                talker.start()
-                assert held.wait(60), "no summary was asked for after an overflow"
-                abort(agent, "the user left")
-                talker.join(30)
-                assert not talker.is_alive(), "the run waited for the summary request after the abort"
+                _abort_once_the_summary_is_held(agent, held, replies, lambda turn: f"question {turn}: " + "words " * 100)
         finally:
             release.set()
     assert (replies[-1].stop_reason, replies[-1].error_message) == ("aborted", "the user left")
@@ -738,3 +716,20 @@ def test_a_compaction_message_sent_to_an_agent_is_refused_naming_it_and_the_agen
                 send()
         assert requests == [] and agent.history() == []
         assert ask(agent, "hi", timeout=20).text == "answer 2"
+
+
+def _abort_once_the_summary_is_held(agent, held, replies, question):
+    """Ask ``question(turn)`` turn after turn on a thread of its own until the server holds a summary request, then abort: the asking thread ends."""
+
+    def talk():
+        for turn in range(12):
+            replies.append(ask(agent, question(turn), timeout=120, check=False))
+            if held.is_set():
+                return
+
+    talker = threading.Thread(target=talk, daemon=True)
+    talker.start()
+    assert held.wait(60), "no summary was asked for"
+    abort(agent, "the user left")
+    talker.join(30)
+    assert not talker.is_alive(), "the run waited for the summary request after the abort"
