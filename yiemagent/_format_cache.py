@@ -61,11 +61,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Optional
 
 
-__all__ = ["APPENDING_METHODS", "EDITING_METHODS", "FrozenDict", "FrozenList", "History", "HistorySnapshot", "Lineage", "freeze", "history_wires"]
+__all__ = ["APPENDING_METHODS", "EDITING_METHODS", "FrozenDict", "FrozenList", "History", "HistorySnapshot", "Lineage", "freeze", "history_wires", "snapshot"]
 
 
 Message = Any  # a conversation message (types.py): the cache reads only its identity and its __dict__
@@ -206,7 +205,7 @@ class History(list[Any]):
         return (History, (list(self),))
 
 
-_new_tuple = tuple.__new__  # a NamedTuple made once a round, without its Python __new__ (docs/performance.md "W1")
+_new_tuple = tuple.__new__  # a NamedTuple (a snapshot's Lineage) made once a round, without its Python __new__ (docs/performance.md "W1")
 
 
 class Lineage(NamedTuple):
@@ -240,14 +239,10 @@ class HistorySnapshot(list[Any]):
     lineage: Optional[Lineage] = None
 
     def __init__(self, source: Any = ()) -> None:
-        self.lineage = None  # also when called again on a snapshot
-        if not isinstance(source, History):
-            list.__init__(self, source)
-            return
-        before = source.edits
-        list.__init__(self, source[:])  # a slice is one memcpy; iterating a subclass goes item by item
-        if before == source.edits and before % 2 == 0:
-            self.lineage = _new_tuple(Lineage, (source, before, len(self)))  # Lineage(...) without namedtuple's Python __new__
+        self.lineage = None  # first, also when called again on a snapshot: the items change below
+        copied = snapshot(source)
+        list.__init__(self, copied)
+        self.lineage = copied.lineage  # last: a reader never pairs it with items not yet copied
 
     __setitem__ = _dropping("__setitem__")
     __delitem__ = _dropping("__delitem__")
@@ -270,6 +265,29 @@ class HistorySnapshot(list[Any]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (list, (list(self),))
+
+
+_new_list = list.__new__
+_extend = list.extend
+
+
+def snapshot(source: Any) -> HistorySnapshot:
+    """``HistorySnapshot(source)``, made without a Python ``__init__`` call (``prepare_context`` makes one a round: docs/performance.md "W1").
+
+    A ``History`` is copied by one slice (one memcpy; iterating a subclass goes item by
+    item), and the copy gets its lineage if the source's ``edits`` was the same even count
+    before and after (the sequence lock of this module's docstring); anything else is
+    copied as it is, without a lineage.
+    """
+    made = _new_list(HistorySnapshot)
+    if not isinstance(source, History):
+        _extend(made, source)
+        return made
+    before = source.edits
+    _extend(made, source[:])
+    if before == source.edits and before % 2 == 0:
+        made.lineage = _new_tuple(Lineage, (source, before, len(made)))  # Lineage(...) without namedtuple's Python __new__
+    return made
 
 
 # --- the cache of wire dicts ----------------------------------------------------------
@@ -304,17 +322,18 @@ class _MessageCache:
         return (_MessageCache, ())
 
 
-class _LatestRequest(NamedTuple):
-    """The latest request made from a ``History``, kept on it: the wires of ``history[:length]``
-    as they were when its ``edits`` was ``edits`` (see ``history_wires``)."""
-
-    edits: int
-    length: int
-    wires: list[dict[str, Any]]
+# The latest request made from a ``History``, kept on it (``_LATEST_ATTR``): a plain tuple (one
+# made a round, without a NamedTuple's ``__new__``) ``(edits, length, wires, size)``, where
+# ``wires[:size]`` are the wires of ``history[:length]`` as they were when its ``edits`` was
+# ``edits`` (see ``history_wires``). ``wires`` only ever grows at its end (the next request
+# from the same history appends its new wires to it instead of copying it), so
+# ``wires[:size]`` never changes; entries past ``size`` belong to a later record or to none.
+_LatestRequest = tuple[int, int, list[dict[str, Any]], int]
 
 
 _CACHE_ATTR = "_yiemagent_cache"  # on a message: its _MessageCache
-_LATEST_ATTR = "_yiemagent_latest_request"  # on a History: its _LatestRequest
+_new_object = object.__new__
+_LATEST_ATTR = "_yiemagent_latest_request"  # on a History: its latest request's record (_LatestRequest)
 _SKIP = FrozenDict()  # the cached "wire" of a message that is not sent (an unknown AgentMessage subclass)
 
 
@@ -322,7 +341,9 @@ def _cache_of(msg: Message, wire: Any = None, calls: Optional[tuple[Any, ...]] =
     """The message's cache, made (holding ``wire`` and ``calls``) when it has none; None for an entry that cannot hold one."""
     cache = getattr(msg, _CACHE_ATTR, None)
     if cache is None:
-        cache = _MessageCache(wire, calls)
+        cache = _new_object(_MessageCache)  # _MessageCache(wire, calls) without its Python __init__ call (a new message's, twice a round)
+        cache.wire = wire
+        cache.calls = calls
         try:
             object.__setattr__(msg, _CACHE_ATTR, cache)  # frozen dataclass: bypass its __setattr__
         except AttributeError:  # an entry with no __dict__ (no AgentMessage: those all have one): not cached
@@ -363,13 +384,8 @@ def _wire_of(msg: Message, convert: Callable[[Message], Optional[dict[str, Any]]
     return wire
 
 
-def _wires_of(messages: list[Message], convert: Callable[[Message], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:
-    # filter(None) leaves out _SKIP, the one empty wire (a message's wire always has its "role"): no frame of our own per call
-    return list(filter(None, map(_wire_of, messages, repeat(convert))))
-
-
-def history_wires(given: Any, convert: Callable[[Message], Optional[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The wire dicts of a context's messages, in order (the system message aside); ``convert`` makes a message's (None: not sent; a wire is never empty).
+def history_wires(given: Any, convert: Callable[[Message], Optional[dict[str, Any]]], request: list[Any]) -> list[Any]:
+    """``request`` with the wire dicts of a context's messages appended, in order; ``convert`` makes a message's (None: not sent; a wire is never empty).
 
     When ``given`` is a ``HistorySnapshot`` that still has its lineage (the default
     ``prepare_context`` made it and nobody changed it), and its source ``History`` holds a
@@ -380,14 +396,42 @@ def history_wires(given: Any, convert: Callable[[Message], Optional[dict[str, An
     history edited since — every wire comes from each message's own cache: one dict
     lookup per message, still exact. The record is replaced by this request's whenever
     ``given`` has a lineage. Nothing here compares messages: the edit count says it all.
+
+    One copy of the history's wires a round, into ``request`` (the caller's list, which no
+    record shares): the new record keeps the old record's list with this request's new wires
+    appended to it, if that list held exactly the old record's ``size`` wires just before
+    (its length after appending says so: a list only grows). Otherwise another request
+    appended to it since the old record was read (another thread's, or one made while this
+    one converted a message), and the new record gets a copy of this request's wires: the
+    entries a record counts never change, and a request takes only those.
     """
     lineage = given.lineage if isinstance(given, HistorySnapshot) else None
-    latest = getattr(lineage.source, _LATEST_ATTR, None) if lineage is not None else None
-    if latest is not None and latest.edits == lineage.edits and latest.length <= lineage.length:  # type: ignore[union-attr]
-        wires: list[dict[str, Any]] = latest.wires + _wires_of(given[latest.length : lineage.length], convert)  # type: ignore[union-attr]
-    else:
-        wires = _wires_of(given, convert)
+    start = len(request)
+    shared: Optional[list[dict[str, Any]]] = None
+    size = 0
+    new = given
+    if lineage is not None:
+        source, edits, length = lineage
+        latest = getattr(source, _LATEST_ATTR, None)
+        if latest is not None:
+            latest_edits, latest_length, shared, size = latest
+            if latest_edits == edits and latest_length <= length:
+                request += shared
+                del request[start + size :]  # what another request appended to the record's list since it was made
+                new = given[latest_length:length]
+            else:
+                shared = None
+    for msg in new:
+        wire = _wire_of(msg, convert)
+        if wire:  # _SKIP, the one empty wire (a message's wire always has its "role"), is a message not sent
+            request.append(wire)
     # the lineage is read again last: a snapshot changed meanwhile has dropped it (first thing)
     if lineage is not None and given.lineage is lineage:
-        setattr(lineage.source, _LATEST_ATTR, _new_tuple(_LatestRequest, (lineage.edits, lineage.length, wires)))
-    return wires
+        total = len(request) - start
+        if shared is not None:
+            shared += request[start + size :]
+            if len(shared) != total:  # the list had grown past size (another request appended to it): not ours there
+                shared = None
+        record: _LatestRequest = (edits, length, shared if shared is not None else request[start:], total)
+        setattr(source, _LATEST_ATTR, record)
+    return request

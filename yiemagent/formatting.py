@@ -23,12 +23,11 @@ import binascii
 from itertools import islice
 from typing import Any, Optional
 
-from ._format_cache import FrozenDict, FrozenList, HistorySnapshot, cached_calls, history_wires
+from ._format_cache import FrozenDict, FrozenList, cached_calls, history_wires, snapshot
 from .errors import MessageFormatError
 from .extraction import arguments_json, extract_tool_calls
 from .types import (
     AgentContext,
-    AgentMessage,
     AgentState,
     AgentTool,
     AssistantMessage,
@@ -67,7 +66,7 @@ def prepare_context(state: AgentState, event_sink: Any = None) -> AgentContext:
     (docs/performance.md). A hook that changes ``ctx.messages`` in any way, or
     replaces it, makes the formatter look at every message's own cache instead.
     """
-    return AgentContext(state.system_prompt, HistorySnapshot(state.messages), state.tools)
+    return AgentContext(state.system_prompt, snapshot(state.messages), state.tools)  # HistorySnapshot(...) without its __init__ call
 
 
 def _image_url(block: ImageContent) -> dict[str, Any]:
@@ -226,13 +225,31 @@ def tool_to_openai(tool: AgentTool) -> dict[str, Any]:
     }
 
 
-def _message_to_openai(msg: AgentMessage) -> dict[str, Any] | None:
-    """The wire dict of one message for ``format_msg_for_llm``; the common shapes come read-only already (``_read_only_wire``)."""
+def _message_to_openai(msg: Any) -> dict[str, Any] | None:
+    """The wire dict of one message for ``format_msg_for_llm``; None for a kind of message that is not sent.
+
+    The shapes a round makes get their wire built read-only at once, a ``FrozenDict`` all the
+    way down (``_format_cache.freeze`` leaves it as it is): a tool result whose content is text
+    blocks (here), and a reply of text and tool calls (``_read_only_reply``). Their wire is what
+    ``tool_result_message_to_openai`` and ``assistant_message_to_openai`` make, frozen: the same
+    keys in the same order, the same values (a differential test holds the two to each other,
+    tests/extras/test_format_cache.py), without making the plain dicts first and copying them
+    (docs/performance.md "W1"). Every other message gets those functions' plain dict.
+    """
     kind = type(msg)
-    if kind is ToolResultMessage or kind is AssistantMessage:
-        wire = _read_only_wire(msg)
-        if wire is not None:
-            return wire
+    if kind is ToolResultMessage:
+        content = msg.content
+        if type(content) is list and type(msg.tool_call_id) is str and type(msg.tool_name) is str and type(msg.is_error) is bool:
+            texts: list[str] = []
+            for block in content:
+                if type(block) is not TextContent or type(block.text) is not str:
+                    break
+                texts.append(block.text)
+            else:  # text blocks only
+                return FrozenDict(role="tool", tool_call_id=msg.tool_call_id, content="\n".join(texts), name=msg.tool_name, is_error=msg.is_error)
+        return tool_result_message_to_openai(msg)
+    if kind is AssistantMessage:
+        return _read_only_reply(msg) or assistant_message_to_openai(msg)
     if isinstance(msg, UserMessage):
         return user_message_to_openai(msg)
     if isinstance(msg, AssistantMessage):
@@ -242,51 +259,32 @@ def _message_to_openai(msg: AgentMessage) -> dict[str, Any] | None:
     return None
 
 
-def _read_only_wire(msg: Any) -> Optional[FrozenDict]:
-    """The read-only wire of a message of the shape a round makes, built as it is cached; None for any other.
-
-    Those shapes: a tool result whose content is text blocks, and a reply whose content is
-    text blocks without citations and ``tool_calls`` blocks whose entries carry no
-    ``extra_content``. Their wire is what ``tool_result_message_to_openai`` and
-    ``assistant_message_to_openai`` make, frozen (``_format_cache.freeze``): the same keys in
-    the same order, the same values (a differential test holds the two to each other,
-    tests/extras/test_format_cache.py), without making the plain dicts first and copying
-    them (docs/performance.md "W1").
-    """
+def _read_only_reply(msg: AssistantMessage) -> Optional[FrozenDict]:
+    """The read-only wire of a reply of text blocks without citations and ``tool_calls`` blocks whose entries carry no ``extra_content``; None for any other (``_message_to_openai``)."""
     texts: list[str] = []
     content = msg.content
     if type(content) is not list:
         return None
-    if type(msg) is ToolResultMessage:
-        for block in content:
-            if type(block) is not TextContent or type(block.text) is not str:
-                return None
-            texts.append(block.text)
-        if type(msg.tool_call_id) is not str or type(msg.tool_name) is not str or type(msg.is_error) is not bool:
-            return None
-        return FrozenDict(role="tool", tool_call_id=msg.tool_call_id, content="\n".join(texts), name=msg.tool_name, is_error=msg.is_error)
     for block in content:
         if type(block) is TextContent:
             if block.citations is not None or type(block.text) is not str:
                 return None
             texts.append(block.text)
-        elif type(block) is not dict or block.get("type") != "tool_calls" or type(block.get("tool_calls")) is not list:
-            return None
-        else:
-            for entry in block["tool_calls"]:
+        elif type(block) is dict and block.get("type") == "tool_calls" and type(listed := block.get("tool_calls")) is list:
+            for entry in listed:
                 if type(entry) is not dict or "extra_content" in entry:  # an extra goes back (_reasoning_echo)
                     return None
+        else:
+            return None
     calls: Any = cached_calls(msg)  # normalize_reply read them (extract_tool_calls would return a copy of them)
     if calls is None:
         _, calls, _ = extract_tool_calls(msg)
-    content = "\n".join(texts)
     if not calls:
-        return FrozenDict(role="assistant", content=content)
-    entries = [
-        FrozenDict(id=call.id, type=call.type, function=FrozenDict(name=call.name, arguments=arguments_json(call.arguments)))
-        for call in calls
-    ]
-    return FrozenDict(role="assistant", content=content, tool_calls=FrozenList(entries))
+        return FrozenDict(role="assistant", content="\n".join(texts))
+    entries = []
+    for call in calls:  # a loop, not a comprehension: no function of its own to make and call (Python 3.11)
+        entries.append(FrozenDict(id=call.id, type=call.type, function=FrozenDict(name=call.name, arguments=arguments_json(call.arguments))))
+    return FrozenDict(role="assistant", content="\n".join(texts), tool_calls=FrozenList(entries))
 
 
 def format_msg_for_llm(ctx: AgentContext, event_sink: Any = None) -> dict[str, Any]:
@@ -306,8 +304,7 @@ def format_msg_for_llm(ctx: AgentContext, event_sink: Any = None) -> dict[str, A
     (``messages[i] = {**messages[i], ...}``) or edit ``copy.deepcopy(formatted)``.
     """
     messages: list[dict[str, Any]] = [{"role": "system", "content": ctx.system_prompt}] if ctx.system_prompt else []
-    messages += history_wires(ctx.messages, _message_to_openai)
-    formatted: dict[str, Any] = {"messages": messages}
+    formatted: dict[str, Any] = {"messages": history_wires(ctx.messages, _message_to_openai, messages)}
     tools = list(map(tool_to_openai, ctx.tools.values()))
     if tools:
         formatted["tools"] = tools

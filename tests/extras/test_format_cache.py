@@ -14,7 +14,7 @@ import sys
 import threading
 import weakref
 from datetime import timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given
@@ -127,6 +127,20 @@ class SlottedNote:
         self.text = text
 
 
+class Record(NamedTuple):
+    """The record of the latest request a History keeps (_format_cache's plain tuple), by name."""
+
+    edits: int
+    length: int
+    wires: list[Any]
+    size: int
+
+
+def record_of(history: History) -> Record:
+    """The record of the latest request made from ``history``."""
+    return Record(*getattr(history, format_cache._LATEST_ATTR))
+
+
 def tool_use() -> list[Any]:
     """One turn of real tool use, as new message objects (nothing cached yet)."""
     return [
@@ -146,7 +160,7 @@ def test_fast_path_equals_the_reference_formatter(history, system_prompt, as_his
     assert_same_request(history, system_prompt)  # the second call answers from the caches
 
 
-# The shapes a round makes, whose read-only wire formatting builds directly (formatting._read_only_wire):
+# The shapes a round makes, whose read-only wire formatting builds directly (formatting._message_to_openai):
 # text-only tool results, replies of text and tool_calls blocks; and their near misses, which must not take it.
 _texts = st.lists(st.builds(TextContent, st.text(max_size=6)), max_size=3)
 _entries = st.lists(
@@ -164,6 +178,11 @@ _round_replies = st.builds(
 _round_results = st.builds(ToolResultMessage, st.text(max_size=4), st.text(max_size=4), _texts, is_error=st.booleans())
 
 
+def built_at_once(message: Any) -> bool:
+    """The formatter built the message's wire read-only at once (the shapes a round makes), not a plain dict the cache freezes."""
+    return type(formatting._message_to_openai(message)) is FrozenDict
+
+
 @pytest.mark.spec("14")
 @given(st.lists(_round_replies | _round_results, max_size=6), st.booleans())
 def test_the_wires_a_round_builds_read_only_equal_the_reference(history, read):
@@ -172,15 +191,15 @@ def test_the_wires_a_round_builds_read_only_equal_the_reference(history, read):
         history = [normalize_reply(m).message or m if isinstance(m, AssistantMessage) else m for m in history]
     for message in history:
         extra = any("extra_content" in e for b in message.content if isinstance(b, dict) for e in b["tool_calls"])
-        wire = formatting._read_only_wire(message)
-        assert (wire is None) == extra  # a call's extra goes back beside it: that reply takes the long way
-        if wire is not None:
+        wire = formatting._message_to_openai(message)
+        assert built_at_once(message) != extra  # a call's extra goes back beside it: that reply takes the long way
+        if not extra:
             plain = (formatting.assistant_message_to_openai if isinstance(message, AssistantMessage) else formatting.tool_result_message_to_openai)(message)
             assert json.dumps(wire, ensure_ascii=False) == json.dumps(plain, ensure_ascii=False)
             assert shape(wire) == shape(plain) and shape(wire) == shape(freeze(plain))
-            assert type(wire) is FrozenDict and all(type(c) is FrozenList for c in wire.values() if isinstance(c, list))
+            assert read_only_throughout(wire)
     # the reference formatter predates a call's extra_content (reasoning_echo): the rest, byte for byte
-    assert_same_request([m for m in history if formatting._read_only_wire(m) is not None or isinstance(m, ToolResultMessage)])
+    assert_same_request([m for m in history if built_at_once(m) or isinstance(m, ToolResultMessage)])
 
 
 def read_only_throughout(value: Any) -> bool:
@@ -456,7 +475,7 @@ def test_a_snapshot_changed_while_it_is_formatted_leaves_no_record(monkeypatch):
     assert ctx.messages[-1].content[0].text == "late" and not hasattr(history, format_cache._LATEST_ATTR)
     monkeypatch.undo()
     assert_same_request(history)
-    assert getattr(history, format_cache._LATEST_ATTR).length == 4
+    assert record_of(history).length == 4
 
 
 @pytest.mark.parametrize(
@@ -577,6 +596,68 @@ def test_a_request_from_an_unchanged_history_reuses_every_wire_and_looks_at_no_m
     for request in again:
         assert request == first == reference_format(context(list(history)), None)
         assert all(a is b for a, b in zip(first["messages"][1:], request["messages"][1:], strict=True))
+
+
+def test_a_round_appends_its_new_wires_to_the_records_list_instead_of_copying_it():
+    """The next request's record keeps the previous record's list with the new wires appended (one copy of the history's wires a round: into the request), and each request is exact."""
+    history = History(tool_use())
+    format_msg_for_llm(context(history), None)
+    shared = record_of(history).wires
+    for message in tool_use()[1:3] + [Note("aside")] + tool_use()[:2]:
+        history.append(message)
+        request = assert_same_request(history)
+        record = record_of(history)
+        assert record.wires is shared and record.size == len(request["messages"]) - 1 and record.length == len(history)
+        assert shared[: record.size] == request["messages"][1:] and all(a is b for a, b in zip(shared, request["messages"][1:]))
+
+
+def test_changing_the_returned_messages_list_leaves_the_record_as_it_was():
+    """An llm_call that clears, appends to or reorders the request's messages list changes nothing the next request from the same history reuses."""
+    history = History(tool_use())
+    for change in (list.clear, lambda m: m.append({"role": "user", "content": "extra"}), list.reverse, lambda m: m.__delitem__(slice(1, None))):
+        change(format_msg_for_llm(context(history), None)["messages"])
+        history.append(tool_use()[0])
+        assert_same_request(history)
+
+
+def test_a_request_made_while_another_from_the_same_history_is_being_formatted_is_exact(monkeypatch):
+    """A request from a shorter snapshot made in the middle of another one (it appends to the record's list first): both exact, and so is every request after them."""
+    history = History(tool_use())
+    format_msg_for_llm(context(history), None)
+    history += tool_use()[:2]
+    shorter = context(history)
+    history += [UserMessage([TextContent("and in Osaka?")]), tool_call_reply(("call_2", "getWeather", '{"city": "Osaka"}'))]
+    outer = context(history)
+    original = formatting._message_to_openai
+    inner: list[Any] = []
+
+    def converting(msg: Any) -> Any:
+        if not inner:  # once, while the outer request converts its first new message
+            inner.append(None)
+            inner[0] = format_msg_for_llm(shorter, None)
+        return original(msg)
+
+    monkeypatch.setattr(formatting, "_message_to_openai", converting)
+    got = format_msg_for_llm(outer, None)
+    monkeypatch.undo()
+    assert json.dumps(got) == json.dumps(reference_format(context(list(outer.messages)), None))
+    assert json.dumps(inner[0]) == json.dumps(reference_format(context(list(shorter.messages)), None))
+    for _ in range(2):
+        assert_same_request(history)
+        history.append(tool_use()[2])
+
+
+def test_a_record_whose_list_grew_past_its_count_gives_only_its_own_wires():
+    """Wires appended to a record's list by a request that then kept its own copy (a concurrent one's): the next request takes only the wires the record counts, and keeps a list of its own."""
+    history = History(tool_use())
+    format_msg_for_llm(context(history), None)
+    record = record_of(history)
+    record.wires.append(FrozenDict(role="user", content="another request's"))
+    history.append(tool_use()[0])
+    assert_same_request(history)
+    assert record_of(history).wires is not record.wires
+    history.append(tool_use()[0])
+    assert_same_request(history)
 
 
 @pytest.mark.parametrize("how", ["edited", "plain list", "hook appended", "shorter"])
@@ -790,6 +871,42 @@ def test_threads_formatting_one_history_at_once_all_get_the_exact_request():
     assert not failures and not any(t.is_alive() for t in threads)
 
 
+def test_threads_formatting_snapshots_of_one_growing_history_all_get_the_exact_request():
+    """Threads formatting snapshots of one History taken as it grew (one edit count, one record, its list extended by whoever comes first): every request is its snapshot's."""
+    history = History(tool_use())
+    snapshots = []
+    for message in tool_use() * 2:
+        snapshots.append(context(history).messages)
+        history.append(message)
+    expected = [json.dumps(reference_format(context(list(s)), None)) for s in snapshots]
+    barrier = threading.Barrier(4)
+    failures = []
+
+    def worker(offset: int) -> None:
+        barrier.wait()
+        for i in range(400):
+            at = (i * (offset + 1) + offset) % len(snapshots)
+            if json.dumps(format_msg_for_llm(AgentContext("You are a test.", snapshots[at], TOOLS), None)) != expected[at]:
+                failures.append(at)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    run_switching_often(threads)  # between reading a record and appending to its list too
+    assert not failures and not any(t.is_alive() for t in threads)
+
+
+def run_switching_often(threads: list[threading.Thread]) -> None:
+    """Start the threads and wait for them, switching between threads as often as the interpreter can."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(WAIT * 6)
+    finally:
+        sys.setswitchinterval(interval)
+
+
 def test_threads_snapshotting_a_history_while_one_thread_edits_it_all_get_exact_requests():
     """One writer appends to and reorders a History while four threads take snapshots and format them: every request is its snapshot's."""
     history = History(tool_use())
@@ -813,16 +930,8 @@ def test_threads_snapshotting_a_history_while_one_thread_edits_it_all_get_exact_
             if got != json.dumps(reference_format(context(list(ctx.messages)), None)):
                 failures.append(list(ctx.messages))
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible, inside the edits too
-    try:
-        threads = [threading.Thread(target=reader) for _ in range(4)] + [threading.Thread(target=writer)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(WAIT * 6)
-    finally:
-        sys.setswitchinterval(interval)
+    threads = [threading.Thread(target=reader) for _ in range(4)] + [threading.Thread(target=writer)]
+    run_switching_often(threads)  # inside the edits too
     assert not failures and not any(t.is_alive() for t in threads)
 
 
