@@ -242,9 +242,9 @@ def _message_to_openai(msg: Any) -> dict[str, Any] | None:
         if type(content) is list and type(msg.tool_call_id) is str and type(msg.tool_name) is str and type(msg.is_error) is bool:
             texts: list[str] = []
             for block in content:
-                if type(block) is not TextContent or type(block.text) is not str:
+                if type(block) is not TextContent:
                     break
-                texts.append(block.text)
+                texts.append(block.text)  # a text that is not a str fails the join as it fails tool_result_message_to_openai's
             else:  # text blocks only
                 return FrozenDict(role="tool", tool_call_id=msg.tool_call_id, content="\n".join(texts), name=msg.tool_name, is_error=msg.is_error)
         return tool_result_message_to_openai(msg)
