@@ -407,8 +407,7 @@ def history_wires(given: Any, convert: Callable[[Message], Optional[dict[str, An
     """
     lineage = given.lineage if isinstance(given, HistorySnapshot) else None
     start = len(request)
-    shared: Optional[list[dict[str, Any]]] = None
-    size = 0
+    shared: Optional[list[dict[str, Any]]] = None  # the record's list, while this request may keep it (its size: the record's)
     new = given
     if lineage is not None:
         source, edits, length = lineage

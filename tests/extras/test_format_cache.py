@@ -346,6 +346,30 @@ def test_every_request_after_any_edit_equals_the_reference(history, steps):
         assert_same_request(history)  # and the round after, without the hook
 
 
+@dataclasses.dataclass(frozen=True)
+class CitedReply(AssistantMessage):
+    """A caller's own kind of reply: an AssistantMessage subclass."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LoggedResult(ToolResultMessage):
+    """A caller's own kind of tool result: a ToolResultMessage subclass."""
+
+
+def test_a_subclass_of_a_message_kind_is_formatted_as_its_kind():
+    """A reply or a tool result of a subclass (not the exact classes the read-only path takes) gets the formatter's own wire for its kind, as the reference's."""
+    reply = tool_use()[1]
+    history = [
+        tool_use()[0],
+        CitedReply(reply.content, stop_reason="tool_calls"),
+        LoggedResult("call_1", "getWeather", [TextContent("Sunny, 22°C")]),
+        CitedReply([TextContent("It is sunny.")], stop_reason="stop"),
+    ]
+    request = assert_same_request(history)
+    assert [m["role"] for m in request["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
+    assert request["messages"][3]["content"] == "Sunny, 22°C" and read_only_throughout(request["messages"][2])
+
+
 def test_history_counts_every_list_method_that_changes_what_it_holds():
     """Each editing method bumps `edits` (by 2), each appending one keeps it; no list method is left unsorted."""
     public = {n for n in dir(list) if not n.startswith("_")}
@@ -405,6 +429,21 @@ def test_a_snapshot_has_a_lineage_until_it_is_changed_in_any_way():
     again = HistorySnapshot(list(history))
     again.__init__(history)  # re-filled from a History: the lineage of what it now holds
     assert again.lineage == (history, history.edits, 4)
+
+
+def test_a_snapshot_whose_refilling_fails_claims_no_lineage():
+    """A snapshot filled again from an iterable that raises keeps no lineage (it is dropped first), so no request reuses a record for it."""
+    history = History(tool_use())
+    snapshot = HistorySnapshot(history)
+
+    def failing() -> Any:
+        yield history[0]
+        raise RuntimeError("the source failed")
+
+    with pytest.raises(RuntimeError, match="the source failed"):
+        snapshot.__init__(failing())  # type: ignore[misc]
+    assert snapshot.lineage is None
+    assert json.dumps(format_msg_for_llm(AgentContext("You are a test.", snapshot, TOOLS), None)) == json.dumps(reference_format(context(list(snapshot)), None))
 
 
 def test_help_on_the_history_and_its_snapshot_says_what_each_change_does_to_the_cache():
