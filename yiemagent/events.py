@@ -558,10 +558,10 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
 
     def __call__(self, kind: str, text: str) -> None:
         """The round's ``on_delta``: dropped while nobody listens; the first delta somebody listens to makes the relay."""
+        if not self._emit.listened:
+            return
         relay = self._relay
         if relay is None:
-            if not self._emit.listened:
-                return
             with _late_relays:
                 relay = self._relay
                 if relay is None:

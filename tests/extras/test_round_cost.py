@@ -286,7 +286,8 @@ def test_a_round_nobody_listens_to_gets_a_stream_target_but_no_relay(monkeypatch
 
 
 def test_a_call_that_never_asks_for_its_stream_makes_no_target_and_one_that_streams_to_nobody_no_relay(monkeypatch):
-    """A round whose llm_call never asks for its stream makes no StreamTarget (with or without a sink) and no relay; one that asks gets one target a round, and a relay only once a delta is listened to."""
+    """A round whose llm_call never asks for its stream makes no StreamTarget (sink or not) and no relay; one that asks
+    gets one target a round, and a relay only once a delta is listened to."""
     import yiemagent.events as events
     from yiemagent import AssistantMessage
     from yiemagent.streaming import current_stream, emit_delta

@@ -203,6 +203,41 @@ def test_an_unheard_round_ends_without_waiting_for_a_late_relay_and_drops_the_de
     assert [e for e in received if isinstance(e, LLMDeltaEvent)] == []
 
 
+def test_two_first_deltas_that_race_make_one_relay_so_the_sink_keeps_one_context_for_the_round():
+    """A delta that found no relay yet and waits for the lock while another thread's delta makes it goes through that relay:
+    one relay a round, so the sink sees the round's one context (what it set at the first delta, at the second)."""
+    found: list = []
+
+    def sink(event):
+        if isinstance(event, LLMDeltaEvent):
+            found.append((event.text, _SET_BY_SINK.get()))
+            _SET_BY_SINK.set(event.text)
+
+    block = relay_deltas(EventEmitter(sink), 1, 1)
+    block.__enter__()
+    try:
+        context = contextvars.copy_context()  # the call's context, as a thread the LLM call started carries it
+        reached, go_on = threading.Event(), threading.Event()
+
+        def first_delta():
+            sys.settrace(_pause_inside_abort_at("with _late_relays:", reached, go_on, relay_deltas.__call__.__code__))
+            try:
+                context.run(emit_delta, "text", "waited")
+            finally:
+                sys.settrace(None)
+
+        worker = threading.Thread(target=first_delta)
+        worker.start()
+        assert reached.wait(WAIT)  # it found no relay and is about to take the lock
+        emit_delta("text", "made the relay")
+        go_on.set()
+        worker.join(WAIT)
+        assert not worker.is_alive()
+    finally:
+        block.__exit__(None, None, None)
+    assert found == [("made the relay", None), ("waited", "made the relay")]
+
+
 def test_a_target_first_asked_for_from_a_copy_of_an_ended_rounds_context_is_that_rounds_and_drops_its_deltas(caplog):
     """A thread carrying a copy of round 1's context that asks for the stream only during round 2, or after the run, gets round 1's
     target (a StreamTarget with the run's signal, refusing an unknown kind): its deltas reach no round and the sink never."""
