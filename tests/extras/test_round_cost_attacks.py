@@ -25,11 +25,19 @@ from yiemagent.streaming import current_stream, emit_delta
 
 def _pause_inside_abort_at(marker: str, reached: threading.Event, go_on: threading.Event, code=AbortSignal.abort.__code__):
     """A trace function that stops the thread running ``AbortSignal.abort`` (or ``code``) just before its line holding ``marker``."""
+    return _pause_in(code, lambda frame, lines: marker in linecache.getline(frame.f_code.co_filename, frame.f_lineno), reached, go_on)
+
+
+def _pause_in(code, at, reached: threading.Event, go_on: threading.Event):
+    """A trace function that stops the thread running ``code`` before each line for which ``at(frame, lines run so far)`` is true, until ``go_on``."""
+    lines: list = []
 
     def local(frame, event, arg):
-        if event == "line" and marker in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
-            reached.set()
-            go_on.wait(WAIT)
+        if event == "line":
+            lines.append(frame.f_lineno)
+            if at(frame, len(lines) - 1):
+                reached.set()
+                go_on.wait(WAIT)
         return local
 
     def calls(frame, event, arg):
@@ -261,3 +269,78 @@ def test_a_parallel_batch_of_a_hung_tool_ends_at_its_timeout_or_at_an_abort(call
     expected = "timed out after 0.2 s" if ending == "timeout" else "Operation aborted"
     assert first.is_error and expected in first.content[0].text
     assert len(batch.messages) == calls
+
+
+# --- the partial-result reporter's lock, made by a call's first report (pipeline._PartialResultReporter) ---
+
+
+def _reporter(sink):
+    """A call's reporter whose events go to ``sink``, as ``call_tool`` makes it."""
+    from yiemagent.pipeline import _PartialResultReporter
+    from yiemagent.types import AgentToolCall
+
+    return _PartialResultReporter(EventEmitter(sink), AgentToolCall("c1", "t", {}), {})
+
+
+def _run_in_thread(target, *args) -> threading.Thread:
+    worker = threading.Thread(target=target, args=args)
+    worker.start()
+    return worker
+
+
+def test_close_waits_for_a_report_being_emitted_and_every_later_report_is_dropped():
+    """Decision 8: a report already in the sink when close() is called is delivered before close returns; a report after it returns False and emits nothing."""
+    order: list = []
+    entered, release = threading.Event(), threading.Event()
+
+    def sink(event):
+        entered.set()
+        release.wait(WAIT)  # the report is being emitted while close is called
+        order.append("update delivered")
+
+    reporter = _reporter(sink)
+    answers: list = []
+    reporting = _run_in_thread(lambda: answers.append(reporter("half way")))
+    assert entered.wait(WAIT)
+    closing = _run_in_thread(lambda: (reporter.close(), order.append("closed")))
+    closing.join(0.2)  # a close that does not wait for the report returns meanwhile
+    release.set()
+    for worker in (reporting, closing):
+        worker.join(WAIT)
+        assert not worker.is_alive()
+    assert order == ["update delivered", "closed"] and answers == [True]
+    assert reporter("too late") is False and order == ["update delivered", "closed"]
+
+
+def test_a_first_report_racing_close_is_dropped_or_delivered_before_close_returns():
+    """A call's first report made while close() is half done (its flag set, its lock not yet read) is dropped: no event reaches the sink after close returned."""
+    order: list = []
+    reached, go_on, progressed, release = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+
+    def sink(event):
+        progressed.set()
+        release.wait(WAIT)
+        order.append("update delivered")
+
+    reporter = _reporter(sink)
+
+    def close_paused():
+        sys.settrace(_pause_in(type(reporter).close.__code__, lambda frame, lines: lines == 1, reached, go_on))  # after its first line
+        try:
+            reporter.close()
+        finally:
+            sys.settrace(None)
+        order.append("closed")
+
+    answers: list = []
+    closing = _run_in_thread(close_paused)
+    assert reached.wait(WAIT)  # close has done its first step and not its second
+    reporting = _run_in_thread(lambda: (answers.append(reporter("racing")), progressed.set()))
+    progressed.wait(WAIT)  # the report was dropped, or is in the sink (or waits for a lock close holds, till WAIT)
+    go_on.set()
+    closing.join(0.2)  # a close that did not see the report's lock returns meanwhile
+    release.set()
+    for worker in (reporting, closing):
+        worker.join(WAIT)
+        assert not worker.is_alive()
+    assert answers == [False] and order == ["closed"]
