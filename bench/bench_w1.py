@@ -9,6 +9,14 @@ per tool call. The floor, timed turn about with the agent in the same run, is a 
 loop doing the least the same work needs: take the scripted reply, ``json.loads`` its
 arguments, call the function, append the reply and the result to a list.
 
+The third figure, "leaves", splits the agent's distance from the floor in two: the round's
+own steps, each the library's function for it (step 2's ``prepare_context``, step 3's
+``format_msg_for_llm`` and a stream target around the call, ``normalize_reply``, the call's
+schema check, its copy of the arguments, its ``RunContext`` scope, ``call_tool`` and the result
+message), called in one loop of this file with nothing around them: no run, batch, events,
+input channel or session. The agent minus the leaves is what the run's layers cost; the
+leaves minus the floor, what the steps themselves cost (docs/performance.md "W1").
+
 ``python bench/bench_w1.py`` prints the figures; ``--profile`` adds a cProfile of the agent's
 runs (the functions by their own time, and by cumulative time). Nothing is asserted: a
 benchmark informs, the test suite proves behaviour.
@@ -28,7 +36,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tree this file is in, not an installed yiemagent
 
-from yiemagent import AgentTool, AgentToolResult, AssistantMessage, TextContent, YiemAgent, run_agent, take_response  # noqa: E402
+from yiemagent import AgentTool, AgentToolResult, AbortSignal, AssistantMessage, TextContent, UserMessage, YiemAgent, run_agent, take_response  # noqa: E402
+from yiemagent._bounds import json_copy  # noqa: E402
+from yiemagent.events import EventEmitter, StreamTarget, _target  # noqa: E402
+from yiemagent.formatting import format_msg_for_llm, prepare_context  # noqa: E402
+from yiemagent.normalize import normalize_reply, normalize_tool_result  # noqa: E402
+from yiemagent.pipeline import call_tool, schema_admits, tool_result_message  # noqa: E402
+from yiemagent.types import enter_call_context, leave_run_context  # noqa: E402
 
 SCHEMA = {
     "type": "object",
@@ -95,18 +109,59 @@ def floor_run(calls: int) -> float:
     return time.process_time() - start
 
 
-def measure(runs: int, calls: int) -> tuple[list[float], list[float]]:
-    """µs per call of the agent and of the floor, ``runs`` of each, turn about."""
+def leaves_run(agent: YiemAgent, llm: ScriptedLLM) -> float:
+    """CPU seconds of the round's own steps, each the library's function, in one loop without the run around them."""
+    state, signal, emit = agent.state, AbortSignal(), EventEmitter(None)
+    state.messages.clear()
+    llm.reset()
+    start = time.process_time()
+    state.messages.append(UserMessage([TextContent("What is the weather in Tokyo?")]))
+    while True:
+        formatted = format_msg_for_llm(prepare_context(state))  # steps 2 and 3
+        token = _target.set(StreamTarget(_dropped, signal))  # the target a streaming call would find
+        try:
+            raw = llm(formatted)
+        finally:
+            _target.reset(token)
+        reply, calls, _ = normalize_reply(raw)  # steps 4 and 5
+        state.messages.append(reply)
+        if not calls:
+            break
+        for call in calls:  # step 6: the plain call's PREPARE, EXECUTE, FINALIZE
+            tool = state.tools[call.name]
+            if not schema_admits(call.arguments, tool.input_schema):
+                raise RuntimeError(f"the schema refused {call.arguments!r}")
+            scope = enter_call_context(call.id)
+            try:
+                result, is_error = call_tool(tool, call, json_copy(call.arguments), signal, emit)
+            finally:
+                if scope is not None:
+                    leave_run_context(scope)
+            state.messages.append(normalize_tool_result(tool_result_message(call, result, is_error)))
+    cpu = time.process_time() - start
+    if llm.count != llm.calls + 1:
+        raise RuntimeError(f"the leaves' loop ended after {llm.count} rounds")
+    return cpu
+
+
+def _dropped(kind: str, text: str) -> None:
+    """The leaves' stream target: W1's model never streams."""
+
+
+def measure(runs: int, calls: int) -> tuple[list[float], list[float], list[float]]:
+    """µs per call of the agent, of the floor and of the leaves, ``runs`` of each, turn about."""
     llm = ScriptedLLM(calls)
-    agent_us, floor_us = [], []
+    agent_us, floor_us, leaves_us = [], [], []
     with YiemAgent(llm_call=llm, tools=[TOOL], agent_event_sink=None, system_prompt="", max_rounds=None) as agent:
         for _ in range(3):  # warm up: caches, the thread pool, the validator
             agent_run(agent, llm)
             floor_run(calls)
+            leaves_run(agent, llm)
         for _ in range(runs):
             agent_us.append(agent_run(agent, llm) / calls * 1e6)
             floor_us.append(floor_run(calls) / calls * 1e6)
-    return agent_us, floor_us
+            leaves_us.append(leaves_run(agent, llm) / calls * 1e6)
+    return agent_us, floor_us, leaves_us
 
 
 def profile(runs: int, calls: int, top: int) -> None:
@@ -144,12 +199,13 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the agent's runs")
     parser.add_argument("--top", type=int, default=40)
     options = parser.parse_args()
-    agent_us, floor_us = measure(options.runs, options.calls)
-    ratio = statistics.median(agent_us) / statistics.median(floor_us)
+    agent_us, floor_us, leaves_us = measure(options.runs, options.calls)
+    floor = statistics.median(floor_us)
     print(f"W1: one tool call per LLM round, CPU per call ({options.runs} runs of {options.calls} calls; median [min-max]):")
     print(f"  {show('agent', agent_us)}")
     print(f"  {show('floor', floor_us)}   (scripted reply, json.loads, the call, a list append)")
-    print(f"  agent / floor {ratio:.1f}x   goal <= 4.5x")
+    print(f"  {show('leaves', leaves_us)}   (the round's steps, the library's functions, without the run around them)")
+    print(f"  agent / floor {statistics.median(agent_us) / floor:.1f}x   goal <= 4.5x;   leaves / floor {statistics.median(leaves_us) / floor:.1f}x")
     if options.profile:
         profile(options.runs, options.calls, options.top)
 
