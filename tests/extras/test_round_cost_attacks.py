@@ -344,3 +344,49 @@ def test_a_first_report_racing_close_is_dropped_or_delivered_before_close_return
         worker.join(WAIT)
         assert not worker.is_alive()
     assert answers == [False] and order == ["closed"]
+
+
+def test_two_first_reports_racing_make_one_lock_and_close_waits_for_the_one_in_the_sink():
+    """Two reports that both found no lock make one between them: close, whichever report stored it, waits for the report still in the sink."""
+    order: list = []
+    in_sink, release = threading.Event(), threading.Event()
+    b_read, b_go_on, c_reached, c_go_on = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+
+    def sink(event):
+        if event.partial_result == "a":
+            in_sink.set()
+            release.wait(WAIT)
+            order.append("update delivered")
+
+    reporter = _reporter(sink)
+
+    def report_b():  # found no lock, and stops before making one
+        sys.settrace(_pause_inside_abort_at("with _first_reports:", b_read, b_go_on, type(reporter).__call__.__code__))
+        try:
+            reporter("b")
+        finally:
+            sys.settrace(None)
+
+    def close_paused():
+        sys.settrace(_pause_in(type(reporter).close.__code__, lambda frame, lines: lines == 1, c_reached, c_go_on))  # after its first line
+        try:
+            reporter.close()
+        finally:
+            sys.settrace(None)
+        order.append("closed")
+
+    b = _run_in_thread(report_b)
+    assert b_read.wait(WAIT)
+    a = _run_in_thread(reporter, "a")  # makes the lock, and is in the sink
+    assert in_sink.wait(WAIT)
+    c = _run_in_thread(close_paused)
+    assert c_reached.wait(WAIT)  # the flag is set, the lock not read yet
+    b_go_on.set()
+    b.join(0.2)  # a report making a lock of its own returns meanwhile, dropped
+    c_go_on.set()
+    c.join(0.2)  # a close that reads that other lock returns meanwhile
+    release.set()
+    for worker in (a, b, c):
+        worker.join(WAIT)
+        assert not worker.is_alive()
+    assert order == ["update delivered", "closed"]
