@@ -288,6 +288,16 @@ def _run_in_thread(target, *args) -> threading.Thread:
     return worker
 
 
+def _close_paused_after_its_first_line(reporter, reached: threading.Event, go_on: threading.Event, order: list) -> None:
+    """``reporter.close()``, stopped once its first line has run until ``go_on``; "closed" added to ``order`` once it returned."""
+    sys.settrace(_pause_in(type(reporter).close.__code__, lambda frame, lines: lines == 1, reached, go_on))
+    try:
+        reporter.close()
+    finally:
+        sys.settrace(None)
+    order.append("closed")
+
+
 def test_close_waits_for_a_report_being_emitted_and_every_later_report_is_dropped():
     """Decision 8: a report already in the sink when close() is called is delivered before close returns; a report after it returns False and emits nothing."""
     order: list = []
@@ -324,16 +334,8 @@ def test_a_first_report_racing_close_is_dropped_or_delivered_before_close_return
 
     reporter = _reporter(sink)
 
-    def close_paused():
-        sys.settrace(_pause_in(type(reporter).close.__code__, lambda frame, lines: lines == 1, reached, go_on))  # after its first line
-        try:
-            reporter.close()
-        finally:
-            sys.settrace(None)
-        order.append("closed")
-
     answers: list = []
-    closing = _run_in_thread(close_paused)
+    closing = _run_in_thread(_close_paused_after_its_first_line, reporter, reached, go_on, order)
     assert reached.wait(WAIT)  # close has done its first step and not its second
     reporting = _run_in_thread(lambda: (answers.append(reporter("racing")), progressed.set()))
     progressed.wait(WAIT)  # the report was dropped, or is in the sink (or waits for a lock close holds, till WAIT)
@@ -367,19 +369,11 @@ def test_two_first_reports_racing_make_one_lock_and_close_waits_for_the_one_in_t
         finally:
             sys.settrace(None)
 
-    def close_paused():
-        sys.settrace(_pause_in(type(reporter).close.__code__, lambda frame, lines: lines == 1, c_reached, c_go_on))  # after its first line
-        try:
-            reporter.close()
-        finally:
-            sys.settrace(None)
-        order.append("closed")
-
     b = _run_in_thread(report_b)
     assert b_read.wait(WAIT)
     a = _run_in_thread(reporter, "a")  # makes the lock, and is in the sink
     assert in_sink.wait(WAIT)
-    c = _run_in_thread(close_paused)
+    c = _run_in_thread(_close_paused_after_its_first_line, reporter, c_reached, c_go_on, order)
     assert c_reached.wait(WAIT)  # the flag is set, the lock not read yet
     b_go_on.set()
     b.join(0.2)  # a report making a lock of its own returns meanwhile, dropped
