@@ -11,7 +11,7 @@ arguments, call the function, append the reply and the result to a list.
 
 The third figure, "leaves", splits the agent's distance from the floor in two: the round's
 own steps, each the library's function for it (step 2's ``prepare_context``, step 3's
-``format_msg_for_llm`` and a stream target around the call, ``normalize_reply``, the call's
+``format_msg_for_llm`` and ``relay_deltas`` around the call, ``normalize_reply``, the call's
 schema check, its copy of the arguments, its ``RunContext`` scope, ``call_tool`` and the result
 message), called in one loop of this file with nothing around them: no run, batch, events,
 input channel or session. The agent minus the leaves is what the run's layers cost; the
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tree this
 
 from yiemagent import AgentTool, AgentToolResult, AbortSignal, AssistantMessage, TextContent, UserMessage, YiemAgent, run_agent, take_response  # noqa: E402
 from yiemagent._bounds import json_copy  # noqa: E402
-from yiemagent.events import EventEmitter, StreamTarget, _target  # noqa: E402
+from yiemagent.events import EventEmitter, relay_deltas  # noqa: E402
 from yiemagent.formatting import format_msg_for_llm, prepare_context  # noqa: E402
 from yiemagent.normalize import normalize_reply, normalize_tool_result  # noqa: E402
 from yiemagent.pipeline import call_tool, schema_admits, tool_result_message  # noqa: E402
@@ -118,11 +118,8 @@ def leaves_run(agent: YiemAgent, llm: ScriptedLLM) -> float:
     state.messages.append(UserMessage([TextContent("What is the weather in Tokyo?")]))
     while True:
         formatted = format_msg_for_llm(prepare_context(state))  # steps 2 and 3
-        token = _target.set(StreamTarget(_dropped, signal))  # the target a streaming call would find
-        try:
+        with relay_deltas(emit, 1, 1, signal):  # the round's stream target, made if the call asks (it does not)
             raw = llm(formatted)
-        finally:
-            _target.reset(token)
         reply, calls, _ = normalize_reply(raw)  # steps 4 and 5
         state.messages.append(reply)
         if not calls:
@@ -142,10 +139,6 @@ def leaves_run(agent: YiemAgent, llm: ScriptedLLM) -> float:
     if llm.count != llm.calls + 1:
         raise RuntimeError(f"the leaves' loop ended after {llm.count} rounds")
     return cpu
-
-
-def _dropped(kind: str, text: str) -> None:
-    """The leaves' stream target: W1's model never streams."""
 
 
 def measure(runs: int, calls: int) -> tuple[list[float], list[float], list[float]]:

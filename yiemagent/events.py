@@ -401,7 +401,9 @@ class StreamTarget:
             self.on_delta(kind, text)
 
 
-_target: contextvars.ContextVar[Optional[StreamTarget]] = contextvars.ContextVar("yiemagent_stream_target", default=None)
+# what the LLM call running in a context streams to: a ``StreamTarget`` (``stream_to``), or the
+# agent's round (``relay_deltas``), which makes its target only when the call asks for it
+_target: contextvars.ContextVar[Optional[StreamTarget | relay_deltas]] = contextvars.ContextVar("yiemagent_stream_target", default=None)
 
 
 @contextmanager
@@ -417,7 +419,8 @@ def stream_to(on_delta: Callable[[str, str], None], signal: Optional[AbortSignal
 
 def current_stream() -> Optional[StreamTarget]:
     """The target of the LLM call running in this context, or None when no one listens."""
-    return _target.get()
+    target = _target.get()
+    return target.stream_target() if isinstance(target, relay_deltas) else target
 
 
 def emit_delta(kind: str, text: str) -> None:
@@ -500,59 +503,79 @@ class DeltaRelay:
 class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit, run_id, round, signal):``
     """Around one ``llm_call``: its deltas reach ``emit`` until the block ends; the client sees ``signal``.
 
-    ``stream_to(relay, signal)`` and closing the relay after, as a class rather than a
-    generator: it is entered once per LLM round (docs/performance.md "W1"). When nobody
-    listens to ``emit`` (``EventEmitter.listened``) as the round begins, the call still
-    gets a target, so a client streams, counts a delta as shown and sees the abort signal
-    exactly as with a listener: the target is this object, which drops each delta while
-    nobody listens and makes the round's relay when someone does (a sink set or a stream
-    tapped mid-round gets the rest of the round's deltas, as it would from a relay made at
-    the start). No relay is made for a round nobody listens to.
+    ``stream_to`` of this round and closing its relay after, as a class rather than a
+    generator: it is entered once per LLM round, and a round pays only for what its call
+    asks for (docs/performance.md "W1", "The stream target"). The block sets the stream's
+    context variable to this object and resets it at the end: nothing else is made for a
+    call that never asks. ``current_stream()`` makes the round's ``StreamTarget`` the first
+    time it is called (``stream_target``; its ``on_delta`` is this object);
+    ``emit_delta`` and ``current_abort_signal()`` read this object as they would that target
+    (``emit``, ``signal``). A target asked for late — mid-round, or after the end by a thread
+    carrying a copy of the round's context — is still the round's: valid, and closed with
+    the round (a delta after the end is dropped).
 
-    Thread safety: a delta may come from any thread carrying the call's context. A late
-    relay is made under ``_late_relays`` (one per round, whichever thread comes first); the
+    A delta is dropped while nobody listens to ``emit`` (``EventEmitter.listened``); the
+    first one somebody listens to makes the round's ``DeltaRelay``, which takes it and the
+    rest of the round's deltas (a sink set or a stream tapped mid-round gets the rest of
+    the round's deltas). A call that streams nothing, or streams to nobody, makes no relay.
+
+    Thread safety: a delta may come from any thread carrying the call's context. The relay
+    is made under ``_late_relays`` (one per round, whichever thread comes first); the
     block's end takes no lock: it sets ``_over`` and then reads ``_relay``, while the maker
     stores ``_relay`` and then reads ``_over`` again, so (attribute reads and writes being
     atomic and in program order) at least one of the two sees the other's write and closes
     the relay before a delta passes it: a delta never reaches the sink after the round has
-    ended, and a round nobody listened to ends without taking a lock (docs/performance.md "W1").
+    ended, and a round ends without taking a lock (docs/performance.md "W1"). Two threads
+    asking for the target at once may each make one: equal (same ``on_delta`` and
+    ``signal``), and either serves.
     """
 
-    __slots__ = ("_emit", "_run_id", "_round", "_relay", "_signal", "_token", "_over")
+    __slots__ = ("_emit", "_run_id", "_round", "signal", "_relay", "_over", "_stream", "_token")
+    _token: contextvars.Token[Optional[StreamTarget | relay_deltas]]  # set by __enter__, which runs before __exit__ can
 
     def __init__(self, emit: EventEmitter, run_id: int, round: int, signal: Optional[AbortSignal] = None) -> None:
         self._emit = emit
         self._run_id = run_id
         self._round = round
-        self._relay = DeltaRelay(emit, run_id, round, signal) if emit.listened else None
-        self._signal = signal
-        self._token: Optional[contextvars.Token[Optional[StreamTarget]]] = None
+        self.signal = signal  # what current_abort_signal() reads, as it reads a StreamTarget's
+        self._relay: Optional[DeltaRelay] = None  # made by the first delta somebody listens to
         self._over = False  # the block has ended: no relay is made any more, one made meanwhile is closed
+        self._stream: Optional[StreamTarget] = None  # made when the call first asks for it (current_stream)
 
-    def __enter__(self) -> Optional[DeltaRelay]:
-        relay = self._relay
-        self._token = _target.set(built(StreamTarget, on_delta=relay if relay is not None else self, signal=self._signal))
-        return relay
+    def __enter__(self) -> None:
+        self._token = _target.set(self)
+
+    def stream_target(self) -> StreamTarget:
+        """The round's ``StreamTarget``, made the first time the call asks for it (``current_stream``)."""
+        target = self._stream
+        if target is None:
+            target = self._stream = built(StreamTarget, on_delta=self, signal=self.signal)
+        return target
+
+    def emit(self, kind: str, text: str) -> None:
+        """``emit_delta`` in this round: what the round's ``StreamTarget.emit`` does."""
+        self.stream_target().emit(kind, text)
 
     def __call__(self, kind: str, text: str) -> None:
-        """The ``on_delta`` of a round nobody listened to as it began: dropped while nobody listens, relayed once someone does."""
+        """The round's ``on_delta``: dropped while nobody listens; the first delta somebody listens to makes the relay."""
         if not self._emit.listened:
             return
-        with _late_relays:
-            relay = self._relay
-            if relay is None:
-                if self._over:
-                    _stream_logger.debug("a %s delta of run %d round %d after llm_call returned was dropped", kind, self._run_id, self._round)
-                    return
-                relay = self._relay = DeltaRelay(self._emit, self._run_id, self._round, self._signal)
-                if self._over:  # read again after the store: the block ended meanwhile and may not have seen this relay
-                    relay.close()  # so the delta is dropped, as after the end
+        relay = self._relay
+        if relay is None:
+            with _late_relays:
+                relay = self._relay
+                if relay is None:
+                    if self._over:
+                        _stream_logger.debug("a %s delta of run %d round %d after llm_call returned was dropped", kind, self._run_id, self._round)
+                        return
+                    relay = self._relay = DeltaRelay(self._emit, self._run_id, self._round, self.signal)
+                    if self._over:  # read again after the store: the block ended meanwhile and may not have seen this relay
+                        relay.close()  # so the delta is dropped, as after the end
         relay(kind, text)
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         try:
-            if self._token is not None:
-                _target.reset(self._token)
+            _target.reset(self._token)
         finally:
             self._over = True  # first; then the relay, which a late delta may have made before this (see the class)
             relay = self._relay
@@ -560,4 +583,4 @@ class relay_deltas:  # noqa: N801  used as a function: ``with relay_deltas(emit,
                 relay.close()
 
 
-_late_relays = threading.Lock()  # one late relay per round: taken by a late delta of a round that began unheard, never by the round's end
+_late_relays = threading.Lock()  # one relay per round: taken by the first delta somebody listens to, never by the round's end

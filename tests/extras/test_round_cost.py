@@ -285,6 +285,39 @@ def test_a_round_nobody_listens_to_gets_a_stream_target_but_no_relay(monkeypatch
     assert [e.text for e in events_seen if isinstance(e, events.LLMDeltaEvent)] == ["dropped where it comes in"]
 
 
+def test_a_call_that_never_asks_for_its_stream_makes_no_target_and_one_that_streams_to_nobody_no_relay(monkeypatch):
+    """A round whose llm_call never asks for its stream makes no StreamTarget (sink or not) and no relay; one that asks
+    gets one target a round, and a relay only once a delta is listened to."""
+    import yiemagent.events as events
+    from yiemagent import AssistantMessage
+    from yiemagent.streaming import current_stream, emit_delta
+
+    targets: list = []
+    relays: list = []
+    real_built, real_relay = events.built, events.DeltaRelay.__init__
+    monkeypatch.setattr(events, "built", lambda cls, **fields: (targets.append(fields) if cls is events.StreamTarget else None) or real_built(cls, **fields))
+    monkeypatch.setattr(events.DeltaRelay, "__init__", lambda self, *a, **k: relays.append(a) or real_relay(self, *a, **k))
+    script = [tool_call_reply(("c1", "quiet", "{}")), "done"]
+    quiet = AgentTool("quiet", "Quiet", "reads nothing", {"type": "object"}, lambda *a: AgentToolResult([TextContent("ok")]))
+    for sink in (None, [].append):  # nobody listens; a sink listens to a call that never streams
+        with YiemAgent(llm_call=ScriptedLLM(script), tools=[quiet], agent_event_sink=sink) as agent:
+            run_agent(agent, "go")
+            assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert (targets, relays) == ([], [])
+
+    def asking(formatted):
+        assert current_stream() is current_stream()  # one target a round, whoever asks
+        emit_delta("text", "shown")
+        return AssistantMessage([TextContent("shown")], stop_reason="stop")
+
+    for sink in (None, [].append):
+        with YiemAgent(llm_call=asking, agent_event_sink=sink) as agent:
+            for message in ("go", "again"):
+                run_agent(agent, message)
+                assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert len(targets) == 4 and len(relays) == 2  # a target each round; a relay only for the rounds somebody listened to
+
+
 def test_a_batch_whose_tools_never_ask_makes_no_run_context_and_one_that_asks_gets_one_per_call(monkeypatch):
     """No RunContext at all for a batch nobody asks; a call's hook and tool read the very same one (one scope for both phases)."""
     from yiemagent import RunContext, current_run_context

@@ -17,10 +17,10 @@ import pytest
 
 from helpers import WAIT
 from yiemagent import AbortSignal, AgentTool, AgentToolResult, AssistantMessage, TextContent, YiemAgent, run_agent, shutdown, take_response
-from yiemagent.events import EventEmitter, LLMDeltaEvent, relay_deltas
+from yiemagent.events import EventEmitter, LLMCallEndEvent, LLMDeltaEvent, relay_deltas
 from yiemagent.llm import ScriptedLLM
 from yiemagent.llm.scripted import tool_call_reply
-from yiemagent.streaming import current_stream, emit_delta
+from yiemagent.streaming import current_abort_signal, current_stream, emit_delta
 
 
 def _pause_inside_abort_at(marker: str, reached: threading.Event, go_on: threading.Event, code=AbortSignal.abort.__code__):
@@ -209,6 +209,135 @@ def test_an_unheard_round_ends_without_waiting_for_a_late_relay_and_drops_the_de
     worker.join(WAIT)
     assert not worker.is_alive()
     assert [e for e in received if isinstance(e, LLMDeltaEvent)] == []
+
+
+def test_two_first_deltas_that_race_make_one_relay_so_the_sink_keeps_one_context_for_the_round():
+    """A delta that found no relay yet and waits for the lock while another thread's delta makes it goes through that relay:
+    one relay a round, so the sink sees the round's one context (what it set at the first delta, at the second)."""
+    found: list = []
+
+    def sink(event):
+        if isinstance(event, LLMDeltaEvent):
+            found.append((event.text, _SET_BY_SINK.get()))
+            _SET_BY_SINK.set(event.text)
+
+    block = relay_deltas(EventEmitter(sink), 1, 1)
+    block.__enter__()
+    try:
+        context = contextvars.copy_context()  # the call's context, as a thread the LLM call started carries it
+        reached, go_on = threading.Event(), threading.Event()
+
+        def first_delta():
+            sys.settrace(_pause_inside_abort_at("with _late_relays:", reached, go_on, relay_deltas.__call__.__code__))
+            try:
+                context.run(emit_delta, "text", "waited")
+            finally:
+                sys.settrace(None)
+
+        worker = threading.Thread(target=first_delta)
+        worker.start()
+        assert reached.wait(WAIT)  # it found no relay and is about to take the lock
+        emit_delta("text", "made the relay")
+        go_on.set()
+        worker.join(WAIT)
+        assert not worker.is_alive()
+    finally:
+        block.__exit__(None, None, None)
+    assert found == [("made the relay", None), ("waited", "made the relay")]
+
+
+def test_a_target_first_asked_for_from_a_copy_of_an_ended_rounds_context_is_that_rounds_and_drops_its_deltas(caplog):
+    """A thread carrying a copy of round 1's context that asks for the stream only during round 2, or after the run, gets round 1's
+    target (a StreamTarget with the run's signal, refusing an unknown kind): its deltas reach no round and the sink never."""
+    from yiemagent.events import StreamTarget
+
+    received: list = []
+    copied: list = []
+    late: list = []
+
+    def ask_late():
+        target = copied[0].run(current_stream)
+        late.append(target)
+        target.emit("text", "late")
+        copied[0].run(emit_delta, "thinking", "later")
+        with pytest.raises(ValueError):
+            target.emit("tool_call", "x")
+
+    def llm_call(formatted):
+        if not copied:  # round 1 copies its context and never asks for its stream
+            copied.append(contextvars.copy_context())
+            return tool_call_reply(("c1", "noop", "{}"))
+        asker = threading.Thread(target=ask_late)  # round 2: round 1's copy asks now, from a plain thread
+        asker.start()
+        asker.join(WAIT)
+        emit_delta("text", "two")
+        late.append(current_abort_signal())
+        return AssistantMessage([TextContent("two")], stop_reason="stop")
+
+    noop = AgentTool("noop", "Noop", "does nothing", {"type": "object"}, lambda *a: AgentToolResult([TextContent("ok")]))
+    with YiemAgent(llm_call=llm_call, tools=[noop], agent_event_sink=received.append) as agent, caplog.at_level(logging.DEBUG, logger="yiemagent.stream"):
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        ask_late()  # and once more after the run
+    target, run_signal, again = late
+    assert type(target) is StreamTarget and target.signal is run_signal and run_signal is not None and again is target
+    assert [(e.round, e.text) for e in received if isinstance(e, LLMDeltaEvent)] == [(2, "two")]
+    dropped = [r.getMessage() for r in caplog.records if r.name == "yiemagent.stream"]
+    assert dropped == ["a text delta of run 1 round 1 after llm_call returned was dropped", "a thinking delta of run 1 round 1 after llm_call returned was dropped"] * 2
+
+
+def test_a_target_asked_for_while_nobody_listened_carried_into_a_plain_thread_gets_the_rest_of_its_round_and_closes_with_it():
+    """A target taken before anyone listens and carried into a thread without the call's context: its deltas reach a sink set
+    mid-round, as the round's and before its end event, and a delta from it after the round ended is dropped."""
+    received: list = []
+    agent_box: list = []
+    carried: list = []
+
+    def llm_call(formatted):
+        target = current_stream()  # nobody listens yet
+        carried.append(target)
+        agent_box[0].agent_event_sink = received.append  # a sink set mid-round
+        emitter = threading.Thread(target=target.emit, args=("text", "after the sink"))
+        emitter.start()
+        emitter.join(WAIT)
+        return AssistantMessage([TextContent("after the sink")], stop_reason="stop")
+
+    with YiemAgent(llm_call=llm_call, agent_event_sink=None) as agent:
+        agent_box.append(agent)
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+        emitter = threading.Thread(target=carried[0].emit, args=("text", "after the end"))
+        emitter.start()
+        emitter.join(WAIT)
+    kinds = [(type(e).__name__, getattr(e, "text", None)) for e in received if isinstance(e, (LLMDeltaEvent, LLMCallEndEvent))]
+    assert kinds == [("LLMDeltaEvent", "after the sink"), ("LLMCallEndEvent", None)]
+    assert [(e.run_id, e.round) for e in received if isinstance(e, LLMDeltaEvent)] == [(1, 1)]
+
+
+def test_a_tools_own_llm_call_after_the_round_finds_no_stream_and_streams_nothing_into_the_run():
+    """A tool run in the batch after the round is outside the round's stream: no target, no abort signal, its deltas go nowhere."""
+    received: list = []
+    seen: list = []
+
+    def tools_llm_call():
+        seen.append((current_stream(), current_abort_signal()))
+        emit_delta("text", "the tool's own")
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        tools_llm_call()
+        return AgentToolResult([TextContent("ok")])
+
+    def llm_call(formatted):
+        emit_delta("text", "round")
+        current_stream()
+        return AssistantMessage([TextContent("round")], stop_reason="stop") if seen else tool_call_reply(("c1", "asker", "{}"), text="round")
+
+    asker = AgentTool("asker", "Asker", "makes an LLM call of its own", {"type": "object"}, execute)
+    with YiemAgent(llm_call=llm_call, tools=[asker], agent_event_sink=received.append) as agent:
+        run_agent(agent, "hi")
+        assert take_response(agent, timeout=WAIT).stop_reason == "stop"
+    assert seen == [(None, None)]
+    assert [(e.round, e.text) for e in received if isinstance(e, LLMDeltaEvent)] == [(1, "round"), (2, "round")]
 
 
 @pytest.mark.parametrize("calls", [1, 2])
