@@ -28,6 +28,7 @@ from .types import (
     ImmediateOutcome,
     PendingApproval,
     PreparedToolCall,
+    RunScope,
     TextContent,
     ToolResultMessage,
     built,
@@ -227,7 +228,9 @@ _Answered = tuple[ToolResultMessage, bool]
 """A call answered the short way (``_plain_call``): its result message, and whether its result asks to terminate."""
 
 
-def _plain_call(tools: Mapping[str, AgentTool], tool_call: AgentToolCall, signal: Optional[AbortSignal], emit: EventEmitter) -> Optional[_Answered]:
+def _plain_call(
+    tools: Mapping[str, AgentTool], tool_call: AgentToolCall, signal: Optional[AbortSignal], emit: EventEmitter, outer: Optional[RunScope] = None
+) -> Optional[_Answered]:
     """PREPARE -> EXECUTE -> FINALIZE of a plain call, in one step, and its result message; None for any other call (docs/performance.md "W1").
 
     Spec §8's three phases and §11's message, for a call that takes none of their branches: its tool exists
@@ -238,7 +241,7 @@ def _plain_call(tools: Mapping[str, AgentTool], tool_call: AgentToolCall, signal
     ``before_tool_call`` or ``after_tool_call`` hook, no ``max_tool_calls``, nobody
     listening to the call's events as it starts (``_run_batch``). Such a call is validated, gets its
     own copy of the arguments, and runs (``pipeline.call_tool``) in its ``RunContext``
-    scope (entered once: ``types.enter_call_context``), as the three phases would run it,
+    scope (entered once on the batch's ``outer``: ``types.enter_call_context``), as the three phases would run it,
     without the outcome of each phase as an object of its own: its result goes straight into
     the message ``create_tool_result_message`` would make (``pipeline.tool_result_message``).
     Anything else, or anything raised on the way, is left to the three phases, which do it
@@ -264,7 +267,7 @@ def _plain_call(tools: Mapping[str, AgentTool], tool_call: AgentToolCall, signal
         return None
     # the tool gets arguments of its own: the call in the history keeps what the model sent (as prepare_tool_call)
     args = json_copy(tool_call.arguments)
-    scope = enter_call_context(tool_call.id)  # the call's RunContext, if the tool asks (types.py)
+    scope = enter_call_context(tool_call.id, outer)  # the call's RunContext, if the tool asks (types.py)
     try:
         result, is_error = call_tool(tool, tool_call, args, signal, emit)
     except user_code_errors() as exc:  # a bug in this library must still not lose the call (as _execute_and_finalize)
@@ -352,6 +355,7 @@ def _run_batch(
     emit: EventEmitter,
     allowance: Optional[ToolCallAllowance],
     parallel: bool,
+    outer: Optional[RunScope] = None,
 ) -> AgentToolCallBatch:
     """Both modes: the calls are prepared in call order in this thread (so a cap lets the first ones through);
     a prepared call runs here at once (sequential) or starts on the pool (parallel) before the next is prepared.
@@ -360,7 +364,9 @@ def _run_batch(
     this thread's context as a pool thread would run it, without the hand-off to a pool thread
     and back that the batch would wait for anyway (docs/performance.md "W1"). When nothing but the
     three phases can act on a call (no hook, no cap, no listener) and the batch runs its calls
-    here, a plain call takes the short way through them (``_plain_call``), any other the long one."""
+    here, a plain call takes the short way through them (``_plain_call``), any other the long one.
+    ``outer``: the run's scope of this batch (``types.run_context_later``), each call's ``RunContext``
+    scope made on it; None: the context current in this thread (a batch outside a run)."""
     steps: list[_Step] = []
     alone = len(tool_calls) == 1
     # nothing but the three phases acts on a call: each may take the short way (_plain_call); a parallel batch of more runs them on the pool.
@@ -368,11 +374,11 @@ def _run_batch(
     plain = (not parallel or alone) and allowance is None and config.before_tool_call is None and config.after_tool_call is None
     for tool_call in tool_calls:
         if plain and not emit.listened:
-            answered = contextvars.copy_context().run(_plain_call, context.tools, tool_call, signal, emit) if parallel else _plain_call(context.tools, tool_call, signal, emit)
+            answered = contextvars.copy_context().run(_plain_call, context.tools, tool_call, signal, emit, outer) if parallel else _plain_call(context.tools, tool_call, signal, emit, outer)
             if answered is not None:
                 steps.append(answered)
                 continue
-        scope = call_context(tool_call.id)
+        scope = call_context(tool_call.id, outer)
         step = _start_and_prepare(context, assistant_msg, tool_call, config, signal, emit, allowance, scope)
         if isinstance(step, PreparedToolCall):
             if parallel and alone:
@@ -405,13 +411,15 @@ def execute_tool_calls(
 
 def execute_tool_calls_within(
     allowance: Optional[ToolCallAllowance], context: AgentContext, assistant_msg: Any, tool_calls: list[AgentToolCall],
-    config: AgentLoopConfig, signal: Optional[AbortSignal], event_sink: Any,
+    config: AgentLoopConfig, signal: Optional[AbortSignal], event_sink: Any, outer: Optional[RunScope] = None,
 ) -> AgentToolCallBatch:
     """``execute_tool_calls`` within a run's ``max_tool_calls`` (decision 20; ``ToolCallAllowance``).
 
     Both modes prepare the calls in call order in this thread, so the calls let through
     are the first ones that pass PREPARE, whichever mode runs them; the calls past the cap
     are answered with an error result naming the limit. ``allowance`` None: no cap.
+    ``outer``: the batch's ``RunContext`` scope (``types.run_context_later``), which the run
+    gives instead of setting it as the thread's context; None: the one current in this thread.
     """
     emit = as_emitter(event_sink)
     has_sequential = False
@@ -421,7 +429,7 @@ def execute_tool_calls_within(
             has_sequential = True
             break
     parallel = config.tool_execution != "sequential" and not has_sequential
-    return _run_batch(context, assistant_msg, tool_calls, config, signal, emit, allowance, parallel)
+    return _run_batch(context, assistant_msg, tool_calls, config, signal, emit, allowance, parallel, outer)
 
 
 def answer_tool_calls_with_error(tool_calls: list[AgentToolCall], message: str, event_sink: Any) -> AgentToolCallBatch:

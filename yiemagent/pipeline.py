@@ -320,9 +320,18 @@ class _PartialResultReporter:
     call timed out learns so, and hands the sub-run's usage to the run another way
     (run.py ``add_late_sub_run_usage``).
 
-    Thread safety: called from the tool's thread (or threads it starts); ``_lock`` guards
-    ``_open`` so that a report racing ``close()`` is either delivered before the close or
-    dropped.
+    Thread safety: called from the tool's thread (or threads it starts). A report racing
+    ``close()`` is either delivered before ``close`` returns or dropped (decision 8). Each
+    report is made under ``_lock``, which checks ``_open``; the lock is made by the call's
+    first report (under the module's ``_first_reports``, so two first reports make one),
+    and a call nobody reports for (most calls: docs/performance.md "W1") makes none and
+    ``close`` takes none. ``close`` sets ``_open`` False and then reads ``_lock``; a first
+    report stores ``_lock`` and then, under it, reads ``_open``. Attribute stores and loads
+    are atomic and in program order under the GIL, so of the two the later sees the
+    other's store: either ``close`` sees the lock and takes it, waiting for a report
+    inside it to return (delivered before ``close`` returns), or the report sees
+    ``_open`` False and drops itself. A report that made no lock found one, and it is the
+    lock ``close`` waits on.
     """
 
     __slots__ = ("_emit", "_call", "_args", "_lock", "_open", "_sub_runs")
@@ -331,13 +340,19 @@ class _PartialResultReporter:
         self._emit = emit
         self._call = tool_call
         self._args = args  # what the tool received: the update event shows them
-        self._lock = threading.Lock()  # guards _open
+        self._lock: Optional[threading.Lock] = None  # guards each report's check of _open and its emit; made by the first report
         self._open = True
         self._sub_runs = sub_run_collector()  # the run this call belongs to (made in its batch, in the run's context)
 
     def __call__(self, partial_result: Any = None) -> bool:
         """Emit ``partial_result``; True when it was emitted, False when dropped (the call has ended)."""
-        with self._lock:
+        lock = self._lock
+        if lock is None:
+            with _first_reports:
+                lock = self._lock
+                if lock is None:
+                    lock = self._lock = threading.Lock()
+        with lock:
             if not self._open:
                 logger.debug("partial result of %r after its end was dropped", self._call.id)
                 return False
@@ -351,8 +366,15 @@ class _PartialResultReporter:
             return True
 
     def close(self) -> None:
-        with self._lock:
-            self._open = False
+        """From now on every report is dropped; a report being emitted is waited for (see the class)."""
+        self._open = False  # first; then the lock, which a first report may have made before this
+        lock = self._lock
+        if lock is not None:
+            with lock:  # a report inside it has returned: delivered before close returns
+                pass
+
+
+_first_reports = threading.Lock()  # makes a call's reporter lock (taken once per call that reports, never by close)
 
 
 def _check_result(tool: AgentTool, result: Any) -> Optional[str]:

@@ -42,8 +42,7 @@ from .types import (
     ToolResultMessage,
     UsageLimits,
     add_usage,
-    enter_run_context_later,
-    leave_run_context,
+    run_context_later,
 )
 from .normalize import normalize_message, normalize_reply, normalize_tool_result
 from ._failures import describe_error, user_code_errors
@@ -848,7 +847,11 @@ def _execute_batch(
     (docs/performance.md "W1"). The ``RunContext``'s snapshot is the history the batch started
     from: its first ``count`` messages, read when a tool or hook first asks. While a run is on
     the history only grows at its end (``RunHost``: the run alone appends; it is edited only
-    while the agent is idle), so that prefix is the same whenever it is read.
+    while the agent is idle), so that prefix is the same whenever it is read. The batch's scope
+    is given to the batch, not set as this thread's context: each call sets the context
+    variable once, to a scope of its own on the batch's (``types.run_context_later``), so a
+    call's tools and hooks, and threads started with a copy of the call's context, see their
+    own batch's context however late they ask; outside the calls it is what it was before.
     """
     config = host.loop_config()
     history = host.state.messages
@@ -858,12 +861,12 @@ def _execute_batch(
     else:
         context = ctx
     host.state.pending_tool_calls = {tool_calls[0].id} if len(tool_calls) == 1 else {c.id for c in tool_calls}
-    # beyond the spec: what tools and hooks see of the run (types.py current_run_context), made only if one asks
-    entered = enter_run_context_later(partial(_batch_run_context, getattr(host, "deps", None), run.id, run.rounds, run.usage, history, count))
+    # beyond the spec: what tools and hooks see of the run (types.py current_run_context), made only if one asks;
+    # handed to the batch, whose calls' scopes hold it, rather than set as this thread's context around the batch
+    scope = run_context_later(partial(_batch_run_context, getattr(host, "deps", None), run.id, run.rounds, run.usage, history, count))
     try:
-        return execute_tool_calls_within(allowance, context, reply, tool_calls, config, run.signal, host.emit)
+        return execute_tool_calls_within(allowance, context, reply, tool_calls, config, run.signal, host.emit, scope)
     finally:
-        leave_run_context(entered)
         host.state.pending_tool_calls = set()
         if allowance is not None:
             run.tool_calls = allowance.used

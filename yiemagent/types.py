@@ -80,6 +80,7 @@ __all__ = [
     "message_from_dict",
     "run_context",
     "enter_run_context",
+    "run_context_later",
     "enter_call_context",
     "leave_run_context",
     "text_of",
@@ -1167,7 +1168,7 @@ class _CallScope:
 
     __slots__ = ("outer", "tool_call_id", "resolved")
 
-    def __init__(self, outer: Union[RunContext, _CallScope, _BatchScope], tool_call_id: str) -> None:
+    def __init__(self, outer: RunScope, tool_call_id: str) -> None:
         self.outer = outer
         self.tool_call_id = tool_call_id
         self.resolved: Optional[RunContext] = None
@@ -1180,10 +1181,15 @@ class _CallScope:
 
 
 class _BatchScope:
-    """The ``RunContext`` of a batch (its ``tool_call_id`` None), made by ``make`` when a call first asks (``enter_run_context_later``).
+    """The ``RunContext`` of a batch (its ``tool_call_id`` None), made by ``make`` when a call first asks (``run_context_later``).
 
-    Thread safety: the calls of a parallel batch may ask at once from their threads; one
-    lock makes the one context they all share (its snapshot copied once).
+    Never the context variable's value in a run: the run hands it to its batch, and each
+    call's scope holds it (``enter_call_context``, ``call_context``), so a batch sets the
+    variable once per call and not once more for itself (docs/performance.md "W1"). A call
+    scope, and so a thread started with a copy of the call's context, keeps the scope of its
+    own batch whatever batch runs later. Thread safety: the calls of a parallel batch may
+    ask at once from their threads; one lock makes the one context they all share (its
+    snapshot copied once).
     """
 
     __slots__ = ("make", "resolved")
@@ -1200,8 +1206,11 @@ class _BatchScope:
         return self.resolved
 
 
+RunScope = Union[RunContext, _CallScope, _BatchScope]
+"""What the context variable holds in a run's tools and hooks: a context made, or a scope that makes it when asked."""
+
 _resolving = threading.Lock()  # makes a _BatchScope's one context (rarely taken: only when a tool asks)
-_current: contextvars.ContextVar[Union[RunContext, _CallScope, _BatchScope, None]] = contextvars.ContextVar("yiemagent_run_context", default=None)
+_current: contextvars.ContextVar[Optional[RunScope]] = contextvars.ContextVar("yiemagent_run_context", default=None)
 
 
 def current_run_context() -> Optional[RunContext]:
@@ -1220,50 +1229,65 @@ def run_context(context: Optional[RunContext]) -> Iterator[Optional[RunContext]]
         _current.reset(token)
 
 
-def enter_run_context(context: Optional[RunContext]) -> contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]:
+def enter_run_context(context: Optional[RunContext]) -> contextvars.Token[Optional[RunScope]]:
     """``run_context`` without the ``with`` block, for the run's hot path: returns what ``leave_run_context`` takes."""
     return _current.set(context)
 
 
-def enter_run_context_later(make: Callable[[], RunContext]) -> contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]:
+def run_context_later(make: Callable[[], RunContext]) -> _BatchScope:
+    """A batch's context, made by ``make()`` only when a tool or hook of the batch first asks (once, shared by its calls).
+
+    Given to the batch (batch.py ``execute_tool_calls_within``): each call's scope is made
+    on it, and the context variable is set for the calls alone.
+    """
+    return _BatchScope(make)
+
+
+def enter_run_context_later(make: Callable[[], RunContext]) -> contextvars.Token[Optional[RunScope]]:
     """``enter_run_context`` of the context ``make()`` returns, made only when a tool or hook first asks (once, shared)."""
     return _current.set(_BatchScope(make))
 
 
-def leave_run_context(token: contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]) -> None:
+def leave_run_context(token: contextvars.Token[Optional[RunScope]]) -> None:
     _current.reset(token)
 
 
-def enter_call_context(tool_call_id: str) -> Optional[contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]]:
+def enter_call_context(tool_call_id: str, outer: Optional[RunScope] = None) -> Optional[contextvars.Token[Optional[RunScope]]]:
     """``call_context`` entered once, for a call whose three phases run in one step (batch.py ``_plain_call``).
 
-    Returns the token for ``leave_run_context``, or None outside a run (nothing entered).
-    The call's ``RunContext`` is made when first asked for, as with ``call_context``.
+    ``outer``: the batch's scope (``run_context_later``), or None for the context current in
+    this thread. Returns the token for ``leave_run_context``, or None outside a run (nothing
+    entered). The call's ``RunContext`` is made when first asked for, as with ``call_context``.
     """
-    outer = _current.get()
-    return _current.set(_CallScope(outer, tool_call_id)) if outer is not None else None
+    if outer is None:
+        outer = _current.get()
+        if outer is None:
+            return None
+    return _current.set(_CallScope(outer, tool_call_id))
 
 
 class call_context:  # noqa: N801  used as a function: ``with call_context(call_id):``
     """The current context with ``tool_call_id`` set, for one call's PREPARE, EXECUTE and FINALIZE; nothing outside a run.
 
-    A class, not a generator: a batch enters one per call twice (PREPARE, then EXECUTE and
-    FINALIZE, maybe in a tool thread), and outside a run it only reads the context
-    variable. The call's ``RunContext`` is made when first asked for (``_CallScope``), once
-    for both phases. Thread safety: entered by one thread at a time.
+    ``outer``: the batch's scope (``run_context_later``), or None for the context current
+    in the thread that first enters. A class, not a generator: a batch enters one per call
+    twice (PREPARE, then EXECUTE and FINALIZE, maybe in a tool thread), and outside a run it
+    only reads the context variable. The call's ``RunContext`` is made when first asked for
+    (``_CallScope``), once for both phases. Thread safety: entered by one thread at a time.
     """
 
-    __slots__ = ("_tool_call_id", "_token", "_scope")
+    __slots__ = ("_tool_call_id", "_outer", "_token", "_scope")
 
-    def __init__(self, tool_call_id: str) -> None:
+    def __init__(self, tool_call_id: str, outer: Optional[RunScope] = None) -> None:
         self._tool_call_id = tool_call_id
-        self._token: Optional[contextvars.Token[Union[RunContext, _CallScope, _BatchScope, None]]] = None
+        self._outer = outer
+        self._token: Optional[contextvars.Token[Optional[RunScope]]] = None
         self._scope: Optional[_CallScope] = None
 
     def __enter__(self) -> None:
         scope = self._scope
         if scope is None:
-            outer = _current.get()
+            outer = self._outer if self._outer is not None else _current.get()
             if outer is None:
                 return
             scope = self._scope = _CallScope(outer, self._tool_call_id)

@@ -598,3 +598,27 @@ def test_a_sink_set_during_a_batch_gets_the_events_of_the_calls_that_start_after
     assert [m.tool_call_id for m in batch.messages] == ["c0", "c1", "c2"]
     later = [(type(e).__name__, e.tool_call_id) for e in seen if isinstance(e, (ToolExecStartEvent, ToolExecEndEvent)) and e.tool_call_id != "c0"]
     assert later == [("ToolExecStartEvent", "c1"), ("ToolExecEndEvent", "c1"), ("ToolExecStartEvent", "c2"), ("ToolExecEndEvent", "c2")]
+
+
+def test_a_call_nobody_reports_for_makes_no_reporter_lock_and_one_that_reports_gets_its_update():
+    """A call whose tool never reports a partial result makes its reporter no lock (close takes none); a call that reports makes one and its update reaches the sink."""
+    reporters: list = []
+
+    def quiet(tool_call_id, args, signal, on_partial_result):
+        reporters.append(on_partial_result)
+        return AgentToolResult([TextContent("ok")])
+
+    def reporting(tool_call_id, args, signal, on_partial_result):
+        reporters.append(on_partial_result)
+        assert on_partial_result({"step": 1}) is True
+        return AgentToolResult([TextContent("ok")])
+
+    tools = [AgentTool(name, name, name, {"type": "object"}, execute) for name, execute in (("quiet", quiet), ("reporting", reporting))]
+    seen: list = []
+    script = [tool_call_reply(("q1", "quiet", "{}")), tool_call_reply(("r1", "reporting", "{}")), "done"]
+    with YiemAgent(llm_call=ScriptedLLM(script), tools=tools, agent_event_sink=seen.append) as agent:
+        run_agent(agent, "go")
+        assert take_response(agent, timeout=10).stop_reason == "stop"
+    assert reporters[0]._lock is None and reporters[1]._lock is not None
+    assert [(e.tool_call_id, e.partial_result) for e in seen if type(e).__name__ == "ToolExecUpdateEvent"] == [("r1", {"step": 1})]
+    assert reporters[0]("late") is False and reporters[1]("late") is False

@@ -25,11 +25,19 @@ from yiemagent.streaming import current_abort_signal, current_stream, emit_delta
 
 def _pause_inside_abort_at(marker: str, reached: threading.Event, go_on: threading.Event, code=AbortSignal.abort.__code__):
     """A trace function that stops the thread running ``AbortSignal.abort`` (or ``code``) just before its line holding ``marker``."""
+    return _pause_in(code, lambda frame, lines: marker in linecache.getline(frame.f_code.co_filename, frame.f_lineno), reached, go_on)
+
+
+def _pause_in(code, at, reached: threading.Event, go_on: threading.Event):
+    """A trace function that stops the thread running ``code`` before each line for which ``at(frame, lines run so far)`` is true, until ``go_on``."""
+    lines: list = []
 
     def local(frame, event, arg):
-        if event == "line" and marker in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
-            reached.set()
-            go_on.wait(WAIT)
+        if event == "line":
+            lines.append(frame.f_lineno)
+            if at(frame, len(lines) - 1):
+                reached.set()
+                go_on.wait(WAIT)
         return local
 
     def calls(frame, event, arg):
@@ -390,3 +398,118 @@ def test_a_parallel_batch_of_a_hung_tool_ends_at_its_timeout_or_at_an_abort(call
     expected = "timed out after 0.2 s" if ending == "timeout" else "Operation aborted"
     assert first.is_error and expected in first.content[0].text
     assert len(batch.messages) == calls
+
+
+# --- the partial-result reporter's lock, made by a call's first report (pipeline._PartialResultReporter) ---
+
+
+def _reporter(sink):
+    """A call's reporter whose events go to ``sink``, as ``call_tool`` makes it."""
+    from yiemagent.pipeline import _PartialResultReporter
+    from yiemagent.types import AgentToolCall
+
+    return _PartialResultReporter(EventEmitter(sink), AgentToolCall("c1", "t", {}), {})
+
+
+def _run_in_thread(target, *args) -> threading.Thread:
+    worker = threading.Thread(target=target, args=args)
+    worker.start()
+    return worker
+
+
+def _close_paused_after_its_first_line(reporter, reached: threading.Event, go_on: threading.Event, order: list) -> None:
+    """``reporter.close()``, stopped once its first line has run until ``go_on``; "closed" added to ``order`` once it returned."""
+    sys.settrace(_pause_in(type(reporter).close.__code__, lambda frame, lines: lines == 1, reached, go_on))
+    try:
+        reporter.close()
+    finally:
+        sys.settrace(None)
+    order.append("closed")
+
+
+def test_close_waits_for_a_report_being_emitted_and_every_later_report_is_dropped():
+    """Decision 8: a report already in the sink when close() is called is delivered before close returns; a report after it returns False and emits nothing."""
+    order: list = []
+    entered, release = threading.Event(), threading.Event()
+
+    def sink(event):
+        entered.set()
+        release.wait(WAIT)  # the report is being emitted while close is called
+        order.append("update delivered")
+
+    reporter = _reporter(sink)
+    answers: list = []
+    reporting = _run_in_thread(lambda: answers.append(reporter("half way")))
+    assert entered.wait(WAIT)
+    closing = _run_in_thread(lambda: (reporter.close(), order.append("closed")))
+    closing.join(0.2)  # a close that does not wait for the report returns meanwhile
+    release.set()
+    for worker in (reporting, closing):
+        worker.join(WAIT)
+        assert not worker.is_alive()
+    assert order == ["update delivered", "closed"] and answers == [True]
+    assert reporter("too late") is False and order == ["update delivered", "closed"]
+
+
+def test_a_first_report_racing_close_is_dropped_or_delivered_before_close_returns():
+    """A call's first report made while close() is half done (its flag set, its lock not yet read) is dropped: no event reaches the sink after close returned."""
+    order: list = []
+    reached, go_on, progressed, release = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+
+    def sink(event):
+        progressed.set()
+        release.wait(WAIT)
+        order.append("update delivered")
+
+    reporter = _reporter(sink)
+
+    answers: list = []
+    closing = _run_in_thread(_close_paused_after_its_first_line, reporter, reached, go_on, order)
+    assert reached.wait(WAIT)  # close has done its first step and not its second
+    reporting = _run_in_thread(lambda: (answers.append(reporter("racing")), progressed.set()))
+    progressed.wait(WAIT)  # the report was dropped, or is in the sink (or waits for a lock close holds, till WAIT)
+    go_on.set()
+    closing.join(0.2)  # a close that did not see the report's lock returns meanwhile
+    release.set()
+    for worker in (reporting, closing):
+        worker.join(WAIT)
+        assert not worker.is_alive()
+    assert answers == [False] and order == ["closed"]
+
+
+def test_two_first_reports_racing_make_one_lock_and_close_waits_for_the_one_in_the_sink():
+    """Two reports that both found no lock make one between them: close, whichever report stored it, waits for the report still in the sink."""
+    order: list = []
+    in_sink, release = threading.Event(), threading.Event()
+    b_read, b_go_on, c_reached, c_go_on = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+
+    def sink(event):
+        if event.partial_result == "a":
+            in_sink.set()
+            release.wait(WAIT)
+            order.append("update delivered")
+
+    reporter = _reporter(sink)
+
+    def report_b():  # found no lock, and stops before making one
+        sys.settrace(_pause_inside_abort_at("with _first_reports:", b_read, b_go_on, type(reporter).__call__.__code__))
+        try:
+            reporter("b")
+        finally:
+            sys.settrace(None)
+
+    b = _run_in_thread(report_b)
+    assert b_read.wait(WAIT)
+    a = _run_in_thread(reporter, "a")  # makes the lock, and is in the sink
+    assert in_sink.wait(WAIT)
+    c = _run_in_thread(_close_paused_after_its_first_line, reporter, c_reached, c_go_on, order)
+    assert c_reached.wait(WAIT)  # the flag is set, the lock not read yet
+    b_go_on.set()
+    b.join(0.2)  # a report making a lock of its own returns meanwhile, dropped
+    c_go_on.set()
+    c.join(0.2)  # a close that reads that other lock returns meanwhile
+    release.set()
+    for worker in (a, b, c):
+        worker.join(WAIT)
+        assert not worker.is_alive()
+    assert order == ["update delivered", "closed"]

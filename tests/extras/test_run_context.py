@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import dataclasses
 import json
@@ -278,6 +279,69 @@ def _roles_seen_late(hooked: bool) -> list:
     finally:
         shutdown(agent, timeout=WAIT)
     return seen
+
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_thread_started_with_a_copy_of_a_calls_context_gets_its_own_batchs_context_after_the_next_batch_began(parallel):
+    """A thread a tool starts with a copy of its call's context, asking first while the next batch's tool runs, gets its own call's RunContext: its round, usage, call id and the history its batch started from."""
+    second_running, answered = threading.Event(), threading.Event()
+    seen: dict[str, RunContext] = {}
+
+    def first(tool_call_id, args, signal, on_partial_result):
+        context = contextvars.copy_context()  # the tool never asks itself: the thread is the first to
+
+        def later():
+            assert second_running.wait(WAIT)
+            seen["late"] = current_run_context()
+            answered.set()
+
+        threading.Thread(target=context.run, args=(later,)).start()
+        return text_result("one")
+
+    def second(tool_call_id, args, signal, on_partial_result):
+        second_running.set()
+        assert answered.wait(WAIT)  # the first batch's thread asked while this batch runs
+        seen["second"] = current_run_context()
+        return text_result("two")
+
+    replies = [
+        AssistantMessage(tool_call_reply(("c1", "first", "{}")).content, stop_reason="tool_use", usage=LLMUsage(3, 1)),
+        AssistantMessage(tool_call_reply(("c2", "second", "{}")).content, stop_reason="tool_use", usage=LLMUsage(4, 1)),
+        "done",
+    ]
+    tools = [make_tool("first", first, parallel=parallel), make_tool("second", second, parallel=parallel)]
+    agent = make_agent(ScriptedLLM(replies), *tools, builtin_tools=False, deps="D", parallel_tool_execute=parallel)
+    try:
+        assert ask(agent, "go", timeout=WAIT).text == "done"
+    finally:
+        shutdown(agent, timeout=WAIT)
+    late, second_ctx = seen["late"], seen["second"]
+    assert (late.deps, late.run_id, late.round, late.usage, late.tool_call_id) == ("D", 1, 1, LLMUsage(3, 1), "c1")
+    assert [m.role for m in late.messages] == ["user", "assistant"]
+    assert (second_ctx.round, second_ctx.usage, second_ctx.tool_call_id) == (2, LLMUsage(7, 2), "c2")
+    assert [m.role for m in second_ctx.messages] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_an_event_sink_called_during_a_batch_outside_its_calls_sees_no_run_context():
+    """A batch's start and end events reach the sink outside the call's scope: current_run_context() is None there, as anywhere but a call's tools and hooks."""
+    in_sink: list = []
+    in_tool: list = []
+
+    def sink(event):
+        if type(event).__name__ in ("ToolExecStartEvent", "ToolExecEndEvent"):
+            in_sink.append(current_run_context())
+
+    def look(tool_call_id, args, signal, on_partial_result):
+        in_tool.append(current_run_context().tool_call_id)
+        return text_result("ok")
+
+    agent = make_agent(ScriptedLLM([tool_call_reply(("c1", "look", "{}")), "done"]), make_tool("look", look), builtin_tools=False, sink=sink)
+    try:
+        assert ask(agent, "go", timeout=WAIT).text == "done"
+    finally:
+        shutdown(agent, timeout=WAIT)
+    assert in_sink == [None, None] and in_tool == ["c1"]
 
 
 def _containers(value, found):
