@@ -376,6 +376,8 @@ def _run_batch(
         if plain and not emit.listened:
             answered = contextvars.copy_context().run(_plain_call, context.tools, tool_call, signal, emit, outer) if parallel else _plain_call(context.tools, tool_call, signal, emit, outer)
             if answered is not None:
+                if alone:  # the batch of one plain call: its one result, which asks to terminate or not (``_batch``'s rule for one)
+                    return built(AgentToolCallBatch, messages=[answered[0]], terminate=answered[1], deferred=[])
                 steps.append(answered)
                 continue
         scope = call_context(tool_call.id, outer)
@@ -421,7 +423,7 @@ def execute_tool_calls_within(
     ``outer``: the batch's ``RunContext`` scope (``types.run_context_later``), which the run
     gives instead of setting it as the thread's context; None: the one current in this thread.
     """
-    emit = as_emitter(event_sink)
+    emit = event_sink if type(event_sink) is EventEmitter else as_emitter(event_sink)  # the run's own emitter, without a call
     has_sequential = False
     for tool_call in tool_calls:
         tool = context.tools.get(tool_call.name)

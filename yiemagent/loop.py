@@ -308,6 +308,10 @@ class AgentCore:
         self.usage_limits = usage_limits  # UsageLimits or None; read by each run (run.py)
         self.session = session
         self._writer = HistoryWriter(state, session)  # where messages enter the history (docs/sessions.md)
+        # the run's appends and its session check reach the writer in one call, not through a method of this class too
+        # (docs/performance.md "W1"): the methods below say what each does, these are what a run calls
+        self.append = self._writer.append  # type: ignore[method-assign]
+        self.take_session_failure = self._writer.take_failure  # type: ignore[method-assign]
         self._history_lock = self._writer.lock  # guards state.messages (and orders session appends)
         self._usage = UsageMeter()  # summed at the end of each run
 
@@ -640,9 +644,23 @@ class AgentCore:
         """Add one message to the history (the run checked it can be sent again, decision 15).
 
         Memory first, then the session (docs/sessions.md); never raises: a store that failed is
-        reported by ``take_session_failure`` before the next LLM round.
+        reported by ``take_session_failure`` before the next LLM round. Each core's ``append`` is
+        its writer's own (``HistoryWriter.append``, set in ``__init__``); this is what it does.
         """
         self._writer.append(message)
+
+    def input_waiting(self) -> bool:
+        """Whether step 1 has anything to take: a message ``add_message`` queued, or an item on the input channel.
+
+        The run asks it at the top of each round after the first, and takes input (``take_added``,
+        ``take_input``) only when it says so: a round with nothing queued pays this one check
+        (docs/performance.md "W1"). Read without a lock, as ``take_added`` and ``Channel.drain``
+        read the same two lengths first: a message put or added after the read is seen by the
+        next round's check, as it would be by a take a moment earlier, and one still there when
+        the run ends is the next run's input, or appended by ``_run_and_hand_over`` (an added
+        one). Closing, it may say True for input that ``take_input`` then leaves to ``shutdown``.
+        """
+        return bool(self._added or self.input_channel.queue)
 
     def take_added(self) -> list[AgentMessage]:
         """The messages ``add_message`` queued during the run, in order (the run answers what waits before each)."""
@@ -666,7 +684,10 @@ class AgentCore:
             return []
 
     def take_session_failure(self) -> Optional[str]:
-        """Why the session could not store a message since the last call, or None (docs/failures.md)."""
+        """Why the session could not store a message since the last call, or None (docs/failures.md).
+
+        Each core's is its writer's own (``HistoryWriter.take_failure``, set in ``__init__``).
+        """
         return self._writer.take_failure()
 
     def record_usage(self, usage: LLMUsage) -> None:

@@ -102,6 +102,9 @@ class RunHost(Protocol):
         take_added(): messages ``add_message`` queued during the run (normalised), in order;
             taken at the top of every round, closing or not (the host appends those left
             when the run ends).
+        input_waiting() (optional): whether ``take_added`` or ``take_input`` would give anything
+            now; a round after the first takes input only when it says True (a host without it
+            is asked every round). It never says False for input queued before it was asked.
         append(message): add one message to the history (and its session); the run has
             normalised it. Never raises, whatever the session raises.
         take_session_failure(): why the session failed to store a message, or None.
@@ -567,7 +570,7 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext, answer: Optional[_Type
     try:
         with relay_deltas(emit, run.id, run.rounds, run.signal):  # its deltas reach the sink until it returns
             raw = host.llm_call(formatted)
-        usage = _reported_usage(raw)
+        usage = None if type(raw) is AssistantMessage and raw.usage is None else _reported_usage(raw)  # a reply without usage: no call
         reply, calls, error = normalize_reply(raw)
         error_type = "invalid_reply" if error is not None else None
     except user_code_errors() as exc:
@@ -733,15 +736,21 @@ def _answer_of_batch(host: RunHost, run: Run, reply: AssistantMessage, calls: li
 
 
 def _rounds(host: RunHost, run: Run) -> AssistantMessage:
-    """Spec §6 ``_processMessage``'s loop: its six steps in the seed's order, and the run's own steps (``RunSteps``) at fixed points."""
+    """Spec §6 ``_processMessage``'s loop: its six steps in the seed's order, and the run's own steps (``RunSteps``) at fixed points.
+
+    Step 1 after the first round takes input only when the host says some waits (``input_waiting``,
+    one check): a message put or added after that check is taken by the next round's, as it would
+    be by a take made a moment earlier (docs/performance.md "W1").
+    """
     steps = run_steps(host, run)
+    waiting = getattr(host, "input_waiting", None)  # optional (RunHost): one cheap check a round when nothing is queued
     paused = False  # the last reply was a turn the server paused (stop_reason "pause_turn")
     while True:
         for check in steps.before_round:
             stop = check(run)
             if stop is not None:
                 return stop
-        if run.rounds and not paused:  # a paused turn goes back as the last message: input joins after it is done
+        if run.rounds and not paused and (waiting is None or waiting()):  # a paused turn goes back as the last message: input joins after it is done
             _take_input(host, with_input=not host.closing)  # step 1 again: messages that arrived meanwhile join this run
         if run.signal.aborted:
             return _aborted_response(run)

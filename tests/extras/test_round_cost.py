@@ -622,3 +622,31 @@ def test_a_call_nobody_reports_for_makes_no_reporter_lock_and_one_that_reports_g
     assert reporters[0]._lock is None and reporters[1]._lock is not None
     assert [(e.tool_call_id, e.partial_result) for e in seen if type(e).__name__ == "ToolExecUpdateEvent"] == [("r1", {"step": 1})]
     assert reporters[0]("late") is False and reporters[1]("late") is False
+
+
+def test_a_round_asks_for_input_only_when_some_waits_and_takes_what_was_sent_or_added_meanwhile():
+    """Spec §6 step 1: a round after the first takes input (``take_added``, ``take_input``) only when ``input_waiting``
+    says some waits, and a message added, then one sent, during a tool call join the very next round."""
+    from yiemagent import UserMessage, add_message
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        if tool_call_id == "c1":
+            add_message(agent, UserMessage([TextContent("added")]))
+        elif tool_call_id == "c2":
+            run_agent(agent, "sent")
+        return AgentToolResult([TextContent("ok")])
+
+    tool = AgentTool("work", "Work", "Does work.", {"type": "object"}, execute)
+    llm = ScriptedLLM([tool_call_reply((f"c{i}", "work", {})) for i in (1, 2, 3)] + ["done"])
+    with YiemAgent(llm_call=llm, tools=[tool], agent_event_sink=None) as agent:
+        core, asked = agent._core, []
+        take_input, take_added = core.take_input, core.take_added
+        core.take_input = lambda: asked.append("input") or take_input()
+        core.take_added = lambda: asked.append("added") or take_added()
+        run_agent(agent, "go")
+        response = take_response(agent, timeout=10)
+    assert response.content[0].text == "done", response.error_message
+    # the run's first take, then one before round 2 (a message added) and one before round 3 (a message sent); none before round 4
+    assert asked == ["added", "input"] * 3
+    users = [[m["content"] for m in request["messages"] if m["role"] == "user"] for request in llm.requests]
+    assert users == [["go"], ["go", "added"], ["go", "added", "sent"], ["go", "added", "sent"]]
