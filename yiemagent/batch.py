@@ -424,13 +424,13 @@ def execute_tool_calls_within(
     gives instead of setting it as the thread's context; None: the one current in this thread.
     """
     emit = event_sink if type(event_sink) is EventEmitter else as_emitter(event_sink)  # the run's own emitter, without a call
-    has_sequential = False
-    for tool_call in tool_calls:
-        tool = context.tools.get(tool_call.name)
-        if tool is not None and not tool.parallel_tool_execute:
-            has_sequential = True
-            break
-    parallel = config.tool_execution != "sequential" and not has_sequential
+    parallel = config.tool_execution != "sequential"
+    if parallel:  # a sequential config runs the batch so whatever its tools say: they are read only for a parallel one
+        for tool_call in tool_calls:
+            tool = context.tools.get(tool_call.name)
+            if tool is not None and not tool.parallel_tool_execute:
+                parallel = False
+                break
     return _run_batch(context, assistant_msg, tool_calls, config, signal, emit, allowance, parallel, outer)
 
 

@@ -308,10 +308,9 @@ class AgentCore:
         self.usage_limits = usage_limits  # UsageLimits or None; read by each run (run.py)
         self.session = session
         self._writer = HistoryWriter(state, session)  # where messages enter the history (docs/sessions.md)
-        # the run's appends and its session check reach the writer in one call, not through a method of this class too
-        # (docs/performance.md "W1"): the methods below say what each does, these are what a run calls
-        self.append = self._writer.append  # type: ignore[method-assign]
-        self.take_session_failure = self._writer.take_failure  # type: ignore[method-assign]
+        # run.RunHost's append and take_session_failure are the writer's own: a run reaches it in one call (docs/performance.md "W1")
+        self.append = self._writer.append
+        self.take_session_failure = self._writer.take_failure
         self._history_lock = self._writer.lock  # guards state.messages (and orders session appends)
         self._usage = UsageMeter()  # summed at the end of each run
 
@@ -640,14 +639,13 @@ class AgentCore:
             self._wake.notify_all()
         return items
 
-    def append(self, message: AgentMessage) -> None:
-        """Add one message to the history (the run checked it can be sent again, decision 15).
+    append: Callable[[AgentMessage], None]
+    """Add one message to the history (the run checked it can be sent again, decision 15): ``HistoryWriter.append``.
 
-        Memory first, then the session (docs/sessions.md); never raises: a store that failed is
-        reported by ``take_session_failure`` before the next LLM round. Each core's ``append`` is
-        its writer's own (``HistoryWriter.append``, set in ``__init__``); this is what it does.
-        """
-        self._writer.append(message)
+    Memory first, then the session (docs/sessions.md); never raises: a store that failed is
+    reported by ``take_session_failure`` before the next LLM round. The writer's own method,
+    set in ``__init__``, so that the run's two appends a round are one call each, not two.
+    """
 
     def input_waiting(self) -> bool:
         """Whether step 1 has anything to take: a message ``add_message`` queued, or an item on the input channel.
@@ -683,12 +681,8 @@ class AgentCore:
             logger.warning("a message added during the run's last round: what goes before it could not be read", exc_info=True)
             return []
 
-    def take_session_failure(self) -> Optional[str]:
-        """Why the session could not store a message since the last call, or None (docs/failures.md).
-
-        Each core's is its writer's own (``HistoryWriter.take_failure``, set in ``__init__``).
-        """
-        return self._writer.take_failure()
+    take_session_failure: Callable[[], Optional[str]]
+    """Why the session could not store a message since the last call, or None (docs/failures.md): ``HistoryWriter.take_failure``, set in ``__init__``."""
 
     def record_usage(self, usage: LLMUsage) -> None:
         """Add one run's usage to the agent's total (decision 13)."""
