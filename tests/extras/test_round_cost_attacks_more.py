@@ -1,0 +1,227 @@
+"""This evening's cheaper round under more attacks (docs/performance.md "The round's steps and its layers (a fifth pass)"; spec §8, §9, §13, §14).
+
+The record's shared list of wires (formatting), the round's stream target made when asked
+(events), the reporter's lock made by a first report (pipeline) and the batch's run context
+handed to its calls (run, batch, types): each driven by real runs over many turns, with
+threads that outlive their round or batch, and held to what the plain path gives.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import threading
+
+from helpers import WAIT, make_tool, text_result
+from reference_format import reference_format
+from yiemagent import AgentContext, AgentToolResult, AssistantMessage, TextContent, UserMessage, YiemAgent, ask, prepare_context
+from yiemagent.events import LLMCallEndEvent, LLMDeltaEvent, ToolExecEndEvent, ToolExecStartEvent, ToolExecUpdateEvent
+from yiemagent.formatting import format_msg_for_llm
+from yiemagent.llm.scripted import tool_call_reply
+from yiemagent.streaming import emit_delta
+from yiemagent.types import current_run_context
+
+
+def _reference(system_prompt, messages, tools) -> str:
+    return json.dumps(reference_format(AgentContext(system_prompt, list(messages), tools), None))
+
+
+def test_requests_stay_exact_while_calls_mutate_theirs_threads_format_snapshots_and_the_history_is_edited_between_runs():
+    """Every request a run's llm_call gets, and every request other threads format from snapshots meanwhile, is the reference formatter's request of its history, whatever the calls do to theirs and however the history is edited between runs."""
+    failures: list = []
+    agent_box: list = []
+    stop = threading.Event()
+    turn = [0]
+
+    def llm_call(formatted):
+        state = agent_box[0].state
+        if json.dumps(formatted) != _reference(state.system_prompt, state.messages, state.tools):
+            failures.append(("run", turn[0]))
+        messages = formatted["messages"]  # the call keeps and changes its request's list
+        messages.append({"role": "user", "content": "kept by the call"})
+        messages.insert(1, messages[-1])
+        del messages[2:3]
+        messages.reverse()
+        turn[0] += 1
+        if turn[0] % 3:
+            return tool_call_reply((f"c{turn[0]}", "echo", json.dumps({"n": turn[0]})), text=f"t{turn[0]}")
+        return AssistantMessage([TextContent(f"done {turn[0]}")], stop_reason="stop")
+
+    def formatter():
+        while not stop.is_set():
+            ctx = prepare_context(agent_box[0].state)
+            expected = _reference(ctx.system_prompt, ctx.messages, ctx.tools)
+            formatted = format_msg_for_llm(ctx, None)
+            if json.dumps(formatted) != expected:
+                failures.append(("thread", len(ctx.messages)))
+            formatted["messages"].append({"role": "user", "content": "x"})
+
+    with YiemAgent(llm_call=llm_call, tools=[make_tool("echo")], system_prompt="You are a test.", agent_event_sink=None) as agent:
+        agent_box.append(agent)
+        threads = [threading.Thread(target=formatter) for _ in range(2)]
+        for t in threads:
+            t.start()
+        try:
+            for i in range(60):
+                ask(agent, f"q{i}", timeout=WAIT)
+                history = agent.state.messages
+                edit = i % 6
+                if edit == 1:
+                    history.pop()
+                elif edit == 2:
+                    history.insert(1, UserMessage([TextContent(f"inserted {i}")]))
+                elif edit == 3:
+                    del history[: len(history) // 2]
+                elif edit == 4:
+                    agent.state.messages = history[-2:]  # compaction replacing the history
+                elif edit == 5 and i % 12 == 5:
+                    history.clear()
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(WAIT)
+    assert failures == []
+
+
+def test_a_thread_left_streaming_by_a_round_never_streams_into_a_later_round_or_after_its_end_event():
+    """Deltas a thread started by round N keeps emitting while rounds N+1.. run (and while a sink is set and removed) reach the sink only as round N's and only before round N's end event."""
+    received: list = []
+    agent_box: list = []
+    stop = threading.Event()
+    leftovers: list = []
+
+    def sink(event):
+        received.append(event)
+
+    def llm_call(formatted):
+        agent = agent_box[0]
+        context = contextvars.copy_context()
+
+        def keep_emitting():
+            n = 0
+            while not stop.is_set() and n < 200:
+                context.run(emit_delta, "text", "x")
+                n += 1
+
+        worker = threading.Thread(target=keep_emitting)
+        worker.start()
+        leftovers.append(worker)
+        emit_delta("text", "own")
+        agent.agent_event_sink = None if len(leftovers) % 4 == 0 else sink
+        emit_delta("text", "own")
+        if len(leftovers) % 5:
+            return tool_call_reply((f"c{len(leftovers)}", "echo", "{}"))
+        return AssistantMessage([TextContent("done")], stop_reason="stop")
+
+    with YiemAgent(llm_call=llm_call, tools=[make_tool("echo")], agent_event_sink=sink) as agent:
+        agent_box.append(agent)
+        for i in range(20):
+            ask(agent, f"q{i}", timeout=WAIT)
+        stop.set()
+        for worker in leftovers:
+            worker.join(WAIT)
+    ended: set = set()
+    for event in list(received):
+        key = (getattr(event, "run_id", None), getattr(event, "round", None))
+        if isinstance(event, LLMCallEndEvent):
+            ended.add(key)
+        elif isinstance(event, LLMDeltaEvent):
+            assert key not in ended, f"a delta of {key} after its end event"
+
+
+def test_a_tool_reporting_from_threads_while_it_returns_gives_start_updates_end_and_nothing_after():
+    """A tool whose threads report partial results as it returns: each call's events are its start, its updates, its end, and no update after the end."""
+    received: list = []
+    lock = threading.Lock()
+
+    def sink(event):
+        with lock:
+            received.append(event)
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        go = threading.Event()
+        workers = [threading.Thread(target=lambda: (go.wait(WAIT), [on_partial_result({"i": i}) for i in range(5)])) for _ in range(3)]
+        for w in workers:
+            w.start()
+        go.set()
+        return text_result("ok")
+
+    turn = [0]
+
+    def llm_call(formatted):
+        turn[0] += 1
+        if turn[0] % 4:
+            return tool_call_reply(*[(f"c{turn[0]}_{k}", "reporter", "{}") for k in range(1 + turn[0] % 3)])
+        return AssistantMessage([TextContent("done")], stop_reason="stop")
+
+    with YiemAgent(llm_call=llm_call, tools=[make_tool("reporter", execute, parallel=True)], agent_event_sink=sink, parallel_tool_execute=True) as agent:
+        for i in range(40):
+            agent.agent_event_sink = sink if i % 3 else None
+            ask(agent, f"q{i}", timeout=WAIT)
+    by_call: dict = {}
+    for event in received:
+        if isinstance(event, (ToolExecStartEvent, ToolExecUpdateEvent, ToolExecEndEvent)):
+            by_call.setdefault(event.tool_call_id, []).append(type(event).__name__)
+    for call_id, kinds in by_call.items():
+        if "ToolExecEndEvent" in kinds:
+            assert kinds[-1] == "ToolExecEndEvent" and kinds.count("ToolExecEndEvent") == 1, (call_id, kinds)
+        if "ToolExecStartEvent" in kinds:
+            assert kinds[0] == "ToolExecStartEvent", (call_id, kinds)
+
+
+def test_a_thread_a_tool_started_reads_its_own_batchs_run_context_after_later_batches_began():
+    """A thread started with a copy of a call's context reads that call's RunContext (its id, its round) however many batches later it asks, in both modes and with hooks."""
+    seen: list = []
+    parked: list = []
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        context = contextvars.copy_context()
+        parked.append((tool_call_id, (current_run_context().run_id, current_run_context().round), context))
+        return text_result("ok")
+
+    turn = [0]
+
+    def llm_call(formatted):
+        turn[0] += 1
+        for tool_call_id, rounds, context in parked:  # the batches before this round have ended
+            got = []
+            t = threading.Thread(target=lambda c=context: got.append(c.run(current_run_context)))
+            t.start()
+            t.join(WAIT)
+            seen.append((tool_call_id, rounds, got[0].tool_call_id if got[0] else None, (got[0].run_id, got[0].round) if got[0] else None))
+        if turn[0] % 4:
+            return tool_call_reply(*[(f"c{turn[0]}_{k}", "peek", "{}") for k in range(1 + turn[0] % 2)])
+        return AssistantMessage([TextContent("done")], stop_reason="stop")
+
+    hooks = [{}, {"before_tool_call": lambda ctx, signal: None, "after_tool_call": lambda ctx, signal: None}]
+    for mode in ("sequential", "parallel"):
+        for hook in hooks:
+            parked.clear()
+            turn[0] = 0
+            with YiemAgent(llm_call=llm_call, tools=[make_tool("peek", execute, parallel=mode == "parallel")], parallel_tool_execute=mode == "parallel", agent_event_sink=None, **hook) as agent:
+                for i in range(8):
+                    ask(agent, f"q{i}", timeout=WAIT)
+    assert seen and all(got_id == call_id and got_rounds == rounds for call_id, rounds, got_id, got_rounds in seen), [s for s in seen if s[0] != s[2] or s[1] != s[3]][:5]
+
+
+def test_a_run_context_first_asked_for_after_the_run_by_a_tools_thread_holds_the_history_its_batch_started_from():
+    """RunContext.messages read first by a thread a tool started, after the run ended and the idle history was edited, is still the history the batch started from (types.py RunContext)."""
+    parked: list = []
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        parked.append(contextvars.copy_context())  # the tool never asks itself; its thread asks later
+        return text_result("ok")
+
+    replies = iter([tool_call_reply(("c1", "peek", "{}")), AssistantMessage([TextContent("done")], stop_reason="stop")])
+    with YiemAgent(llm_call=lambda formatted: next(replies), tools=[make_tool("peek", execute)], agent_event_sink=None) as agent:
+        ask(agent, "q", timeout=WAIT)
+        started_from = [m.content[0].text if isinstance(m, UserMessage) else type(m).__name__ for m in agent.state.messages[:2]]
+        agent.state.messages.clear()  # edited while idle, as the agent allows
+        agent.state.messages.append(UserMessage([TextContent("another conversation")]))
+        got: list = []
+        asker = threading.Thread(target=lambda: got.append(parked[0].run(current_run_context)))
+        asker.start()
+        asker.join(WAIT)
+    context = got[0]
+    assert context.tool_call_id == "c1"
+    assert [m.content[0].text if isinstance(m, UserMessage) else type(m).__name__ for m in context.messages] == started_from
