@@ -38,6 +38,7 @@ from .types import (
     LLMUsage,
     MessagesSnapshot,
     RunContext,
+    RunScope,
     TextContent,
     ToolResultMessage,
     UsageLimits,
@@ -875,10 +876,6 @@ def _execute_batch(
     own batch's context however late they ask; outside the calls it is what it was before.
     """
     config = host.loop_config()
-    history = run.history
-    if history is None or history.items is not host.state.messages:
-        history = run.history = _RunHistory(host.state.messages)
-    count = len(history.items)
     if config.before_tool_call is not None or config.after_tool_call is not None:
         context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
     else:
@@ -886,7 +883,7 @@ def _execute_batch(
     host.state.pending_tool_calls = {tool_calls[0].id} if len(tool_calls) == 1 else {c.id for c in tool_calls}
     # beyond the spec: what tools and hooks see of the run (types.py current_run_context), made only if one asks;
     # handed to the batch, whose calls' scopes hold it, rather than set as this thread's context around the batch
-    scope = run_context_later(partial(_batch_run_context, getattr(host, "deps", None), run.id, run.rounds, run.usage, history, count))
+    scope = _batch_scope(host, run)
     try:
         return execute_tool_calls_within(allowance, context, reply, tool_calls, config, run.signal, host.emit, scope)
     finally:
@@ -895,6 +892,18 @@ def _execute_batch(
             run.tool_calls = allowance.used
         if run.late:  # an agent_tool's sub-runs spent for this run (_sub_runs.py)
             _fold_late_usage(run)
+
+
+def _batch_scope(host: RunHost, run: Run) -> RunScope:
+    """The ``RunContext`` scope of a batch starting now (``_execute_batch``, and approved calls resumed: approvals.py ``start_of_run``), made only if a call asks.
+
+    Its snapshot is the history as the batch starts: its first ``count`` messages, read from
+    the run's ``_RunHistory`` (the live history during the run, a copy from its end).
+    """
+    history = run.history
+    if history is None or history.items is not host.state.messages:
+        history = run.history = _RunHistory(host.state.messages)
+    return run_context_later(partial(_batch_run_context, getattr(host, "deps", None), run.id, run.rounds, run.usage, history, len(history.items)))
 
 
 def _batch_run_context(deps: Any, run_id: int, rounds: int, usage: LLMUsage, history: _RunHistory, count: int) -> RunContext:
@@ -946,7 +955,7 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     try:
         # approvals first: their results go before any new message (decision 18)
         in_play = _approval_steps_in_play(host.state.messages, messages)
-        ended = start_of_run(host, run.signal, messages, lambda *batch: _answer_of_batch(host, run, *batch)) if in_play else None
+        ended = start_of_run(host, run.signal, messages, lambda *batch: _answer_of_batch(host, run, *batch), partial(_batch_scope, host, run)) if in_play else None
         _append_input(host, messages)
         if ended is not None:
             response = ended

@@ -225,3 +225,48 @@ def test_a_run_context_first_asked_for_after_the_run_by_a_tools_thread_holds_the
     context = got[0]
     assert context.tool_call_id == "c1"
     assert [m.content[0].text if isinstance(m, UserMessage) else type(m).__name__ for m in context.messages] == started_from
+
+
+def test_approved_typed_and_limited_runs_over_many_turns_send_exact_requests_and_give_resumed_calls_their_run_context():
+    """Runs with a typed answer, approvals and usage limits over many turns: every request is the reference's of its history, and every call (a resumed approved one too) sees its run's RunContext."""
+    from yiemagent import UsageLimits, approve, pending_approvals, resume
+
+    failures: list = []
+    contexts: list = []
+    agent_box: list = []
+    turn = [0]
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        context = current_run_context()
+        contexts.append((tool_call_id, context.tool_call_id if context else None))
+        if tool_call_id.startswith("g"):  # resumed before the run's first round
+            contexts.append((context.round, context.messages[-1].decision))
+        return text_result("ok")
+
+    def llm_call(formatted):
+        state = agent_box[0].state
+        if json.dumps(formatted["messages"]) != json.dumps(json.loads(_reference(state.system_prompt, state.messages, state.tools))["messages"]):
+            failures.append(turn[0])
+        formatted["messages"].clear()
+        turn[0] += 1
+        step = turn[0] % 4
+        if step == 1:
+            return tool_call_reply((f"g{turn[0]}", "guarded", "{}"), (f"p{turn[0]}", "plain", "{}"))
+        if step == 2:
+            return tool_call_reply((f"q{turn[0]}", "plain", "{}"))
+        return tool_call_reply((f"f{turn[0]}", "final_result", json.dumps({"answer": f"a{turn[0]}"})))
+
+    guarded = make_tool("guarded", execute, requires_approval=True)
+    plain = make_tool("plain", execute)
+    with YiemAgent(llm_call=llm_call, tools=[guarded, plain], agent_event_sink=None, output_type=dict[str, str],
+                   usage_limits=UsageLimits(max_tool_calls=1000)) as agent:
+        agent_box.append(agent)
+        for i in range(30):
+            reply = ask(agent, f"q{i}", timeout=WAIT, check=False)
+            while reply.stop_reason == "awaiting_approval":
+                for pending in pending_approvals(agent):
+                    approve(agent, pending.tool_call_id)
+                reply = resume(agent, timeout=WAIT, check=False)
+    assert failures == []
+    assert contexts and [c for c in contexts if c[0] != c[1] and c != (0, "resumed")] == []
+    assert contexts.count((0, "resumed")) == len([c for c in contexts if str(c[0]).startswith("g")]) > 0
