@@ -14,7 +14,7 @@ import threading
 
 from helpers import WAIT, make_tool, text_result
 from reference_format import reference_format
-from yiemagent import AgentContext, AgentToolResult, AssistantMessage, TextContent, UserMessage, YiemAgent, ask, prepare_context
+from yiemagent import AgentContext, AssistantMessage, TextContent, UserMessage, YiemAgent, ask, prepare_context
 from yiemagent.events import LLMCallEndEvent, LLMDeltaEvent, ToolExecEndEvent, ToolExecStartEvent, ToolExecUpdateEvent
 from yiemagent.formatting import format_msg_for_llm
 from yiemagent.llm.scripted import tool_call_reply
@@ -27,7 +27,8 @@ def _reference(system_prompt, messages, tools) -> str:
 
 
 def test_requests_stay_exact_while_calls_mutate_theirs_threads_format_snapshots_and_the_history_is_edited_between_runs():
-    """Every request a run's llm_call gets, and every request other threads format from snapshots meanwhile, is the reference formatter's request of its history, whatever the calls do to theirs and however the history is edited between runs."""
+    """Every request a run's llm_call gets, and every request other threads format from snapshots meanwhile, is the reference
+    formatter's request of its history, whatever the calls do to theirs and however the history is edited between runs."""
     failures: list = []
     agent_box: list = []
     stop = threading.Event()
@@ -185,7 +186,7 @@ def test_a_thread_a_tool_started_reads_its_own_batchs_run_context_after_later_ba
         turn[0] += 1
         for tool_call_id, rounds, context in parked:  # the batches before this round have ended
             got = []
-            t = threading.Thread(target=lambda c=context: got.append(c.run(current_run_context)))
+            t = threading.Thread(target=lambda c=context, g=got: g.append(c.run(current_run_context)))
             t.start()
             t.join(WAIT)
             seen.append((tool_call_id, rounds, got[0].tool_call_id if got[0] else None, (got[0].run_id, got[0].round) if got[0] else None))
