@@ -271,3 +271,55 @@ def test_approved_typed_and_limited_runs_over_many_turns_send_exact_requests_and
     assert failures == []
     assert contexts and [c for c in contexts if c[0] != c[1] and c != (0, "resumed")] == []
     assert contexts.count((0, "resumed")) == len([c for c in contexts if str(c[0]).startswith("g")]) > 0
+
+
+def test_a_streaming_http_client_with_its_sink_set_removed_or_aborted_mid_stream_keeps_each_rounds_deltas_inside_it():
+    """OpenAIClient(stream=True) against a real server, the sink set, removed or the run aborted between two chunks:
+    a round's deltas reach the sink in order, between its start and end events, and every run ends and the next works."""
+    from localserver import LocalServer, Reply
+    from yiemagent import LLMCallStartEvent, abort
+    from yiemagent.llm import OpenAIClient
+
+    received: list = []
+    agent_box: list = []
+    action = ["set"]
+
+    def sse(*texts, finish=None) -> bytes:
+        events = [{"model": "m", "choices": [{"index": 0, "delta": {"content": t}, "finish_reason": None}]} for t in texts]
+        if finish:
+            events.append({"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        return ("".join(f"data: {json.dumps(e)}\n\n" for e in events) + ("data: [DONE]\n\n" if finish else "")).encode()
+
+    def between():
+        agent = agent_box[0]
+        if action[0] == "set":
+            agent.agent_event_sink = received.append
+        elif action[0] == "remove":
+            agent.agent_event_sink = None
+        else:
+            abort(agent, "stop")
+
+    body = [sse("A"), between, sse("B", finish="stop")]
+    with LocalServer(lambda request: Reply(chunks=body, headers={"Content-Type": "text/event-stream"})) as server:
+        client = OpenAIClient(f"{server.url}/v1", "m", stream=True, timeout=WAIT)
+        with YiemAgent(llm_call=client, agent_event_sink=None) as agent:
+            agent_box.append(agent)
+            for i in range(30):
+                action[0] = ("set", "remove", "abort")[i % 3]
+                agent.agent_event_sink = None if action[0] == "set" else received.append
+                reply = ask(agent, f"q{i}", timeout=WAIT, check=False)
+                assert reply.stop_reason == ("aborted" if action[0] == "abort" else "stop"), (i, reply)
+    rounds: dict = {}
+    for event in received:
+        key = (getattr(event, "run_id", None), getattr(event, "round", None))
+        if isinstance(event, LLMCallStartEvent):
+            rounds[key] = "open"
+        elif isinstance(event, LLMCallEndEvent):
+            rounds[key] = "ended"
+        elif isinstance(event, LLMDeltaEvent):
+            assert rounds.get(key, "open") == "open", f"a delta of {key} after its end"
+    by_round: dict = {}
+    for event in received:
+        if isinstance(event, LLMDeltaEvent):
+            by_round.setdefault(event.run_id, []).append(event.text)
+    assert all(texts in (["A"], ["B"], ["A", "B"]) for texts in by_round.values()), by_round
