@@ -323,3 +323,37 @@ def test_a_streaming_http_client_with_its_sink_set_removed_or_aborted_mid_stream
         if isinstance(event, LLMDeltaEvent):
             by_round.setdefault(event.run_id, []).append(event.text)
     assert all(texts in (["A"], ["B"], ["A", "B"]) for texts in by_round.values()), by_round
+
+
+def test_sub_runs_of_parallel_agent_tool_calls_count_once_in_the_parent_run_with_or_without_a_sink():
+    """agent_tool calls of parallel batches, their sub-runs' usage handed through each call's reporter: the parent's usage is its rounds' plus every sub-run's, with a sink or none."""
+    import dataclasses
+    from dataclasses import replace
+
+    from yiemagent import LLMUsage, agent_tool
+    from yiemagent.llm import ScriptedLLM
+
+    sub_usage, round_usage = LLMUsage(10, 2, total_tokens=12), LLMUsage(100, 5, total_tokens=105)
+    made: list = []
+
+    def make():
+        sub = YiemAgent(llm_call=ScriptedLLM([AssistantMessage([TextContent("42")], stop_reason="stop", model="sub", usage=sub_usage)]), agent_event_sink=None)
+        made.append(sub)
+        return sub
+
+    expert = dataclasses.replace(agent_tool(make, name="expert", description="asks an expert"), parallel_tool_execute=True)
+    turn = [0]
+
+    def llm_call(formatted):
+        turn[0] += 1
+        if turn[0] % 2:
+            calls = [(f"c{turn[0]}_{k}", "expert", json.dumps({"task": "six times seven?"})) for k in range(3)]
+            return replace(tool_call_reply(*calls), usage=round_usage)
+        return AssistantMessage([TextContent("done")], stop_reason="stop", usage=round_usage)
+
+    received: list = []
+    with YiemAgent(llm_call=llm_call, tools=[expert], agent_event_sink=None, parallel_tool_execute=True) as agent:
+        for i in range(12):
+            agent.agent_event_sink = received.append if i % 2 else None
+            ask(agent, f"q{i}", timeout=WAIT)
+        assert agent.usage.input_tokens == 12 * (2 * 100 + 3 * 10)
