@@ -213,19 +213,21 @@ def test_a_run_context_first_asked_for_after_the_run_by_a_tools_thread_holds_the
         parked.append(contextvars.copy_context())  # the tool never asks itself; its thread asks later
         return text_result("ok")
 
-    replies = iter([tool_call_reply(("c1", "peek", "{}")), AssistantMessage([TextContent("done")], stop_reason="stop")])
+    def names(messages):
+        return [m.content[0].text if isinstance(m, UserMessage) else type(m).__name__ for m in messages]
+
+    replies = iter([tool_call_reply(("c1", "peek", "{}")), tool_call_reply(("c2", "peek", "{}")), AssistantMessage([TextContent("done")], stop_reason="stop")])
     with YiemAgent(llm_call=lambda formatted: next(replies), tools=[make_tool("peek", execute)], agent_event_sink=None) as agent:
         ask(agent, "q", timeout=WAIT)
-        started_from = [m.content[0].text if isinstance(m, UserMessage) else type(m).__name__ for m in agent.state.messages[:2]]
+        started_from = [names(agent.state.messages[:2]), names(agent.state.messages[:4])]
         agent.state.messages.clear()  # edited while idle, as the agent allows
         agent.state.messages.append(UserMessage([TextContent("another conversation")]))
         got: list = []
-        asker = threading.Thread(target=lambda: got.append(parked[0].run(current_run_context)))
+        asker = threading.Thread(target=lambda: got.extend(context.run(current_run_context) for context in parked))
         asker.start()
         asker.join(WAIT)
-    context = got[0]
-    assert context.tool_call_id == "c1"
-    assert [m.content[0].text if isinstance(m, UserMessage) else type(m).__name__ for m in context.messages] == started_from
+    assert [c.tool_call_id for c in got] == ["c1", "c2"]
+    assert [names(c.messages) for c in got] == started_from
 
 
 def test_approved_typed_and_limited_runs_over_many_turns_send_exact_requests_and_give_resumed_calls_their_run_context():
