@@ -359,3 +359,46 @@ def test_sub_runs_of_parallel_agent_tool_calls_count_once_in_the_parent_run_with
             agent.agent_event_sink = received.append if i % 2 else None
             ask(agent, f"q{i}", timeout=WAIT)
         assert agent.usage.input_tokens == 12 * (2 * 100 + 3 * 10)
+
+
+def test_a_timed_tool_reporting_from_threads_past_its_timeout_gives_no_update_after_its_end():
+    """A tool with timeout_s whose threads keep reporting past its timeout (and past the run): its call's events are start, updates, end, and nothing after."""
+    received: list = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    workers: list = []
+
+    def sink(event):
+        with lock:
+            received.append(event)
+
+    def execute(tool_call_id, args, signal, on_partial_result):
+        for _ in range(2):
+            w = threading.Thread(target=lambda: [on_partial_result("p") for _ in iter(lambda: stop.is_set(), True)])
+            w.start()
+            workers.append(w)
+        signal.wait(WAIT)  # until the timeout fires its signal
+        return text_result("late")
+
+    turn = [0]
+
+    def llm_call(formatted):
+        turn[0] += 1
+        if turn[0] % 2:
+            return tool_call_reply((f"c{turn[0]}", "slow", "{}"))
+        return AssistantMessage([TextContent("done")], stop_reason="stop")
+
+    with YiemAgent(llm_call=llm_call, tools=[make_tool("slow", execute, timeout_s=0.02)], agent_event_sink=sink) as agent:
+        for i in range(8):
+            ask(agent, f"q{i}", timeout=WAIT)
+        stop.set()
+        for w in workers:
+            w.join(WAIT)
+    by_call: dict = {}
+    with lock:
+        for event in received:
+            if isinstance(event, (ToolExecStartEvent, ToolExecUpdateEvent, ToolExecEndEvent)):
+                by_call.setdefault(event.tool_call_id, []).append(type(event).__name__)
+    assert len(by_call) == 8
+    for call_id, kinds in by_call.items():
+        assert kinds[0] == "ToolExecStartEvent" and kinds[-1] == "ToolExecEndEvent" and kinds.count("ToolExecEndEvent") == 1, (call_id, kinds[-3:])
