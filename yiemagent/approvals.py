@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Optional, cast
 
-from .batch import answer_tool_calls_with_error, execute_tool_calls, terminated_response
+from .batch import answer_tool_calls_with_error, execute_tool_calls_within, terminated_response
 from .errors import ToolArgumentsError
 from .extraction import extract_tool_calls
 from .types import (
@@ -49,6 +49,7 @@ from .types import (
     ApprovalMessage,
     AssistantMessage,
     PendingApproval,
+    RunScope,
     TextContent,
     ToolResultMessage,
     UserMessage,
@@ -227,6 +228,7 @@ def resume_approvals(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal],
     emit: Any,
+    run_scope: Optional[Callable[[], RunScope]] = None,
 ) -> Resumed:
     """Run the approved calls and answer the rejected ones (the start of a run, decision 18).
 
@@ -234,7 +236,9 @@ def resume_approvals(
     lost, never pending again), then goes through PREPARE -> EXECUTE -> FINALIZE with its
     approved arguments. Rejected calls get an error result with the reason; calls left
     "resumed" without a result (a failure while they ran) get ``LOST_AFTER_RESUME``. The
-    results are appended in call order; calls without a decision stay waiting.
+    results are appended in call order; calls without a decision stay waiting. ``run_scope``
+    makes the run's ``RunContext`` scope of this batch (run.py), as the run's own batches
+    get theirs, so the calls see their run's context (types.py ``current_run_context``).
     """
     assistant, waiting = waiting_calls(history())
     if assistant is None or not waiting:
@@ -247,7 +251,9 @@ def resume_approvals(
     if approved:
         calls = [replace(w.call, arguments=w.arguments, arguments_error=None) for w in approved]
         context = AgentContext(system_prompt, history(), tools)
-        batch = execute_tool_calls(context, assistant, calls, replace(config, before_tool_call=_never_defers(config.before_tool_call)), signal, emit)
+        config = replace(config, before_tool_call=_never_defers(config.before_tool_call))
+        outer = run_scope() if run_scope is not None else None
+        batch = execute_tool_calls_within(None, context, assistant, calls, config, signal, emit, outer)
         by_id.update((m.tool_call_id, m) for m in batch.messages)
         terminate = batch.terminate
     for w in waiting.values():
@@ -262,7 +268,8 @@ def resume_approvals(
 
 
 def start_of_run(
-    host: Any, signal: Optional[AbortSignal], messages: list[AgentMessage], answered: Optional[BatchAnswer] = None
+    host: Any, signal: Optional[AbortSignal], messages: list[AgentMessage], answered: Optional[BatchAnswer] = None,
+    run_scope: Optional[Callable[[], RunScope]] = None,
 ) -> Optional[AssistantMessage]:
     """The start of a run after approvals (decision 18): decisions taken, approved calls run, rejected answered.
 
@@ -287,7 +294,7 @@ def start_of_run(
     if not waiting_calls(host.history())[1]:
         return None
     tools = offered_tools(host.state.tools, getattr(host, "output_spec", None))  # a host may have no output_spec
-    resumed = resume_approvals(host.history, host.append, host.state.system_prompt, tools, host.loop_config(), signal, host.emit)
+    resumed = resume_approvals(host.history, host.append, host.state.system_prompt, tools, host.loop_config(), signal, host.emit, run_scope)
     new_message = any(isinstance(m, (UserMessage, AssistantMessage)) for m in messages)
     ended = None
     if not resumed.pending and resumed.results and answered is not None and not (signal is not None and signal.aborted):

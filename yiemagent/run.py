@@ -38,6 +38,7 @@ from .types import (
     LLMUsage,
     MessagesSnapshot,
     RunContext,
+    RunScope,
     TextContent,
     ToolResultMessage,
     UsageLimits,
@@ -141,6 +142,22 @@ class RunHost(Protocol):
     def history(self) -> list[AgentMessage]: ...
 
 
+class _RunHistory:
+    """The history a run's batches started from, for their ``RunContext`` snapshots made when first asked (``_batch_run_context``).
+
+    ``items`` is ``state.messages`` while the run is on (it only grows at its end then:
+    ``RunHost``), and a copy of it once the run has ended (``process_message``): the agent
+    is idle then and its history may be edited, while a thread a tool started may still
+    ask for its call's context. Thread safety: ``items`` is replaced once, by the run
+    thread; a reader gets the list or its copy, which begin with the same messages.
+    """
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Sequence[AgentMessage]) -> None:
+        self.items = items
+
+
 @dataclass
 class Run:
     """One run: its number, its abort signal, and what it has done so far.
@@ -161,6 +178,9 @@ class Run:
     late_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # guards late, ended
     late: list[LLMUsage] = field(default_factory=list, repr=False, compare=False)
     ended: bool = False  # the run's usage is final: later sub-run usage goes to the agent's total
+    # the history its batches' RunContexts read their snapshot from (_execute_batch): the live list while
+    # the run is on, a copy of it from the run's end, when the idle agent's history may be edited
+    history: Optional[_RunHistory] = field(default=None, repr=False, compare=False)
 
 
 def add_late_sub_run_usage(usage: LLMUsage) -> bool:
@@ -856,15 +876,15 @@ def _execute_batch(
     (docs/performance.md "W1"). The ``RunContext``'s snapshot is the history the batch started
     from: its first ``count`` messages, read when a tool or hook first asks. While a run is on
     the history only grows at its end (``RunHost``: the run alone appends; it is edited only
-    while the agent is idle), so that prefix is the same whenever it is read. The batch's scope
+    while the agent is idle), so that prefix is the same whenever it is read during the run; from
+    the run's end it is read from a copy (``_RunHistory``), so a thread a tool started that asks
+    only once the idle history was edited still gets the history its batch started from. The batch's scope
     is given to the batch, not set as this thread's context: each call sets the context
     variable once, to a scope of its own on the batch's (``types.run_context_later``), so a
     call's tools and hooks, and threads started with a copy of the call's context, see their
     own batch's context however late they ask; outside the calls it is what it was before.
     """
     config = host.loop_config()
-    history = host.state.messages
-    count = len(history)
     if config.before_tool_call is not None or config.after_tool_call is not None:
         context = AgentContext(ctx.system_prompt, host.history(), ctx.tools)
     else:
@@ -872,7 +892,7 @@ def _execute_batch(
     host.state.pending_tool_calls = {tool_calls[0].id} if len(tool_calls) == 1 else {c.id for c in tool_calls}
     # beyond the spec: what tools and hooks see of the run (types.py current_run_context), made only if one asks;
     # handed to the batch, whose calls' scopes hold it, rather than set as this thread's context around the batch
-    scope = run_context_later(partial(_batch_run_context, getattr(host, "deps", None), run.id, run.rounds, run.usage, history, count))
+    scope = _batch_scope(host, run)
     try:
         return execute_tool_calls_within(allowance, context, reply, tool_calls, config, run.signal, host.emit, scope)
     finally:
@@ -883,9 +903,21 @@ def _execute_batch(
             _fold_late_usage(run)
 
 
-def _batch_run_context(deps: Any, run_id: int, rounds: int, usage: LLMUsage, history: Sequence[AgentMessage], count: int) -> RunContext:
+def _batch_scope(host: RunHost, run: Run) -> RunScope:
+    """The ``RunContext`` scope of a batch starting now (``_execute_batch``, and approved calls resumed: approvals.py ``start_of_run``), made only if a call asks.
+
+    Its snapshot is the history as the batch starts: its first ``count`` messages, read from
+    the run's ``_RunHistory`` (the live history during the run, a copy from its end).
+    """
+    history = run.history
+    if history is None or history.items is not host.state.messages:
+        history = run.history = _RunHistory(host.state.messages)
+    return run_context_later(partial(_batch_run_context, getattr(host, "deps", None), run.id, run.rounds, run.usage, history, len(history.items)))
+
+
+def _batch_run_context(deps: Any, run_id: int, rounds: int, usage: LLMUsage, history: _RunHistory, count: int) -> RunContext:
     """A batch's ``RunContext`` (its ``tool_call_id`` None), its snapshot the first ``count`` messages of ``history``."""
-    return RunContext(deps, run_id, rounds, usage, MessagesSnapshot(history[:count]), None)  # type: ignore[arg-type]  # the field's descriptor takes it
+    return RunContext(deps, run_id, rounds, usage, MessagesSnapshot(history.items[:count]), None)  # type: ignore[arg-type]  # the field's descriptor takes it
 
 
 def _tool_call_allowance(limits: Optional[UsageLimits], answer: Optional[OutputSpec]) -> Optional[ToolCallAllowance]:
@@ -932,7 +964,7 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     try:
         # approvals first: their results go before any new message (decision 18)
         in_play = _approval_steps_in_play(host.state.messages, messages)
-        ended = start_of_run(host, run.signal, messages, lambda *batch: _answer_of_batch(host, run, *batch)) if in_play else None
+        ended = start_of_run(host, run.signal, messages, lambda *batch: _answer_of_batch(host, run, *batch), partial(_batch_scope, host, run)) if in_play else None
         _append_input(host, messages)
         if ended is not None:
             response = ended
@@ -950,6 +982,8 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
         _answer_unanswered_calls(host, response.error_message or "internal error")
     finally:
         stop_collecting(sub_runs)
+        if run.history is not None:  # a tool's thread may ask for its batch's context once the idle history is edited
+            run.history.items = run.history.items[:]  # a slice: one memcpy (tuple() of a History goes item by item)
     host.state.error_message = response.error_message if response.stop_reason == "error" else None
     _fold_late_usage(run, end=True)
     host.record_usage(run.usage)

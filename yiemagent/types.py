@@ -1132,7 +1132,8 @@ class RunContext:
     Attributes:
         deps: the agent's ``deps`` (``YiemAgent(deps=...)``), as given; None without.
         run_id: the run's number (1 for the agent's first run), as in the run's events.
-        round: the LLM round whose tool calls these are (1-based).
+        round: the LLM round whose tool calls these are (1-based); 0 for approved calls a run
+            resumes before its first round (approvals.py ``start_of_run``).
         usage: the run's ``LLMUsage`` so far, this round's reply included.
         messages: a read-only snapshot of the history the batch started from: a tuple of
             copies whose lists and dicts refuse changes (``TypeError``), made on first read.
