@@ -78,3 +78,40 @@ def test_resume_answers_the_rejected_call_and_leaves_the_undecided_one_pending()
     assert resumed.results == appended
     assert resumed.pending == [PendingApproval("c2", "delete", {"path": "/b"}, "ask too")]
     assert resumed.terminate is False
+
+
+def test_resume_runs_an_approved_call_without_a_run_scope():
+    """An approved call resumed by a caller that gives no run scope (the function's default) runs and is answered; no scope is asked for."""
+    from yiemagent import AgentTool, AgentToolResult
+    from yiemagent.events import EventEmitter
+
+    ran = []
+
+    def delete(tool_call_id, args, signal, on_partial_result):
+        ran.append(args)
+        return AgentToolResult([TextContent(f"deleted {args['path']}")])
+
+    tool = AgentTool("delete", "Delete", "Delete a file.", {"type": "object", "properties": {"path": {"type": "string"}}}, delete)
+    history = [USER, REPLY, DEFERRED, APPROVED]
+    appended = []
+    resumed = resume_approvals(lambda: history + appended, appended.append, "", {"delete": tool}, AgentLoopConfig(), None, EventEmitter(None))
+    assert ran == [{"path": "/a2"}]
+    assert [(r.tool_call_id, r.content, r.is_error) for r in resumed.results] == [("c1", [TextContent("deleted /a2")], False)]
+    assert resumed.terminate is False
+
+
+def test_a_run_aborted_as_it_resumes_approvals_does_not_read_the_batch_for_its_answer():
+    """start_of_run with the run's signal already aborted runs nothing more and never hands the resumed batch to ``answered`` (the typed answer's reading)."""
+    from helpers import BareHost
+    from yiemagent import AbortSignal
+    from yiemagent.approvals import start_of_run
+
+    host = BareHost(llm=None, queued=[])
+    for message in (USER, REPLY, DEFERRED, step("c1", "rejected", {"path": "/a"}, "no")):
+        host.state.messages.append(message)
+    signal = AbortSignal()
+    signal.abort("stop")
+    read = []
+    start_of_run(host, signal, [], lambda *batch: read.append(batch))
+    assert read == []
+    assert [r.tool_call_id for r in host.appended] == ["c1"]  # the rejection is still answered: nothing waits after an abort
