@@ -184,6 +184,23 @@ def test_a_relay_made_mid_round_gives_the_rest_of_the_rounds_deltas_as_one_made_
     assert current_stream() is None
 
 
+def _delta_paused_at(line: str, context: contextvars.Context, text: str) -> tuple[threading.Thread, threading.Event, threading.Event]:
+    """A thread emitting the delta ``text`` in ``context`` (the call's, as a thread the LLM call started carries it),
+    paused at ``line`` of ``relay_deltas.__call__`` until ``go_on`` is set; ``reached`` is set once it is there."""
+    reached, go_on = threading.Event(), threading.Event()
+
+    def delta() -> None:
+        sys.settrace(_pause_inside_abort_at(line, reached, go_on, relay_deltas.__call__.__code__))
+        try:
+            context.run(emit_delta, "text", text)
+        finally:
+            sys.settrace(None)
+
+    worker = threading.Thread(target=delta)
+    worker.start()
+    return worker, reached, go_on
+
+
 def test_an_unheard_round_ends_without_waiting_for_a_late_relay_and_drops_the_delta_it_did_not_see():
     """The end of a round that began unheard, coming while a late delta makes its relay, takes no lock, and that delta never reaches the sink after the end."""
     received: list = []
@@ -192,17 +209,7 @@ def test_an_unheard_round_ends_without_waiting_for_a_late_relay_and_drops_the_de
     block.__enter__()
     context = contextvars.copy_context()  # the call's context, as a thread the LLM call started carries it
     emit.sink = received.append  # a sink set mid-round: the late delta makes the round's relay
-    reached, go_on = threading.Event(), threading.Event()
-
-    def late_delta():
-        sys.settrace(_pause_inside_abort_at("relay = self._relay = DeltaRelay(", reached, go_on, relay_deltas.__call__.__code__))
-        try:
-            context.run(emit_delta, "text", "late")
-        finally:
-            sys.settrace(None)
-
-    worker = threading.Thread(target=late_delta)
-    worker.start()
+    worker, reached, go_on = _delta_paused_at("relay = self._relay = DeltaRelay(", context, "late")
     assert reached.wait(WAIT)  # it saw the round still on and no relay yet, and is about to make one
     block.__exit__(None, None, None)  # the round ends now: a lock shared with the maker would hold it here
     go_on.set()
@@ -225,17 +232,7 @@ def test_two_first_deltas_that_race_make_one_relay_so_the_sink_keeps_one_context
     block.__enter__()
     try:
         context = contextvars.copy_context()  # the call's context, as a thread the LLM call started carries it
-        reached, go_on = threading.Event(), threading.Event()
-
-        def first_delta():
-            sys.settrace(_pause_inside_abort_at("with _late_relays:", reached, go_on, relay_deltas.__call__.__code__))
-            try:
-                context.run(emit_delta, "text", "waited")
-            finally:
-                sys.settrace(None)
-
-        worker = threading.Thread(target=first_delta)
-        worker.start()
+        worker, reached, go_on = _delta_paused_at("with _late_relays:", context, "waited")
         assert reached.wait(WAIT)  # it found no relay and is about to take the lock
         emit_delta("text", "made the relay")
         go_on.set()
