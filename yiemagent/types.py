@@ -1244,11 +1244,6 @@ def run_context_later(make: Callable[[], RunContext]) -> _BatchScope:
     return _BatchScope(make)
 
 
-def enter_run_context_later(make: Callable[[], RunContext]) -> contextvars.Token[Optional[RunScope]]:
-    """``enter_run_context`` of the context ``make()`` returns, made only when a tool or hook first asks (once, shared)."""
-    return _current.set(_BatchScope(make))
-
-
 def leave_run_context(token: contextvars.Token[Optional[RunScope]]) -> None:
     _current.reset(token)
 

@@ -490,7 +490,7 @@ _ARGUMENTS = st.sampled_from([({"n": 1}, None), ({"n": 3, "tags": ["a"]}, None),
 def test_a_plain_call_taken_the_short_way_gives_what_the_three_phases_give(given_calls, mode, aborted):
     """A batch whose plain calls take the short way gives the result messages, the ending and the tools' inputs (arguments, RunContext, partial results) the three phases give."""
     import yiemagent.batch as batch_module
-    from yiemagent.types import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCall, AssistantMessage, RunContext, enter_run_context_later, leave_run_context
+    from yiemagent.types import AbortSignal, AgentContext, AgentLoopConfig, AgentToolCall, AssistantMessage, RunContext, enter_run_context, leave_run_context
 
     def run(short_way: bool):
         log: list = []
@@ -501,7 +501,7 @@ def test_a_plain_call_taken_the_short_way_gives_what_the_three_phases_give(given
             signal.abort("stopped")
         real = batch_module._plain_call
         batch_module._plain_call = real if short_way else (lambda *a: None)
-        token = enter_run_context_later(lambda: RunContext(None, 1, 1, None, (), None))  # type: ignore[arg-type]
+        token = enter_run_context(RunContext(None, 1, 1, None, (), None))  # type: ignore[arg-type]
         try:
             result = batch_module.execute_tool_calls(AgentContext("", [], tools), AssistantMessage([]), calls, AgentLoopConfig(tool_execution=mode), signal, None)
         finally:
