@@ -326,9 +326,8 @@ def test_a_batch_whose_results_alone_outgrow_the_window_ends_its_run_naming_the_
         assert len(json.dumps(requests[-1])) < 2048 * 4
 
 
-def test_the_request_made_again_after_an_overflow_counts_against_max_requests():
-    """After a ContextOverflowError the request made again is a request like any: under max_requests=1 a run sends one, and its reply names the overflow (decision 20)."""
-    bodies = []
+def _overflowing_past_3000_bytes(bodies: list):
+    """A server's ``respond``: each request's body recorded in ``bodies``; llama.cpp's context overflow (400) past 3,000 bytes, else "ok"."""
 
     def respond(request):
         bodies.append(request.body)
@@ -336,7 +335,14 @@ def test_the_request_made_again_after_an_overflow_counts_against_max_requests():
             return Reply(status=400, body=(FIXTURES / "llamacpp-error-400-exceed-context.json").read_bytes(), headers={"Content-Type": "application/json"})
         return Reply(body=openai_reply({"role": "assistant", "content": "ok"}))
 
-    with LocalServer(respond) as server:
+    return respond
+
+
+def test_the_request_made_again_after_an_overflow_counts_against_max_requests():
+    """After a ContextOverflowError the request made again is a request like any: under max_requests=1 a run sends one, and its reply names the overflow (decision 20)."""
+    bodies = []
+
+    with LocalServer(_overflowing_past_3000_bytes(bodies)) as server:
         client = OpenAIClient(f"{server.url}/v1", "m", backoff_factor=0.001)
         with YiemAgent(llm_call=client, agent_event_sink=None, context_window=4000, compaction=TrimHistory(500), usage_limits=UsageLimits(max_requests=1)) as agent:
             overflowed = False
@@ -355,13 +361,7 @@ def test_the_request_made_again_after_an_overflow_is_sent_while_the_runs_caps_le
     bodies = []
     recorder = EventRecorder()
 
-    def respond(request):
-        bodies.append(request.body)
-        if len(request.body) > 3000:
-            return Reply(status=400, body=(FIXTURES / "llamacpp-error-400-exceed-context.json").read_bytes(), headers={"Content-Type": "application/json"})
-        return Reply(body=openai_reply({"role": "assistant", "content": "ok"}))
-
-    with LocalServer(respond) as server:
+    with LocalServer(_overflowing_past_3000_bytes(bodies)) as server:
         client = OpenAIClient(f"{server.url}/v1", "m", backoff_factor=0.001)
         with YiemAgent(llm_call=client, agent_event_sink=recorder, context_window=4000, compaction=TrimHistory(500), usage_limits=UsageLimits(max_requests=2)) as agent:
             retried = []
