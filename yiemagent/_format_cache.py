@@ -267,8 +267,9 @@ class HistorySnapshot(list[Any]):
         return (list, (list(self),))
 
 
-_new_list = list.__new__
+_new_list = list.__new__  # a snapshot, and a message's cache (_new_object), made without a Python __init__ call
 _extend = list.extend
+_new_object = object.__new__
 
 
 def snapshot(source: Any) -> HistorySnapshot:
@@ -332,7 +333,6 @@ _LatestRequest = tuple[int, int, list[dict[str, Any]], int]
 
 
 _CACHE_ATTR = "_yiemagent_cache"  # on a message: its _MessageCache
-_new_object = object.__new__
 _LATEST_ATTR = "_yiemagent_latest_request"  # on a History: its latest request's record (_LatestRequest)
 _SKIP = FrozenDict()  # the cached "wire" of a message that is not sent (an unknown AgentMessage subclass)
 
