@@ -15,12 +15,12 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Optional
 
-from ._codecs import Codec, to_json_value
+from ._codecs import Codec, _identity, to_json_value
 from ._parameter_fill import INJECTED, Injected
 from .._threads import run_coroutine
 from ..errors import ToolError
 from ..extraction import json_text
-from ..types import AbortSignal, AgentToolResult, MessageContent, TextContent
+from ..types import AbortSignal, AgentToolResult, MessageContent, TextContent, built
 
 __all__ = ["FunctionToolExecute", "to_tool_result"]
 
@@ -71,7 +71,7 @@ class FunctionToolExecute:
     (parallel batches), as safely as ``fn`` itself.
     """
 
-    __slots__ = ("fn", "tool_name", "_parameters", "_names", "_extra", "_reserved")
+    __slots__ = ("fn", "tool_name", "_parameters", "_names", "_extra", "_reserved", "_by_keyword", "_keys")
 
     def __init__(
         self, fn: Callable[..., Any], tool_name: str, parameters: list[_Parameter], extra: Optional[Codec], reserved: frozenset[str] = frozenset()
@@ -82,12 +82,25 @@ class FunctionToolExecute:
         self._names = frozenset(p.name for p in parameters if p.inject is None)  # what the model may send
         self._extra = extra  # the **kwargs codec, or None when the function takes none
         self._reserved = reserved | frozenset(INJECTED)  # never the model's, whatever the signature
+        # The short way (docs/performance.md "A tool from a function"), for a function whose
+        # every parameter is the model's and passed by keyword (none filled in by the
+        # pipeline, none positional-only, no **kwargs): when the arguments name exactly
+        # those parameters, each is decoded in the signature's order (None: passed as it
+        # is) and passed by keyword, which is what the long way does for them then.
+        plain = all(p.inject is None and not p.positional for p in parameters) and extra is None
+        self._by_keyword = tuple((p.name, None if p.decode is _identity else p.decode) for p in parameters) if plain else None
+        self._keys = {p.name: None for p in parameters}.keys() if plain else None  # what ``args.keys()`` is compared with
 
     @property
     def __wrapped__(self) -> Callable[..., Any]:
         return self.fn
 
     def __call__(self, tool_call_id: str, args: dict[str, Any], signal: Optional[AbortSignal], on_partial_result: Callable[[Any], None]) -> AgentToolResult:
+        if self._keys is not None and args.keys() == self._keys:  # the short way (__init__)
+            value = self.fn(**{name: args[name] if decode is None else decode(args[name]) for name, decode in self._by_keyword})  # type: ignore[union-attr]
+            if inspect.iscoroutine(value):
+                value = self._await(value, signal)
+            return to_tool_result(value)
         unknown = [k for k in args if k not in self._names]
         if unknown:
             self._refuse(sorted(unknown))
@@ -153,6 +166,11 @@ def to_tool_result(value: Any) -> AgentToolResult:
         TypeError, ValueError: the value has no JSON form (an arbitrary object, a NaN);
             raised inside ``execute``, the pipeline makes it an error result naming the type.
     """
+    kind = type(value)
+    if kind is str:
+        return _text_result(value)
+    if kind is int or kind is bool or value is None:  # json.dumps's text for them, without its walk (docs/performance.md "A tool from a function")
+        return _text_result(_SCALAR_TEXT[value] if kind is not int else int.__repr__(value))
     if isinstance(value, AgentToolResult):
         return value
     if isinstance(value, str):
@@ -162,6 +180,14 @@ def to_tool_result(value: Any) -> AgentToolResult:
     if isinstance(value, list) and value and all(isinstance(v, MessageContent) for v in value):
         return AgentToolResult(list(value))
     return AgentToolResult([TextContent(json_text(to_json_value(value)))])  # json.dumps(..., ensure_ascii=False, allow_nan=False)
+
+
+_SCALAR_TEXT = {True: "true", False: "false", None: "null"}  # keyed by value: True == 1 is never looked up here (ints take int.__repr__)
+
+
+def _text_result(text: str) -> AgentToolResult:
+    """``AgentToolResult([TextContent(text)])``, each made without its ``__init__`` (``types.built``)."""
+    return built(AgentToolResult, content=[built(TextContent, text=text, citations=None)], details={}, usage=None, terminate=False)
 
 
 def _callable_name(fn: Any) -> str:

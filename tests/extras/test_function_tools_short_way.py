@@ -1,0 +1,175 @@
+"""A tool made by tool() takes a short way when the arguments name exactly its parameters, and a
+scalar return value becomes its text without json's walk (docs/performance.md "A tool from a
+function"). Both are held here to the long way: the same function receives the same values
+(and types), returns the same result, or fails with the same error."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import json
+from typing import Any, Optional
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from strategies import json_values, type_specs
+from yiemagent import AbortSignal, AgentToolResult, TextContent, tool
+from yiemagent.extraction import json_text
+from yiemagent.typed import FunctionToolExecute, to_tool_result
+from yiemagent.typed._codecs import to_json_value
+
+KINDS = ("keyword", "positional_or_keyword", "positional_only")
+
+
+def function_of(kinds: list[str], annotations: list[Any], defaults: dict[int, Any], takes_signal: bool, takes_kwargs: bool):
+    """A real function with parameters p0..pn of the given kinds, annotations and defaults that records what it receives."""
+    namespace: dict[str, Any] = {"received": []}
+    only = [i for i, k in enumerate(kinds) if k == "positional_only"]
+    either = [i for i, k in enumerate(kinds) if k == "positional_or_keyword"]
+    keyword = [i for i, k in enumerate(kinds) if k == "keyword"]
+
+    def written(i: int) -> str:
+        if i in defaults:
+            namespace[f"default{i}"] = defaults[i]
+            return f"p{i}=default{i}"
+        return f"p{i}"
+
+    def ordered(group: list[int]) -> list[int]:  # those with a default last
+        return [i for i in group if i not in defaults] + [i for i in group if i in defaults]
+
+    positional = ordered(only) + ordered(either)
+    for at, i in enumerate(positional):  # Python forbids a positional parameter without a default after one with
+        if any(later not in defaults for later in positional[at + 1:]):
+            defaults.pop(i, None)
+    params = [written(i) for i in positional if i in only] + (["/"] if only else [])
+    params += [written(i) for i in positional if i not in only]
+    params += (["*"] if keyword or takes_signal else []) + [written(i) for i in keyword] + (["signal=None"] if takes_signal else [])
+    params += ["**rest"] if takes_kwargs else []
+    exec(f"def f({', '.join(params)}):\n    received.append(dict(locals()))\n    return 'ok'\n", namespace)
+    f = namespace["f"]
+    f.__annotations__ = {f"p{i}": a for i, a in enumerate(annotations)}
+    return f, namespace["received"]
+
+
+def long_way(execute: FunctionToolExecute) -> FunctionToolExecute:
+    """The same execute with its short way taken out."""
+    made = FunctionToolExecute(execute.fn, execute.tool_name, execute._parameters, execute._extra)
+    made._reserved = execute._reserved
+    made._keys = None
+    return made
+
+
+def outcome(execute: FunctionToolExecute, args: dict[str, Any], received: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """What a call gives: its result or its error, and what the function received (values with their types)."""
+    received.clear()
+    try:
+        result: Any = execute("c1", args, None, lambda _: None)
+    except Exception as exc:
+        result = (type(exc), str(exc))
+    seen = [{k: (type(v), repr(v)) for k, v in call.items() if k != "signal"} for call in received]
+    return result, seen
+
+
+@given(st.data())
+def test_the_short_way_gives_what_the_long_way_gives(data):
+    """For functions of every parameter kind, with defaults, an injected signal or **kwargs, and
+    arguments that name exactly the parameters, fewer, more, or values of the wrong type: the same
+    values reach the function, the same result or error comes back."""
+    specs = data.draw(st.lists(type_specs, min_size=0, max_size=3), label="annotations")
+    kinds = data.draw(st.lists(st.sampled_from(KINDS), min_size=len(specs), max_size=len(specs)), label="kinds")
+    values = [data.draw(spec.values, label=f"p{i}") for i, spec in enumerate(specs)]
+    defaults = {i: values[i] for i in data.draw(st.sets(st.integers(0, max(len(specs) - 1, 0)), max_size=len(specs)), label="defaulted") if i < len(specs)}
+    takes_signal, takes_kwargs = data.draw(st.booleans(), label="signal"), data.draw(st.booleans(), label="kwargs")
+    fn, received = function_of(kinds, [s.annotation for s in specs], defaults, takes_signal, takes_kwargs)
+    execute = tool(fn, name="typed").execute
+    args = json.loads(json.dumps({f"p{i}": spec.to_json(v) for i, (spec, v) in enumerate(zip(specs, values, strict=True))}))
+    for name in data.draw(st.sets(st.sampled_from(sorted(args)), max_size=len(args)) if args else st.just(set()), label="left out"):
+        del args[name]
+    args.update(data.draw(st.dictionaries(st.sampled_from(["p0", "p1", "p2", "p9", "signal"]), json_values, max_size=2), label="sent as well"))
+
+    assert outcome(execute, args, received) == outcome(long_way(execute), args, received)
+
+
+def test_the_short_way_is_taken_only_where_every_parameter_is_the_models_by_keyword():
+    def plain(a: int, *, b: str = "x") -> str:
+        return b * a
+
+    def positional_only(a: int, /) -> int:
+        return a
+
+    def signalled(a: int, signal: AbortSignal) -> int:
+        return a
+
+    def extra(a: int, **rest: int) -> int:
+        return a
+
+    assert tool(plain).execute._keys == {"a": None, "b": None}.keys()
+    assert [tool(f).execute._keys for f in (positional_only, signalled, extra)] == [None, None, None]
+    assert tool(functools.partial(plain, b="y")).execute._keys == {"a": None}.keys()  # a bound keyword is not the model's
+
+
+def test_the_short_way_decodes_each_argument_and_passes_text_as_it_is():
+    """An integer sent as 3.0 arrives as int 3 (the codec's decode runs); a str arrives as the very object sent."""
+    got = []
+
+    def f(n: int, s: str, x: float) -> str:
+        got.append((n, s, x))
+        return "ok"
+
+    execute = tool(f).execute
+    assert execute._by_keyword[1] == ("s", None)
+    text = "".join(["t", "ext"])
+    assert execute("c", {"s": text, "x": 2, "n": 3.0}, None, None) == AgentToolResult([TextContent("ok")])
+    assert got == [(3, "text", 2.0)] and type(got[0][0]) is int and type(got[0][2]) is float and got[0][1] is text
+
+
+def test_the_short_way_awaits_an_async_function():
+    async def f(a: int) -> int:
+        return a + 1
+
+    assert tool(f).execute("c", {"a": 1}, None, None) == AgentToolResult([TextContent("2")])
+
+
+class Colour(enum.IntEnum):
+    RED = 1
+
+
+@given(st.none() | st.booleans() | st.integers() | st.integers(-(2**70), 2**70) | st.text())
+def test_a_scalar_returned_becomes_the_text_json_gives_it(value):
+    """What to_tool_result makes for str, int, bool and None without json's walk is what the long way made."""
+    expected = AgentToolResult([TextContent(value if isinstance(value, str) else json_text(to_json_value(value)))])
+    made = to_tool_result(value)
+    assert made == expected and dataclasses.asdict(made) == dataclasses.asdict(expected) and repr(made) == repr(expected)
+    assert vars(made.content[0]) == vars(expected.content[0]) and made.details == {} and made.details is not to_tool_result(value).details
+
+
+@pytest.mark.parametrize(("value", "text"), [(Colour.RED, "1"), (True, "true"), (False, "false"), (None, "null"), (1, "1"), (0, "0"), (1.5, "1.5"), (10**30, str(10**30))])
+def test_scalars_and_their_subclasses_become_their_json_text(value, text):
+    """An IntEnum (an int subclass) is its value's text by the long way; True is "true", never 1's text, though True == 1."""
+    assert to_tool_result(value).content[0].text == text
+
+
+def test_a_returned_result_or_block_is_kept_and_an_unwritable_float_still_fails():
+    result = AgentToolResult([TextContent("a")], details={"k": 1}, terminate=True)
+    assert to_tool_result(result) is result
+    assert to_tool_result(TextContent("b")) == AgentToolResult([TextContent("b")])
+    with pytest.raises(ValueError):
+        to_tool_result(float("nan"))
+
+
+def test_an_optional_argument_left_out_takes_the_long_way_and_its_default():
+    calls: list[Optional[list[int]]] = []
+
+    def f(a: int, seen: Optional[list[int]] = None, more: list[int] = []) -> str:  # noqa: B006 - a default a call could change, copied per call
+        more.append(a)
+        calls.append(list(more))
+        return "ok"
+
+    execute = tool(f).execute
+    execute("c", {"a": 1}, None, None)
+    execute("c", {"a": 2}, None, None)
+    execute("c", {"a": 3, "seen": None, "more": [7]}, None, None)
+    assert calls == [[1], [2], [7, 3]]
