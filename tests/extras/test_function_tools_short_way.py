@@ -5,18 +5,28 @@ function"). Both are held here to the long way: the same function receives the s
 
 from __future__ import annotations
 
+import collections
+import copy
 import dataclasses
 import enum
 import functools
 import json
-from typing import Any, Optional
+import pickle
+import sqlite3
+import types
+from contextlib import closing
+from typing import Any, NamedTuple, Optional, Union
 
+import pydantic
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers import EventRecorder
 from strategies import json_values, type_specs
-from yiemagent import AbortSignal, AgentToolResult, TextContent, tool
+from yiemagent import AbortSignal, AgentTool, AgentToolResult, AssistantMessage, SQLiteSession, TextContent, YiemAgent, ask, tool
+from yiemagent.events import ToolExecEndEvent
+from yiemagent.llm.scripted import ScriptedLLM
 from yiemagent.extraction import json_text
 from yiemagent.typed import FunctionToolExecute, to_tool_result
 from yiemagent.typed._codecs import to_json_value
@@ -173,3 +183,134 @@ def test_an_optional_argument_left_out_takes_the_long_way_and_its_default():
     execute("c", {"a": 2}, None, None)
     execute("c", {"a": 3, "seen": None, "more": [7]}, None, None)
     assert calls == [[1], [2], [7, 3]]
+
+
+# --- what else a tool made by tool() meets: copies, callers, callables of every kind, a real run ---
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def test_a_tool_made_by_tool_deep_copies_and_pickles_as_before_and_its_copy_takes_the_short_way():
+    """A tool() tool deep-copies and pickles (a keys view would refuse both), so a function whose default is such a tool is still a tool."""
+    made = tool(add)
+    for copied in (copy.deepcopy(made).execute, pickle.loads(pickle.dumps(made)).execute, pickle.loads(pickle.dumps(made.execute))):
+        assert copied._keys == {"a", "b"} and copied("c", {"a": 1, "b": 2}, None, None) == AgentToolResult([TextContent("3")])
+
+    def delegate(q: str, via: Any = made) -> str:  # each call that leaves via out gets a deep copy of the default
+        return q
+
+    assert tool(delegate).execute("c", {"q": "x"}, None, None) == AgentToolResult([TextContent("x")])
+
+
+@pytest.mark.parametrize("args", [None, [("a", 1), ("b", 2)], "ab", ("a", "b"), collections.OrderedDict(a=1, b=2), types.MappingProxyType({"a": 1, "b": 2})])
+def test_arguments_given_as_anything_but_a_dict_fail_or_pass_as_the_long_way_does(args):
+    """A direct caller's arguments that are no dict (None, pairs, a string) fail with the long way's error, never an AttributeError of the short way's."""
+    execute = tool(add).execute
+    assert outcome(execute, args, []) == outcome(long_way(execute), args, [])
+
+
+class Shade(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: float = 0.0
+
+
+class Pair(NamedTuple):
+    a: int
+    b: str
+
+
+class Model(pydantic.BaseModel):
+    n: int
+    tags: list[str] = []
+
+
+class Holder:
+    def method(self, a: int, c: Shade) -> str:
+        return f"{a} {c.value}"
+
+    def __call__(self, p: Point, q: Optional[int]) -> Any:
+        return [p, q]
+
+
+def mixed(v: Union[int, str], o: Optional[Point], e: Shade, pairs: list[Pair]) -> Any:
+    return {"v": v, "o": o, "e": e, "pairs": pairs, "types": [type(v).__name__, type(o).__name__, type(pairs[0]).__name__ if pairs else None]}
+
+
+def unwritable(n: int) -> Any:
+    return object()
+
+
+def raising(n: int) -> int:
+    raise ValueError(f"boom {n}")
+
+
+async def later(a: int) -> dict[str, int]:
+    return {"a": a}
+
+
+def three(a: int, b: str, c: float) -> str:
+    return f"{a}|{b}|{c!r}"
+
+
+CALLABLES = [
+    (Point, {"x": 1.0, "y": 2}), (Point, {"x": "one", "y": 2}), (Pair, {"a": 1, "b": "s"}), (Model, {"n": 3, "tags": ["a"]}), (Model, {"n": "x", "tags": []}),
+    (Holder().method, {"a": 1, "c": "red"}), (Holder().method, {"a": 1, "c": "green"}),
+    (Holder(), {"p": {"x": 1}, "q": None}), (Holder(), {"p": {"x": 1, "z": 2}, "q": 2}),
+    (mixed, {"v": "s", "o": {"x": 2, "y": 1}, "e": "blue", "pairs": [{"a": 1, "b": "x"}]}), (mixed, {"v": 1.0, "o": None, "e": "red", "pairs": []}),
+    (unwritable, {"n": 1}), (raising, {"n": 1}), (later, {"a": 2}),
+    (functools.partial(three, 1), {"b": "x", "c": 2}), (functools.partial(three, c=1.5), {"a": 1, "b": "y"}), (functools.partial(functools.partial(three, 1), "z"), {"c": 3}),
+]
+
+
+@pytest.mark.parametrize(("fn", "args"), CALLABLES)
+def test_every_kind_of_callable_takes_the_short_way_and_gives_what_the_long_way_gives(fn, args):
+    """Classes (dataclass, NamedTuple, pydantic), a bound method, a callable object, partials, an async function,
+    Enum/Optional/Union/nested parameters, a decode or a function that raises, a value with no JSON form: the short way
+    is taken and gives the long way's result or error."""
+    execute = tool(fn, name="probe").execute
+    assert execute._keys is not None
+    assert outcome(execute, args, []) == outcome(long_way(execute), args, [])
+
+
+def test_a_real_run_sends_stores_and_reads_back_the_short_ways_results_as_those_made_by_init(tmp_path):
+    """Through a real agent run (a parallel batch sharing one execute, a SQLiteSession): the request the model reads
+    next, the rows stored, the messages read back and the end events are the same for tool()'s scalar results as for a
+    hand-written tool's AgentToolResult([TextContent(json)])."""
+    values = {"s": 'héllo "q"', "i": -12, "t": True, "f": False, "n": None, "e": ""}
+
+    def calc(kind: str) -> Any:
+        return values[kind]
+
+    def by_hand(tool_call_id: str, args: dict[str, Any], signal: Any, on_partial_result: Any) -> AgentToolResult:
+        value = values[args["kind"]]
+        return AgentToolResult([TextContent(value if isinstance(value, str) else json.dumps(value))])
+
+    made = tool(calc, parallel=True)
+    hand = AgentTool("calc", "Calc", made.description, made.input_schema, by_hand, parallel_tool_execute=True)
+
+    def run(chosen: AgentTool, path: Any) -> tuple[Any, ...]:
+        calls = [{"id": f"c{k}", "function": {"name": "calc", "arguments": {"kind": k}}} for k in values]
+        llm = ScriptedLLM([AssistantMessage([{"type": "tool_calls", "tool_calls": calls}], stop_reason="tool_use"), "done"])
+        sink = EventRecorder()
+        session = SQLiteSession(path, "s")
+        with YiemAgent(llm_call=llm, agent_event_sink=sink, session=session, tools=[chosen]) as agent:
+            ask(agent, "go", timeout=30)
+        session.close()
+        with closing(sqlite3.connect(path)) as conn:
+            bodies = [json.loads(body) for (body,) in conn.execute("SELECT body FROM yiemagent_messages ORDER BY id")]
+        with closing(SQLiteSession(path, "s")) as reread:
+            messages = [dataclasses.replace(m, timestamp=None) for m in reread.messages()]
+        ends = sorted((e.tool_call_id, e.result, repr(e.result), e.is_error) for e in sink.of_type(ToolExecEndEvent))
+        return json.dumps(llm.requests[1], sort_keys=True), [{k: v for k, v in b.items() if k != "timestamp"} for b in bodies], messages, ends
+
+    short, long = run(made, tmp_path / "short.db"), run(hand, tmp_path / "hand.db")
+    assert short == long
+    assert [m["content"] for m in json.loads(short[0])["messages"] if m["role"] == "tool"] == ['héllo "q"', "-12", "true", "false", "null", ""]

@@ -89,14 +89,16 @@ class FunctionToolExecute:
         # is) and passed by keyword, which is what the long way does for them then.
         plain = all(p.inject is None and not p.positional for p in parameters) and extra is None
         self._by_keyword = tuple((p.name, None if p.decode is _identity else p.decode) for p in parameters) if plain else None
-        self._keys = {p.name: None for p in parameters}.keys() if plain else None  # what ``args.keys()`` is compared with
+        # what ``args.keys()`` is compared with (as sets): the names themselves, a frozenset, which
+        # pickles and deep-copies as the tool did before the short way (a keys view does neither)
+        self._keys = self._names if plain else None
 
     @property
     def __wrapped__(self) -> Callable[..., Any]:
         return self.fn
 
     def __call__(self, tool_call_id: str, args: dict[str, Any], signal: Optional[AbortSignal], on_partial_result: Callable[[Any], None]) -> AgentToolResult:
-        if self._keys is not None and args.keys() == self._keys:  # the short way (__init__)
+        if self._keys is not None and type(args) is dict and args.keys() == self._keys:  # the short way (__init__); anything but a dict the long way, as before
             value = self.fn(**{name: args[name] if decode is None else decode(args[name]) for name, decode in self._by_keyword})  # type: ignore[union-attr]
             if inspect.iscoroutine(value):
                 value = self._await(value, signal)
