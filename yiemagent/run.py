@@ -42,6 +42,7 @@ from .types import (
     TextContent,
     ToolResultMessage,
     UsageLimits,
+    NO_USAGE,
     add_usage,
     run_context_later,
 )
@@ -170,7 +171,7 @@ class Run:
     signal: AbortSignal = field(default_factory=AbortSignal)
     rounds: int = 0
     took_first_input: bool = False  # until then, queued input is what this run is about to take (set by the host's first take_input, loop.py)
-    usage: LLMUsage = field(default_factory=LLMUsage)  # summed over the run's LLM rounds (decision 13)
+    usage: LLMUsage = NO_USAGE  # summed over the run's LLM rounds (decision 13); the shared zero, not one made per run
     tool_calls: int = 0  # tool calls let through max_tool_calls (batch.ToolCallAllowance: run, or deferred for approval)
     invalid_answers: int = 0  # beyond the spec: typed answers that failed their check (typed/output.py)
     side_requests: int = 0  # LLM requests beside the rounds' (compaction's summaries): they count against max_requests
