@@ -5,6 +5,7 @@ function"). Both are held here to the long way: the same function receives the s
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import copy
 import dataclasses
@@ -13,6 +14,7 @@ import functools
 import json
 import pickle
 import sqlite3
+import threading
 import types
 from contextlib import closing
 from typing import Any, NamedTuple, Optional, Union
@@ -25,6 +27,7 @@ from hypothesis import strategies as st
 from helpers import EventRecorder
 from strategies import json_values, type_specs
 from yiemagent import AbortSignal, AgentTool, AgentToolResult, AssistantMessage, SQLiteSession, TextContent, YiemAgent, ask, tool
+from yiemagent.errors import ToolError
 from yiemagent.events import ToolExecEndEvent
 from yiemagent.llm.scripted import ScriptedLLM
 from yiemagent.extraction import json_text
@@ -314,3 +317,66 @@ def test_a_real_run_sends_stores_and_reads_back_the_short_ways_results_as_those_
     short, long = run(made, tmp_path / "short.db"), run(hand, tmp_path / "hand.db")
     assert short == long
     assert [m["content"] for m in json.loads(short[0])["messages"] if m["role"] == "tool"] == ['héllo "q"', "-12", "true", "false", "null", ""]
+
+
+def test_a_call_naming_exactly_the_parameters_takes_the_short_way_and_never_walks_them(monkeypatch):
+    """The short way is what such a call takes: with the long way's walk emptied, the function still receives its arguments."""
+    execute = tool(add).execute
+    monkeypatch.setattr(execute, "_parameters", [])  # the long way would now call add() with nothing
+    assert execute("c", {"a": 1, "b": 2}, None, None) == AgentToolResult([TextContent("3")])
+    with pytest.raises(TypeError):
+        execute("c", {"a": 1}, None, None)  # one argument short: the long way, which now passes nothing
+
+
+def test_a_scalar_returned_takes_no_walk_through_json(monkeypatch):
+    """A str, int, bool or None returned becomes its text without to_json_value (the short way); a float still takes it."""
+    def walked(value: Any) -> Any:
+        raise AssertionError(f"{value!r} went through to_json_value")
+
+    monkeypatch.setattr("yiemagent.typed._execute.to_json_value", walked)
+    assert [to_tool_result(v).content[0].text for v in ("s", 7, True, False, None)] == ["s", "7", "true", "false", "null"]
+    with pytest.raises(AssertionError, match="went through"):
+        to_tool_result(1.5)
+
+
+class Label(str):
+    pass
+
+
+def test_a_str_subclass_returned_is_its_text_as_one_block():
+    """A value of a str subclass (not an exact str) is still one text block holding it, by the long way."""
+    made = to_tool_result(Label("tagged"))
+    assert made == AgentToolResult([TextContent("tagged")]) and type(made.content[0].text) is Label
+
+
+def test_a_result_made_the_short_way_holds_every_field_as_init_leaves_it():
+    """The result _text_result makes has the fields __init__ sets in its own dict (usage, terminate), not only the class's defaults."""
+    assert vars(to_tool_result(3)) == vars(AgentToolResult([TextContent("3")]))
+
+
+@pytest.mark.parametrize("args", [{"a": 1}, {}], ids=["the short way", "the long way"])
+def test_an_async_function_is_cancelled_by_its_calls_signal_either_way(args):
+    """The signal the pipeline gives reaches the event loop that awaits an async tool, called the short way or the long way
+    (an argument left out): abort cancels it, and the error says why."""
+    started = threading.Event()
+
+    async def slow(a: int = 0) -> str:
+        started.set()
+        await asyncio.sleep(60)
+        return "never"
+
+    execute, signal, outcome_ = tool(slow).execute, AbortSignal(), []
+    assert execute._keys == {"a"}
+
+    def call() -> None:
+        try:
+            outcome_.append(execute("c", args, signal, None))
+        except Exception as exc:
+            outcome_.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    assert started.wait(10)
+    signal.abort("stop now")
+    thread.join(10)
+    assert not thread.is_alive() and isinstance(outcome_[0], ToolError) and "cancelled: stop now" in str(outcome_[0])
