@@ -8,8 +8,10 @@ The spec's loop wakes on either channel. ``queue.Queue`` cannot wait on two queu
 once, and waiting on one with a timeout and checking the other would be polling. So each
 channel is a ``queue.Queue`` that also rings a doorbell — the agent's ``Condition`` — after
 every put and get. The loop thread sleeps on that condition and re-reads the channels
-when it rings: idle means blocked, and a message wakes the loop at once, whether it came
-through ``run_agent`` or straight through ``agent.input_channel.put``.
+when it rings: idle means blocked, and a message is acted on at once, whether it came
+through ``run_agent`` or straight through ``agent.input_channel.put``. When the loop
+sleeps and its next step is state 2 (a message for an idle agent), the ringing thread takes
+that step itself, under the loop's lock, and the loop sleeps on (``AgentCore.ring``).
 
 A channel may carry, with each item, the ``contextvars`` context of the thread that put
 it (``carry_context=True``: the input and follow-up channels). The run an item starts
@@ -258,9 +260,11 @@ class AgentCore:
         ``state.error_message``. ``_wake`` (a ``Condition`` on an ``RLock``) guards the loop
         bookkeeping (``_run``, ``_pending_output``, ``_delivering``,
         ``_carry``, ``_added``, ``_adding``, ``_closing``, ``_force_exit``, ``_loop_exited``,
-        ``loop_state``) and is the doorbell every channel rings after a put or get; the
+        ``_asleep``, ``loop_state``) and is the doorbell every channel rings after a put or get; the
         loop thread alone sleeps on ``_bell`` (a ``Condition`` on the same lock), rung only
-        when the loop may have a step to take. The run thread records state 6 itself, under
+        when the loop may have a step to take. A ring that finds the loop asleep (``_asleep``,
+        set by the loop thread as it waits) takes the loop's next step itself when that step
+        is state 2: the sender's thread starts the run (``ring``) and the loop sleeps on. The run thread records state 6 itself, under
         ``_wake`` (``_run_and_hand_over``), delivers its response when nothing waits before
         it (``_deliver``, one at a time: ``_delivering``), and rings ``_bell`` only if the
         loop then has work.
@@ -335,6 +339,7 @@ class AgentCore:
         self._adding = 0  # add_message calls storing while idle: no run starts until they are in the history
         self._before_lock = threading.Lock()  # one idle add_message at a time reads the history, appends what goes before its message, then the message
         self._closing = False
+        self._asleep = False  # the loop thread waits on _bell (set and cleared by it, under _wake): a ring may take its next step
         self._force_exit = False
         self._loop_exited = False
         self.undelivered_responses: list[AssistantMessage] = []
@@ -394,7 +399,9 @@ class AgentCore:
                 with self._wake:
                     action = self._next_action()
                     while action is None:
+                        self._asleep = True
                         self._bell.wait()
+                        self._asleep = False
                         action = self._next_action()
                 if action is _EXIT:
                     return
@@ -405,6 +412,7 @@ class AgentCore:
             why = "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
             with self._wake:
                 self._loop_exited = True
+                self._asleep = False  # no ring takes a step of a loop that has gone
                 self.input_channel.close(why)
                 self.follow_up_channel.close(why)
                 if self._run is None:  # else the run delivers its response, then closes the output
@@ -577,7 +585,7 @@ class AgentCore:
     def run_over(self, run_id: Optional[int]) -> bool:
         """With ``_wake`` held: run ``run_id`` is no longer active; for None (a run not started yet), no run will start again."""
         if run_id is None:
-            return self._loop_exited  # the loop thread starts every run: none starts after it ended
+            return self._loop_exited  # runs start while the loop lives (by it, or by a ring while it sleeps): none after it ended
         run = self._run
         return run is None or run.id != run_id
 
@@ -730,9 +738,30 @@ class AgentCore:
             return messages[:] if type(messages) is History else list(messages)  # a History's slice is one copy in C; list() goes item by item
 
     def ring(self) -> None:
-        """Wake the loop thread, and every watcher: something they wait on may have changed."""
+        """Wake every watcher, and have the loop's next step taken: state 2 by this thread when the loop sleeps, any other by the loop.
+
+        A message sent to an idle agent starts its run here, in the sender's thread, under
+        ``_wake``: the states and the decision are the loop's own (``_next_action``,
+        ``_start_run``), taken as the loop would take them on waking, without waking it
+        (one thread hand-off a run fewer: docs/performance.md "The run's own cost"). Only
+        while the loop thread waits on ``_bell`` (``_asleep``): then it cannot be between
+        deciding a step and taking it, and on waking it decides again under the same lock,
+        so a run is never started twice. Any other step (follow-ups to move, a response
+        waiting for room, an exit) rings the loop; nothing to do leaves it asleep. No user
+        code runs here: the run itself is the run thread's (``RunWorker``).
+        """
         with self._wake:
             self._wake.notify_all()
+            if self._asleep:
+                try:
+                    action = self._next_action()
+                except BaseException:  # a bug in the loop's step: the loop meets it too (woken below), logs it and stops serving
+                    action = _EXIT
+                if action == self._start_run:  # a bound method: equal, not identical, to the one _next_action returned
+                    self._start_run()
+                    return
+                if action is None:
+                    return
             self._bell.notify()
 
     def _output_changed(self) -> None:

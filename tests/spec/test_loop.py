@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import queue
+import sys
 import threading
 import time
 
@@ -1058,26 +1059,115 @@ def test_a_run_of_continues_alone_on_an_empty_history_sends_nothing_and_says_why
 
 
 @pytest.mark.spec("5")
-def test_a_plain_run_wakes_the_loop_thread_once():
-    """A run with nothing queued beside it wakes the loop thread once, to start it: its first take, its end (state 6, recorded by the run thread) and the caller's take leave the loop asleep."""
+def test_a_plain_run_never_wakes_the_loop_thread_and_records_the_loops_states_in_order():
+    """A run sent to an idle agent with nothing queued beside it is started by the sender's thread (state 2, the loop's own
+    step, taken while the loop sleeps); its first take, its end (state 6, recorded by the run thread) and the caller's take
+    leave the loop asleep too. The states are the loop's, in its order, run after run."""
     with make_agent(ScriptedLLM(["pong"] * 20)) as agent:
         core = agent._core
         assert agent.wait_until_idle(WAIT)
-        in_loop = []
-        real = core._next_action
+        in_loop, started_by = [], []
+        real_next, real_start = core._next_action, core._start_run
 
         def counting():
             if threading.current_thread() is core._thread:
                 in_loop.append(agent.loop_state)
-            return real()
+            return real_next()
 
-        core._next_action = counting
+        def starting():
+            started_by.append(threading.current_thread())
+            real_start()
+
+        core._next_action, core._start_run = counting, starting
         for _ in range(20):
+            before = len(agent.loop_state_history)
             run_agent(agent, "ping")
             assert take_response(agent, timeout=WAIT).content[0].text == "pong"
             assert agent.wait_until_idle(WAIT)
-            assert list(agent.loop_state_history)[-3:] == [LoopState.PROCESSING, LoopState.COMPLETED, LoopState.IDLE]
-        assert len(in_loop) == 40, in_loop  # per run: woken by the message (starts the run), then asleep in PROCESSING
+            assert list(agent.loop_state_history)[before:] == [LoopState.NEW_MESSAGE, LoopState.PROCESSING, LoopState.COMPLETED, LoopState.IDLE]
+        assert in_loop == [] and started_by == [threading.current_thread()] * 20
+
+
+@pytest.mark.spec("5")
+def test_a_ring_while_the_loop_is_awake_leaves_state_2_to_the_loop_and_the_run_starts_once():
+    """While the loop thread is between deciding a step and taking it (not asleep), a sender's ring does not start the run:
+    it rings the loop, which starts it, once."""
+    with make_agent(ScriptedLLM(["pong"])) as agent:
+        core = agent._core
+        assert agent.wait_until_idle(WAIT)
+        started_by, real_start = [], core._start_run
+
+        def starting():
+            started_by.append(threading.current_thread())
+            real_start()
+
+        core._start_run = starting
+        with core._wake:  # the loop thread waits on _bell, and cannot take the lock back until the test lets go
+            core._asleep = False  # as if the loop were awake between two steps
+            with core.input_channel.mutex:
+                core.input_channel._put_with("ping", contextvars.copy_context())
+                core.input_channel.unfinished_tasks += 1
+            ringer = threading.Thread(target=core.ring)
+            ringer.start()
+            ringer.join(0.2)  # the RLock lets it in only after the test's block: it is still waiting
+            assert ringer.is_alive() and started_by == []
+        ringer.join(WAIT)
+        assert take_response(agent, timeout=WAIT).content[0].text == "pong"
+        assert started_by == [core._thread]
+
+
+@pytest.mark.spec("5")
+def test_senders_racing_the_loop_start_one_run_at_a_time_and_every_message_is_answered():
+    """Eight threads send to one agent at once, at a short switch interval, while the loop moves follow-ups, delivers, and
+    starts runs after a pause between deciding state 2 and taking it: no run ever starts while another is on, and every
+    message enters the history exactly once."""
+    def llm(formatted):
+        time.sleep(0.0002)
+        return AssistantMessage([TextContent("ok")], stop_reason="stop")
+
+    with make_agent(llm) as agent:
+        core = agent._core
+        doubles, real_start = [], core._start_run
+
+        def starting():
+            if threading.current_thread() is core._thread:
+                time.sleep(0.002)  # the loop thread preempted between deciding state 2 and taking it
+            with core._wake:
+                if core._run is not None:
+                    doubles.append(core._run.id)
+                real_start()
+
+        core._start_run = starting
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-5)
+        try:
+            def send(i):
+                for j in range(15):
+                    (follow_up if j % 3 == 2 else run_agent)(agent, f"m{i}-{j}")
+                    time.sleep(0.0003 * (i % 3))
+
+            threads = [threading.Thread(target=send, args=(i,)) for i in range(8)]
+            for thread in threads:
+                thread.start()
+            responses = 0
+            while any(t.is_alive() for t in threads) or not agent.wait_until_idle(0):
+                try:
+                    take_response(agent, timeout=0.05)
+                    responses += 1
+                except TimeoutError:
+                    pass
+        finally:
+            sys.setswitchinterval(interval)
+        assert agent.wait_until_idle(WAIT)
+        while True:
+            try:
+                take_response(agent, timeout=0.05)
+                responses += 1
+            except TimeoutError:
+                break
+        sent = sorted(m.content[0].text for m in agent.state.messages if isinstance(m, UserMessage))
+        assert sent == sorted(f"m{i}-{j}" for i in range(8) for j in range(15))
+        assert doubles == [] and responses == core._run_count
 
 
 @pytest.mark.spec("5")
