@@ -289,12 +289,15 @@ class RunWorker:
     Thread safety: ``submit`` and ``stop`` may be called from any thread (a ``SimpleQueue``).
     """
 
+    submit: Callable[[Callable[[], None]], None]
+    """Queue ``job``: the queue's own ``put``, one call into C with no Python frame, so an exception
+    raised in the submitting thread (a ``KeyboardInterrupt``) lands before it or after it, never
+    between taking the job and queueing it (loop.py ``AgentCore._start_run``)."""
+
     def __init__(self, name: str) -> None:
         self._jobs: queue.SimpleQueue[Optional[Callable[[], None]]] = queue.SimpleQueue()
+        self.submit = self._jobs.put
         self.thread = start_daemon(self._work, name)
-
-    def submit(self, job: Callable[[], None]) -> None:
-        self._jobs.put(job)
 
     def stop(self) -> None:
         self._jobs.put(None)

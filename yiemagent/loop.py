@@ -425,15 +425,24 @@ class AgentCore:
                 self._writer.release()  # decision 17: the session's hold ends with the agent (docs/sessions.md)
 
     def _start_run(self) -> None:
-        """State 2: a message is waiting and no run is active — start one (spec ``@spawn _processMessage``)."""
+        """State 2: a message is waiting and no run is active — start one (spec ``@spawn _processMessage``).
+
+        All or nothing, under ``_wake``: a run made the active one is handed to the run thread
+        even when this thread is interrupted meanwhile (a ``KeyboardInterrupt`` in a sender
+        taking the step in ``ring``): the ``finally`` hands it over in one call into C
+        (``RunWorker.submit``), so no run is ever active that nothing runs. Interrupted before
+        the run is made active, none is on, and ``ring`` has the loop take the step again.
+        """
         with self._wake:
-            self._set_state(LoopState.NEW_MESSAGE)
-            self._run_count += 1
-            run = Run(self._run_count)
-            self._run = run
-            self.state.active_run = True
-            self._set_state(LoopState.PROCESSING)
-        self._worker.submit(lambda: self._execute_run(run))
+            run = Run(self._run_count + 1)
+            try:
+                self._set_state(LoopState.NEW_MESSAGE)
+                self._run_count, self._run, self.state.active_run = run.id, run, True
+                self._set_state(LoopState.PROCESSING)
+            finally:
+                if self._run is run:  # active: handed over, in state 3 (again, if interrupted before), whatever interrupted this thread
+                    self._worker.submit(lambda: self._execute_run(run))
+                    self._set_state(LoopState.PROCESSING)
 
     def _execute_run(self, run: Run) -> None:
         """The run thread: the run, in a copy of the context its first input was sent in (docs/tracing.md).
@@ -748,18 +757,24 @@ class AgentCore:
         deciding a step and taking it, and on waking it decides again under the same lock,
         so a run is never started twice. Any other step (follow-ups to move, a response
         waiting for room, an exit) rings the loop; nothing to do leaves it asleep. No user
-        code runs here: the run itself is the run thread's (``RunWorker``).
+        code runs here: the run itself is the run thread's (``RunWorker``). This thread
+        interrupted meanwhile (a ``KeyboardInterrupt``, Ctrl-C in a main thread that sends)
+        leaves no run half started (``_start_run``): the loop is rung to decide again, and the
+        interruption reaches the caller, never swallowed.
         """
         with self._wake:
             self._wake.notify_all()
             if self._asleep:
                 try:
                     action = self._next_action()
-                except BaseException:  # a bug in the loop's step: the loop meets it too (woken below), logs it and stops serving
+                    if action == self._start_run:  # a bound method: equal, not identical, to the one _next_action returned
+                        self._start_run()
+                        return
+                except Exception:  # a bug in the loop's step: the loop meets it too (woken below), logs it and stops serving
                     action = _EXIT
-                if action == self._start_run:  # a bound method: equal, not identical, to the one _next_action returned
-                    self._start_run()
-                    return
+                except BaseException:  # this thread interrupted (KeyboardInterrupt): its caller gets it, the loop decides again
+                    self._bell.notify()
+                    raise
                 if action is None:
                     return
             self._bell.notify()
