@@ -528,10 +528,15 @@ class AgentCore:
         Called by the loop, and by the run thread as its run ends (the response it has just
         queued goes out without waking the loop). The put is made without ``_wake`` held;
         while it is made ``_delivering`` is set: no other delivery starts, and the agent is
-        not idle.
+        not idle. Once ``join`` has given up (``_force_exit``), a response delivered so could
+        follow one ``_give_up_output`` kept (the join's ring keeps them before the loop thread
+        exits): it goes through ``_give_up_output`` instead, after them (decision 16).
         """
         with self._wake:
             if self._delivering or not self._pending_output:
+                return
+            if self._force_exit:
+                self._give_up_output()
                 return
             response = self._pending_output.popleft()  # first: the channel's doorbell then finds none waiting
             self._delivering = True

@@ -9,6 +9,7 @@ waiting, and every blocking call returns. Each test is bounded (a few hundred ru
 
 from __future__ import annotations
 
+import linecache
 import sys
 import threading
 
@@ -27,7 +28,7 @@ from yiemagent import (
     shutdown,
     take_response,
 )
-from yiemagent.loop import LoopState
+from yiemagent.loop import AgentCore, LoopState
 
 
 @pytest.fixture(autouse=True)
@@ -189,3 +190,59 @@ def test_shutdown_at_any_moment_of_a_stream_of_runs_loses_no_message_and_no_resp
         assert sorted(texts(history, "user") + [m["content"] for m in returned]) == sorted(accepted)
         out = [r for r in responses + agent.undelivered_responses if r.stop_reason != "aborted"]  # an aborted run's reply is not kept
         assert [r.content[0].text for r in out] == texts(history, "assistant")
+
+
+@pytest.mark.spec("5")
+def test_a_run_ending_after_shutdown_gave_up_on_it_keeps_its_response_after_those_already_kept():
+    """shutdown gives up on a hung run while an earlier response waits for room (kept in ``undelivered_responses``); the
+    caller then makes room and the run ends before the loop thread has exited: its response is kept after the earlier one,
+    never put into the output channel ahead of it."""
+    gate, entered = threading.Event(), threading.Event()
+
+    def llm(formatted):
+        last = [m["content"] for m in formatted["messages"] if m["role"] == "user"][-1]
+        if last == "m3":
+            entered.set()
+            gate.wait(WAIT)
+        return AssistantMessage([TextContent(f"r{last[1:]}")], stop_reason="stop")
+
+    reached, go_on = threading.Event(), threading.Event()
+    exit_line = "why = "  # the loop thread's first line once it has decided to exit
+
+    def local(frame, event, arg):
+        if event == "line" and exit_line in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
+            reached.set()
+            go_on.wait(WAIT)
+        return local
+
+    threading.settrace(lambda frame, event, arg: local if frame.f_code is AgentCore._agent_loop.__code__ else None)
+    try:
+        agent = make_agent(llm)  # its loop thread is traced: it stops once it has decided to exit
+    finally:
+        threading.settrace(None)
+    core = agent._core
+    agent.output_channel.maxsize = 1
+    run_agent(agent, "m1")
+    assert agent.wait_until_idle(WAIT)  # r1 fills the output channel
+    run_agent(agent, "m2")
+    assert core.wait_for(lambda: core._run is None and len(core._pending_output) == 1, WAIT)  # r2 waits for room
+    run_agent(agent, "m3")
+    assert entered.wait(WAIT)
+    stopping = threading.Thread(target=shutdown, args=(agent,), kwargs={"timeout": 0.05})
+    stopping.start()
+    try:
+        assert reached.wait(WAIT)  # shutdown gave up on run 3 and kept r2; the loop thread has not exited yet
+        taken = [take_response(agent, timeout=WAIT)]  # r1: room for one more
+        gate.set()
+        assert core.wait_for(lambda: core._run is None and not core._delivering, WAIT)
+    finally:
+        gate.set()
+        go_on.set()
+    assert joined(stopping)
+    while True:
+        try:
+            taken.append(take_response(agent, timeout=WAIT))
+        except AgentClosedError:
+            break
+    kept = [r.content[0].text if r.stop_reason == "stop" else r.stop_reason for r in agent.undelivered_responses]
+    assert ([r.content[0].text for r in taken], kept) == (["r1"], ["r2", "aborted"])
