@@ -9,6 +9,8 @@ run. tests/extras/test_otel_spans.py proves the same with a real OpenTelemetry s
 from __future__ import annotations
 
 import contextvars
+import linecache
+import sys
 import threading
 
 from helpers import WAIT, make_tool, text_result
@@ -219,3 +221,44 @@ def test_a_run_started_inside_another_llm_calls_stream_does_not_stream_into_it(a
         run_agent(agent, "go")
     take_response(agent, timeout=WAIT)
     assert outer_deltas == [] and inside == [None]
+
+
+def test_a_run_started_by_a_later_senders_ring_runs_in_the_context_of_the_first_message(agents):
+    """A sender stopped between putting its message and ringing leaves the run to the next sender's ring, which starts it
+    (state 2, taken by the ringing thread): the run still runs in the context of the first message, not in the ringer's."""
+    seen = Seen()
+
+    def llm(formatted):
+        seen("llm_call")
+        return AssistantMessage([TextContent("done")])
+
+    agent = agents(llm, [])
+    assert agent.wait_until_idle(WAIT)
+    put_code = type(agent.input_channel).put.__code__
+    reached, go_on = threading.Event(), threading.Event()
+
+    def local(frame, event, arg):
+        if event == "line" and linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() == "self.on_change()":
+            reached.set()  # the message is in the channel; the sender has not rung
+            go_on.wait(WAIT)
+        return local
+
+    def first_sender():
+        sys.settrace(lambda frame, event, arg: local if frame.f_code is put_code else None)
+        try:
+            in_context("first", run_agent, agent, "one")
+        finally:
+            sys.settrace(None)
+
+    sender = threading.Thread(target=first_sender)
+    sender.start()
+    try:
+        assert reached.wait(WAIT)  # "one" is in the input channel; its sender has not rung
+        in_context("rings", run_agent, agent, "two")  # the agent sleeps: this thread's ring starts the run
+        assert take_response(agent, timeout=WAIT).content == [TextContent("done")]
+    finally:
+        go_on.set()
+        sender.join(WAIT)
+    assert agent.wait_until_idle(WAIT)
+    assert [v for w, v in seen.values if w == "llm_call"] == ["first"]
+    assert [m.content[0].text for m in agent.history() if m.role == "user"] == ["one", "two"]
