@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -56,7 +57,9 @@ def usages(values: st.SearchStrategy) -> st.SearchStrategy:
 
 
 @given(usages(counts), usages(counts) | st.none())
-@example(LLMUsage(1, 0, 0, 0, 5, 0), LLMUsage(0, 0, 0, 0, -5, 0))  # the parts' totals cancel: the sum's total is its input plus output
+@example(LLMUsage(1, 2, 0, 0, 5, 0), LLMUsage(0, 0, 0, 0, -5, 0))  # the parts' totals cancel: the sum's total is its input plus output
+@example(LLMUsage(1, 2, 3, 4, 3, 5), built(LLMUsage, input_tokens=6, output_tokens=7, cache_read_tokens=8, cache_write_tokens=9, total_tokens=0, reasoning_tokens=1))
+@example(built(LLMUsage, input_tokens=6, output_tokens=7, cache_read_tokens=8, cache_write_tokens=9, total_tokens=0, reasoning_tokens=1), LLMUsage(1, 2, 3, 4, 3, 5))
 def test_two_usages_of_int_counts_sum_as_the_long_way_sums_them(total, more):
     """The short way of add_usage (two LLMUsage, every count an int) gives what _counts' long way gives: every field, the
     total of a part without one read as its input plus output, and the sum's total as __post_init__ would leave it."""
@@ -90,3 +93,19 @@ def test_a_run_and_a_meter_start_from_the_one_shared_zero_and_never_change_it():
     meter.add(TOTAL)
     first.usage = add_usage(first.usage, TOTAL)
     assert meter.total == first.usage == TOTAL and second.usage is NO_USAGE and NO_USAGE == LLMUsage()
+
+
+def test_two_usages_of_int_counts_take_the_short_way(monkeypatch):
+    """Two LLMUsage whose counts are all ints are summed without the long way (_summed), whichever comes first."""
+    def long_way(total, more):
+        raise AssertionError("summed the long way")
+
+    monkeypatch.setattr("yiemagent.types._summed", long_way)
+    assert add_usage(TOTAL, LLMUsage(1, 1)) == LLMUsage(11, 5, 3, 2, 16, 1)
+    with pytest.raises(AssertionError, match="the long way"):
+        add_usage(TOTAL, SimpleNamespace(input_tokens=1))  # type: ignore[arg-type]
+
+
+def test_a_total_of_another_class_adds_as_the_long_way_adds_it():
+    """A running total that is not an LLMUsage (a client's own object) is read by _counts, whatever the part added."""
+    assert add_usage(SimpleNamespace(input_tokens=5, total_tokens=5), TOTAL) == LLMUsage(15, 4, 3, 2, 19, 1)  # type: ignore[arg-type]
