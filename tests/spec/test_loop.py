@@ -308,6 +308,31 @@ def test_a_dead_loop_refuses_messages_instead_of_queueing_them_forever(caplog):
 
 
 @pytest.mark.spec("5")
+def test_after_the_loop_thread_died_no_ring_starts_a_run_and_shutdown_returns_the_message_left(caplog):
+    """Runs start only while the loop thread lives (``run_over(None)`` relies on it): once it died of a bug, a ring
+    finding a message left in the input channel starts no run, and shutdown returns the message."""
+    llm = StrictLLM()
+    agent = make_agent(llm)
+    core = agent._core
+    try:
+        real = core._next_action
+
+        def broken():
+            raise RuntimeError("bug in the loop")
+
+        core._next_action = broken
+        core.ring()
+        core._thread.join(WAIT)
+        assert not core._thread.is_alive()
+        core._next_action = real  # the step works again: only the loop thread is gone
+        core.input_channel.put_internal("left behind")  # as the loop's own move puts into a closed channel; it rings
+        assert core.run_over(None) and core._run is None and llm.requests == [] and agent.loop_state is LoopState.IDLE
+    finally:
+        assert shutdown(agent, timeout=WAIT) == ["left behind"]
+    assert llm.requests == []
+
+
+@pytest.mark.spec("5")
 def test_a_bug_in_the_loops_step_met_first_by_the_run_thread_still_stops_the_loop(caplog):
     """The run thread decides the loop's next step as its run ends: when that step raises (a bug, injected during
     the run), the response is still delivered and the loop thread is woken to meet the bug, log it and stop serving."""
