@@ -168,20 +168,18 @@ def to_tool_result(value: Any) -> AgentToolResult:
         TypeError, ValueError: the value has no JSON form (an arbitrary object, a NaN);
             raised inside ``execute``, the pipeline makes it an error result naming the type.
     """
-    kind = type(value)
-    if kind is str:
+    if isinstance(value, str):
         return _text_result(value)
+    kind = type(value)
     if kind is int or kind is bool or value is None:  # json.dumps's text for them, without its walk (docs/performance.md "A tool from a function")
         return _text_result(_SCALAR_TEXT[value] if kind is not int else int.__repr__(value))
     if isinstance(value, AgentToolResult):
         return value
-    if isinstance(value, str):
-        return AgentToolResult([TextContent(value)])
     if isinstance(value, MessageContent):
         return AgentToolResult([value])
     if isinstance(value, list) and value and all(isinstance(v, MessageContent) for v in value):
         return AgentToolResult(list(value))
-    return AgentToolResult([TextContent(json_text(to_json_value(value)))])  # json.dumps(..., ensure_ascii=False, allow_nan=False)
+    return _text_result(json_text(to_json_value(value)))  # json.dumps(..., ensure_ascii=False, allow_nan=False)
 
 
 _SCALAR_TEXT = {True: "true", False: "false", None: "null"}  # keyed by value: True == 1 is never looked up here (ints take int.__repr__)
