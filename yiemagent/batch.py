@@ -423,7 +423,7 @@ def execute_tool_calls_within(
     ``outer``: the batch's ``RunContext`` scope (``types.run_context_later``), which the run
     gives instead of setting it as the thread's context; None: the one current in this thread.
     """
-    emit = event_sink if type(event_sink) is EventEmitter else as_emitter(event_sink)  # the run's own emitter, without a call
+    emit = as_emitter(event_sink)
     parallel = config.tool_execution != "sequential"
     if parallel:  # a sequential config runs the batch so whatever its tools say: they are read only for a parallel one
         for tool_call in tool_calls:

@@ -591,7 +591,7 @@ def _call_llm(host: RunHost, run: Run, ctx: AgentContext, answer: Optional[_Type
     try:
         with relay_deltas(emit, run.id, run.rounds, run.signal):  # its deltas reach the sink until it returns
             raw = host.llm_call(formatted)
-        usage = None if type(raw) is AssistantMessage and raw.usage is None else _reported_usage(raw)  # a reply without usage: no call
+        usage = _reported_usage(raw)
         reply, calls, error = normalize_reply(raw)
         error_type = "invalid_reply" if error is not None else None
     except user_code_errors() as exc:
