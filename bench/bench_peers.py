@@ -16,6 +16,16 @@ docs/performance.md "Against other frameworks". The workloads:
   reply, 100 times) opened and read back, µs per message. Floor: ``SELECT`` + ``json.loads``
   of yiemagent's own rows.
 
+"bound" is not a framework: it is the least yiemagent's design needs for W1 and W1 long, with
+no layer of the library around it (docs/performance.md "The design's bound"): per run, the
+input handed to another thread and the response handed back (spec §5: the run is not the
+caller's); per round, the scripted model's reply as yiemagent's W1 gets it, its arguments
+read (``json.loads``), checked against the tool's schema (the compiled check), copied for
+the tool, the ``tool()`` tool run, its ``ToolResultMessage`` made, the two messages' wire
+dicts made and appended with the messages, and the next request's list of wires copied.
+Each is one call of what the API fixes (the typed messages, ``tool()``, the schema check);
+yiemagent's distance above it is what its layers cost.
+
 Each framework runs in a worker process of its own (``--worker NAME``): yiemagent and the
 floor in this interpreter, the peers in the virtualenv ``make bench`` makes for them
 (``.venv-peers``: smolagents, pydantic-ai-slim, openai-agents, from PyPI), each driven
@@ -53,7 +63,7 @@ PAIRS = 100  # W11: 4 messages each
 W11_READS = 10  # W11: reads per sample
 ARGS_JSON = '{"a": 1, "b": 2}'
 WORKLOADS = ("W1", "W1 long", "W2", "W2 async", "W11")
-FRAMEWORKS = ("floor", "yiemagent", "smolagents", "pydantic-ai", "openai-agents")
+FRAMEWORKS = ("floor", "bound", "yiemagent", "smolagents", "pydantic-ai", "openai-agents")
 PEERS = ("smolagents", "pydantic-ai", "openai-agents")
 
 
@@ -162,6 +172,55 @@ def floor_workloads(db: Path) -> dict[str, Callable[[], float]]:
         "W1 long": lambda: cpu_per(lambda: w1_run(LONG_ROUNDS), LONG_RUNS, LONG_RUNS * LONG_ROUNDS),
         "W2": lambda: wall_over_nap(w2),
         "W11": lambda: cpu_per(w11_read, W11_READS, W11_READS * 4 * PAIRS),
+    }
+
+
+# --- the design's bound: what W1 needs in yiemagent's design, without the library's layers --
+
+
+def bound_workloads(db: Path) -> dict[str, Callable[[], float]]:
+    import queue
+
+    from yiemagent import AssistantMessage, TextContent, ToolResultMessage, tool
+    from yiemagent._bounds import json_copy
+    from yiemagent._format_cache import FrozenDict
+    from yiemagent.llm.scripted import tool_call_reply
+    from yiemagent.pipeline import schema_admits
+
+    adder = tool(add)
+    schema = adder.input_schema
+    handed, back = queue.SimpleQueue(), queue.SimpleQueue()
+
+    def run_thread() -> None:  # spec §5: the run is another thread's; it takes the input and hands the response back
+        while (item := handed.get()) is not None:
+            back.put(item)
+
+    threading.Thread(target=run_thread, daemon=True).start()
+
+    def w1_run(rounds: int) -> None:
+        handed.put("go")
+        history: list = [back.get()]
+        wires: list = []
+        for round_ in range(rounds + 1):
+            sent = wires[:]  # the next request's messages
+            if round_ == rounds:
+                history.append(AssistantMessage([TextContent("done")], stop_reason="stop"))
+                break
+            reply = tool_call_reply((f"c{round_}", "add", ARGS_JSON))
+            entry = reply.content[0]["tool_calls"][0]
+            arguments = json.loads(entry["function"]["arguments"])
+            if not schema_admits(arguments, schema):
+                raise AssertionError(arguments)
+            result = adder.execute(entry["id"], json_copy(arguments), None, None)
+            message = ToolResultMessage(entry["id"], "add", result.content, result.details)
+            history += (reply, message)
+            wires += (FrozenDict(role="assistant", content="", tool_calls=[FrozenDict(id=entry["id"], type="function", function=FrozenDict(name="add", arguments=entry["function"]["arguments"]))]),
+                      FrozenDict(role="tool", tool_call_id=message.tool_call_id, content=result.content[0].text, name="add", is_error=False))
+        assert len(sent) == 2 * rounds  # the last request held every round's two wires
+
+    return {
+        "W1": lambda: cpu_per(lambda: w1_run(ROUNDS), W1_RUNS, W1_RUNS * ROUNDS),
+        "W1 long": lambda: cpu_per(lambda: w1_run(LONG_ROUNDS), LONG_RUNS, LONG_RUNS * LONG_ROUNDS),
     }
 
 
@@ -369,6 +428,7 @@ def openai_agents_workloads(db: Path) -> dict[str, Callable[[], float]]:
 
 SETUPS = {
     "floor": floor_workloads,
+    "bound": bound_workloads,
     "yiemagent": yiemagent_workloads,
     "smolagents": smolagents_workloads,
     "pydantic-ai": pydantic_ai_workloads,
@@ -379,6 +439,9 @@ MISSING = {  # what a framework has no counterpart of (said in the table, not me
     ("smolagents", "W11"): "no session store",
     ("pydantic-ai", "W11"): "no session store",
     ("floor", "W2 async"): "the floor is W2's",
+    ("bound", "W2"): "W1 only",
+    ("bound", "W2 async"): "W1 only",
+    ("bound", "W11"): "W1 only",
 }
 
 
@@ -467,6 +530,7 @@ def main() -> int:
         return 0
     peer_python, no_peers = peers_python(args.peers_python)
     samples: dict[tuple[str, str], list[float]] = {}
+    by_repeat: dict[tuple[str, str], dict[int, float]] = {}  # each sample by its repetition: ratios of two frameworks taken in the same one
     errors: dict[tuple[str, str], str] = {}
     with tempfile.TemporaryDirectory() as directory:
         db = Path(directory) / "yiemagent.db"
@@ -495,6 +559,7 @@ def main() -> int:
                             errors[each.name, workload] = answer["error"]
                         else:
                             samples.setdefault((each.name, workload), []).append(answer["value"])
+                            by_repeat.setdefault((each.name, workload), {})[repeat] = answer["value"]
         finally:
             for each in workers:
                 each.close()
@@ -513,9 +578,20 @@ def main() -> int:
                 print(f"    {name:14s} not measured: {down[name]}")
             elif (name, workload) in errors:
                 print(f"    {name:14s} failed: {errors[name, workload]}")
-            elif (name, workload) in MISSING and name != "floor":
+            elif (name, workload) in MISSING and name not in ("floor", "bound"):
                 print(f"    {name:14s} n/a: {MISSING[name, workload]}")
-    print("  goal: W2 <= 1.10 for yiemagent")
+    for workload in ("W1", "W1 long"):
+        if ("bound", workload) in samples and ("yiemagent", workload) in samples:
+            least = statistics.median(samples["bound", workload])
+            print(f"  {workload}: yiemagent {statistics.median(samples['yiemagent', workload]) / least:.2f}x the design's bound (its layers), the bound"
+                  f" {least / statistics.median(samples['floor', workload]) if ('floor', workload) in samples else float('nan'):.2f}x the floor")
+    for workload, peer in (("W1", "smolagents"), ("W11", "openai-agents")):  # the issue's peers: each repetition's two samples, taken one after the other
+        ours, theirs = by_repeat.get(("yiemagent", workload), {}), by_repeat.get((peer, workload), {})
+        paired = [ours[r] / theirs[r] for r in sorted(ours.keys() & theirs.keys())]
+        if paired:
+            spread = f"median {statistics.median(paired):.2f}x [{min(paired):.2f}-{max(paired):.2f}]"
+            print(f"  {workload}: yiemagent / {peer}, each repetition's pair: {spread}, below 1 in {sum(x < 1 for x in paired)} of {len(paired)}")
+    print("  goal: W1 <= 4.5x the floor, W2 <= 1.10 for yiemagent")
     return 0
 
 
