@@ -13,6 +13,7 @@ import pickle
 import sys
 import threading
 import weakref
+from collections.abc import Iterator
 from datetime import timedelta, timezone
 from typing import Any, NamedTuple
 
@@ -482,7 +483,13 @@ def test_a_snapshot_taken_while_its_source_is_being_edited_has_no_lineage():
 
 
 class EditingHistory(History):
-    """A History whose iteration edits it half-way: a copy made by iterating spans an edit."""
+    """A History edited half-way through any copy of it: by iterating (``snapshot``'s one pass) or by a slice."""
+
+    def __iter__(self) -> Iterator[Any]:
+        items = History.__iter__(self)
+        yield next(items)
+        self.reverse()
+        yield from items
 
     def __getitem__(self, index: Any) -> Any:
         items = History.__getitem__(self, index)
