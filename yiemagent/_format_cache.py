@@ -269,24 +269,30 @@ class HistorySnapshot(list[Any]):
 
 _new_list = list.__new__  # a snapshot, and a message's cache (_new_object), made without a Python __init__ call
 _extend = list.extend
+_list_items = list.__iter__  # a History subclass's items as the list holds them, whatever its own __iter__ and __len__ do
 _new_object = object.__new__
 
 
 def snapshot(source: Any) -> HistorySnapshot:
     """``HistorySnapshot(source)``, made without a Python ``__init__`` call (``prepare_context`` makes one a round: docs/performance.md "W1").
 
-    The items are copied in one pass (``list.extend``: a ``History`` has no ``__iter__`` of
-    its own, so its list iterator runs in C, no Python code between two items), straight
-    into the snapshot: no intermediate slice to fill and then free, two passes fewer over
-    every message of the history a round (docs/performance.md "Long conversations: a
-    round's passes over the history"). A ``History``'s copy gets its lineage if the source's
+    The items are copied in one pass (``list.extend`` with the list's own C iterator: no
+    Python code between two items), straight into the snapshot: no intermediate slice to
+    fill and then free, two passes fewer over every message of the history a round
+    (docs/performance.md "Long conversations: a round's passes over the history"). A
+    subclass of ``History`` is read through ``list.__iter__`` too: its own ``__iter__`` or
+    ``__len__`` (Python code, which may give other items than the list holds) never makes a
+    copy that claims a lineage. A ``History``'s copy gets its lineage if the source's
     ``edits`` was the same even count before and after (the sequence lock of this module's
     docstring); anything else is copied as it is, without a lineage.
     """
     made = _new_list(HistorySnapshot)
-    before = source.edits if isinstance(source, History) else None
-    _extend(made, source)
-    if before is not None and before == source.edits and before % 2 == 0:
+    if not isinstance(source, History):
+        _extend(made, source)
+        return made
+    before = source.edits
+    _extend(made, source if type(source) is History else _list_items(source))  # History's own iterator is list's
+    if before == source.edits and before % 2 == 0:
         made.lineage = _new_tuple(Lineage, (source, before, len(made)))  # Lineage(...) without namedtuple's Python __new__
     return made
 

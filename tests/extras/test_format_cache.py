@@ -482,27 +482,65 @@ def test_a_snapshot_taken_while_its_source_is_being_edited_has_no_lineage():
     assert HistorySnapshot(history).lineage is not None
 
 
-class EditingHistory(History):
-    """A History edited half-way through any copy of it: by iterating (``snapshot``'s one pass) or by a slice."""
+def test_a_snapshot_whose_copy_spans_an_edit_has_no_lineage():
+    """The edit count is read before and after copying: an edit in between (here by a finalizer the collector runs inside the copy) drops the lineage."""
+    history = History(tool_use())
+    edited_in: list[int] = []
+    kept: list[Any] = []
+
+    class Cycle:
+        """Garbage in a cycle whose finalizer edits the history once it runs inside ``snapshot``'s copy; until then it leaves new garbage,
+        and live objects enough that the collector's count is past its threshold at the next allocation of a tracked object."""
+
+        def __init__(self) -> None:
+            self.me = self
+
+        def __del__(self) -> None:
+            caller = sys._getframe(1)
+            if not edited_in and caller.f_code is format_cache.snapshot.__code__ and "before" in caller.f_locals:
+                history.reverse()
+                edited_in.append(caller.f_lineno)
+            if not edited_in:
+                Cycle()
+                kept.extend([[], [], []])
+
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(1)  # a collection at nearly every allocation of a tracked object: the copy's iterator is one
+    try:
+        Cycle()
+        copied = HistorySnapshot(history)
+    finally:
+        gc.set_threshold(*threshold)
+    assert edited_in and copied.lineage is None
+    assert HistorySnapshot(history).lineage is not None
+
+
+class NewestFirst(History):
+    """A History subclass that iterates its messages newest first: its own ``__iter__`` gives other items than the list holds."""
 
     def __iter__(self) -> Iterator[Any]:
-        items = History.__iter__(self)
-        yield next(items)
-        self.reverse()
-        yield from items
-
-    def __getitem__(self, index: Any) -> Any:
-        items = History.__getitem__(self, index)
-        if isinstance(index, slice):
-            self.reverse()
-        return items
+        return iter(self[::-1])
 
 
-def test_a_snapshot_whose_copy_spans_an_edit_has_no_lineage():
-    """The edit count is read before and after copying: an edit in between (one writer, any thread) drops the lineage."""
-    history = EditingHistory(tool_use())
-    assert HistorySnapshot(history).lineage is None
-    assert HistorySnapshot(History(history)).lineage is not None
+class UnknownLength(History):
+    """A History subclass whose ``__len__`` fails: Python code of its own, which copying the list's items never needs."""
+
+    def __len__(self) -> int:
+        raise RuntimeError("this history has no length")
+
+
+@pytest.mark.parametrize("kind", [NewestFirst, UnknownLength])
+def test_a_snapshot_of_a_history_subclass_holds_the_lists_items_and_its_requests_are_exact(kind):
+    """A History subclass's own __iter__ or __len__ never makes the snapshot: it holds the items as the list holds them, and each request formats them exactly."""
+    messages = tool_use()
+    history = kind()
+    for count, message in enumerate(messages, 1):
+        history.append(message)
+        ctx = context(history)
+        assert list(ctx.messages) == messages[:count] and ctx.messages.lineage == (history, history.edits, count)
+        got = format_msg_for_llm(ctx, None)
+        assert json.dumps(got) == json.dumps(reference_format(context(messages[:count]), None))
 
 
 def test_a_snapshot_changed_while_it_is_formatted_leaves_no_record(monkeypatch):
