@@ -16,15 +16,18 @@ docs/performance.md "Against other frameworks". The workloads:
   reply, 100 times) opened and read back, µs per message. Floor: ``SELECT`` + ``json.loads``
   of yiemagent's own rows.
 
-"bound" is not a framework: it is the least yiemagent's design needs for W1 and W1 long, with
-no layer of the library around it (docs/performance.md "The design's bound"): per run, the
-input handed to another thread and the response handed back (spec §5: the run is not the
-caller's); per round, the scripted model's reply as yiemagent's W1 gets it, its arguments
-read (``json.loads``), checked against the tool's schema (the compiled check), copied for
-the tool, the ``tool()`` tool run, its ``ToolResultMessage`` made, the two messages' wire
-dicts made and appended with the messages, and the next request's list of wires copied.
-Each is one call of what the API fixes (the typed messages, ``tool()``, the schema check);
-yiemagent's distance above it is what its layers cost.
+"bound" is not a framework: it is W1 and W1 long done by the steps any conforming run of
+yiemagent's API takes, each one call and nothing around them (docs/performance.md "The
+design's bound"): per run, the user message handed to another thread and the response handed
+back (spec §5: the run is not the caller's); per round, the context's own copy of the history
+(§14 prepareContext) and a new request of its wires and the tool's definition (§14
+formatMsgForLLM), the scripted model's reply as yiemagent's W1 gets it, checked and its calls
+read (decision 15, §7: ``normalize_reply``), the arguments checked against the tool's schema
+(§8.1) and copied for the tool, the ``tool()`` tool run (§8.2) and its result checked, its
+``ToolResultMessage`` made and checked (§11, decision 15), both messages kept in the history
+and their read-only wires made. Where the API's check has no cheaper form, the step is the
+library's own function. Left out: the run's bookkeeping, hooks, events, caps, the batch's and
+the pipeline's dispatch: yiemagent's distance above the bound is what those layers cost.
 
 Each framework runs in a worker process of its own (``--worker NAME``): yiemagent and the
 floor in this interpreter, the peers in the virtualenv ``make bench`` makes for them
@@ -181,14 +184,16 @@ def floor_workloads(db: Path) -> dict[str, Callable[[], float]]:
 def bound_workloads(db: Path) -> dict[str, Callable[[], float]]:
     import queue
 
-    from yiemagent import AssistantMessage, TextContent, ToolResultMessage, tool
+    from yiemagent import AgentContext, AssistantMessage, TextContent, ToolResultMessage, UserMessage, tool
     from yiemagent._bounds import json_copy
-    from yiemagent._format_cache import FrozenDict
+    from yiemagent._format_cache import FrozenDict, History, snapshot
+    from yiemagent.formatting import tool_to_openai
     from yiemagent.llm.scripted import tool_call_reply
-    from yiemagent.pipeline import schema_admits
+    from yiemagent.normalize import normalize_reply, normalize_tool_result
+    from yiemagent.pipeline import _check_result, schema_admits
 
     adder = tool(add)
-    schema = adder.input_schema
+    schema, tools = adder.input_schema, {"add": adder}
     handed, back = queue.SimpleQueue(), queue.SimpleQueue()
 
     def run_thread() -> None:  # spec §5: the run is another thread's; it takes the input and hands the response back
@@ -198,25 +203,28 @@ def bound_workloads(db: Path) -> dict[str, Callable[[], float]]:
     threading.Thread(target=run_thread, daemon=True).start()
 
     def w1_run(rounds: int) -> None:
-        handed.put("go")
-        history: list = [back.get()]
-        wires: list = []
+        handed.put(UserMessage([TextContent("go")]))
+        history = History([back.get()])
+        wires: list = [FrozenDict(role="user", content="go")]
         for round_ in range(rounds + 1):
-            sent = wires[:]  # the next request's messages
+            ctx = AgentContext("", snapshot(history), tools)  # spec §14 prepareContext: the round's own list
+            sent = {"messages": wires[:], "tools": [tool_to_openai(t) for t in ctx.tools.values()]}  # §14 formatMsgForLLM: a new request
             if round_ == rounds:
-                history.append(AssistantMessage([TextContent("done")], stop_reason="stop"))
+                history.append(normalize_reply(AssistantMessage([TextContent("done")], stop_reason="stop")).message)
                 break
-            reply = tool_call_reply((f"c{round_}", "add", ARGS_JSON))
-            entry = reply.content[0]["tool_calls"][0]
-            arguments = json.loads(entry["function"]["arguments"])
-            if not schema_admits(arguments, schema):
-                raise AssertionError(arguments)
-            result = adder.execute(entry["id"], json_copy(arguments), None, None)
-            message = ToolResultMessage(entry["id"], "add", result.content, result.details)
-            history += (reply, message)
-            wires += (FrozenDict(role="assistant", content="", tool_calls=[FrozenDict(id=entry["id"], type="function", function=FrozenDict(name="add", arguments=entry["function"]["arguments"]))]),
-                      FrozenDict(role="tool", tool_call_id=message.tool_call_id, content=result.content[0].text, name="add", is_error=False))
-        assert len(sent) == 2 * rounds  # the last request held every round's two wires
+            checked = normalize_reply(tool_call_reply((f"c{round_}", "add", ARGS_JSON)))  # decision 15; §7's calls, each argument parsed once
+            call = checked.calls[0]
+            if not schema_admits(call.arguments, schema):  # §8.1, decision 4
+                raise AssertionError(call.arguments)
+            result = adder.execute(call.id, json_copy(call.arguments), None, None)  # §8.2, on a copy of the arguments
+            if _check_result(adder, result) is not None:
+                raise AssertionError(result)
+            message = normalize_tool_result(ToolResultMessage(call.id, "add", result.content, result.details))  # §11, decision 15
+            history += (checked.message, message)
+            raw = checked.message.content[-1]["tool_calls"][0]["function"]["arguments"]
+            wires += (FrozenDict(role="assistant", content="", tool_calls=[FrozenDict(id=call.id, type="function", function=FrozenDict(name="add", arguments=raw))]),
+                      FrozenDict(role="tool", tool_call_id=call.id, content=message.content[0].text, name="add", is_error=False))
+        assert len(sent["messages"]) == 2 * rounds + 1  # the last request held the question and every round's two wires
 
     return {
         "W1": lambda: cpu_per(lambda: w1_run(ROUNDS), W1_RUNS, W1_RUNS * ROUNDS),
@@ -585,7 +593,7 @@ def main() -> int:
             least = statistics.median(samples["bound", workload])
             print(f"  {workload}: yiemagent {statistics.median(samples['yiemagent', workload]) / least:.2f}x the design's bound (its layers), the bound"
                   f" {least / statistics.median(samples['floor', workload]) if ('floor', workload) in samples else float('nan'):.2f}x the floor")
-    for workload, peer in (("W1", "smolagents"), ("W11", "openai-agents")):  # the issue's peers: each repetition's two samples, taken one after the other
+    for workload, peer in (("W1", "smolagents"), ("W11", "openai-agents")):  # the peers yiemagent is held against: each repetition's two samples, taken one after the other
         ours, theirs = by_repeat.get(("yiemagent", workload), {}), by_repeat.get((peer, workload), {})
         paired = [ours[r] / theirs[r] for r in sorted(ours.keys() & theirs.keys())]
         if paired:
