@@ -593,7 +593,7 @@ def main() -> int:
             least = statistics.median(samples["bound", workload])
             print(f"  {workload}: yiemagent {statistics.median(samples['yiemagent', workload]) / least:.2f}x the design's bound (its layers), the bound"
                   f" {least / statistics.median(samples['floor', workload]) if ('floor', workload) in samples else float('nan'):.2f}x the floor")
-    for workload, peer in (("W1", "smolagents"), ("W11", "openai-agents")):  # the peers yiemagent is held against: each repetition's two samples, taken one after the other
+    for workload, peer in (("W1", "smolagents"), ("W11", "openai-agents")):  # the peers yiemagent is held against: each repetition's two samples, taken in the same repetition
         ours, theirs = by_repeat.get(("yiemagent", workload), {}), by_repeat.get((peer, workload), {})
         paired = [ours[r] / theirs[r] for r in sorted(ours.keys() & theirs.keys())]
         if paired:

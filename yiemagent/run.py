@@ -984,7 +984,7 @@ def process_message(host: RunHost, run: Run) -> AssistantMessage:
     finally:
         stop_collecting(sub_runs)
         if run.history is not None:  # a tool's thread may ask for its batch's context once the idle history is edited
-            run.history.items = run.history.items[:]  # a slice: one memcpy (tuple() of a History goes item by item)
+            run.history.items = run.history.items[:]  # a slice: one pass in C, a reference added to each message
     host.state.error_message = response.error_message if response.stop_reason == "error" else None
     _fold_late_usage(run, end=True)
     host.record_usage(run.usage)
