@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ._codecs import Codec, _identity, to_json_value
@@ -99,10 +99,17 @@ class FunctionToolExecute:
 
     def __call__(self, tool_call_id: str, args: dict[str, Any], signal: Optional[AbortSignal], on_partial_result: Callable[[Any], None]) -> AgentToolResult:
         if self._keys is not None and type(args) is dict and args.keys() == self._keys:  # the short way (__init__); anything but a dict the long way, as before
-            value = self.fn(**{name: args[name] if decode is None else decode(args[name]) for name, decode in self._by_keyword})  # type: ignore[union-attr]
-            if inspect.iscoroutine(value):
-                value = self._await(value, signal)
-            return to_tool_result(value)
+            positional: Sequence[Any] = ()
+            keywords = {name: args[name] if decode is None else decode(args[name]) for name, decode in self._by_keyword}  # type: ignore[union-attr]
+        else:
+            positional, keywords = self._arguments(args, signal, on_partial_result)
+        value = self.fn(*positional, **keywords)
+        if inspect.iscoroutine(value):  # an async def function: on an event loop of its own, in this thread
+            value = self._await(value, signal)
+        return to_tool_result(value)
+
+    def _arguments(self, args: dict[str, Any], signal: Optional[AbortSignal], on_partial_result: Callable[[Any], None]) -> tuple[list[Any], dict[str, Any]]:
+        """The long way: each parameter filled in by the pipeline, decoded from ``args``, or defaulted; the positional and keyword arguments of the call."""
         unknown = [k for k in args if k not in self._names]
         if unknown:
             self._refuse(sorted(unknown))
@@ -127,10 +134,7 @@ class FunctionToolExecute:
                 keywords[parameter.name] = value
         for key in unknown:  # only with **kwargs: _refuse raised otherwise
             keywords[key] = self._extra.decode(args[key])  # type: ignore[union-attr]
-        value = self.fn(*positional, **keywords)
-        if inspect.iscoroutine(value):  # an async def function: on an event loop of its own, in this thread
-            value = self._await(value, signal)
-        return to_tool_result(value)
+        return positional, keywords
 
     def _await(self, coroutine: Any, signal: Optional[AbortSignal]) -> Any:
         """Run the coroutine (``_threads.run_coroutine``); a cancelled one is a ``ToolError`` saying why."""
