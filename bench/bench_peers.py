@@ -537,7 +537,6 @@ def main() -> int:
         worker(args.worker, Path(args.db))
         return 0
     peer_python, no_peers = peers_python(args.peers_python)
-    samples: dict[tuple[str, str], list[float]] = {}
     by_repeat: dict[tuple[str, str], dict[int, float]] = {}  # each sample by its repetition: ratios of two frameworks taken in the same one
     errors: dict[tuple[str, str], str] = {}
     with tempfile.TemporaryDirectory() as directory:
@@ -566,11 +565,11 @@ def main() -> int:
                         if "error" in answer:
                             errors[each.name, workload] = answer["error"]
                         else:
-                            samples.setdefault((each.name, workload), []).append(answer["value"])
                             by_repeat.setdefault((each.name, workload), {})[repeat] = answer["value"]
         finally:
             for each in workers:
                 each.close()
+    samples = {key: list(values.values()) for key, values in by_repeat.items()}  # in the order of the repetitions
     units = {"W1": f"CPU µs per tool call, runs of {ROUNDS} rounds of one call", "W1 long": f"the same, runs of {LONG_ROUNDS} rounds", "W2": "wall / 0.1 s, 32 parallel sleeping tools", "W2 async": "the same, async tools",
              "W11": "CPU µs per message read back, 400 in SQLite"}
     print(f"yiemagent against peer frameworks, median [min-max] of {args.repeats} interleaved repetitions, the order rotated:")
