@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import operator
 import sys
 import threading
 import time
@@ -278,20 +279,33 @@ class EventEmitter:
 
     Thread safety: callable from any thread; ``_lock`` serialises calls into the sink and
     the taps. A sink must not block for long: it holds up every thread that emits.
-    ``_taps`` is a tuple replaced whole under ``_taps_lock`` (never waiting for a sink call).
+    ``_sink`` and ``_taps`` (a tuple) are replaced whole under ``_taps_lock`` (never waiting
+    for a sink call), which also keeps ``_listened`` in step with them: read in one step.
     """
 
-    __slots__ = ("sink", "_lock", "_taps", "_taps_lock")
+    __slots__ = ("_sink", "_lock", "_taps", "_taps_lock", "_listened")
 
     def __init__(self, sink: Optional[Callable[[Any], Any]]) -> None:
-        self.sink = sink
         # held for the whole duration of one sink call: the sink is never re-entered
         self._lock = threading.RLock()
         self._taps: tuple[Callable[[Any], None], ...] = ()
-        self._taps_lock = threading.Lock()  # guards replacing _taps
+        self._taps_lock = threading.Lock()  # guards replacing _sink and _taps, and _listened with them
+        self._sink = sink
+        self._listened = sink is not None  # whether anyone listens: ``listened``
+
+    @property
+    def sink(self) -> Optional[Callable[[Any], Any]]:
+        """The user's sink (spec §13), or None; set it to replace it."""
+        return self._sink
+
+    @sink.setter
+    def sink(self, sink: Optional[Callable[[Any], Any]]) -> None:
+        with self._taps_lock:
+            self._sink = sink
+            self._listened = sink is not None or bool(self._taps)
 
     def __call__(self, event: Any) -> None:
-        sink, taps = self.sink, self._taps
+        sink, taps = self._sink, self._taps
         if sink is None and not taps:
             return
         with self._lock:
@@ -305,23 +319,23 @@ class EventEmitter:
             for tap in taps:
                 tap(event)
 
-    @property
-    def listened(self) -> bool:
-        """Whether an event emitted now would reach anyone (a sink or a tap): else the caller need not build it.
-
-        A caller that skips an event when this is False changes nothing anyone sees: the
-        emitter would have dropped it (docs/performance.md "W1": tracing not in play costs nothing).
-        """
-        return self.sink is not None or bool(self._taps)
+    # Whether an event emitted now would reach anyone (a sink or a tap): else the caller need not
+    # build it. A caller that skips an event when this is False changes nothing anyone sees: the
+    # emitter would have dropped it (docs/performance.md "W1": tracing not in play costs nothing).
+    # Kept as the sink and the taps change and read in C: the run reads it several times a round,
+    # where a ``def`` property is a Python call each time (docs/performance.md "Frames a run no longer makes").
+    listened = property(operator.attrgetter("_listened"), doc="Whether an event emitted now would reach anyone (a sink or a tap).")
 
     def tap(self, fn: Callable[[Any], None]) -> Callable[[], None]:
         """Call ``fn(event)`` for every event from now on, after the sink; returns the function that stops it."""
         with self._taps_lock:
             self._taps = (*self._taps, fn)
+            self._listened = True
 
         def untap() -> None:
             with self._taps_lock:
                 self._taps = tuple(t for t in self._taps if t is not fn)
+                self._listened = self._sink is not None or bool(self._taps)
 
         return untap
 

@@ -91,6 +91,9 @@ class Channel(queue.Queue[Any]):
     Thread safety: as ``queue.Queue``; any thread may put, get and close. ``_closed`` and
     ``_contexts`` are guarded by the queue's own ``mutex`` (the lock behind ``not_full``
     and ``not_empty``), which is what makes a close atomic with respect to every put and get.
+    The methods enter ``mutex`` itself rather than either ``Condition``: the same lock, without
+    the Python call a ``Condition``'s ``with`` makes to enter it (docs/performance.md "Frames a
+    run no longer makes").
     """
 
     def __init__(self, maxsize: int, on_change: Optional[Callable[[], None]] = None, *, carry_context: bool = False, done_when_taken: bool = False) -> None:
@@ -133,7 +136,7 @@ class Channel(queue.Queue[Any]):
 
     def put(self, item: Any, block: bool = True, timeout: Optional[float] = None) -> None:
         """``queue.Queue.put``, except that a closed channel raises ``AgentClosedError``."""
-        with self.not_full:
+        with self.mutex:
             deadline = None if timeout is None else time.monotonic() + timeout
             while True:
                 if self._closed is not None:
@@ -161,7 +164,7 @@ class Channel(queue.Queue[Any]):
         Raises:
             queue.Full: the channel has no room.
         """
-        with self.not_full:
+        with self.mutex:
             if 0 < self.maxsize <= self._qsize():
                 raise queue.Full
             self._put_with(item, context)
@@ -175,7 +178,7 @@ class Channel(queue.Queue[Any]):
 
         ``get_nowait`` (``block=False``) still raises ``queue.Empty``.
         """
-        with self.not_empty:
+        with self.mutex:
             deadline = None if timeout is None else time.monotonic() + timeout
             while not self._qsize():
                 if not block:
@@ -198,7 +201,7 @@ class Channel(queue.Queue[Any]):
         Raises:
             queue.Empty: the channel is empty.
         """
-        with self.not_empty:
+        with self.mutex:
             if not self._qsize():
                 raise queue.Empty
             entry = self._get_with()
@@ -216,7 +219,7 @@ class Channel(queue.Queue[Any]):
         """Take every item that is in the channel now, without blocking (closed or not); ``ring=False``: no ``on_change`` (the caller rings what it must)."""
         if not self._qsize():  # read without the lock (one length): an item put meanwhile is the next drain's, as it would be after it
             return []
-        with self.not_empty:
+        with self.mutex:
             items = [self._get_with()[0] for _ in range(self._qsize())]
             if items:
                 self.not_full.notify_all()
@@ -257,7 +260,8 @@ class AgentCore:
         (``yiemagent-*-loop``) owns the loop bookkeeping and moves follow-ups; the run
         thread (``yiemagent-*-run``) runs ``process_message`` and is the only writer of
         ``state.messages`` (through ``append``), ``state.pending_tool_calls`` and
-        ``state.error_message``. ``_wake`` (a ``Condition`` on an ``RLock``) guards the loop
+        ``state.error_message``. ``_wake`` (a ``Condition`` on the ``RLock`` ``_lock``, which the
+        code enters directly: holding ``_wake`` is holding ``_lock``) guards the loop
         bookkeeping (``_run``, ``_pending_output``, ``_delivering``,
         ``_carry``, ``_added``, ``_adding``, ``_closing``, ``_force_exit``, ``_loop_exited``,
         ``_asleep``, ``loop_state``) and is the doorbell every channel rings after a put or get; the
@@ -321,7 +325,7 @@ class AgentCore:
         # the doorbell, and the lock of the loop bookkeeping below (see "Thread safety"); the
         # loop thread alone sleeps on _bell, the same lock: a ring that cannot change what the
         # loop does next (a state recorded, a run's start or end with nothing queued) leaves it asleep
-        lock = threading.RLock()
+        lock = self._lock = threading.RLock()  # entered directly, not through a Condition (class docstring)
         self._wake = threading.Condition(lock)
         self._bell = threading.Condition(lock)
         # the input channels keep each message's sender's context: the run it starts runs in it
@@ -396,7 +400,7 @@ class AgentCore:
         """The loop thread (spec §5 ``_agentLoop``): blocked until a channel or the run rings."""
         try:
             while True:
-                with self._wake:
+                with self._lock:
                     action = self._next_action()
                     while action is None:
                         self._asleep = True
@@ -410,7 +414,7 @@ class AgentCore:
             logger.exception("the agent loop failed; the agent stops serving")
         finally:
             why = "the agent's loop thread has stopped (see the 'yiemagent.agent' log); it takes no more messages"
-            with self._wake:
+            with self._lock:
                 self._loop_exited = True
                 self._asleep = False  # no ring takes a step of a loop that has gone
                 self.input_channel.close(why)
@@ -433,7 +437,7 @@ class AgentCore:
         (``RunWorker.submit``), so no run is ever active that nothing runs. Interrupted before
         the run is made active, none is on, and ``ring`` has the loop take the step again.
         """
-        with self._wake:
+        with self._lock:
             run = Run(self._run_count + 1)
             try:
                 self._set_state(LoopState.NEW_MESSAGE)
@@ -473,7 +477,7 @@ class AgentCore:
         finally:
             current_core.reset(token)
         while True:
-            with self._wake:
+            with self._lock:
                 added = list(self._added)
                 self._added.clear()
                 if not added:
@@ -493,7 +497,7 @@ class AgentCore:
             self._hand_over_alone()
             return
         self._deliver()
-        with self._wake:  # the loop's next step, decided under the lock it decides under
+        with self._lock:  # the loop's next step, decided under the lock it decides under
             try:
                 wakes = self._next_action() is not None
             except BaseException:  # a bug in the loop's step: the loop meets it too, logs it and stops serving
@@ -532,7 +536,7 @@ class AgentCore:
         follow one ``_give_up_output`` kept (the join's ring keeps them before the loop thread
         exits): it goes through ``_give_up_output`` instead, after them (decision 16).
         """
-        with self._wake:
+        with self._lock:
             if self._delivering or not self._pending_output:
                 return
             if self._force_exit:
@@ -543,10 +547,10 @@ class AgentCore:
         try:
             self.output_channel.put_internal(response)
         except queue.Full:  # someone else filled it meanwhile: keep the response, wait for room
-            with self._wake:
+            with self._lock:
                 self._pending_output.appendleft(response)
         finally:
-            with self._wake:
+            with self._lock:
                 self._delivering = False
                 self._wake.notify_all()
 
@@ -556,7 +560,7 @@ class AgentCore:
         Holds ``_wake`` so that ``close`` sees either none or all of a move: a follow-up
         is never in flight between the channels when ``shutdown`` collects them.
         """
-        with self._wake:
+        with self._lock:
             while not self._closing:
                 if not self._carry:
                     try:
@@ -584,7 +588,7 @@ class AgentCore:
                 and (self.loop_state is LoopState.IDLE or self._loop_exited)
             )
 
-        with self._wake:
+        with self._lock:
             return self._wake.wait_for(idle, timeout)
 
     def wait_for(self, predicate: Callable[[], bool], timeout: Optional[float]) -> bool:
@@ -593,7 +597,7 @@ class AgentCore:
         ``predicate`` is called with ``_wake`` held (it may call ``run_over``) and must not
         block. A ``RunStream`` waits so for its run's next event (docs/streaming.md).
         """
-        with self._wake:
+        with self._lock:
             return self._wake.wait_for(predicate, timeout)
 
     def run_over(self, run_id: Optional[int]) -> bool:
@@ -625,7 +629,7 @@ class AgentCore:
 
     def busy(self) -> bool:
         """True while a run is active or input is queued for one."""
-        with self._wake:
+        with self._lock:
             return self._run is not None or bool(self._carry) or not (self.input_channel.empty() and self.follow_up_channel.empty())
 
     _loop_config: Optional[AgentLoopConfig] = None  # the last one made: a batch reuses it while the hooks and mode are the same
@@ -651,7 +655,7 @@ class AgentCore:
         run = self._run  # set by the loop before it handed this run to the run thread
         if run is None or run.took_first_input:
             return self.input_channel.drain()
-        with self._wake:
+        with self._lock:
             items = self.input_channel.drain(ring=False)
             run.took_first_input = True
             # asleep in PROCESSING, the loop saw no follow-up and no input it could call queued; a put since rang for
@@ -686,7 +690,7 @@ class AgentCore:
         """The messages ``add_message`` queued during the run, in order (the run answers what waits before each)."""
         if not self._added:  # read without the lock: one added meanwhile is taken at the next round, as it would be after it
             return []
-        with self._wake:
+        with self._lock:
             added = [message for message, _ in self._added]
             self._added.clear()
         return added
@@ -728,7 +732,7 @@ class AgentCore:
         the same calls and a decision never follows its call's answer; a queued message
         leaves that to the run, or to the end of the run (``_run_and_hand_over``).
         """
-        with self._wake:
+        with self._lock:
             if self._closing:
                 raise AgentClosedError("the agent has been shut down; it takes no more messages")
             if self._run is not None:
@@ -741,7 +745,7 @@ class AgentCore:
                     self._writer.append_stored_first(earlier)
                 self._writer.append_stored_first(message)
         finally:
-            with self._wake:
+            with self._lock:
                 self._adding -= 1
                 self.ring()
 
@@ -767,7 +771,7 @@ class AgentCore:
         leaves no run half started (``_start_run``): the loop is rung to decide again, and the
         interruption reaches the caller, never swallowed.
         """
-        with self._wake:
+        with self._lock:
             self._wake.notify_all()
             if self._asleep:
                 try:
@@ -786,7 +790,7 @@ class AgentCore:
 
     def _output_changed(self) -> None:
         """The output channel's doorbell: the watchers look again; the loop only if a response waits for room."""
-        with self._wake:
+        with self._lock:
             self._wake.notify_all()
             if self._pending_output:
                 self._bell.notify()
@@ -801,7 +805,7 @@ class AgentCore:
         ``_wake``, which the loop holds while it moves follow-ups, so every message that
         was accepted is either already in the history or in the list returned here.
         """
-        with self._wake:
+        with self._lock:
             if self._closing:
                 return None
             self._closing = True
@@ -816,7 +820,7 @@ class AgentCore:
 
     def abort(self, reason: str) -> bool:
         """Fire the active run's signal; False if no run is active."""
-        with self._wake:
+        with self._lock:
             run = self._run
         if run is None:
             return False
@@ -843,7 +847,7 @@ class AgentCore:
             # too, so that shutdown leaves no thread of the agent behind
             self._worker.thread.join(timeout)
             return []
-        with self._wake:
+        with self._lock:
             self._force_exit = True
             self.ring()
         self._thread.join()

@@ -753,10 +753,9 @@ class AbortSignal:
         self._callbacks: list[Callable[[], Any]] = []
         self.reason: Optional[str] = None
 
-    @property
-    def aborted(self) -> bool:
-        """True once ``abort()`` was called on this signal or on its parent."""
-        return self._fired
+    # read-only, and read in C: the run reads it several times a round, where a ``def`` property
+    # is a Python call each time (docs/performance.md "Frames a run no longer makes")
+    aborted = property(operator.attrgetter("_fired"), doc="True once ``abort()`` was called on this signal or on its parent.")
 
     def abort(self, reason: Optional[str] = None) -> None:
         """Fire the signal, and every child of it; later calls do nothing."""

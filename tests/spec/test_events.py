@@ -158,6 +158,51 @@ def test_stopping_one_tap_leaves_the_others_and_an_emitter_with_none_left_is_not
     assert second == ["one", "two"] and not emitter.listened
 
 
+def test_listened_follows_the_sink_as_it_is_set_and_taken_away_with_or_without_taps():
+    """``listened`` is kept as the sink and the taps change: a sink set later, a sink taken away while a tap listens, the last tap stopped with a sink."""
+    emitter, seen = EventEmitter(None), []
+    assert not emitter.listened and emitter.sink is None
+    emitter.sink = seen.append
+    assert emitter.listened and emitter.sink == seen.append
+    emitter("one")
+    emitter.sink = None
+    assert not emitter.listened
+    emitter("dropped")
+    stop = emitter.tap(seen.append)
+    assert emitter.listened
+    emitter.sink = None  # taking away a sink that is not there leaves the tap listening
+    assert emitter.listened
+    emitter.sink = print
+    stop()
+    assert emitter.listened  # the sink still listens
+    emitter.sink = None
+    assert not emitter.listened and seen == ["one"]
+    with pytest.raises(AttributeError):
+        emitter.listened = True  # read-only: it is what the sink and the taps make it
+
+
+def test_setting_the_sink_waits_for_a_tap_being_added_so_listened_is_never_left_stale():
+    """The sink's setter takes the lock ``tap`` and its stop hold while they change the taps and ``listened``.
+
+    Without it, a setter reading the taps just before a tap lands, and writing after ``tap``
+    wrote True, would leave ``listened`` False with a tap there: its events dropped. Here a
+    thread sets the sink while the taps' lock is held, as by a ``tap`` in progress: it waits
+    until the lock is released, and ``listened`` then reflects both.
+    """
+    emitter, seen = EventEmitter(None), []
+    with emitter._taps_lock:  # a tap() in progress holds it
+        setter = threading.Thread(target=setattr, args=(emitter, "sink", None))
+        setter.start()
+        setter.join(0.2)
+        assert setter.is_alive()  # waiting for the lock
+        emitter._taps = (seen.append,)  # what the tap in progress lands
+        emitter._listened = True
+    setter.join(WAIT)
+    assert not setter.is_alive() and emitter.listened
+    emitter("heard")
+    assert seen == ["heard"]
+
+
 @pytest.mark.spec("13")
 def test_on_partial_result_answers_true_for_a_report_that_was_emitted(recorder):
     """A tool learns that its report reached the sink: on_partial_result returns True while execute runs (False once the call has ended, below)."""
