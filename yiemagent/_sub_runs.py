@@ -27,9 +27,8 @@ Collector = Callable[[LLMUsage], None]
 _collector: contextvars.ContextVar[Optional[Collector]] = contextvars.ContextVar("yiemagent_sub_run_usage", default=None)
 
 
-def collector() -> Optional[Collector]:
-    """The collector of the run this thread works for, or None outside a run."""
-    return _collector.get()
+collector: Callable[[], Optional[Collector]] = _collector.get
+"""The collector of the run this thread works for, or None outside a run (the context variable's own ``get``, called in C, once a tool call)."""
 
 
 def collecting(add: Optional[Collector]) -> contextvars.Token[Optional[Collector]]:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import date, datetime, time, timedelta, timezone
+from functools import partial
 from typing import Any, Optional, TypeGuard, TypeVar, Union
 
 from dataclasses_json import DataClassJsonMixin, config
@@ -111,9 +112,8 @@ def built(cls: type[_T], **fields: Any) -> _T:
     return made
 
 
-def utc_now() -> datetime:
-    """The timestamp every message and result carries: timezone-aware UTC."""
-    return datetime.now(timezone.utc)
+utc_now: Callable[[], datetime] = partial(datetime.now, timezone.utc)
+"""The timestamp every message and result carries: timezone-aware UTC (a ``partial``: made in C, twice a round)."""
 
 
 def _encode_timestamp(value: datetime) -> str:
@@ -1273,8 +1273,8 @@ def run_context_later(make: Callable[[], RunContext]) -> _BatchScope:
     return _BatchScope(make)
 
 
-def leave_run_context(token: contextvars.Token[Optional[RunScope]]) -> None:
-    _current.reset(token)
+leave_run_context: Callable[[contextvars.Token[Optional[RunScope]]], None] = _current.reset
+"""What ``enter_run_context`` or ``enter_call_context`` set, undone with its token: the context variable's own ``reset``, called in C."""
 
 
 def enter_call_context(tool_call_id: str, outer: Optional[RunScope] = None) -> Optional[contextvars.Token[Optional[RunScope]]]:

@@ -11,8 +11,8 @@ parameters and the schema is module ``functions``' job.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Callable, Sequence
+from types import CoroutineType
 from typing import Any, Optional
 
 from ._codecs import Codec, _identity, to_json_value
@@ -104,7 +104,7 @@ class FunctionToolExecute:
         else:
             positional, keywords = self._arguments(args, signal, on_partial_result)
         value = self.fn(*positional, **keywords)
-        if inspect.iscoroutine(value):  # an async def function: on an event loop of its own, in this thread
+        if isinstance(value, CoroutineType):  # an async def function: on an event loop of its own, in this thread (inspect.iscoroutine's own test, without its call)
             value = self._await(value, signal)
         return to_tool_result(value)
 
