@@ -37,10 +37,12 @@ $(LINT_STAMP): $(STAMP) Makefile
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(LINT_PACKAGES)
 	touch $@
 
-## lint: ruff (ruff.toml) and mypy --strict (setup.cfg's [mypy]) over the package; the extras are installed, so mypy checks the code that uses them
+## lint: ruff (ruff.toml) and mypy --strict (setup.cfg's [mypy]) over the package and a user's code (tests/typing); the extras are installed, so mypy checks the code that uses them
 lint: $(LINT_STAMP)
 	$(BIN)/python -m ruff check yiemagent/
 	$(BIN)/python -m mypy --strict yiemagent/
+	# a user's code: the public fields read as their types (tests/typing/user_code.py)
+	$(BIN)/python -m mypy --strict tests/typing/user_code.py
 
 ## test-deep: the test suite with hypothesis's thorough profile
 test-deep: $(STAMP)

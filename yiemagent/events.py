@@ -69,7 +69,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from .types import AbortSignal, AgentContext, AgentToolResult, AssistantMessage, LLMUsage, built
 
@@ -324,7 +324,14 @@ class EventEmitter:
     # emitter would have dropped it (docs/performance.md "W1": tracing not in play costs nothing).
     # Kept as the sink and the taps change and read in C: the run reads it several times a round,
     # where a ``def`` property is a Python call each time (docs/performance.md "Frames a run no longer makes").
-    listened = property(operator.attrgetter("_listened"), doc="Whether an event emitted now would reach anyone (a sink or a tap).")
+    if TYPE_CHECKING:  # what a type checker reads: a bool
+
+        @property
+        def listened(self) -> bool:
+            """Whether an event emitted now would reach anyone (a sink or a tap)."""
+
+    else:
+        listened = property(operator.attrgetter("_listened"), doc="Whether an event emitted now would reach anyone (a sink or a tap).")
 
     def tap(self, fn: Callable[[Any], None]) -> Callable[[], None]:
         """Call ``fn(event)`` for every event from now on, after the sink; returns the function that stops it."""

@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from functools import partial
-from typing import Any, Optional, TypeGuard, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Optional, TypeGuard, TypeVar, Union
 
 from dataclasses_json import DataClassJsonMixin, config
 
@@ -753,9 +753,15 @@ class AbortSignal:
         self._callbacks: list[Callable[[], Any]] = []
         self.reason: Optional[str] = None
 
-    # read-only, and read in C: the run reads it several times a round, where a ``def`` property
-    # is a Python call each time (docs/performance.md "Frames a run no longer makes")
-    aborted = property(operator.attrgetter("_fired"), doc="True once ``abort()`` was called on this signal or on its parent.")
+    if TYPE_CHECKING:  # what a type checker reads: a bool
+
+        @property
+        def aborted(self) -> bool:
+            """True once ``abort()`` was called on this signal or on its parent."""
+
+    else:  # read-only, and read in C: the run reads it several times a round, where a ``def``
+        # property is a Python call each time (docs/performance.md "Frames a run no longer makes")
+        aborted = property(operator.attrgetter("_fired"), doc="True once ``abort()`` was called on this signal or on its parent.")
 
     def abort(self, reason: Optional[str] = None) -> None:
         """Fire the signal, and every child of it; later calls do nothing."""
