@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from functools import partial
 from typing import TYPE_CHECKING, Any, Optional, TypeGuard, TypeVar, Union
 
 from dataclasses_json import DataClassJsonMixin, config
@@ -112,8 +111,15 @@ def built(cls: type[_T], **fields: Any) -> _T:
     return made
 
 
-utc_now: Callable[[], datetime] = partial(datetime.now, timezone.utc)
-"""The timestamp every message and result carries: timezone-aware UTC (a ``partial``: made in C, twice a round)."""
+def utc_now() -> datetime:
+    """The timestamp every message and result carries: timezone-aware UTC.
+
+    A ``def`` that reads this module's ``datetime`` at each call, not a callable bound to
+    ``datetime.now`` at import: a test that freezes time (freezegun, a patched
+    ``yiemagent.types.datetime``) replaces that name, and its timestamps follow
+    (docs/performance.md "Frames a run no longer makes").
+    """
+    return datetime.now(timezone.utc)
 
 
 def _encode_timestamp(value: datetime) -> str:
