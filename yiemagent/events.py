@@ -281,6 +281,8 @@ class EventEmitter:
     the taps. A sink must not block for long: it holds up every thread that emits.
     ``_sink`` and ``_taps`` (a tuple) are replaced whole under ``_taps_lock`` (never waiting
     for a sink call), which also keeps ``_listened`` in step with them: read in one step.
+    ``_taps_lock`` is an ``RLock``, so a signal handler may set the sink whatever the thread
+    it interrupts was doing with the taps.
     """
 
     __slots__ = ("_sink", "_lock", "_taps", "_taps_lock", "_listened")
@@ -289,7 +291,9 @@ class EventEmitter:
         # held for the whole duration of one sink call: the sink is never re-entered
         self._lock = threading.RLock()
         self._taps: tuple[Callable[[Any], None], ...] = ()
-        self._taps_lock = threading.Lock()  # guards replacing _sink and _taps, and _listened with them
+        # guards replacing _sink and _taps, and _listened with them; an RLock: a signal handler that
+        # sets the sink while this thread holds it (stopping a tap) nests instead of waiting for ever
+        self._taps_lock = threading.RLock()
         self._sink = sink
         self._listened = sink is not None  # whether anyone listens: ``listened``
 
@@ -302,7 +306,10 @@ class EventEmitter:
     def sink(self, sink: Optional[Callable[[Any], Any]]) -> None:
         with self._taps_lock:
             self._sink = sink
-            self._listened = sink is not None or bool(self._taps)
+            # from the fields, not from ``sink``, and with no call in between (where CPython runs a
+            # pending signal handler): a handler that set the sink meanwhile, nested in the
+            # ``RLock`` as this store frees the old sink, is what counts
+            self._listened = self._sink is not None or self._taps != ()
 
     def __call__(self, event: Any) -> None:
         sink, taps = self._sink, self._taps
@@ -342,7 +349,7 @@ class EventEmitter:
         def untap() -> None:
             with self._taps_lock:
                 self._taps = tuple(t for t in self._taps if t is not fn)
-                self._listened = self._sink is not None or bool(self._taps)
+                self._listened = self._sink is not None or self._taps != ()  # as in the sink's setter
 
         return untap
 

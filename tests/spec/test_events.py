@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import subprocess
+import sys
 import threading
 
 import pytest
 
-from helpers import ASSISTANT, PARALLEL, SCHEMA_CITY, SEQUENTIAL, WAIT, EventRecorder, LingeringSink, context_with, make_tool, text_result
+from helpers import ASSISTANT, PARALLEL, ROOT, SCHEMA_CITY, SEQUENTIAL, WAIT, EventRecorder, LingeringSink, context_with, make_tool, text_result
 from yiemagent import (
     AgentLoopConfig,
     AgentToolCall,
@@ -201,6 +203,47 @@ def test_setting_the_sink_waits_for_a_tap_being_added_so_listened_is_never_left_
     assert not setter.is_alive() and emitter.listened
     emitter("heard")
     assert seen == ["heard"]
+
+
+# A process of its own (a hang is a timeout, not a stuck suite): a signal handler sets the sink
+# while the main thread is inside the emitter's lock. The signal is raised from a tracer at the
+# first point inside the lock where CPython runs a pending handler (the instruction after a call),
+# so the handler runs exactly where a real one can land; with no such point, after the change.
+_SIGNAL_DURING_A_CHANGE = """
+import dis, signal, sys
+from yiemagent.events import EventEmitter
+setup, operation = sys.argv[1], sys.argv[2]
+emitter = EventEmitter(print if "sink" in setup else None)
+untap = emitter.tap(repr) if "tap" in setup else None
+ran = []
+signal.signal(signal.SIGUSR1, lambda *_: (setattr(emitter, "sink", ascii), ran.append(True)))
+change = untap if operation == "stop the tap" else (lambda: setattr(emitter, "sink", None))
+code = (untap if operation == "stop the tap" else EventEmitter.sink.fset).__code__
+after_call = {i.offset for p, i in zip(dis.get_instructions(code), list(dis.get_instructions(code))[1:]) if p.opname == "CALL"}
+def local(frame, event, arg):
+    if event == "opcode" and frame.f_lasti in after_call and not ran and repr(emitter._taps_lock).startswith("<locked"):
+        signal.raise_signal(signal.SIGUSR1)
+    return local
+def tracer(frame, event, arg):
+    if frame.f_code is code:
+        frame.f_trace_opcodes = True
+        return local
+    return None
+sys.settrace(tracer)
+change()
+sys.settrace(None)
+if not ran:
+    signal.raise_signal(signal.SIGUSR1)
+print(emitter.sink is ascii, emitter.listened, bool(emitter._taps))
+"""
+
+
+@pytest.mark.parametrize("setup, operation", [("tap", "stop the tap"), ("sink and tap", "stop the tap"), ("sink", "take the sink away")])
+def test_a_signal_handler_that_sets_the_sink_during_a_change_of_the_sink_or_taps_neither_hangs_nor_leaves_listened_stale(setup, operation):
+    """A signal handler setting the sink while the main thread holds the emitter's lock (stopping a tap, taking the sink away) returns, and ``listened`` then says the handler's sink listens."""
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_DURING_A_CHANGE, setup, operation], capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "False"], done.stdout
 
 
 @pytest.mark.spec("13")
