@@ -125,14 +125,16 @@ class _Enum:
         return isinstance(value, str) and value in self.members
 
 
-_INLINE_TYPES: dict[Check, type] = {_TYPES["string"]: str, _TYPES["boolean"]: bool, _TYPES["object"]: dict, _TYPES["array"]: list}
-"""The type checks that are one ``isinstance``: an object's check makes it for a property without calling the check."""
+_INLINE_TYPES: dict[Check, type] = {_TYPES["string"]: str, _TYPES["boolean"]: bool, _TYPES["object"]: dict, _TYPES["array"]: list, _is_integer: int}
+"""The type checks that a value of one exact type passes: an object's check passes such a property's value without calling the check."""
 
 
 def _inline(check: Check) -> tuple[Optional[type], Optional[frozenset[str]]]:
-    """How an object's check checks a property without a call: (the type its value must have, the strings it must be one of).
+    """How an object's check checks a property without a call: (the exact type that passes the type check, the strings the value must be one of).
 
-    (None, None): the property's check is called.
+    A value of any other type is given to the property's check (an ``int`` subclass, a
+    3.0 for "integer", a ``str`` subclass), which gives the verdict. (None, None): the
+    property's check is always called.
     """
     if isinstance(check, _Enum):
         return str, check.members
@@ -165,7 +167,7 @@ def _object_check(schema: dict[str, Any], only_objects: bool = False) -> Optiona
     if not compiled and not required and extra is True:
         return _TYPES["object"] if only_objects else _NOTHING
     needed = tuple(required)
-    # (name, type, members, check): a property whose check is one isinstance (and an enum's membership) is checked here, without a call
+    # (name, type, members, check): a property's value of exactly its one type (and in an enum's members) is checked here, without a call
     items = tuple((name, *_inline(sub), sub) for name, sub in compiled.items())
     open_ended = extra is True or extra == {}
     closed = extra is False
@@ -179,10 +181,9 @@ def _object_check(schema: dict[str, Any], only_objects: bool = False) -> Optiona
         for name, kind, members, sub in items:
             if name in value:
                 item = value[name]
-                if kind is None:
-                    if not sub(item):
-                        return False
-                elif not isinstance(item, kind) or (members is not None and item not in members):
+                if type(item) is not kind and not sub(item):  # kind None: never a value's type, the check is called
+                    return False
+                if members is not None and item not in members:
                     return False
         if open_ended:
             return True

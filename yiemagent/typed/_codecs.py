@@ -112,14 +112,6 @@ def _identity(value: Any) -> Any:
     return value
 
 
-def _to_int(value: Any) -> int:
-    return value if type(value) is int else int(value)  # JSON 3.0 is an integer to JSON Schema
-
-
-def _to_float(value: Any) -> float:
-    return float(value)
-
-
 def _match_choice(value: Any, choices: list[Any], raw: list[Any]) -> Any:
     """The choice whose JSON value equals ``value`` (booleans never equal numbers, as in JSON Schema)."""
     for choice, json_value in zip(choices, raw, strict=True):
@@ -293,10 +285,10 @@ def _compile(tp: Any, stack: tuple[Any, ...]) -> Codec:
         return Codec({"type": "null"}, _identity)
     if tp is bool:
         return Codec({"type": "boolean"}, _identity)
-    if tp is int:
-        return Codec({"type": "integer"}, _to_int)
+    if tp is int:  # int(3.0) is 3 (JSON 3.0 is an integer to JSON Schema); int and float give an exact int or float itself back
+        return Codec({"type": "integer"}, int)
     if tp is float:
-        return Codec({"type": "number"}, _to_float)
+        return Codec({"type": "number"}, float)
     if tp is str:
         return Codec({"type": "string"}, _identity)
     if origin is typing.Literal:
