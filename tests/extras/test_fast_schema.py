@@ -134,7 +134,15 @@ PROPERTY_SCHEMAS = st.one_of(
     st.builds(lambda t, e: {"type": t, "enum": e}, st.sampled_from(["string", "integer", "boolean"]), st.lists(st.sampled_from(["metric", "imperial"]), min_size=1)),
     st.just({"type": "object", "properties": {"a": {"type": "string"}}}),
 )
-PROPERTY_VALUES = st.sampled_from(["metric", "1", "", 1, True, None, ["metric"], {"a": "x"}, {"a": 1}])
+class _Text(str):
+    """A str of another type: the in-place check passes only a value of exactly its type, and asks the property's check about this."""
+
+
+class _Count(int):
+    """An int of another type (as an IntEnum is)."""
+
+
+PROPERTY_VALUES = st.sampled_from(["metric", "1", "", 1, True, None, ["metric"], {"a": "x"}, {"a": 1}, 3.0, 2.5, _Text("metric"), _Count(1), False, 0])
 
 
 def _objects_and_values() -> st.SearchStrategy:
@@ -146,7 +154,11 @@ def _objects_and_values() -> st.SearchStrategy:
 @settings(max_examples=600)
 @given(_objects_and_values(), st.booleans())
 def test_a_property_checked_without_a_call_gives_jsonschemas_verdict(schema_and_value, closed):
-    """An object's property whose check is one isinstance (a string, boolean, array or object type) or an enum of strings, checked in place, still gets jsonschema's verdict."""
+    """An object's property checked in place (a value of exactly its string, integer, boolean, array or object type, or in an enum of strings) still gets jsonschema's verdict.
+
+    The values include what the in-place check hands to the property's check: 3.0 for an
+    integer, a bool, a subclass of str or int.
+    """
     properties, value = schema_and_value
     schema = {"type": "object", "properties": properties, "additionalProperties": not closed}
     check = compile_fast_check(schema)
